@@ -1,0 +1,38 @@
+"""``ConnectorStore``: one façade over the store's parts, sharing a database and a clock."""
+
+from collections.abc import Callable
+
+from store.context import Clock, ReadWinner, StoreContext, random_id, system_clock
+from store.database import Database
+from store.operations import OperationsStore
+from store.retention import RetentionStore
+from store.watches import WatchesStore
+from store.winners import WinnersStore
+
+
+class ConnectorStore:
+    """The connector store (seed ``createConnectorStore``).
+
+    ``db``: a ``Database`` (connected by the caller). ``clock``: "now" in epoch ms, the
+    system time by default. ``read_winner``: the current winner digest of a document,
+    by default the ``kubun_connector_document_winner`` table. ``new_id``: mints node keys
+    and incarnations. Parts: ``operations``, ``watches``, ``winners``, ``retention``.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        clock: Clock = system_clock,
+        read_winner: ReadWinner | None = None,
+        new_id: Callable[[], str] = random_id,
+    ) -> None:
+        self.db = db
+        context = StoreContext(db=db, clock=clock, new_id=new_id)
+        self.winners = WinnersStore(context)
+        self.watches = WatchesStore(context)
+        self.operations = OperationsStore(
+            context, self.watches, read_winner or self.winners.read_winner
+        )
+        self.retention = RetentionStore(context)
+        self.clock = clock

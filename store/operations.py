@@ -1,0 +1,523 @@
+"""Operations: the durable, exactly-once write-back envelope of one change (seed operations.js).
+
+Every write is one conditional ``UPDATE … WHERE <guards> RETURNING``: it applied when a row
+came back. Methods return the updated record when they applied and None when a guard
+refused, where the seed returns a boolean.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import sqlalchemy as sa
+
+from store import validation as check
+from store.context import ReadWinner, StoreContext
+from store.database import chunked
+from store.errors import InvalidInput, ReservedValue
+from store.records import (
+    ATTEMPTED,
+    COMMITTED,
+    DEFER_REASONS,
+    OPERATION_STATES,
+    TERMINAL_STATES,
+    OperationRecord,
+    WatchIdentity,
+    WatchRecord,
+)
+from store.tables import operation as op
+from store.watches import WatchesStore
+
+CONTESTED_SEND_MARKER = "*contested*"
+"""The send marker of an attempt that more than one run marked: it matches no run's marker,
+so no run can refund that attempt."""
+
+ClaimStatus = Literal["claimed", "exists", "conflict"]
+OrderKey = tuple[int, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class OperationClaim:
+    """The input of ``claim_operation`` (seed ``ClaimOperationInput``).
+
+    The envelope (owner_did … payload_hash) is immutable once claimed. ``lease_expires_at``
+    is epoch ms. ``reissue_intent`` is any JSON value.
+    """
+
+    caller_did: str
+    operation_id: str
+    owner_did: str
+    connector_name: str
+    model: str
+    op: str
+    account_key: str
+    target: str
+    source_id: str
+    deterministic_event_id: str
+    payload_hash: str
+    lease_token: str
+    lease_expires_at: int
+    reissue_intent: Any = None
+    provider_etag: str | None = None
+    document_id: str | None = None
+
+    ENVELOPE = (
+        "owner_did",
+        "connector_name",
+        "model",
+        "op",
+        "account_key",
+        "source_id",
+        "deterministic_event_id",
+        "target",
+        "payload_hash",
+    )
+
+    def matches(self, stored: OperationRecord) -> bool:
+        """True when every envelope field equals the stored operation's."""
+        return all(getattr(self, name) == getattr(stored, name) for name in self.ENVELOPE)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimResult:
+    """The outcome of a claim: ``claimed`` or ``exists`` carry the operation, ``conflict`` not."""
+
+    status: ClaimStatus
+    operation: OperationRecord | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OperationTransition:
+    """The input of ``record_operation`` (seed ``RecordOperationInput``).
+
+    CAS on (state = from_state, version, lease_token). ``count_attempt`` (default True) adds
+    one attempt and clears the send marker; ``refund_attempt`` takes one back instead, only
+    when attempts > 0 and the marker is absent or ``send_marker``. Times are epoch ms.
+    """
+
+    caller_did: str
+    operation_id: str
+    from_state: str
+    to_state: str
+    version: int
+    lease_token: str
+    provider_etag: str | None = None
+    count_attempt: bool = True
+    refund_attempt: bool = False
+    send_marker: str | None = None
+    next_attempt_at: int | None = None
+    defer_reason: str | None = None
+    kind: str | None = None
+    http_status: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OperationFilter:
+    """The filter of ``list_tracked_operations``; every field given must match.
+
+    ``visible_to`` matches the caller or the owner. An empty ``states`` or
+    ``document_ids`` list matches nothing; None leaves that field unfiltered.
+    """
+
+    node_key: str | None = None
+    caller_did: str | None = None
+    operation_id: str | None = None
+    visible_to: str | None = None
+    connector_name: str | None = None
+    states: Sequence[str] | None = None
+    document_ids: Sequence[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finalization:
+    """What ``finalize_operation_and_arm_watch`` wrote: the committed operation and its watch."""
+
+    operation: OperationRecord
+    watch: WatchRecord
+
+
+def _by_key(caller_did: str, operation_id: str) -> sa.ColumnElement[bool]:
+    return sa.and_(
+        op.c.caller_did == check.key("callerDID", caller_did),
+        op.c.operation_id == check.key("operationID", operation_id),
+    )
+
+
+def lease_free_or_held(token: str | None, now: int) -> sa.ColumnElement[bool]:
+    """The lease guard: no lease, an expired one (``lease_expires_at < now``), or ``token``'s.
+
+    A lease that expires exactly at ``now`` is still held. ``token`` None drops the last arm.
+    """
+    arms = [op.c.lease_token.is_(None), op.c.lease_expires_at < now]
+    if token is not None:
+        arms.append(op.c.lease_token == token)
+    return sa.or_(*arms)
+
+
+def _reject_contested(field: str, marker: str | None) -> None:
+    if marker == CONTESTED_SEND_MARKER:
+        raise ReservedValue(field, f"{CONTESTED_SEND_MARKER!r} is reserved")
+
+
+class OperationsStore:
+    """The operation methods of the seed's ``createOperationsMethods``."""
+
+    def __init__(
+        self, context: StoreContext, watches: WatchesStore, read_winner: ReadWinner
+    ) -> None:
+        self._ctx = context
+        self._db = context.db
+        self._watches = watches
+        self._read_winner = read_winner
+
+    async def _update(
+        self, guard: sa.ColumnElement[bool], values: dict[str, Any]
+    ) -> OperationRecord | None:
+        row = await self._db.fetch_one(sa.update(op).where(guard).values(values).returning(op))
+        return None if row is None else OperationRecord.from_row(row)
+
+    async def claim_operation(self, claim: OperationClaim) -> ClaimResult:
+        """Claim ``(caller_did, operation_id)`` once (seed ``claimOperation``).
+
+        Inserts the operation if the key is free: ``claimed`` with the new record (state
+        attempted, attempts 0, version 0, the claimant's lease). Otherwise reads the stored
+        one: ``exists`` when its envelope equals the claim's, ``conflict`` on any drift or
+        when the row vanished in between. The stored row is never overwritten.
+        Raises ``InvalidInput`` for a malformed field.
+        """
+        values = {
+            "caller_did": check.key("callerDID", claim.caller_did),
+            "operation_id": check.key("operationID", claim.operation_id),
+            "owner_did": check.key("ownerDID", claim.owner_did),
+            "connector_name": check.key("connectorName", claim.connector_name),
+            "model": check.key("model", claim.model),
+            "op": check.key("op", claim.op),
+            "account_key": check.key("accountKey", claim.account_key),
+            "target": check.key("target", claim.target),
+            "source_id": check.key("sourceID", claim.source_id),
+            "deterministic_event_id": check.key(
+                "deterministicEventID", claim.deterministic_event_id
+            ),
+            "payload_hash": check.key("payloadHash", claim.payload_hash),
+            "reissue_intent": check.json_text("reissueIntent", claim.reissue_intent),
+            "provider_etag": check.optional_key("providerEtag", claim.provider_etag),
+            "document_id": check.optional_key("documentID", claim.document_id),
+            "lease_token": check.key("leaseToken", claim.lease_token),
+            "lease_expires_at": check.epoch_ms("leaseExpiresAt", claim.lease_expires_at),
+        }
+        now = self._ctx.clock()
+        values |= {
+            "node_key": self._ctx.new_id(),
+            "incarnation": self._ctx.new_id(),
+            "result_entity": None,
+            "state": ATTEMPTED,
+            "attempts": 0,
+            "version": 0,
+            "created_at": now,
+            "updated_at": now,
+        }
+        insert = (
+            self._db.insert(op)
+            .values(values)
+            .on_conflict_do_nothing(index_elements=[op.c.caller_did, op.c.operation_id])
+            .returning(op)
+        )
+        inserted = await self._db.fetch_one(insert)
+        if inserted is not None:
+            return ClaimResult("claimed", OperationRecord.from_row(inserted))
+        stored = await self.get_operation(claim.caller_did, claim.operation_id)
+        if stored is None or not claim.matches(stored):
+            return ClaimResult("conflict")
+        return ClaimResult("exists", stored)
+
+    async def acquire_lease(
+        self, caller_did: str, operation_id: str, token: str, expires_at: int
+    ) -> OperationRecord | None:
+        """Take the lease for ``token`` until ``expires_at`` (epoch ms) (seed ``acquireLease``).
+
+        Applies when the lease is free, expired (``lease_expires_at < now``) or already
+        ``token``'s. Returns the updated operation, or None when refused or absent.
+        """
+        now = self._ctx.clock()
+        values = {
+            "lease_token": check.key("token", token),
+            "lease_expires_at": check.epoch_ms("expiresAt", expires_at),
+            "updated_at": now,
+        }
+        return await self._update(
+            sa.and_(_by_key(caller_did, operation_id), lease_free_or_held(token, now)), values
+        )
+
+    async def renew_lease(
+        self, caller_did: str, operation_id: str, token: str, expires_at: int
+    ) -> OperationRecord | None:
+        """Move the lease's expiry to ``expires_at`` (epoch ms) (seed ``renewLease``).
+
+        Same guard as ``acquire_lease``; the token is left as it is. Returns the updated
+        operation, or None when refused or absent.
+        """
+        now = self._ctx.clock()
+        check.key("token", token)
+        values = {"lease_expires_at": check.epoch_ms("expiresAt", expires_at), "updated_at": now}
+        return await self._update(
+            sa.and_(_by_key(caller_did, operation_id), lease_free_or_held(token, now)), values
+        )
+
+    async def release_lease(
+        self, caller_did: str, operation_id: str, token: str
+    ) -> OperationRecord | None:
+        """Drop the lease (seed ``releaseLease``); same guard as ``acquire_lease``.
+
+        Returns the updated operation, or None when refused or absent.
+        """
+        now = self._ctx.clock()
+        check.key("token", token)
+        values = {"lease_token": None, "lease_expires_at": None, "updated_at": now}
+        return await self._update(
+            sa.and_(_by_key(caller_did, operation_id), lease_free_or_held(token, now)), values
+        )
+
+    async def get_operation(self, caller_did: str, operation_id: str) -> OperationRecord | None:
+        """The operation at ``(caller_did, operation_id)``, or None (seed ``getOperation``)."""
+        row = await self._db.fetch_one(sa.select(op).where(_by_key(caller_did, operation_id)))
+        return None if row is None else OperationRecord.from_row(row)
+
+    async def list_tracked_operations(
+        self,
+        where: OperationFilter,
+        *,
+        after: OrderKey | None = None,
+        limit: int | None = None,
+    ) -> list[OperationRecord]:
+        """Operations matching ``where``, ordered by created_at, caller, operation id.
+
+        Ports the seed's ``listTrackedOperations`` and adds keyset paging: ``after`` is the
+        order key of the last row already seen, ``limit`` the most rows returned. More than
+        500 document ids are queried in chunks and merged back into order.
+        Raises ``InvalidInput`` for a malformed filter.
+        """
+        if where.states is not None:
+            for state in where.states:
+                check.choice("states", state, OPERATION_STATES)
+        document_ids = (
+            None
+            if where.document_ids is None
+            else check.key_list("documentIDs", where.document_ids)
+        )
+        if (where.states is not None and not where.states) or document_ids == []:
+            return []
+        if limit is not None:
+            check.count("limit", limit)
+        query = sa.select(op).order_by(op.c.created_at, op.c.caller_did, op.c.operation_id)
+        conditions = {
+            op.c.node_key: where.node_key,
+            op.c.caller_did: where.caller_did,
+            op.c.operation_id: where.operation_id,
+            op.c.connector_name: where.connector_name,
+        }
+        for column, value in conditions.items():
+            if value is not None:
+                query = query.where(column == value)
+        if where.visible_to is not None:
+            query = query.where(
+                sa.or_(op.c.caller_did == where.visible_to, op.c.owner_did == where.visible_to)
+            )
+        if where.states is not None:
+            query = query.where(op.c.state.in_(list(where.states)))
+        if after is not None:
+            query = query.where(
+                sa.tuple_(op.c.created_at, op.c.caller_did, op.c.operation_id) > sa.tuple_(*after)
+            )
+        if limit is not None:
+            query = query.limit(limit)
+        if document_ids is None:
+            return [OperationRecord.from_row(row) for row in await self._db.fetch_all(query)]
+        found: list[OperationRecord] = []
+        for chunk in chunked(document_ids):
+            rows = await self._db.fetch_all(query.where(op.c.document_id.in_(chunk)))
+            found.extend(OperationRecord.from_row(row) for row in rows)
+        found.sort(key=lambda record: record.order_key)
+        return found if limit is None else found[:limit]
+
+    async def has_newer_operation_on_document(self, caller_did: str, operation_id: str) -> bool:
+        """True when another operation on the same document sorts after this one.
+
+        The order is created_at, then caller, then operation id (seed
+        ``hasNewerOperationOnDocument``). An absent operation or a null document is False.
+        """
+        this = op.alias("this")
+        newer = op.alias("newer")
+        query = (
+            sa.select(newer.c.operation_id)
+            .select_from(this.join(newer, newer.c.document_id == this.c.document_id))
+            .where(
+                this.c.caller_did == check.key("callerDID", caller_did),
+                this.c.operation_id == check.key("operationID", operation_id),
+                sa.tuple_(newer.c.created_at, newer.c.caller_did, newer.c.operation_id)
+                > sa.tuple_(this.c.created_at, this.c.caller_did, this.c.operation_id),
+            )
+            .limit(1)
+        )
+        return await self._db.fetch_one(query) is not None
+
+    async def mark_send_started(
+        self, caller_did: str, operation_id: str, lease_token: str, marker: str
+    ) -> OperationRecord | None:
+        """Mark the current attempt as sent by the run ``marker`` (seed ``markSendStarted``).
+
+        Guarded by state attempted and ``lease_token``. If another run's marker is already
+        there the attempt becomes contested: refundable by no run. Returns the updated
+        operation, or None when refused or absent. Raises ``ReservedValue`` for the
+        contested marker itself.
+        """
+        check.key("marker", marker)
+        _reject_contested("marker", marker)
+        check.key("leaseToken", lease_token)
+        unmarked_or_ours = sa.or_(op.c.send_marker.is_(None), op.c.send_marker == marker)
+        values = {
+            "send_marker": sa.case(
+                (unmarked_or_ours, sa.literal(marker)), else_=sa.literal(CONTESTED_SEND_MARKER)
+            ),
+            "updated_at": self._ctx.clock(),
+        }
+        guard = sa.and_(
+            _by_key(caller_did, operation_id),
+            op.c.state == ATTEMPTED,
+            op.c.lease_token == lease_token,
+        )
+        return await self._update(guard, values)
+
+    async def defer_operation(
+        self,
+        caller_did: str,
+        operation_id: str,
+        next_attempt_at: int,
+        reason: str | None = None,
+        lease_token: str | None = None,
+    ) -> OperationRecord | None:
+        """Reschedule a live operation to ``next_attempt_at`` (epoch ms) (seed ``deferOperation``).
+
+        Guarded by state attempted and a lease that is free, expired, or ``lease_token``'s
+        when one is given. ``reason`` is ``offline``, ``auth`` or None. Returns the updated
+        operation, or None when refused or absent.
+        """
+        now = self._ctx.clock()
+        values = {
+            "next_attempt_at": check.epoch_ms("nextAttemptAt", next_attempt_at),
+            "defer_reason": check.optional_choice("reason", reason, DEFER_REASONS),
+            "updated_at": now,
+        }
+        guard = sa.and_(
+            _by_key(caller_did, operation_id),
+            op.c.state == ATTEMPTED,
+            lease_free_or_held(check.optional_key("leaseToken", lease_token), now),
+        )
+        return await self._update(guard, values)
+
+    async def record_operation(self, change: OperationTransition) -> OperationRecord | None:
+        """Move an operation from ``from_state`` to ``to_state`` (seed ``recordOperation``).
+
+        CAS on state, version and lease token; version +1; provider etag, next attempt,
+        defer reason, kind and HTTP status take the given values (None clears them). A
+        terminal ``from_state`` never applies: nothing leaves a terminal state.
+        Returns the updated operation, or None when a guard refused or it is absent.
+        Raises ``InvalidInput`` for ``to_state`` committed (finalize reaches it) and
+        ``ReservedValue`` for the contested ``send_marker``.
+        """
+        check.choice("fromState", change.from_state, OPERATION_STATES)
+        if change.to_state == COMMITTED:
+            raise InvalidInput("toState", "committed is reached only through finalizeOperation")
+        check.choice("toState", change.to_state, OPERATION_STATES)
+        _reject_contested("sendMarker", change.send_marker)
+        values: dict[str, Any] = {
+            "state": change.to_state,
+            "provider_etag": check.optional_key("providerEtag", change.provider_etag),
+            "next_attempt_at": check.optional_epoch_ms("nextAttemptAt", change.next_attempt_at),
+            "defer_reason": check.optional_choice(
+                "deferReason", change.defer_reason, DEFER_REASONS
+            ),
+            "last_kind": check.optional_key("kind", change.kind),
+            "last_http_status": check.optional_count("httpStatus", change.http_status),
+            "version": op.c.version + 1,
+            "updated_at": self._ctx.clock(),
+        }
+        guard = sa.and_(
+            _by_key(caller_did=change.caller_did, operation_id=change.operation_id),
+            op.c.state == change.from_state,
+            op.c.version == check.count("version", change.version),
+            op.c.lease_token == check.key("leaseToken", change.lease_token),
+        )
+        if change.refund_attempt:
+            values |= {"attempts": op.c.attempts - 1, "send_marker": None}
+            marker_arms = [op.c.send_marker.is_(None)]
+            if change.send_marker is not None:
+                marker_arms.append(op.c.send_marker == change.send_marker)
+            guard = sa.and_(guard, op.c.attempts > 0, sa.or_(*marker_arms))
+        elif change.count_attempt:
+            values |= {"attempts": op.c.attempts + 1, "send_marker": None}
+        if change.from_state in TERMINAL_STATES:
+            return None
+        return await self._update(guard, values)
+
+    async def finalize_operation_and_arm_watch(
+        self,
+        caller_did: str,
+        operation_id: str,
+        *,
+        version: int,
+        lease_token: str,
+        due_at: int,
+        result_entity: Any = None,
+        provider_etag: str | None = None,
+        document_id: str | None = None,
+    ) -> Finalization | None:
+        """Commit a live operation and arm its watch, in one transaction.
+
+        CAS from attempted to committed on ``version`` and ``lease_token``: version +1,
+        one attempt counted, ``result_entity`` stored, ``provider_etag`` and
+        ``document_id`` replaced when given, send marker, next attempt and defer reason
+        cleared, the lease kept. Then the watch of the operation's identity is created or
+        opens its next generation, due at ``due_at`` (epoch ms), observing the document's
+        current winner. Returns both records, or None (and writes nothing) when the CAS
+        refused or the operation is absent. Ports ``finalizeOperationAndArmWatch``.
+        """
+        values: dict[str, Any] = {
+            "state": COMMITTED,
+            "result_entity": None
+            if result_entity is None
+            else check.json_text("resultEntity", result_entity),
+            "attempts": op.c.attempts + 1,
+            "send_marker": None,
+            "next_attempt_at": None,
+            "defer_reason": None,
+            "version": op.c.version + 1,
+        }
+        if provider_etag is not None:
+            values["provider_etag"] = check.key("providerEtag", provider_etag)
+        if document_id is not None:
+            values["document_id"] = check.key("documentID", document_id)
+        check.epoch_ms("dueAt", due_at)
+        guard = sa.and_(
+            _by_key(caller_did, operation_id),
+            op.c.state == ATTEMPTED,
+            op.c.version == check.count("version", version),
+            op.c.lease_token == check.key("leaseToken", lease_token),
+        )
+        async with self._db.write_transaction():
+            committed = await self._update(guard, values | {"updated_at": self._ctx.clock()})
+            if committed is None:
+                return None
+            identity = WatchIdentity(
+                committed.owner_did,
+                committed.connector_name,
+                committed.model,
+                committed.account_key,
+                committed.source_id,
+            )
+            armed = await self._watches.open_generation(
+                identity,
+                document_id=committed.document_id,
+                observed_winner=await self._read_winner(committed.document_id),
+                due_at=due_at,
+            )
+        return Finalization(committed, armed)

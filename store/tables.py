@@ -1,0 +1,128 @@
+"""SQLAlchemy Core tables: the single definition of the store's schema.
+
+Every time column is epoch milliseconds in a BIGINT. JSON columns are text, decoded on
+read (``store.records``). The alembic migrations create exactly these tables and indexes.
+"""
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+operation = sa.Table(
+    "kubun_connector_operation",
+    metadata,
+    sa.Column("caller_did", sa.Text, nullable=False),
+    sa.Column("operation_id", sa.Text, nullable=False),
+    sa.Column("node_key", sa.Text, nullable=False, unique=True),
+    sa.Column("owner_did", sa.Text, nullable=False),
+    sa.Column("connector_name", sa.Text, nullable=False),
+    sa.Column("model", sa.Text, nullable=False),
+    sa.Column("op", sa.Text, nullable=False),
+    sa.Column("account_key", sa.Text, nullable=False),
+    sa.Column("target", sa.Text, nullable=False),
+    sa.Column("source_id", sa.Text, nullable=False),
+    sa.Column("deterministic_event_id", sa.Text, nullable=False),
+    sa.Column("payload_hash", sa.Text, nullable=False),
+    sa.Column("reissue_intent", sa.Text, nullable=False),
+    sa.Column("provider_etag", sa.Text),
+    sa.Column("document_id", sa.Text),
+    sa.Column("result_entity", sa.Text),
+    sa.Column("state", sa.Text, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("next_attempt_at", sa.BigInteger),
+    sa.Column("defer_reason", sa.Text),
+    sa.Column("last_kind", sa.Text),
+    sa.Column("last_http_status", sa.Integer),
+    sa.Column("send_marker", sa.Text),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("incarnation", sa.Text, nullable=False),
+    sa.Column("lease_token", sa.Text),
+    sa.Column("lease_expires_at", sa.BigInteger),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.PrimaryKeyConstraint("caller_did", "operation_id", name="kubun_connector_operation_pkey"),
+    sa.Index("kubun_connector_operation_order_idx", "created_at", "caller_did", "operation_id"),
+    sa.Index("kubun_connector_operation_document_idx", "document_id", "created_at"),
+    sa.Index("kubun_connector_operation_owner_idx", "owner_did", "created_at"),
+    sa.Index("kubun_connector_operation_connector_state_idx", "connector_name", "state"),
+    sa.Index("kubun_connector_operation_state_due_idx", "state", "next_attempt_at"),
+    sa.Index("kubun_connector_operation_defer_idx", "defer_reason", "owner_did", "connector_name"),
+    sa.Index("kubun_connector_operation_finished_idx", "state", "updated_at"),
+)
+
+projection_watch = sa.Table(
+    "kubun_connector_projection_watch",
+    metadata,
+    sa.Column("owner_did", sa.Text, nullable=False),
+    sa.Column("connector_name", sa.Text, nullable=False),
+    sa.Column("model", sa.Text, nullable=False),
+    sa.Column("account_key", sa.Text, nullable=False),
+    sa.Column("source_id", sa.Text, nullable=False),
+    sa.Column("document_id", sa.Text),
+    sa.Column("repair_generation", sa.Integer, nullable=False),
+    sa.Column("verification_status", sa.Text, nullable=False),
+    sa.Column("verification_attempts", sa.Integer, nullable=False),
+    sa.Column("observed_winner_digest", sa.Text),
+    sa.Column("verified_state_digest", sa.Text),
+    sa.Column("next_attempt_at", sa.BigInteger),
+    sa.Column("claimed_until", sa.BigInteger),
+    sa.Column("defer_reason", sa.Text),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.PrimaryKeyConstraint(
+        "owner_did",
+        "connector_name",
+        "model",
+        "account_key",
+        "source_id",
+        name="kubun_connector_projection_watch_pkey",
+    ),
+    sa.Index("kubun_connector_projection_watch_document_idx", "document_id"),
+    sa.Index("kubun_connector_projection_watch_due_idx", "verification_status", "next_attempt_at"),
+    sa.Index(
+        "kubun_connector_projection_watch_defer_idx", "defer_reason", "owner_did", "connector_name"
+    ),
+)
+
+pending_auth = sa.Table(
+    "kubun_connector_pending_auth",
+    metadata,
+    sa.Column("state", sa.Text, primary_key=True),
+    sa.Column("code_verifier", sa.Text, nullable=False),
+    sa.Column("provider", sa.Text, nullable=False),
+    sa.Column("owner_did", sa.Text, nullable=False),
+    sa.Column("owner_wrappable_did", sa.Text),
+    sa.Column("controller_wrappable_did", sa.Text),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("redirect_url", sa.Text, nullable=False),
+    sa.Column("scopes", sa.Text, nullable=False),
+    sa.Column("is_incremental", sa.Integer, nullable=False),
+    sa.Column("expires_at", sa.BigInteger, nullable=False),
+    sa.Index("kubun_connector_pending_auth_expires_idx", "expires_at"),
+)
+
+sync_state = sa.Table(
+    "kubun_connector_sync_state",
+    metadata,
+    sa.Column("connector_name", sa.Text, nullable=False),
+    sa.Column("owner_did", sa.Text, nullable=False),
+    sa.Column("checkpoint", sa.Text),
+    sa.Column("recovery", sa.Text),
+    sa.Column("last_synced_at", sa.BigInteger),
+    sa.Column("entity_count", sa.Integer, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("error", sa.Text),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("incarnation", sa.Text, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.PrimaryKeyConstraint("connector_name", "owner_did", name="kubun_connector_sync_state_pkey"),
+)
+
+document_winner = sa.Table(
+    "kubun_connector_document_winner",
+    metadata,
+    sa.Column("document_id", sa.Text, primary_key=True),
+    sa.Column("winner_digest", sa.Text, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+)

@@ -1,0 +1,84 @@
+"""Checks on values before any SQL runs. Each raises ``InvalidInput`` naming the field."""
+
+import json
+from collections.abc import Collection
+from typing import Any
+
+from store.errors import InvalidInput
+
+MAX_EPOCH_MS = 2**53 - 1
+MAX_KEY_LENGTH = 1024
+MAX_JSON_BYTES = 1024 * 1024
+MAX_INT32 = 2**31 - 1
+
+
+def key(field: str, value: Any) -> str:
+    """A required key (DID, id, token, digest): a non-empty string of at most 1024 chars."""
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(field, "must be a non-empty string")
+    if len(value) > MAX_KEY_LENGTH:
+        raise InvalidInput(field, f"must be at most {MAX_KEY_LENGTH} characters")
+    return value
+
+
+def optional_key(field: str, value: Any) -> str | None:
+    """Like ``key``, but None passes."""
+    return None if value is None else key(field, value)
+
+
+def epoch_ms(field: str, value: Any) -> int:
+    """A time in epoch milliseconds: an int from 0 to 2^53-1 (booleans refused)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(field, "must be an integer number of epoch milliseconds")
+    if not 0 <= value <= MAX_EPOCH_MS:
+        raise InvalidInput(field, f"must be between 0 and {MAX_EPOCH_MS}")
+    return value
+
+
+def optional_epoch_ms(field: str, value: Any) -> int | None:
+    """Like ``epoch_ms``, but None passes."""
+    return None if value is None else epoch_ms(field, value)
+
+
+def count(field: str, value: Any, *, minimum: int = 0, maximum: int = MAX_INT32) -> int:
+    """An int from ``minimum`` to ``maximum`` (versions, limits, statuses; 32-bit by default)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(field, "must be an integer")
+    if not minimum <= value <= maximum:
+        raise InvalidInput(field, f"must be between {minimum} and {maximum}")
+    return value
+
+
+def optional_count(field: str, value: Any) -> int | None:
+    """Like ``count`` with the default bounds, but None passes."""
+    return None if value is None else count(field, value)
+
+
+def choice(field: str, value: Any, allowed: Collection[str]) -> str:
+    """One of ``allowed``."""
+    if value not in allowed:
+        raise InvalidInput(field, f"must be one of {', '.join(sorted(allowed))}")
+    return value
+
+
+def optional_choice(field: str, value: Any, allowed: Collection[str]) -> str | None:
+    """Like ``choice``, but None passes."""
+    return None if value is None else choice(field, value, allowed)
+
+
+def json_text(field: str, value: Any) -> str:
+    """A JSON-encodable value, encoded; at most 1 MiB of text."""
+    try:
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise InvalidInput(field, f"must be JSON ({error})") from error
+    if len(text.encode()) > MAX_JSON_BYTES:
+        raise InvalidInput(field, f"must encode to at most {MAX_JSON_BYTES} bytes of JSON")
+    return text
+
+
+def key_list(field: str, values: Any) -> list[str]:
+    """A list of keys, each checked like ``key``."""
+    if not isinstance(values, (list, tuple)):
+        raise InvalidInput(field, "must be a list of strings")
+    return [key(field, value) for value in values]

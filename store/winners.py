@@ -1,0 +1,45 @@
+"""Document winners: the current winning state digest of each document (seed ``ReadWinner``)."""
+
+import sqlalchemy as sa
+
+from store import validation as check
+from store.context import StoreContext
+from store.tables import document_winner as winner
+
+
+class WinnersStore:
+    """Reads and records the winner digest per document id."""
+
+    def __init__(self, context: StoreContext) -> None:
+        self._ctx = context
+        self._db = context.db
+
+    async def read_winner(self, document_id: str | None) -> str | None:
+        """The document's current winner digest, or None (no document, or none recorded).
+
+        The default ``ReadWinner``: awaited inside a transaction it reads through that
+        transaction's connection.
+        """
+        if document_id is None:
+            return None
+        row = await self._db.fetch_one(
+            sa.select(winner.c.winner_digest).where(winner.c.document_id == document_id)
+        )
+        return None if row is None else row["winner_digest"]
+
+    async def record_winner(self, document_id: str, winner_digest: str) -> None:
+        """Set the document's winner digest (insert or replace)."""
+        values = {
+            "document_id": check.key("documentID", document_id),
+            "winner_digest": check.key("winnerDigest", winner_digest),
+            "updated_at": self._ctx.clock(),
+        }
+        upsert = self._db.insert(winner).values(values)
+        upsert = upsert.on_conflict_do_update(
+            index_elements=[winner.c.document_id],
+            set_={
+                "winner_digest": upsert.excluded.winner_digest,
+                "updated_at": upsert.excluded.updated_at,
+            },
+        )
+        await self._db.fetch_all(upsert.returning(winner.c.document_id))

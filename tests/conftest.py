@@ -1,0 +1,72 @@
+"""Fixtures: every store test runs on SQLite and on PostgreSQL, each on fresh databases."""
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from store import ConnectorStore
+from store.database import Database
+from tests.databases import PostgresRun, sqlite_copy, sqlite_template
+
+BACKENDS = ["sqlite", "postgres"]
+START = 1_750_000_000_000
+
+
+class FrozenClock:
+    """A clock the test moves by hand; reads epoch ms."""
+
+    def __init__(self, now: int = START) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, ms: int) -> int:
+        self.now += ms
+        return self.now
+
+
+@pytest.fixture(scope="session")
+def sqlite_template_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return sqlite_template(tmp_path_factory.mktemp("template"))
+
+
+@pytest.fixture(scope="session")
+async def postgres_run() -> AsyncIterator[PostgresRun]:
+    run = PostgresRun()
+    yield run
+    await run.drop()
+
+
+@pytest.fixture(params=BACKENDS)
+async def database_url(
+    request: pytest.FixtureRequest,
+    sqlite_template_path: Path,
+    tmp_path: Path,
+    postgres_run: PostgresRun,
+) -> str:
+    """The URL of a fresh, migrated, empty database on each backend."""
+    if request.param == "sqlite":
+        return sqlite_copy(sqlite_template_path, tmp_path)
+    url = await postgres_run.create()
+    await postgres_run.truncate()
+    return url
+
+
+@pytest.fixture
+def clock() -> FrozenClock:
+    return FrozenClock()
+
+
+@pytest.fixture
+async def database(database_url: str) -> AsyncIterator[Database]:
+    db = Database(database_url, pool_size=60)
+    await db.connect()
+    yield db
+    await db.disconnect()
+
+
+@pytest.fixture
+def store(database: Database, clock: FrozenClock) -> Iterator[ConnectorStore]:
+    yield ConnectorStore(database, clock=clock)

@@ -1,0 +1,98 @@
+"""Fresh test databases on both backends: a migrated SQLite template copied per test, and one
+PostgreSQL database per run, migrated once and truncated before each test."""
+
+import asyncio
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from store import tables
+from store.migrate import upgrade
+
+DEFAULT_TEST_DATABASE_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
+
+
+def postgres_admin_url() -> str:
+    """The server URL the PostgreSQL tests create their database on, in asyncpg form."""
+    url = os.environ.get("TEST_DATABASE_URL", DEFAULT_TEST_DATABASE_URL)
+    return url.replace("postgresql+asyncpg://", "postgresql://", 1)
+
+
+def with_database(url: str, name: str) -> str:
+    """``url`` pointing at database ``name`` instead."""
+    base, _, _ = url.rpartition("/")
+    return f"{base}/{name}"
+
+
+def postgres_unavailable(reason: str) -> None:
+    """Skip, with the reason, or fail when ``REQUIRE_POSTGRES=1``."""
+    message = f"PostgreSQL unavailable at {postgres_admin_url()}: {reason}"
+    if os.environ.get("REQUIRE_POSTGRES") == "1":
+        pytest.fail(message + " (REQUIRE_POSTGRES=1)", pytrace=False)
+    pytest.skip(message)
+
+
+class PostgresRun:
+    """One database for this test run, created on first use and dropped at the end."""
+
+    def __init__(self) -> None:
+        self.name = f"connector_test_{uuid.uuid4().hex[:12]}"
+        self.url: str | None = None
+        self.error: str | None = None
+
+    async def create(self) -> str:
+        if self.url is not None:
+            return self.url
+        if self.error is not None:
+            postgres_unavailable(self.error)
+        try:
+            admin = await asyncpg.connect(postgres_admin_url(), timeout=5)
+        except (OSError, asyncpg.PostgresError, TimeoutError) as error:
+            self.error = f"{type(error).__name__}: {error}"
+            postgres_unavailable(self.error)
+        try:
+            await admin.execute(f'CREATE DATABASE "{self.name}"')
+        finally:
+            await admin.close()
+        url = with_database(postgres_admin_url(), self.name).replace(
+            "postgresql://", "postgresql+asyncpg://", 1
+        )
+        await asyncio.to_thread(upgrade, url)
+        self.url = url
+        return url
+
+    async def truncate(self) -> None:
+        assert self.url is not None
+        connection = await asyncpg.connect(self.url.replace("+asyncpg", "", 1))
+        try:
+            names = ", ".join(table.name for table in tables.metadata.sorted_tables)
+            await connection.execute(f"TRUNCATE {names}")
+        finally:
+            await connection.close()
+
+    async def drop(self) -> None:
+        if self.url is None:
+            return
+        admin = await asyncpg.connect(postgres_admin_url())
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+
+def sqlite_template(folder: Path) -> Path:
+    """A migrated SQLite file to copy for each test."""
+    path = folder / "template.db"
+    upgrade(f"sqlite+aiosqlite:///{path}")
+    return path
+
+
+def sqlite_copy(template: Path, folder: Path) -> str:
+    """A fresh copy of the migrated template; returns its URL."""
+    path = folder / "store.db"
+    shutil.copyfile(template, path)
+    return f"sqlite+aiosqlite:///{path}"
