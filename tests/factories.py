@@ -4,8 +4,8 @@ from dataclasses import replace
 from typing import Any
 
 from store import ConnectorStore
-from store.operations import OperationClaim
-from store.records import OperationRecord
+from store.operations import OperationClaim, OperationTransition
+from store.records import OperationRecord, WatchIdentity
 
 LEASE_MS = 30_000
 
@@ -65,3 +65,59 @@ async def committed_operation(store: ConnectorStore, **overrides: Any) -> Operat
     )
     assert done is not None
     return done.operation
+
+
+def transition(record: OperationRecord, **overrides: Any) -> OperationTransition:
+    """A ``record_operation`` input that applies to ``record`` as it stands (a retry back to
+    attempted, counting the attempt); any field may be overridden."""
+    base = OperationTransition(
+        caller_did=record.caller_did,
+        operation_id=record.operation_id,
+        from_state=record.state,
+        to_state="attempted",
+        version=record.version,
+        lease_token=record.lease_token or "",
+    )
+    return replace(base, **overrides)
+
+
+async def recorded_operation(
+    store: ConnectorStore, to_state: str, **overrides: Any
+) -> OperationRecord:
+    """A claimed operation moved by ``record_operation`` to ``to_state`` (failed, superseded
+    or attempted again)."""
+    record = await claimed_operation(store, **overrides)
+    moved = await store.operations.record_operation(transition(record, to_state=to_state))
+    assert moved is not None and moved.state == to_state
+    return moved
+
+
+async def terminal_operation(
+    store: ConnectorStore, state: str, **overrides: Any
+) -> OperationRecord:
+    """An operation in the terminal ``state``: committed, failed or superseded."""
+    if state == "committed":
+        return await committed_operation(store, **overrides)
+    return await recorded_operation(store, state, **overrides)
+
+
+async def released_operation(store: ConnectorStore, **overrides: Any) -> OperationRecord:
+    """A claimed operation whose lease was released: no token, no expiry."""
+    record = await claimed_operation(store, **overrides)
+    released = await store.operations.release_lease(
+        record.caller_did, record.operation_id, record.lease_token or ""
+    )
+    assert released is not None and released.lease_token is None
+    return released
+
+
+def identity_of(record: OperationRecord) -> WatchIdentity:
+    """The identity of the watch an operation's finalize arms."""
+    return WatchIdentity(
+        record.owner_did, record.connector_name, record.model, record.account_key, record.source_id
+    )
+
+
+async def reread(store: ConnectorStore, record: OperationRecord) -> OperationRecord | None:
+    """The operation as the store holds it now, to compare with what a write returned."""
+    return await store.operations.get_operation(record.caller_did, record.operation_id)

@@ -1,0 +1,100 @@
+"""The error boundary: every GraphQL error leaves with an ``extensions.code``.
+
+Store errors become ``BAD_USER_INPUT`` or ``NOT_FOUND``; errors our resolvers raise keep
+their code; parse and validation errors get theirs; anything else is masked as
+``INTERNAL_SERVER_ERROR`` and logged with the request id.
+"""
+
+import logging
+from collections.abc import Iterator
+
+from graphql import GraphQLError, GraphQLSyntaxError
+from strawberry.extensions import SchemaExtension
+
+from store.errors import InvalidInput, NotFound
+
+log = logging.getLogger("connector_store.errors")
+
+BAD_USER_INPUT = "BAD_USER_INPUT"
+VALUE_PROBLEMS = (
+    "Variable '$",
+    "Expected value of type",
+    "Int cannot represent",
+    "Float cannot represent",
+    "String cannot represent",
+    "Boolean cannot represent",
+    "ID cannot represent",
+    "Enum '",
+    "Value '",
+)
+VALUE_PROBLEM_PARTS = (
+    "is required, but it was not provided",
+    "was not provided.",
+    "is not defined by type",
+)
+
+
+def bad_input(field: str, problem: str) -> GraphQLError:
+    """A ``BAD_USER_INPUT`` error naming ``field``."""
+    return GraphQLError(f"{field}: {problem}", extensions={"code": BAD_USER_INPUT, "field": field})
+
+
+def not_found(message: str) -> GraphQLError:
+    """A ``NOT_FOUND`` error."""
+    return GraphQLError(message, extensions={"code": "NOT_FOUND"})
+
+
+def request_error_code(error: GraphQLError) -> str:
+    """The code of an error raised before any resolver ran."""
+    if isinstance(error, GraphQLSyntaxError) or error.message.startswith("Syntax Error"):
+        return "GRAPHQL_PARSE_FAILED"
+    message = error.message
+    if message.startswith(VALUE_PROBLEMS) or any(part in message for part in VALUE_PROBLEM_PARTS):
+        return BAD_USER_INPUT
+    return "GRAPHQL_VALIDATION_FAILED"
+
+
+class ErrorCodes(SchemaExtension):
+    """Gives every error of a result its code and masks the unexpected ones."""
+
+    def on_operation(self) -> Iterator[None]:
+        yield
+        result = self.execution_context.result
+        if result is None or not result.errors:
+            return
+        result.errors = [self.coded(error) for error in result.errors]
+
+    def coded(self, error: GraphQLError) -> GraphQLError:
+        """``error`` with a code, or its masked stand-in."""
+        original = error.original_error
+        extensions = dict(error.extensions or {})
+        if isinstance(original, InvalidInput):
+            extensions |= {"code": BAD_USER_INPUT, "field": original.field}
+        elif isinstance(original, NotFound):
+            extensions["code"] = "NOT_FOUND"
+        elif "code" in extensions:
+            pass
+        elif original is None or isinstance(original, GraphQLError):
+            extensions["code"] = request_error_code(error)
+        elif error.path is None and isinstance(original, ValueError):
+            extensions["code"] = BAD_USER_INPUT
+        else:
+            return self.masked(error)
+        error.extensions = extensions
+        return error
+
+    def masked(self, error: GraphQLError) -> GraphQLError:
+        """A stand-in for an unexpected error: no detail leaves the server, the log has it."""
+        request_id = getattr(self.execution_context.context, "request_id", None)
+        log.error(
+            "unexpected error in request %s at %s",
+            request_id,
+            error.path,
+            exc_info=error.original_error,
+        )
+        return GraphQLError(
+            "Internal server error",
+            nodes=error.nodes,
+            path=error.path,
+            extensions={"code": "INTERNAL_SERVER_ERROR", "requestId": request_id},
+        )

@@ -1,0 +1,201 @@
+"""The root ``Mutation``: one field per store write, each taking ``input: <Name>Input!``."""
+
+from collections.abc import Awaitable, Callable
+
+import strawberry
+
+from resolvers.context import Info
+from resolvers.permissions import require
+from schema.enums import value_of
+from schema.inputs import (
+    AcquireLeaseInput,
+    ClaimOperationInput,
+    DeferOperationInput,
+    FinalizeOperationInput,
+    MarkSendStartedInput,
+    RecordOperationInput,
+    ReleaseLeaseInput,
+    RenewLeaseInput,
+)
+from schema.operation import Operation, operation_or_none
+from schema.results import (
+    ClaimOperationResult,
+    FinalizeOperationPayload,
+    OperationClaimed,
+    OperationConflict,
+    OperationExists,
+    OperationWritePayload,
+)
+from schema.watch import Watch
+from store.operations import OperationClaim, OperationsStore, OperationTransition
+from store.records import OperationRecord
+
+Write = Callable[[OperationsStore], Awaitable[OperationRecord | None]]
+
+
+async def operation_write(
+    info: Info, caller_did: str, operation_id: str, write: Write
+) -> OperationWritePayload:
+    """Check the right, run a CAS ``write`` on the operations store, and report the
+    operation as it now stands (re-read when the CAS did not apply)."""
+    require(info.context.viewer, "operations:write")
+    record = await write(info.context.store.operations)
+    if record is not None:
+        return OperationWritePayload(applied=True, operation=Operation.from_record(record))
+    current = await info.context.store.operations.get_operation(caller_did, operation_id)
+    return OperationWritePayload(applied=False, operation=operation_or_none(current))
+
+
+@strawberry.type
+class Mutation:
+    @strawberry.mutation(description="Claim an operation key: claimed, exists or conflict.")
+    async def claim_operation(self, info: Info, input: ClaimOperationInput) -> ClaimOperationResult:
+        require(info.context.viewer, "operations:write")
+        result = await info.context.store.operations.claim_operation(
+            OperationClaim(
+                caller_did=input.caller_did,
+                operation_id=input.operation_id,
+                owner_did=input.owner_did,
+                connector_name=input.connector_name,
+                model=input.model,
+                op=input.op,
+                account_key=input.account_key,
+                target=input.target,
+                source_id=input.source_id,
+                deterministic_event_id=input.deterministic_event_id,
+                payload_hash=input.payload_hash,
+                lease_token=input.lease_token,
+                lease_expires_at=input.lease_expires_at,
+                reissue_intent=input.reissue_intent,
+                provider_etag=input.provider_etag,
+                document_id=input.document_id,
+            )
+        )
+        if result.status == "conflict" or result.operation is None:
+            return OperationConflict(
+                caller_did=input.caller_did,
+                operation_id=input.operation_id,
+                message="the key holds an operation with a different envelope",
+            )
+        operation = Operation.from_record(result.operation)
+        if result.status == "claimed":
+            return OperationClaimed(operation=operation)
+        return OperationExists(operation=operation)
+
+    @strawberry.mutation(description="Take the lease when it is free, expired or already yours.")
+    async def acquire_lease(self, info: Info, input: AcquireLeaseInput) -> OperationWritePayload:
+        return await operation_write(
+            info,
+            input.caller_did,
+            input.operation_id,
+            lambda operations: operations.acquire_lease(
+                input.caller_did, input.operation_id, input.token, input.expires_at
+            ),
+        )
+
+    @strawberry.mutation(description="Move the lease's expiry (same guard as acquireLease).")
+    async def renew_lease(self, info: Info, input: RenewLeaseInput) -> OperationWritePayload:
+        return await operation_write(
+            info,
+            input.caller_did,
+            input.operation_id,
+            lambda operations: operations.renew_lease(
+                input.caller_did, input.operation_id, input.token, input.expires_at
+            ),
+        )
+
+    @strawberry.mutation(description="Drop the lease (same guard as acquireLease).")
+    async def release_lease(self, info: Info, input: ReleaseLeaseInput) -> OperationWritePayload:
+        return await operation_write(
+            info,
+            input.caller_did,
+            input.operation_id,
+            lambda operations: operations.release_lease(
+                input.caller_did, input.operation_id, input.token
+            ),
+        )
+
+    @strawberry.mutation(description="Mark the attempt as sent by a run; a second run contests.")
+    async def mark_send_started(
+        self, info: Info, input: MarkSendStartedInput
+    ) -> OperationWritePayload:
+        return await operation_write(
+            info,
+            input.caller_did,
+            input.operation_id,
+            lambda operations: operations.mark_send_started(
+                input.caller_did, input.operation_id, input.lease_token, input.marker
+            ),
+        )
+
+    @strawberry.mutation(description="Reschedule a live operation whose lease is free or yours.")
+    async def defer_operation(
+        self, info: Info, input: DeferOperationInput
+    ) -> OperationWritePayload:
+        return await operation_write(
+            info,
+            input.caller_did,
+            input.operation_id,
+            lambda operations: operations.defer_operation(
+                input.caller_did,
+                input.operation_id,
+                input.next_attempt_at,
+                value_of(input.reason),
+                input.lease_token,
+            ),
+        )
+
+    @strawberry.mutation(description="CAS an operation to another state; counts attempts.")
+    async def record_operation(
+        self, info: Info, input: RecordOperationInput
+    ) -> OperationWritePayload:
+        return await operation_write(
+            info,
+            input.caller_did,
+            input.operation_id,
+            lambda operations: operations.record_operation(
+                OperationTransition(
+                    caller_did=input.caller_did,
+                    operation_id=input.operation_id,
+                    from_state=input.from_state.value,
+                    to_state=input.to_state.value,
+                    version=input.version,
+                    lease_token=input.lease_token,
+                    provider_etag=input.provider_etag,
+                    count_attempt=input.count_attempt is not False,
+                    refund_attempt=input.refund_attempt is True,
+                    send_marker=input.send_marker,
+                    next_attempt_at=input.next_attempt_at,
+                    defer_reason=value_of(input.defer_reason),
+                    kind=input.kind,
+                    http_status=input.http_status,
+                )
+            ),
+        )
+
+    @strawberry.mutation(description="Commit a live operation and arm its entity's watch.")
+    async def finalize_operation(
+        self, info: Info, input: FinalizeOperationInput
+    ) -> FinalizeOperationPayload:
+        require(info.context.viewer, "operations:write")
+        store = info.context.store
+        done = await store.operations.finalize_operation_and_arm_watch(
+            input.caller_did,
+            input.operation_id,
+            version=input.version,
+            lease_token=input.lease_token,
+            due_at=input.due_at,
+            result_entity=input.result_entity,
+            provider_etag=input.provider_etag,
+            document_id=input.document_id,
+        )
+        if done is not None:
+            return FinalizeOperationPayload(
+                applied=True,
+                operation=Operation.from_record(done.operation),
+                watch=Watch.from_record(done.watch),
+            )
+        current = await store.operations.get_operation(input.caller_did, input.operation_id)
+        return FinalizeOperationPayload(
+            applied=False, operation=operation_or_none(current), watch=None
+        )

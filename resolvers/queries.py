@@ -1,0 +1,151 @@
+"""The root ``Query``: thin resolvers that check rights, call the store and map records."""
+
+from typing import cast
+
+import strawberry
+
+from resolvers.context import Info
+from resolvers.errors import bad_input, not_found
+from resolvers.permissions import can_see, require
+from schema.enums import value_of
+from schema.inputs import OperationFilter
+from schema.node import Node, decode_cursor, decode_global_id, encode_opaque
+from schema.operation import Operation
+from schema.pagination import OperationConnection, OperationEdge, PageInfo
+from schema.scalars import EpochMillis
+from schema.watch import Watch
+from store import operations as ops
+from store.records import OperationRecord, WatchIdentity
+
+DEFAULT_PAGE = 50
+DEFAULT_LIMIT = 100
+MAX_PAGE = 500
+
+
+def page_size(field: str, value: int | None, default: int) -> int:
+    """``value`` checked to lie in 1..500, or ``default``."""
+    if value is None:
+        return default
+    if not 1 <= value <= MAX_PAGE:
+        raise bad_input(field, f"must be between 1 and {MAX_PAGE}")
+    return value
+
+
+def to_store_filter(where: OperationFilter | None, visible_to: str | None) -> ops.OperationFilter:
+    """The store's filter for a GraphQL one, narrowed to what the viewer may see."""
+    where = where or OperationFilter()
+    if visible_to is not None and where.visible_to not in (None, visible_to):
+        return ops.OperationFilter(states=[])
+    return ops.OperationFilter(
+        node_key=where.node_key,
+        caller_did=where.caller_did,
+        operation_id=where.operation_id,
+        visible_to=visible_to or where.visible_to,
+        connector_name=where.connector_name,
+        states=None if where.states is None else [cast(str, value_of(s)) for s in where.states],
+        document_ids=where.document_ids,
+    )
+
+
+def operation_cursor(record: OperationRecord) -> str:
+    """The keyset cursor of an operation: its order key."""
+    return encode_opaque(list(record.order_key))
+
+
+@strawberry.type
+class Query:
+    @strawberry.field(description="The server's clock, so workers can set lease expiries.")
+    def server_time(self, info: Info) -> EpochMillis:
+        return EpochMillis(info.context.store.clock())
+
+    @strawberry.field(description="One operation by its key, or null.")
+    async def operation(self, info: Info, caller_did: str, operation_id: str) -> Operation | None:
+        viewer = info.context.viewer
+        require(viewer, "operations:read")
+        record = await info.context.store.operations.get_operation(caller_did, operation_id)
+        if record is None or not can_see(viewer, record.caller_did, record.owner_did):
+            return None
+        return Operation.from_record(record)
+
+    @strawberry.field(description="Operations matching the filter, oldest first, by pages.")
+    async def operations(
+        self,
+        info: Info,
+        filter: OperationFilter | None = None,
+        first: int | None = None,
+        after: str | None = None,
+    ) -> OperationConnection:
+        viewer = info.context.viewer
+        require(viewer, "operations:read")
+        size = page_size("first", first, DEFAULT_PAGE)
+        after_key = None
+        if after is not None:
+            after_key = decode_cursor(after, 3)
+            if after_key is None:
+                raise bad_input("after", "is not a cursor from this connection")
+        records = await info.context.store.operations.list_tracked_operations(
+            to_store_filter(filter, viewer.visible_to),
+            after=None if after_key is None else tuple(after_key),
+            limit=size + 1,
+        )
+        page = records[:size]
+        edges = [
+            OperationEdge(cursor=operation_cursor(r), node=Operation.from_record(r)) for r in page
+        ]
+        return OperationConnection(
+            edges=edges,
+            page_info=PageInfo(
+                has_next_page=len(records) > size,
+                has_previous_page=after is not None,
+                start_cursor=edges[0].cursor if edges else None,
+                end_cursor=edges[-1].cursor if edges else None,
+            ),
+        )
+
+    @strawberry.field(description="The object behind a global id.")
+    async def node(self, info: Info, id: strawberry.ID) -> Node:
+        decoded = decode_global_id(id)
+        store = info.context.store
+        viewer = info.context.viewer
+        if decoded is not None and decoded[0] == "Operation" and isinstance(decoded[1], str):
+            require(viewer, "operations:read")
+            found = await store.operations.list_tracked_operations(
+                ops.OperationFilter(node_key=decoded[1], visible_to=viewer.visible_to)
+            )
+            if found:
+                return Operation.from_record(found[0])
+        elif (
+            decoded is not None
+            and decoded[0] == "Watch"
+            and isinstance(decoded[1], list)
+            and len(decoded[1]) == 5
+            and all(isinstance(part, str) for part in decoded[1])
+        ):
+            require(viewer, "watches:read")
+            record = await store.watches.get_watch(WatchIdentity(*decoded[1]))
+            if record is not None:
+                return Watch.from_record(record)
+        raise not_found(f"no object has the id {id!r}")
+
+    @strawberry.field(description="Whether a later operation exists on the same document.")
+    async def has_newer_operation_on_document(
+        self, info: Info, caller_did: str, operation_id: str
+    ) -> bool:
+        require(info.context.viewer, "operations:read")
+        return await info.context.store.operations.has_newer_operation_on_document(
+            caller_did, operation_id
+        )
+
+    @strawberry.field(description="Live operations a worker may pick up now, oldest due first.")
+    async def due_operations(
+        self,
+        info: Info,
+        now: EpochMillis,
+        limit: int | None = None,
+        connector_name: str | None = None,
+    ) -> list[Operation]:
+        require(info.context.viewer, "service")
+        records = await info.context.store.retention.list_due_operations(
+            now, page_size("limit", limit, DEFAULT_LIMIT), connector_name
+        )
+        return [Operation.from_record(record) for record in records]

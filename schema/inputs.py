@@ -1,0 +1,113 @@
+"""Mutation inputs (``<MutationName>Input``) and query filters, in the seed's field names."""
+
+import strawberry
+
+from schema.enums import DeferReason, OperationState
+from schema.scalars import JSON, EpochMillis
+
+
+@strawberry.input(description="Claim an operation key once; the envelope is then immutable.")
+class ClaimOperationInput:
+    caller_did: str
+    operation_id: str
+    owner_did: str
+    connector_name: str
+    model: str
+    op: str
+    account_key: str
+    target: str
+    source_id: str
+    deterministic_event_id: str
+    payload_hash: str
+    lease_token: str
+    lease_expires_at: EpochMillis
+    reissue_intent: JSON | None = None
+    provider_etag: str | None = None
+    document_id: str | None = None
+
+
+@strawberry.input(description="Take the lease (free, expired, or already this token's).")
+class AcquireLeaseInput:
+    caller_did: str
+    operation_id: str
+    token: str
+    expires_at: EpochMillis
+
+
+@strawberry.input(description="Move the lease's expiry (free, expired, or this token's).")
+class RenewLeaseInput:
+    caller_did: str
+    operation_id: str
+    token: str
+    expires_at: EpochMillis
+
+
+@strawberry.input(description="Drop the lease (free, expired, or this token's).")
+class ReleaseLeaseInput:
+    caller_did: str
+    operation_id: str
+    token: str
+
+
+@strawberry.input(description="Mark the current attempt as sent by the run `marker`.")
+class MarkSendStartedInput:
+    caller_did: str
+    operation_id: str
+    lease_token: str
+    marker: str
+
+
+@strawberry.input(description="Reschedule a live operation whose lease is free or yours.")
+class DeferOperationInput:
+    caller_did: str
+    operation_id: str
+    next_attempt_at: EpochMillis
+    reason: DeferReason | None = None
+    lease_token: str | None = None
+
+
+@strawberry.input(description="CAS an operation from `fromState` at `version` to `toState`.")
+class RecordOperationInput:
+    caller_did: str
+    operation_id: str
+    from_state: OperationState
+    to_state: OperationState
+    version: int
+    lease_token: str
+    provider_etag: str | None = None
+    count_attempt: bool | None = None
+    refund_attempt: bool | None = None
+    send_marker: str | None = None
+    next_attempt_at: EpochMillis | None = None
+    defer_reason: DeferReason | None = None
+    kind: str | None = None
+    http_status: int | None = None
+
+
+@strawberry.input(description="Commit a live operation and arm the watch of its entity.")
+class FinalizeOperationInput:
+    caller_did: str
+    operation_id: str
+    version: int
+    lease_token: str
+    due_at: EpochMillis
+    result_entity: JSON | None = None
+    provider_etag: str | None = None
+    document_id: str | None = None
+
+
+@strawberry.input(description="Which operations to list; every field given must match.")
+class OperationFilter:
+    node_key: str | None = None
+    caller_did: str | None = None
+    operation_id: str | None = None
+    visible_to: str | None = strawberry.field(
+        default=None, description="Operations this DID called or owns."
+    )
+    connector_name: str | None = None
+    states: list[OperationState] | None = strawberry.field(
+        default=None, description="An empty list matches nothing."
+    )
+    document_ids: list[str] | None = strawberry.field(
+        default=None, description="An empty list matches nothing."
+    )

@@ -1,0 +1,67 @@
+"""The ``Operation`` type: the write-back envelope of one change."""
+
+import strawberry
+
+from schema.enums import DeferReason, OperationState
+from schema.node import Node, encode_global_id
+from schema.records import from_record
+from schema.scalars import JSON, EpochMillis
+from schema.watch import Watch
+from store.records import OperationRecord, WatchIdentity
+
+
+@strawberry.type(description="The durable, exactly-once write-back envelope of one change.")
+class Operation(Node):
+    caller_did: str
+    operation_id: str
+    node_key: str
+    owner_did: str
+    connector_name: str
+    model: str
+    op: str
+    account_key: str
+    target: str
+    source_id: str
+    deterministic_event_id: str
+    payload_hash: str
+    reissue_intent: JSON | None
+    provider_etag: str | None
+    document_id: str | None
+    result_entity: JSON | None
+    state: OperationState
+    attempts: int
+    next_attempt_at: EpochMillis | None
+    defer_reason: DeferReason | None
+    last_kind: str | None
+    last_http_status: int | None
+    send_marker: str | None
+    version: int
+    incarnation: str
+    lease_token: str | None
+    lease_expires_at: EpochMillis | None
+    created_at: EpochMillis
+    updated_at: EpochMillis
+
+    @strawberry.field(description="The verify/repair watch of this operation's provider entity.")
+    async def watch(self, info: strawberry.Info) -> Watch | None:
+        identity = WatchIdentity(
+            self.owner_did, self.connector_name, self.model, self.account_key, self.source_id
+        )
+        record = await info.context.loaders.watch.load(identity)
+        return None if record is None else Watch.from_record(record)
+
+    @classmethod
+    def from_record(cls, record: OperationRecord) -> "Operation":
+        """The GraphQL view of a stored operation."""
+        return from_record(
+            cls,
+            record,
+            id=encode_global_id("Operation", record.node_key),
+            state=OperationState(record.state),
+            defer_reason=DeferReason(record.defer_reason) if record.defer_reason else None,
+        )
+
+
+def operation_or_none(record: OperationRecord | None) -> Operation | None:
+    """``Operation.from_record`` that lets None through."""
+    return None if record is None else Operation.from_record(record)

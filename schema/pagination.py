@@ -1,0 +1,25 @@
+"""Relay connections over keyset cursors."""
+
+import strawberry
+
+from schema.operation import Operation
+
+
+@strawberry.type(description="Where a page stands in the whole list.")
+class PageInfo:
+    has_next_page: bool
+    has_previous_page: bool
+    start_cursor: str | None
+    end_cursor: str | None
+
+
+@strawberry.type
+class OperationEdge:
+    cursor: str
+    node: Operation
+
+
+@strawberry.type(description="A page of operations, oldest first.")
+class OperationConnection:
+    edges: list[OperationEdge]
+    page_info: PageInfo

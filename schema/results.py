@@ -1,0 +1,47 @@
+"""Mutation payloads and unions: expected outcomes are data, not errors."""
+
+from typing import Annotated
+
+import strawberry
+
+from schema.operation import Operation
+from schema.watch import Watch
+
+
+@strawberry.type(description="The key was free: this claim created the operation.")
+class OperationClaimed:
+    operation: Operation
+
+
+@strawberry.type(description="The same envelope was claimed before: the stored operation.")
+class OperationExists:
+    operation: Operation
+
+
+@strawberry.type(description="The key holds a different envelope; nothing was written.")
+class OperationConflict:
+    caller_did: str
+    operation_id: str
+    message: str
+
+
+ClaimOperationResult = Annotated[
+    OperationClaimed | OperationExists | OperationConflict,
+    strawberry.union("ClaimOperationResult"),
+]
+
+
+@strawberry.type(
+    description="A compare-and-set on an operation: whether it applied, and the operation "
+    "as it now stands (null when the key names no operation)."
+)
+class OperationWritePayload:
+    applied: bool
+    operation: Operation | None
+
+
+@strawberry.type(description="A finalize: the committed operation and the watch it armed.")
+class FinalizeOperationPayload:
+    applied: bool
+    operation: Operation | None
+    watch: Watch | None

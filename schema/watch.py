@@ -1,0 +1,52 @@
+"""The ``Watch`` type: one verify/repair state machine per provider entity."""
+
+import strawberry
+
+from schema.enums import DeferReason, VerificationStatus
+from schema.node import Node, encode_global_id
+from schema.records import from_record
+from schema.scalars import EpochMillis
+from store.records import WatchIdentity, WatchRecord
+
+
+@strawberry.type(description="The verify/repair watch of one provider entity.")
+class Watch(Node):
+    owner_did: str
+    connector_name: str
+    model: str
+    account_key: str
+    source_id: str
+    document_id: str | None
+    repair_generation: int
+    verification_status: VerificationStatus
+    verification_attempts: int
+    observed_winner_digest: str | None
+    verified_state_digest: str | None
+    next_attempt_at: EpochMillis | None
+    claimed_until: EpochMillis | None
+    defer_reason: DeferReason | None
+    version: int
+    created_at: EpochMillis
+    updated_at: EpochMillis
+
+    @classmethod
+    def from_record(cls, record: WatchRecord) -> "Watch":
+        """The GraphQL view of a stored watch."""
+        return from_record(
+            cls,
+            record,
+            id=encode_global_id("Watch", watch_key(record.identity)),
+            verification_status=VerificationStatus(record.verification_status),
+            defer_reason=DeferReason(record.defer_reason) if record.defer_reason else None,
+        )
+
+
+def watch_key(identity: WatchIdentity) -> list[str]:
+    """The identity as the list a global id carries."""
+    return [
+        identity.owner_did,
+        identity.connector_name,
+        identity.model,
+        identity.account_key,
+        identity.source_id,
+    ]

@@ -1,0 +1,131 @@
+"""The Starlette application: ``/graphql``, ``/healthz`` and ``/readyz``."""
+
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from strawberry.asgi import GraphQL
+from strawberry.schema import BaseSchema
+
+from resolvers.context import Context
+from resolvers.loaders import Loaders
+from resolvers.permissions import Viewer
+from server.graph import build_schema
+from server.settings import Settings
+from store import ConnectorStore
+from store.database import Database
+
+log = logging.getLogger("connector_store")
+
+
+class GraphQLApp(GraphQL):
+    """Strawberry's ASGI view with our request context."""
+
+    def __init__(self, schema: BaseSchema, *, graphiql: bool) -> None:
+        super().__init__(schema, graphql_ide="graphiql" if graphiql else None)
+
+    async def get_context(self, request: Request, response: Response) -> Context:  # type: ignore[override]
+        store: ConnectorStore = request.app.state.store
+        return Context(
+            store=store,
+            viewer=Viewer.service(),
+            loaders=Loaders(store),
+            request_id=request.headers.get("x-request-id") or uuid.uuid4().hex,
+        )
+
+
+class BodySizeLimit:
+    """Answers 413 to a request whose body is larger than ``max_bytes``."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            await self.too_large(scope, receive, send)
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_bytes:
+                raise BodyTooLarge
+            return message
+
+        try:
+            await self.app(scope, counted, send)
+        except BodyTooLarge:
+            await self.too_large(scope, receive, send)
+
+    async def too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = JSONResponse(
+            {"errors": [{"message": f"request body is larger than {self.max_bytes} bytes"}]},
+            status_code=413,
+        )
+        await response(scope, receive, send)
+
+
+class BodyTooLarge(Exception):
+    """Raised inside ``BodySizeLimit`` when a streamed body passes the limit."""
+
+
+async def healthz(_: Request) -> Response:
+    """The process is up."""
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    """The database answers."""
+    try:
+        await request.app.state.store.db.ping()
+    except Exception as error:
+        log.warning("readiness check failed: %s", error)
+        return JSONResponse({"status": "unavailable"}, status_code=503)
+    return JSONResponse({"status": "ok"})
+
+
+def create_app(settings: Settings | None = None, store: ConnectorStore | None = None) -> Starlette:
+    """The ASGI app. Given a connected ``store`` it uses it as is; otherwise it opens
+    ``settings.database_url`` at start-up and closes it at shutdown (migrate first)."""
+    settings = settings or Settings()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if store is not None:
+            app.state.store = store
+            yield
+            return
+        db = Database(settings.database_url, pool_size=settings.db_pool_size)
+        await db.connect()
+        app.state.store = ConnectorStore(db)
+        try:
+            yield
+        finally:
+            await db.disconnect()
+
+    graphql = GraphQLApp(build_schema(settings), graphiql=settings.graphiql)
+    app = Starlette(
+        routes=[
+            Route("/graphql", graphql, methods=["GET", "POST"]),
+            Route("/healthz", healthz),
+            Route("/readyz", readyz),
+        ],
+        lifespan=lifespan,
+    )
+    if store is not None:
+        app.state.store = store
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    return app

@@ -1,0 +1,53 @@
+"""The Strawberry ``Schema``, built from the root types and the limits in ``Settings``."""
+
+from typing import Any
+
+import strawberry
+from graphql import GraphQLError
+from strawberry.extensions import (
+    DisableIntrospection,
+    MaxAliasesLimiter,
+    MaxTokensLimiter,
+    ParserCache,
+    QueryDepthLimiter,
+    SchemaExtension,
+)
+from strawberry.schema.config import StrawberryConfig
+
+from resolvers.errors import ErrorCodes
+from resolvers.mutations import Mutation
+from resolvers.queries import Query
+from schema.names import SeedNameConverter
+from schema.operation import Operation
+from schema.scalars import SCALAR_MAP
+from schema.watch import Watch
+from server.settings import Settings
+
+
+class ConnectorSchema(strawberry.Schema):
+    """The schema; errors are logged by ``ErrorCodes`` (only the masked ones), not here."""
+
+    def process_errors(self, errors: list[GraphQLError], execution_context: Any = None) -> None:
+        return None
+
+
+def build_schema(settings: Settings | None = None) -> strawberry.Schema:
+    """The API's schema; ``settings`` bound depth, tokens and aliases and may switch off
+    introspection."""
+    settings = settings or Settings()
+    extensions: list[SchemaExtension | type[SchemaExtension]] = [
+        ErrorCodes,
+        ParserCache(maxsize=256),
+        QueryDepthLimiter(max_depth=settings.max_query_depth),
+        MaxTokensLimiter(max_token_count=settings.max_query_tokens),
+        MaxAliasesLimiter(max_alias_count=settings.max_aliases),
+    ]
+    if not settings.introspection:
+        extensions.append(DisableIntrospection())
+    return ConnectorSchema(
+        query=Query,
+        mutation=Mutation,
+        types=[Operation, Watch],
+        extensions=extensions,
+        config=StrawberryConfig(name_converter=SeedNameConverter(), scalar_map=SCALAR_MAP),
+    )

@@ -1,0 +1,34 @@
+"""Settings from the environment (and a ``.env`` file), via pydantic-settings."""
+
+from pathlib import Path
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every knob of the server; each field reads the environment variable of its name.
+
+    ``DATABASE_URL`` defaults to a SQLite file in ``DATA_DIR`` (``./data``).
+    """
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    data_dir: Path = Path("data")
+    database_url: str = ""
+    db_pool_size: int = Field(default=20, ge=1)
+    graphiql: bool = True
+    introspection: bool = True
+    max_query_depth: int = Field(default=12, ge=1)
+    max_query_tokens: int = Field(default=5000, ge=1)
+    max_aliases: int = Field(default=30, ge=1)
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    log_level: str = "info"
+
+    @model_validator(mode="after")
+    def default_database(self) -> "Settings":
+        if not self.database_url:
+            self.database_url = f"sqlite+aiosqlite:///{self.data_dir / 'connector-store.db'}"
+        return self
