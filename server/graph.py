@@ -1,5 +1,6 @@
 """The Strawberry ``Schema``, built from the root types and the limits in ``Settings``."""
 
+from collections.abc import Callable
 from typing import Any
 
 import strawberry
@@ -8,7 +9,6 @@ from strawberry.extensions import (
     DisableIntrospection,
     MaxAliasesLimiter,
     MaxTokensLimiter,
-    ParserCache,
     QueryDepthLimiter,
     SchemaExtension,
 )
@@ -35,15 +35,14 @@ def build_schema(settings: Settings | None = None) -> strawberry.Schema:
     """The API's schema; ``settings`` bound depth, tokens and aliases and may switch off
     introspection."""
     settings = settings or Settings()
-    extensions: list[SchemaExtension | type[SchemaExtension]] = [
+    extensions: list[Callable[[], SchemaExtension]] = [
         ErrorCodes,
-        ParserCache(maxsize=256),
-        QueryDepthLimiter(max_depth=settings.max_query_depth),
-        MaxTokensLimiter(max_token_count=settings.max_query_tokens),
-        MaxAliasesLimiter(max_alias_count=settings.max_aliases),
+        lambda: QueryDepthLimiter(max_depth=settings.max_query_depth),
+        lambda: MaxTokensLimiter(max_token_count=settings.max_query_tokens),
+        lambda: MaxAliasesLimiter(max_alias_count=settings.max_aliases),
     ]
     if not settings.introspection:
-        extensions.append(DisableIntrospection())
+        extensions.append(DisableIntrospection)
     return ConnectorSchema(
         query=Query,
         mutation=Mutation,

@@ -92,7 +92,7 @@ class Database:
 
     async def ping(self) -> None:
         """Raise if the database does not answer ``SELECT 1``."""
-        await self._db.fetch_one(sa.select(sa.literal(1)))
+        await self._db.fetch_one(sa.text("SELECT 1"))
 
     @asynccontextmanager
     async def write_transaction(self) -> AsyncIterator[None]:

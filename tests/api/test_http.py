@@ -1,0 +1,111 @@
+"""The HTTP surface: /graphql over GET and POST, GraphiQL, health, limits, masking."""
+
+import logging
+
+import httpx
+import pytest
+
+from server.app import create_app
+from server.settings import Settings
+from store import ConnectorStore
+from store.database import Database
+from tests.api.conftest import app_client, claim_input, error_codes
+
+
+async def test_healthz_and_readyz__ok(http):
+    assert (await http.get("/healthz")).json() == {"status": "ok"}
+    ready = await http.get("/readyz")
+    assert ready.status_code == 200 and ready.json() == {"status": "ok"}
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["sqlite+aiosqlite:////nonexistent/folder/x.db", "postgresql+asyncpg://postgres@127.0.0.1:1/x"],
+)
+async def test_readyz__database_unreachable_is_503(url, caplog):
+    store = ConnectorStore(Database(url))
+    async with app_client(store) as http:
+        response = await http.get("/readyz")
+    assert response.status_code == 503
+
+
+async def test_get__queries_run_and_mutations_refused(http):
+    response = await http.get("/graphql", params={"query": "{ serverTime }"})
+    assert response.status_code == 200
+    assert isinstance(response.json()["data"]["serverTime"], int)
+    mutation = "mutation { releaseLease(input: {callerDID: \"a\", operationID: \"b\", token: \"t\"}) { applied } }"
+    refused = await http.get("/graphql", params={"query": mutation})
+    assert refused.status_code in (400, 405)
+
+
+async def test_graphiql__served_to_browsers(http):
+    response = await http.get("/graphql", headers={"accept": "text/html"})
+    assert response.status_code == 200
+    assert "graphiql" in response.text.lower()
+
+
+async def test_graphiql__can_be_switched_off(store):
+    async with app_client(store, Settings(graphiql=False)) as http:
+        response = await http.get("/graphql", headers={"accept": "text/html"})
+    assert response.status_code != 200 or "graphiql" not in response.text.lower()
+
+
+async def test_body_limit__oversized_request_is_413(store):
+    async with app_client(store, Settings(max_body_bytes=2048)) as http:
+        big = claim_input(reissueIntent={"blob": "x" * 5000})
+        response = await http.post(
+            "/graphql",
+            json={"query": "mutation($i: ClaimOperationInput!) { claimOperation(input: $i) { __typename } }", "variables": {"i": big}},
+        )
+    assert response.status_code == 413
+    assert await store.operations.get_operation("did:key:caller", "op-1") is None
+
+
+async def test_limits__depth_and_aliases_bounded(store):
+    async with app_client(store, Settings(max_query_depth=3, max_aliases=2)) as http:
+        deep = await http.post(
+            "/graphql",
+            json={"query": "{ operations { edges { node { watch { id } } } } }"},
+        )
+        aliases = await http.post(
+            "/graphql", json={"query": "{ a: serverTime b: serverTime c: serverTime }"}
+        )
+    assert deep.json()["errors"] and deep.json().get("data") is None
+    assert aliases.json()["errors"] and aliases.json().get("data") is None
+
+
+async def test_introspection__can_be_switched_off(store):
+    async with app_client(store, Settings(introspection=False)) as http:
+        body = (await http.post("/graphql", json={"query": "{ __schema { types { name } } }"})).json()
+    assert body.get("data") is None and body["errors"]
+
+
+class ExplodingOperations:
+    async def get_operation(self, caller_did: str, operation_id: str) -> None:
+        raise RuntimeError("secret connection string postgres://admin:hunter2@db")
+
+
+async def test_unexpected_errors__masked_with_request_id(store, caplog):
+    store.operations = ExplodingOperations()  # type: ignore[assignment]
+    async with app_client(store) as http:
+        with caplog.at_level(logging.ERROR, logger="connector_store.errors"):
+            response = await http.post(
+                "/graphql",
+                json={"query": '{ operation(callerDID: "a", operationID: "b") { id } }'},
+                headers={"x-request-id": "req-42"},
+            )
+    body = response.json()
+    assert response.status_code == 200
+    assert error_codes(body) == ["INTERNAL_SERVER_ERROR"]
+    assert "hunter2" not in response.text
+    assert body["errors"][0]["extensions"]["requestId"] == "req-42"
+    assert "req-42" in caplog.text and "hunter2" in caplog.text
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_app_lifespan__opens_and_closes_its_database(database_url, tmp_path):
+    app = create_app(Settings(database_url=database_url))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+            assert (await http.get("/readyz")).status_code == 200

@@ -1,0 +1,368 @@
+"""The operations API over GraphQL: the contract of DESIGN.md 4.1, on both backends."""
+
+from typing import Any
+
+import pytest
+
+from tests.api.conftest import GraphQLClient, claim_input, error_codes
+
+YEAR_2100 = 4102444800000
+KEY = {"callerDID": "did:key:caller", "operationID": "op-1"}
+
+
+async def claim(gql: GraphQLClient, **overrides: Any) -> dict[str, Any]:
+    data = await gql.run("ClaimOperation", input=claim_input(**overrides))
+    return data["claimOperation"]
+
+
+async def count_operations(gql: GraphQLClient) -> int:
+    body = await gql.query("{ operations(first: 500) { edges { cursor } } }")
+    return len(body["data"]["operations"]["edges"])
+
+
+async def test_claim_operation__claimed_then_exists_then_conflict(gql):
+    first = await claim(gql)
+    assert first["__typename"] == "OperationClaimed"
+    assert first["operation"]["state"] == "ATTEMPTED"
+    assert first["operation"]["version"] == 0
+    assert first["operation"]["leaseToken"] == "lease-A"
+
+    again = await claim(gql)
+    assert again["__typename"] == "OperationExists"
+    assert again["operation"]["id"] == first["operation"]["id"]
+
+    drifted = await claim(gql, payloadHash="sha256:bbb")
+    assert drifted == {
+        "__typename": "OperationConflict",
+        "callerDID": "did:key:caller",
+        "operationID": "op-1",
+        "message": drifted["message"],
+    }
+    assert drifted["message"]
+    stored = await gql.run("GetOperation", **KEY)
+    assert stored["operation"]["updatedAt"] == first["operation"]["updatedAt"]
+
+
+async def test_epoch_millis__year_2100_round_trips(gql, clock):
+    claimed = await claim(gql, leaseExpiresAt=YEAR_2100)
+    assert claimed["operation"]["leaseExpiresAt"] == YEAR_2100
+    deferred = await gql.run(
+        "DeferOperation",
+        input=KEY | {"nextAttemptAt": YEAR_2100 + 1, "leaseToken": "lease-A", "reason": "OFFLINE"},
+    )
+    assert deferred["deferOperation"]["applied"] is True
+    assert deferred["deferOperation"]["operation"]["nextAttemptAt"] == YEAR_2100 + 1
+    assert deferred["deferOperation"]["operation"]["deferReason"] == "OFFLINE"
+    stored = await gql.run("GetOperation", **KEY)
+    assert stored["operation"]["nextAttemptAt"] == YEAR_2100 + 1
+    assert stored["operation"]["leaseExpiresAt"] == YEAR_2100
+    assert (await gql.run("DueOperations", now=YEAR_2100))["dueOperations"] == []
+    due = await gql.run("DueOperations", now=YEAR_2100 + 2)
+    assert [op["nextAttemptAt"] for op in due["dueOperations"]] == [YEAR_2100 + 1]
+    clock.now = YEAR_2100 + 2
+    assert (await gql.query("{ serverTime }"))["data"]["serverTime"] == YEAR_2100 + 2
+
+
+@pytest.mark.parametrize("bad", [1.0, 1.5, True, "1", 2**53, -1, None])
+async def test_epoch_millis__refused_values_write_nothing(gql, bad):
+    body = await gql.query(
+        "mutation($input: ClaimOperationInput!) { claimOperation(input: $input) { __typename } }",
+        {"input": claim_input(leaseExpiresAt=bad)},
+    )
+    assert body["data"] is None
+    assert error_codes(body) == ["BAD_USER_INPUT"]
+    assert await count_operations(gql) == 0
+
+
+@pytest.mark.parametrize("literal", ["1.0", "true", '"1"', str(2**53), "-1"])
+async def test_epoch_millis__refused_literals(gql, literal):
+    body = await gql.query(f"{{ dueOperations(now: {literal}) {{ id }} }}")
+    assert error_codes(body) == ["BAD_USER_INPUT"]
+
+
+@pytest.mark.parametrize(
+    ("query", "code"),
+    [
+        ("mutation { claimOperation(input: {", "GRAPHQL_PARSE_FAILED"),
+        ("{ operations { nope } }", "GRAPHQL_VALIDATION_FAILED"),
+        (
+            'mutation { acquireLease(input: {callerDID: "a", operationID: "b", token: "t"}) '
+            "{ applied } }",
+            "BAD_USER_INPUT",
+        ),
+        (
+            'mutation { acquireLease(input: {callerDID: "a", operationID: "b", token: 5, '
+            "expiresAt: 1}) { applied } }",
+            "BAD_USER_INPUT",
+        ),
+        ('{ operation(callerDID: "a") { id } }', "BAD_USER_INPUT"),
+    ],
+)
+async def test_malformed_requests__graphql_errors_never_500(gql, query, code):
+    response = await gql.http.post("/graphql", json={"query": query})
+    assert response.status_code == 200
+    assert error_codes(response.json()) == [code]
+
+
+async def test_malformed_variables__wrong_types_write_nothing(gql):
+    bad_version = {"input": KEY | {"token": "t", "expiresAt": "soon"}}
+    body = await gql.query(
+        "mutation($input: AcquireLeaseInput!) { acquireLease(input: $input) { applied } }",
+        bad_version,
+    )
+    assert error_codes(body) == ["BAD_USER_INPUT"]
+    body = await gql.query(
+        "mutation($input: ClaimOperationInput!) { claimOperation(input: $input) { __typename } }",
+        {"input": claim_input(callerDID=None)},
+    )
+    assert error_codes(body) == ["BAD_USER_INPUT"]
+    assert await count_operations(gql) == 0
+
+
+@pytest.mark.parametrize(
+    "body", [b"{not json", b"[]", b'{"query": 5}', b'{"query": "{ serverTime }", "variables": 3}']
+)
+async def test_malformed_http_bodies__client_errors(gql, body):
+    response = await gql.http.post(
+        "/graphql", content=body, headers={"content-type": "application/json"}
+    )
+    assert 400 <= response.status_code < 500
+
+
+async def test_store_input_errors__bad_user_input_naming_the_field(gql):
+    body = await gql.query(
+        "mutation($input: ClaimOperationInput!) { claimOperation(input: $input) { __typename } }",
+        {"input": claim_input(callerDID="")},
+    )
+    assert error_codes(body) == ["BAD_USER_INPUT"]
+    assert body["errors"][0]["extensions"]["field"] == "callerDID"
+    assert "callerDID" in body["errors"][0]["message"]
+    assert await count_operations(gql) == 0
+
+
+async def test_mark_send_started__reserved_marker_refused(gql):
+    await claim(gql)
+    body = await gql.query(
+        "mutation($input: MarkSendStartedInput!) { markSendStarted(input: $input) { applied } }",
+        {"input": KEY | {"leaseToken": "lease-A", "marker": "*contested*"}},
+    )
+    assert error_codes(body) == ["BAD_USER_INPUT"]
+    assert body["errors"][0]["extensions"]["field"] == "marker"
+    stored = await gql.run("GetOperation", **KEY)
+    assert stored["operation"]["sendMarker"] is None
+
+
+async def test_record_operation__committed_refused_and_terminal_stays(gql):
+    claimed = (await claim(gql))["operation"]
+    record = KEY | {"leaseToken": "lease-A", "version": claimed["version"]}
+    body = await gql.query(
+        "mutation($input: RecordOperationInput!) { recordOperation(input: $input) { applied } }",
+        {"input": record | {"fromState": "ATTEMPTED", "toState": "COMMITTED"}},
+    )
+    assert error_codes(body) == ["BAD_USER_INPUT"]
+    assert body["errors"][0]["extensions"]["field"] == "toState"
+
+    failed = await gql.run(
+        "RecordOperation",
+        input=record | {"fromState": "ATTEMPTED", "toState": "FAILED", "kind": "permanent"},
+    )
+    assert failed["recordOperation"]["applied"] is True
+    assert failed["recordOperation"]["operation"]["state"] == "FAILED"
+    assert failed["recordOperation"]["operation"]["attempts"] == 1
+    back = await gql.run(
+        "RecordOperation",
+        input=record | {"version": 1, "fromState": "FAILED", "toState": "ATTEMPTED"},
+    )
+    assert back["recordOperation"]["applied"] is False
+    assert back["recordOperation"]["operation"]["state"] == "FAILED"
+    assert back["recordOperation"]["operation"]["version"] == 1
+
+
+async def test_cas_writes__refused_returns_current_record(gql):
+    await claim(gql)
+    stolen = await gql.run(
+        "AcquireLease", input=KEY | {"token": "lease-B", "expiresAt": YEAR_2100}
+    )
+    assert stolen["acquireLease"]["applied"] is False
+    assert stolen["acquireLease"]["operation"]["leaseToken"] == "lease-A"
+    stale = await gql.run(
+        "RecordOperation",
+        input=KEY
+        | {"leaseToken": "lease-A", "version": 7, "fromState": "ATTEMPTED", "toState": "FAILED"},
+    )
+    assert stale["recordOperation"]["applied"] is False
+    assert stale["recordOperation"]["operation"]["version"] == 0
+
+
+async def test_cas_writes__absent_key_returns_null(gql):
+    absent = {"callerDID": "did:key:nobody", "operationID": "none"}
+    for name, extra in [
+        ("AcquireLease", {"token": "t", "expiresAt": 1}),
+        ("RenewLease", {"token": "t", "expiresAt": 1}),
+        ("ReleaseLease", {"token": "t"}),
+        ("MarkSendStarted", {"leaseToken": "t", "marker": "m"}),
+        ("DeferOperation", {"nextAttemptAt": 1}),
+        (
+            "RecordOperation",
+            {"leaseToken": "t", "version": 0, "fromState": "ATTEMPTED", "toState": "FAILED"},
+        ),
+        ("FinalizeOperation", {"leaseToken": "t", "version": 0, "dueAt": 1}),
+    ]:
+        data = await gql.run(name, input=absent | extra)
+        payload = next(iter(data.values()))
+        assert payload["applied"] is False, name
+        assert payload["operation"] is None, name
+    assert (await gql.run("GetOperation", **absent))["operation"] is None
+
+
+async def test_lease_lifecycle__renew_release_and_take_over(gql, clock):
+    await claim(gql, leaseExpiresAt=clock.now + 1000)
+    renewed = await gql.run(
+        "RenewLease", input=KEY | {"token": "lease-A", "expiresAt": clock.now + 5000}
+    )
+    assert renewed["renewLease"]["operation"]["leaseExpiresAt"] == clock.now + 5000
+    clock.advance(5000)
+    held = await gql.run("AcquireLease", input=KEY | {"token": "B", "expiresAt": clock.now + 1})
+    assert held["acquireLease"]["applied"] is False
+    clock.advance(1)
+    taken = await gql.run("AcquireLease", input=KEY | {"token": "B", "expiresAt": clock.now + 9})
+    assert taken["acquireLease"]["applied"] is True
+    assert taken["acquireLease"]["operation"]["leaseToken"] == "B"
+    released = await gql.run("ReleaseLease", input=KEY | {"token": "B"})
+    assert released["releaseLease"]["operation"]["leaseToken"] is None
+    assert released["releaseLease"]["operation"]["leaseExpiresAt"] is None
+
+
+async def test_finalize_operation__commits_and_arms_watch(gql, store, clock):
+    await store.winners.record_winner("doc-1", "digest-1")
+    claimed = (await claim(gql))["operation"]
+    marked = await gql.run(
+        "MarkSendStarted", input=KEY | {"leaseToken": "lease-A", "marker": "run-1"}
+    )
+    assert marked["markSendStarted"]["operation"]["sendMarker"] == "run-1"
+    done = await gql.run(
+        "FinalizeOperation",
+        input=KEY
+        | {
+            "leaseToken": "lease-A",
+            "version": claimed["version"],
+            "dueAt": clock.now + 60_000,
+            "resultEntity": {"id": "remote-1", "etag": 3},
+            "providerEtag": "etag-3",
+        },
+    )
+    payload = done["finalizeOperation"]
+    assert payload["applied"] is True
+    assert payload["operation"]["state"] == "COMMITTED"
+    assert payload["operation"]["attempts"] == 1
+    assert payload["operation"]["version"] == 1
+    assert payload["operation"]["sendMarker"] is None
+    assert payload["operation"]["leaseToken"] == "lease-A"
+    assert payload["operation"]["resultEntity"] == {"id": "remote-1", "etag": 3}
+    assert payload["operation"]["providerEtag"] == "etag-3"
+    assert payload["watch"]["repairGeneration"] == 1
+    assert payload["watch"]["verificationStatus"] == "PENDING_VERIFICATION"
+    assert payload["watch"]["observedWinnerDigest"] == "digest-1"
+    assert payload["watch"]["nextAttemptAt"] == clock.now + 60_000
+    assert payload["watch"]["documentID"] == "doc-1"
+
+    again = await gql.run(
+        "FinalizeOperation", input=KEY | {"leaseToken": "lease-A", "version": 0, "dueAt": 1}
+    )
+    assert again["finalizeOperation"]["applied"] is False
+    assert again["finalizeOperation"]["watch"] is None
+    assert again["finalizeOperation"]["operation"]["version"] == 1
+
+
+async def test_operations__keyset_pages_in_order(gql, clock):
+    for index in range(5):
+        clock.advance(10)
+        await claim(gql, operationID=f"op-{index}", documentID=f"doc-{index % 2}")
+    seen: list[str] = []
+    after = None
+    pages = 0
+    while True:
+        data = await gql.run("OperationsPage", first=2, after=after)
+        connection = data["operations"]
+        seen += [edge["node"]["operationID"] for edge in connection["edges"]]
+        pages += 1
+        assert connection["pageInfo"]["hasPreviousPage"] is (after is not None)
+        if not connection["pageInfo"]["hasNextPage"]:
+            break
+        after = connection["pageInfo"]["endCursor"]
+    assert seen == [f"op-{index}" for index in range(5)]
+    assert pages == 3
+    filtered = await gql.run(
+        "OperationsPage", filter={"documentIDs": ["doc-1"], "states": ["ATTEMPTED"]}
+    )
+    assert [e["node"]["operationID"] for e in filtered["operations"]["edges"]] == ["op-1", "op-3"]
+    empty = await gql.run("OperationsPage", filter={"states": []})
+    assert empty["operations"]["edges"] == []
+
+
+@pytest.mark.parametrize(("first", "after"), [(0, None), (501, None), (-1, None), (2, "bogus")])
+async def test_operations__bad_page_arguments(gql, first, after):
+    body = await gql.query(
+        "query($first: Int, $after: String) { operations(first: $first, after: $after) "
+        "{ edges { cursor } } }",
+        {"first": first, "after": after},
+    )
+    assert error_codes(body) == ["BAD_USER_INPUT"]
+    assert body["errors"][0]["extensions"]["field"] in ("first", "after")
+
+
+async def test_node__operation_watch_and_unknown_ids(gql, clock):
+    claimed = (await claim(gql))["operation"]
+    node = await gql.run("NodeByID", id=claimed["id"])
+    assert node["node"]["__typename"] == "Operation"
+    assert node["node"]["operationID"] == "op-1"
+    done = await gql.run(
+        "FinalizeOperation", input=KEY | {"leaseToken": "lease-A", "version": 0, "dueAt": 5}
+    )
+    watch = await gql.run("NodeByID", id=done["finalizeOperation"]["watch"]["id"])
+    assert watch["node"]["__typename"] == "Watch"
+    assert watch["node"]["sourceID"] == "evt-1"
+    for bad in ["", "not-base64!", "WyJPcGVyYXRpb24iLCJub3BlIl0", "W10"]:
+        body = await gql.query("query($id: ID!) { node(id: $id) { id } }", {"id": bad})
+        assert error_codes(body) == ["NOT_FOUND"], bad
+
+
+async def test_has_newer_operation_on_document(gql, clock):
+    await claim(gql, operationID="op-1")
+    assert (await gql.run("HasNewerOperation", **KEY))["hasNewerOperationOnDocument"] is False
+    clock.advance(1)
+    await claim(gql, operationID="op-2")
+    assert (await gql.run("HasNewerOperation", **KEY))["hasNewerOperationOnDocument"] is True
+    absent = {"callerDID": "x", "operationID": "y"}
+    assert (await gql.run("HasNewerOperation", **absent))["hasNewerOperationOnDocument"] is False
+
+
+async def test_due_operations__order_and_limit(gql, clock):
+    start = clock.now
+    for index in range(3):
+        await claim(gql, operationID=f"op-{index}", leaseExpiresAt=start + 100)
+        clock.advance(1)
+    await gql.run(
+        "DeferOperation",
+        input={"callerDID": "did:key:caller", "operationID": "op-0"}
+        | {"nextAttemptAt": start + 500, "leaseToken": "lease-A"},
+    )
+    assert (await gql.run("DueOperations", now=start + 100))["dueOperations"] == []
+    due = await gql.run("DueOperations", now=start + 101)
+    assert [op["operationID"] for op in due["dueOperations"]] == ["op-1", "op-2"]
+    later = await gql.run("DueOperations", now=start + 1000, limit=2)
+    assert [op["operationID"] for op in later["dueOperations"]] == ["op-1", "op-2"]
+    body = await gql.query("{ dueOperations(now: 1, limit: 501) { id } }")
+    assert error_codes(body) == ["BAD_USER_INPUT"]
+
+
+async def test_operation_watch__nested_through_loader(gql):
+    for index in range(3):
+        await claim(gql, operationID=f"op-{index}")
+    await gql.run(
+        "FinalizeOperation", input=KEY | {"leaseToken": "lease-A", "version": 0, "dueAt": 5}
+    )
+    page = await gql.run("OperationsPage")
+    watches = [edge["node"]["watch"] for edge in page["operations"]["edges"]]
+    assert len(watches) == 3
+    assert all(w == {"repairGeneration": 1, "verificationStatus": "PENDING_VERIFICATION"} for w in watches)

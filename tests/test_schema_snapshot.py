@@ -1,0 +1,37 @@
+"""graphql/schema.graphql is the printed schema; graphql/operations are valid against it."""
+
+from pathlib import Path
+
+import pytest
+from graphql import parse, validate
+
+from server.graph import build_schema
+
+GRAPHQL = Path(__file__).resolve().parents[1] / "graphql"
+
+
+def test_schema_snapshot__matches_code():
+    printed = build_schema().as_str()
+    stored = (GRAPHQL / "schema.graphql").read_text()
+    assert stored.strip() == printed.strip(), "stale schema: run `make schema` and commit it"
+
+
+@pytest.mark.parametrize("document", sorted((GRAPHQL / "operations").glob("*.graphql")), ids=str)
+def test_operation_documents__valid_against_schema(document):
+    schema = build_schema()._schema
+    assert validate(schema, parse(document.read_text())) == []
+
+
+def test_schema__contract_names():
+    printed = build_schema().as_str()
+    for line in [
+        "claimOperation(input: ClaimOperationInput!): ClaimOperationResult!",
+        "union ClaimOperationResult = OperationClaimed | OperationExists | OperationConflict",
+        "operation(callerDID: String!, operationID: String!): Operation",
+        "hasNewerOperationOnDocument(callerDID: String!, operationID: String!): Boolean!",
+        "dueOperations(now: EpochMillis!, limit: Int = null, connectorName: String = null)",
+        "finalizeOperation(input: FinalizeOperationInput!): FinalizeOperationPayload!",
+        "scalar EpochMillis",
+        "serverTime: EpochMillis!",
+    ]:
+        assert line in printed, line
