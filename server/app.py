@@ -4,11 +4,13 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from strawberry.asgi import GraphQL
 from strawberry.schema import BaseSchema
@@ -24,11 +26,18 @@ from store.database import Database
 log = logging.getLogger("connector_store")
 
 
+GRAPHIQL_ASSETS = Path(__file__).parent / "static" / "graphiql"
+
+
 class GraphQLApp(GraphQL):
-    """Strawberry's ASGI view with our request context."""
+    """Strawberry's ASGI view with our request context and a GraphiQL page whose assets
+    this server serves itself (at ``/graphiql``), so it works with no internet."""
 
     def __init__(self, schema: BaseSchema, *, graphiql: bool) -> None:
         super().__init__(schema, graphql_ide="graphiql" if graphiql else None)
+
+    async def render_graphql_ide(self, request: Request) -> Response:
+        return FileResponse(GRAPHIQL_ASSETS / "index.html", media_type="text/html")
 
     async def get_context(self, request: Request, response: Response) -> Context:  # type: ignore[override]
         store: ConnectorStore = request.app.state.store
@@ -122,6 +131,7 @@ def create_app(settings: Settings | None = None, store: ConnectorStore | None = 
             Route("/graphql", graphql, methods=["GET", "POST"]),
             Route("/healthz", healthz),
             Route("/readyz", readyz),
+            Mount("/graphiql", StaticFiles(directory=GRAPHIQL_ASSETS), name="graphiql"),
         ],
         lifespan=lifespan,
     )

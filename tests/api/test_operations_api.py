@@ -180,9 +180,7 @@ async def test_record_operation__committed_refused_and_terminal_stays(gql):
 
 async def test_cas_writes__refused_returns_current_record(gql):
     await claim(gql)
-    stolen = await gql.run(
-        "AcquireLease", input=KEY | {"token": "lease-B", "expiresAt": YEAR_2100}
-    )
+    stolen = await gql.run("AcquireLease", input=KEY | {"token": "lease-B", "expiresAt": YEAR_2100})
     assert stolen["acquireLease"]["applied"] is False
     assert stolen["acquireLease"]["operation"]["leaseToken"] == "lease-A"
     stale = await gql.run(
@@ -365,4 +363,6 @@ async def test_operation_watch__nested_through_loader(gql):
     page = await gql.run("OperationsPage")
     watches = [edge["node"]["watch"] for edge in page["operations"]["edges"]]
     assert len(watches) == 3
-    assert all(w == {"repairGeneration": 1, "verificationStatus": "PENDING_VERIFICATION"} for w in watches)
+    assert all(
+        w == {"repairGeneration": 1, "verificationStatus": "PENDING_VERIFICATION"} for w in watches
+    )

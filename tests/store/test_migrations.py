@@ -1,0 +1,42 @@
+"""The alembic migrations build exactly the tables of store/tables.py, on both backends."""
+
+import asyncio
+import sqlite3
+from contextlib import closing
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import pool
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from store.migrate import sqlite_path, upgrade
+from store.tables import metadata
+
+
+async def schema_drift(url: str) -> list:
+    engine = create_async_engine(url, poolclass=pool.NullPool)
+    try:
+        async with engine.connect() as connection:
+            return await connection.run_sync(
+                lambda sync: compare_metadata(MigrationContext.configure(sync), metadata)
+            )
+    finally:
+        await engine.dispose()
+
+
+async def test_migrations__match_tables(database_url):
+    assert await schema_drift(database_url) == []
+
+
+async def test_migrations__head_twice_is_a_no_op(database_url):
+    await asyncio.to_thread(upgrade, database_url)
+    assert await schema_drift(database_url) == []
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_migrations__sqlite_file_in_wal_mode(database_url):
+    path = sqlite_path(database_url)
+    assert path is not None
+    with closing(sqlite3.connect(path)) as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
