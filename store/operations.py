@@ -299,10 +299,12 @@ class OperationsStore:
         if where.states is not None:
             for state in where.states:
                 check.choice("states", state, OPERATION_STATES)
+        # Repeated ids are dropped so that a list split into chunks cannot match one
+        # operation in two of them.
         document_ids = (
             None
             if where.document_ids is None
-            else check.key_list("documentIDs", where.document_ids)
+            else list(dict.fromkeys(check.key_list("documentIDs", where.document_ids)))
         )
         if (where.states is not None and not where.states) or document_ids == []:
             return []

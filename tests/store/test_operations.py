@@ -8,6 +8,7 @@ import sqlalchemy as sa
 from store.errors import InvalidInput, ReservedValue
 from store.operations import CONTESTED_SEND_MARKER, OperationClaim
 from store.tables import operation as op_table
+from store.tables import projection_watch as watch_table
 from tests.factories import (
     LEASE_MS,
     claim,
@@ -939,6 +940,7 @@ async def test_record_operation__other_operations_untouched(store):
 async def test_write__absent_key_none(store, clock, write):
     await committed_operation(store, operation_id="op-present")
     before = await all_rows(store)
+    watches_before = await store.db.fetch_all(sa.select(watch_table))
     record = await claimed_operation(store, operation_id="op-ghost")
     await store.db.fetch_all(
         sa.delete(op_table)
@@ -964,3 +966,6 @@ async def test_write__absent_key_none(store, clock, write):
     assert await calls[write]() is None
     assert await store.operations.get_operation(CALLER, "op-ghost") is None
     assert await all_rows(store) == before
+    assert [dict(row) for row in await store.db.fetch_all(sa.select(watch_table))] == [
+        dict(row) for row in watches_before
+    ]

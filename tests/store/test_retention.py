@@ -1,0 +1,194 @@
+"""list_due_operations: live operations a worker may pick up at a given time, on both
+backends (DESIGN.md 3.3 and 4.1)."""
+
+import pytest
+
+from store.errors import InvalidInput
+from store.retention import MAX_LIMIT
+from tests.factories import (
+    claimed_operation,
+    released_operation,
+    terminal_operation,
+)
+
+CALLER = "did:key:caller"
+
+
+def keys(records):
+    return [(record.caller_did, record.operation_id) for record in records]
+
+
+async def test_list_due_operations__empty_store_empty(store, clock):
+    assert await store.retention.list_due_operations(clock.now) == []
+
+
+async def test_list_due_operations__released_never_deferred_due(store, clock):
+    record = await released_operation(store)
+
+    assert await store.retention.list_due_operations(clock.now) == [record]
+
+
+async def test_list_due_operations__lease_held_not_due(store, clock):
+    record = await claimed_operation(store)
+
+    assert await store.retention.list_due_operations(clock.now) == []
+    assert await store.retention.list_due_operations(record.lease_expires_at - 1) == []
+
+
+async def test_list_due_operations__lease_expiring_exactly_now_not_due(store):
+    record = await claimed_operation(store)
+
+    assert await store.retention.list_due_operations(record.lease_expires_at) == []
+
+
+async def test_list_due_operations__lease_expired_due(store):
+    record = await claimed_operation(store)
+
+    assert await store.retention.list_due_operations(record.lease_expires_at + 1) == [record]
+
+
+async def test_list_due_operations__uses_given_now_not_store_clock(store, clock):
+    record = await claimed_operation(store)
+    clock.now = record.lease_expires_at + 1_000
+
+    assert await store.retention.list_due_operations(record.lease_expires_at) == []
+    assert await store.retention.list_due_operations(record.created_at - 1) == []
+
+
+async def test_list_due_operations__next_attempt_in_future_not_due(store, clock):
+    await released_operation(store)
+    deferred = await store.operations.defer_operation(CALLER, "op-1", clock.now + 5_000)
+    assert deferred is not None
+
+    assert await store.retention.list_due_operations(clock.now + 4_999) == []
+    assert await store.retention.list_due_operations(clock.now + 5_000) == [deferred]
+    assert await store.retention.list_due_operations(clock.now + 9_000) == [deferred]
+
+
+async def test_list_due_operations__next_attempt_in_past_due_even_if_created_later(store, clock):
+    await released_operation(store)
+    deferred = await store.operations.defer_operation(CALLER, "op-1", clock.now - 5_000)
+    assert deferred is not None
+
+    assert await store.retention.list_due_operations(clock.now - 1) == [deferred]
+
+
+@pytest.mark.parametrize("state", ["committed", "failed", "superseded"])
+async def test_list_due_operations__terminal_excluded(store, clock, state):
+    record = await terminal_operation(store, state)
+    await store.operations.release_lease(CALLER, "op-1", "lease-A")
+
+    assert await store.retention.list_due_operations(record.lease_expires_at + 10**9) == []
+
+
+async def test_list_due_operations__ordered_by_due_time_then_caller_then_id(store, clock):
+    start = clock.now
+    # Never deferred: due at created_at.
+    await released_operation(store, caller_did="did:key:b", operation_id="op-1")
+    await released_operation(store, caller_did="did:key:a", operation_id="op-2")
+    await released_operation(store, caller_did="did:key:a", operation_id="op-1")
+    clock.advance(100)
+    await released_operation(store, caller_did="did:key:a", operation_id="op-late")
+    clock.advance(100)
+    # Created last, but deferred to before every other operation's due time.
+    await released_operation(store, caller_did="did:key:z", operation_id="op-early")
+    await store.operations.defer_operation("did:key:z", "op-early", start - 50)
+    # Deferred to exactly the first operations' created_at: ties broken by caller, id.
+    await released_operation(store, caller_did="did:key:a", operation_id="op-0")
+    await store.operations.defer_operation("did:key:a", "op-0", start)
+    await released_operation(store, caller_did="did:key:c", operation_id="op-0")
+    await store.operations.defer_operation("did:key:c", "op-0", start)
+    # Deferred to between the two created_at groups.
+    await released_operation(store, caller_did="did:key:y", operation_id="op-mid")
+    await store.operations.defer_operation("did:key:y", "op-mid", start + 50)
+    # Deferred past now: not due.
+    await released_operation(store, caller_did="did:key:a", operation_id="op-future")
+    await store.operations.defer_operation("did:key:a", "op-future", clock.now + 1)
+
+    due = await store.retention.list_due_operations(clock.now)
+
+    assert keys(due) == [
+        ("did:key:z", "op-early"),
+        ("did:key:a", "op-0"),
+        ("did:key:a", "op-1"),
+        ("did:key:a", "op-2"),
+        ("did:key:b", "op-1"),
+        ("did:key:c", "op-0"),
+        ("did:key:y", "op-mid"),
+        ("did:key:a", "op-late"),
+    ]
+
+
+async def test_list_due_operations__limit_takes_the_oldest_due(store, clock):
+    for number in range(5):
+        await released_operation(store, operation_id=f"op-{number}")
+        clock.advance(1)
+
+    due = await store.retention.list_due_operations(clock.now, limit=3)
+
+    assert keys(due) == [(CALLER, "op-0"), (CALLER, "op-1"), (CALLER, "op-2")]
+
+
+async def test_list_due_operations__default_limit_100(store, clock):
+    for number in range(101):
+        await released_operation(store, operation_id=f"op-{number:03d}")
+
+    due = await store.retention.list_due_operations(clock.now)
+
+    assert len(due) == 100
+    assert due[-1].operation_id == "op-099"
+
+
+async def test_list_due_operations__connector_filter(store, clock):
+    await released_operation(store, operation_id="op-1", connector_name="calendar")
+    await released_operation(store, operation_id="op-2", connector_name="crm")
+    await released_operation(store, operation_id="op-3", connector_name="calendar")
+
+    calendar = await store.retention.list_due_operations(clock.now, connector_name="calendar")
+    crm = await store.retention.list_due_operations(clock.now, connector_name="crm")
+    drive = await store.retention.list_due_operations(clock.now, connector_name="drive")
+
+    assert keys(calendar) == [(CALLER, "op-1"), (CALLER, "op-3")]
+    assert keys(crm) == [(CALLER, "op-2")]
+    assert drive == []
+
+
+async def test_list_due_operations__lease_and_schedule_both_required(store, clock):
+    record = await claimed_operation(store, operation_id="op-held")
+    await released_operation(store, operation_id="op-free")
+    await store.operations.defer_operation(CALLER, "op-free", clock.now + 10)
+    await store.operations.defer_operation(CALLER, "op-held", clock.now + 10, lease_token="lease-A")
+
+    assert await store.retention.list_due_operations(clock.now + 9) == []
+    assert keys(await store.retention.list_due_operations(clock.now + 10)) == [(CALLER, "op-free")]
+    assert keys(await store.retention.list_due_operations(record.lease_expires_at + 1)) == [
+        (CALLER, "op-free"),
+        (CALLER, "op-held"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"now": -1}, "now"),
+        ({"now": 1.0}, "now"),
+        ({"now": 2**53}, "now"),
+        ({"limit": 0}, "limit"),
+        ({"limit": MAX_LIMIT + 1}, "limit"),
+        ({"limit": True}, "limit"),
+        ({"connector_name": ""}, "connectorName"),
+    ],
+)
+async def test_list_due_operations__invalid_input_refused(store, clock, kwargs, field):
+    arguments = {"now": clock.now} | kwargs
+
+    with pytest.raises(InvalidInput) as raised:
+        await store.retention.list_due_operations(**arguments)
+
+    assert raised.value.field == field
+
+
+async def test_list_due_operations__limit_max_accepted(store, clock):
+    await released_operation(store)
+
+    assert len(await store.retention.list_due_operations(clock.now, limit=MAX_LIMIT)) == 1
