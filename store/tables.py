@@ -5,27 +5,32 @@ read (``store.records``). The alembic migrations create exactly these tables and
 """
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 metadata = sa.MetaData()
+
+Key = sa.Text().with_variant(postgresql.TEXT(collation="C"), "postgresql")
+"""A key column (DID, id, name): compared and ordered byte-wise ("C") on PostgreSQL, as on
+SQLite, so every backend and the store's own merges of chunked results agree on order."""
 
 operation = sa.Table(
     "kubun_connector_operation",
     metadata,
-    sa.Column("caller_did", sa.Text, nullable=False),
-    sa.Column("operation_id", sa.Text, nullable=False),
+    sa.Column("caller_did", Key, nullable=False),
+    sa.Column("operation_id", Key, nullable=False),
     sa.Column("node_key", sa.Text, nullable=False, unique=True),
-    sa.Column("owner_did", sa.Text, nullable=False),
-    sa.Column("connector_name", sa.Text, nullable=False),
-    sa.Column("model", sa.Text, nullable=False),
+    sa.Column("owner_did", Key, nullable=False),
+    sa.Column("connector_name", Key, nullable=False),
+    sa.Column("model", Key, nullable=False),
     sa.Column("op", sa.Text, nullable=False),
-    sa.Column("account_key", sa.Text, nullable=False),
+    sa.Column("account_key", Key, nullable=False),
     sa.Column("target", sa.Text, nullable=False),
-    sa.Column("source_id", sa.Text, nullable=False),
+    sa.Column("source_id", Key, nullable=False),
     sa.Column("deterministic_event_id", sa.Text, nullable=False),
     sa.Column("payload_hash", sa.Text, nullable=False),
     sa.Column("reissue_intent", sa.Text, nullable=False),
     sa.Column("provider_etag", sa.Text),
-    sa.Column("document_id", sa.Text),
+    sa.Column("document_id", Key),
     sa.Column("result_entity", sa.Text),
     sa.Column("state", sa.Text, nullable=False),
     sa.Column("attempts", sa.Integer, nullable=False),
@@ -53,12 +58,12 @@ operation = sa.Table(
 projection_watch = sa.Table(
     "kubun_connector_projection_watch",
     metadata,
-    sa.Column("owner_did", sa.Text, nullable=False),
-    sa.Column("connector_name", sa.Text, nullable=False),
-    sa.Column("model", sa.Text, nullable=False),
-    sa.Column("account_key", sa.Text, nullable=False),
-    sa.Column("source_id", sa.Text, nullable=False),
-    sa.Column("document_id", sa.Text),
+    sa.Column("owner_did", Key, nullable=False),
+    sa.Column("connector_name", Key, nullable=False),
+    sa.Column("model", Key, nullable=False),
+    sa.Column("account_key", Key, nullable=False),
+    sa.Column("source_id", Key, nullable=False),
+    sa.Column("document_id", Key),
     sa.Column("repair_generation", sa.Integer, nullable=False),
     sa.Column("verification_status", sa.Text, nullable=False),
     sa.Column("verification_attempts", sa.Integer, nullable=False),
@@ -91,7 +96,7 @@ pending_auth = sa.Table(
     sa.Column("state", sa.Text, primary_key=True),
     sa.Column("code_verifier", sa.Text, nullable=False),
     sa.Column("provider", sa.Text, nullable=False),
-    sa.Column("owner_did", sa.Text, nullable=False),
+    sa.Column("owner_did", Key, nullable=False),
     sa.Column("owner_wrappable_did", sa.Text),
     sa.Column("controller_wrappable_did", sa.Text),
     sa.Column("created_at", sa.BigInteger, nullable=False),
@@ -105,8 +110,8 @@ pending_auth = sa.Table(
 sync_state = sa.Table(
     "kubun_connector_sync_state",
     metadata,
-    sa.Column("connector_name", sa.Text, nullable=False),
-    sa.Column("owner_did", sa.Text, nullable=False),
+    sa.Column("connector_name", Key, nullable=False),
+    sa.Column("owner_did", Key, nullable=False),
     sa.Column("checkpoint", sa.Text),
     sa.Column("recovery", sa.Text),
     sa.Column("last_synced_at", sa.BigInteger),
@@ -122,7 +127,7 @@ sync_state = sa.Table(
 document_winner = sa.Table(
     "kubun_connector_document_winner",
     metadata,
-    sa.Column("document_id", sa.Text, primary_key=True),
+    sa.Column("document_id", Key, primary_key=True),
     sa.Column("winner_digest", sa.Text, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
 )

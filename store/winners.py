@@ -18,12 +18,16 @@ class WinnersStore:
         """The document's current winner digest, or None (no document, or none recorded).
 
         The default ``ReadWinner``: awaited inside a transaction it reads through that
-        transaction's connection.
+        transaction's connection and, on PostgreSQL, holds a share lock on the winner row
+        until commit, so an ingress cannot move the winner between this read and the
+        caller's write.
         """
         if document_id is None:
             return None
         row = await self._db.fetch_one(
-            sa.select(winner.c.winner_digest).where(winner.c.document_id == document_id)
+            sa.select(winner.c.winner_digest)
+            .where(winner.c.document_id == document_id)
+            .with_for_update(read=True)
         )
         return None if row is None else row["winner_digest"]
 

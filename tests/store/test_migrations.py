@@ -7,7 +7,7 @@ from contextlib import closing
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import pool
+from sqlalchemy import pool, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from store.migrate import sqlite_path, upgrade
@@ -40,3 +40,23 @@ def test_migrations__sqlite_file_in_wal_mode(database_url):
     assert path is not None
     with closing(sqlite3.connect(path)) as connection:
         assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_migrations__postgres_keys_collate_bytewise(database_url):
+    engine = create_async_engine(database_url, poolclass=pool.NullPool)
+    try:
+        async with engine.connect() as connection:
+            rows = await connection.execute(
+                text(
+                    "SELECT table_name, column_name, collation_name FROM information_schema.columns"
+                    " WHERE column_name IN ('caller_did', 'operation_id', 'owner_did',"
+                    " 'connector_name', 'model', 'account_key', 'source_id', 'document_id')"
+                    " AND table_name LIKE 'kubun_connector_%'"
+                )
+            )
+            collations = {(table, column): collation for table, column, collation in rows}
+    finally:
+        await engine.dispose()
+    assert len(collations) == 18
+    assert set(collations.values()) == {"C"}

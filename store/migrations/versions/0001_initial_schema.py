@@ -9,38 +9,41 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy.dialects import postgresql
 
 revision: str = "0001"
 down_revision: str | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
+KEY = sa.Text().with_variant(postgresql.TEXT(collation="C"), "postgresql")
+
 
 def upgrade() -> None:
     op.create_table(
         "kubun_connector_document_winner",
-        sa.Column("document_id", sa.Text(), nullable=False),
+        sa.Column("document_id", KEY, nullable=False),
         sa.Column("winner_digest", sa.Text(), nullable=False),
         sa.Column("updated_at", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("document_id"),
     )
     op.create_table(
         "kubun_connector_operation",
-        sa.Column("caller_did", sa.Text(), nullable=False),
-        sa.Column("operation_id", sa.Text(), nullable=False),
+        sa.Column("caller_did", KEY, nullable=False),
+        sa.Column("operation_id", KEY, nullable=False),
         sa.Column("node_key", sa.Text(), nullable=False),
-        sa.Column("owner_did", sa.Text(), nullable=False),
-        sa.Column("connector_name", sa.Text(), nullable=False),
-        sa.Column("model", sa.Text(), nullable=False),
+        sa.Column("owner_did", KEY, nullable=False),
+        sa.Column("connector_name", KEY, nullable=False),
+        sa.Column("model", KEY, nullable=False),
         sa.Column("op", sa.Text(), nullable=False),
-        sa.Column("account_key", sa.Text(), nullable=False),
+        sa.Column("account_key", KEY, nullable=False),
         sa.Column("target", sa.Text(), nullable=False),
-        sa.Column("source_id", sa.Text(), nullable=False),
+        sa.Column("source_id", KEY, nullable=False),
         sa.Column("deterministic_event_id", sa.Text(), nullable=False),
         sa.Column("payload_hash", sa.Text(), nullable=False),
         sa.Column("reissue_intent", sa.Text(), nullable=False),
         sa.Column("provider_etag", sa.Text(), nullable=True),
-        sa.Column("document_id", sa.Text(), nullable=True),
+        sa.Column("document_id", KEY, nullable=True),
         sa.Column("result_entity", sa.Text(), nullable=True),
         sa.Column("state", sa.Text(), nullable=False),
         sa.Column("attempts", sa.Integer(), nullable=False),
@@ -94,7 +97,7 @@ def upgrade() -> None:
         sa.Column("state", sa.Text(), nullable=False),
         sa.Column("code_verifier", sa.Text(), nullable=False),
         sa.Column("provider", sa.Text(), nullable=False),
-        sa.Column("owner_did", sa.Text(), nullable=False),
+        sa.Column("owner_did", KEY, nullable=False),
         sa.Column("owner_wrappable_did", sa.Text(), nullable=True),
         sa.Column("controller_wrappable_did", sa.Text(), nullable=True),
         sa.Column("created_at", sa.BigInteger(), nullable=False),
@@ -111,12 +114,12 @@ def upgrade() -> None:
 
     op.create_table(
         "kubun_connector_projection_watch",
-        sa.Column("owner_did", sa.Text(), nullable=False),
-        sa.Column("connector_name", sa.Text(), nullable=False),
-        sa.Column("model", sa.Text(), nullable=False),
-        sa.Column("account_key", sa.Text(), nullable=False),
-        sa.Column("source_id", sa.Text(), nullable=False),
-        sa.Column("document_id", sa.Text(), nullable=True),
+        sa.Column("owner_did", KEY, nullable=False),
+        sa.Column("connector_name", KEY, nullable=False),
+        sa.Column("model", KEY, nullable=False),
+        sa.Column("account_key", KEY, nullable=False),
+        sa.Column("source_id", KEY, nullable=False),
+        sa.Column("document_id", KEY, nullable=True),
         sa.Column("repair_generation", sa.Integer(), nullable=False),
         sa.Column("verification_status", sa.Text(), nullable=False),
         sa.Column("verification_attempts", sa.Integer(), nullable=False),
@@ -154,8 +157,8 @@ def upgrade() -> None:
 
     op.create_table(
         "kubun_connector_sync_state",
-        sa.Column("connector_name", sa.Text(), nullable=False),
-        sa.Column("owner_did", sa.Text(), nullable=False),
+        sa.Column("connector_name", KEY, nullable=False),
+        sa.Column("owner_did", KEY, nullable=False),
         sa.Column("checkpoint", sa.Text(), nullable=True),
         sa.Column("recovery", sa.Text(), nullable=True),
         sa.Column("last_synced_at", sa.BigInteger(), nullable=True),
