@@ -4,11 +4,17 @@ import logging
 
 import typer
 import uvicorn
+from sqlalchemy.engine import make_url
 
 from server.settings import Settings
 from store.migrate import upgrade
 
 cli = typer.Typer(help="Connector write-back store: GraphQL API server.", no_args_is_help=True)
+
+
+def shown(url: str) -> str:
+    """``url`` with its password hidden, for logs."""
+    return make_url(url).render_as_string(hide_password=True)
 
 
 @cli.command()
@@ -23,7 +29,7 @@ def serve(
     settings = Settings()
     if migrate:
         upgrade(settings.database_url)
-    typer.echo(f"database: {settings.database_url}")
+    typer.echo(f"database: {shown(settings.database_url)}")
     uvicorn.run(
         create_app(settings),
         host=host or settings.host,
@@ -37,7 +43,7 @@ def migrate_command() -> None:
     """Apply every pending migration to DATABASE_URL."""
     settings = Settings()
     upgrade(settings.database_url)
-    typer.echo(f"migrated {settings.database_url}")
+    typer.echo(f"migrated {shown(settings.database_url)}")
 
 
 @cli.command("schema")
