@@ -1,0 +1,424 @@
+"""A connector write-back worker, end to end, against a running connector-store server.
+
+    .venv/bin/connector-store serve                      # in one terminal
+    .venv/bin/python examples/writeback_worker.py --operations 10
+
+The worker speaks only GraphQL over HTTP (httpx). It sends the documents of
+``graphql/operations/worker.graphql``: the whole file every time, with an ``operationName``
+picking the document to run. The external provider (a calendar) is simulated in process by
+``FakeProvider``, a dict.
+
+The life of one operation, one request per step:
+
+1. ``ServerTime``: the server's clock. Lease expiries and schedules are computed from it,
+   never from this machine's clock, so a skewed worker cannot steal or lose leases.
+2. ``ClaimOperation``: claim the key ``(callerDID, operationID)`` with the change's immutable
+   envelope (owner, connector, model, op, account, target, source, deterministic event id,
+   payload hash) and a lease (``leaseToken`` until ``leaseExpiresAt``). Three answers:
+   ``OperationClaimed`` (the key was free: the operation is ours and we hold its lease),
+   ``OperationExists`` (the same envelope was claimed before: a replay, e.g. a redelivered
+   queue message; the stored operation says how far it got), ``OperationConflict`` (the key
+   holds a different envelope: a bug upstream; the stored operation is never overwritten).
+3. ``MarkSendStarted``: before calling the provider, record that this run is sending. When
+   a crashed run's marker is still there, the attempt becomes contested: it may have reached
+   the provider, so no run can refund it.
+4. Send to the provider, idempotently: the provider keys the write by the
+   ``deterministicEventID``, so a repeated send updates rather than duplicates.
+5. ``FinalizeOperation``: compare-and-set the operation (its ``version`` and our
+   ``leaseToken``) to COMMITTED, storing the provider's entity and etag. The same
+   transaction arms the verify/repair watch of the provider entity, due at ``dueAt``.
+
+When the provider fails transiently (one operation of each run does, on its first send):
+
+3'. ``RecordOperation`` ATTEMPTED -> ATTEMPTED with ``kind: "transient"`` and
+    ``nextAttemptAt = serverTime + 1500``: the attempt is counted and the operation
+    rescheduled. Then ``ReleaseLease``, so any worker may take it when it is due.
+4'. Poll ``DueOperations(now: serverTime)``: the operation is listed once its
+    ``nextAttemptAt`` has passed and its lease is free. ``AcquireLease`` with a fresh token,
+    then steps 3 to 5 again. It ends COMMITTED with 2 attempts (the others with 1).
+
+Each run also replays one claim with the identical envelope (expects ``OperationExists``)
+and claims an existing key with a drifted ``payloadHash`` (expects ``OperationConflict``),
+then re-reads every operation with ``GetOperation``. It prints a summary and exits 1 when
+any expectation failed, 2 when the server could not be used at all.
+
+Every run uses fresh ids (a random run id in each operation id and in the connector name),
+so it can run again and again against the same database, and ``DueOperations`` filtered by
+that connector name lists only this run's work. A production worker would use one stable
+connector name and take every due operation, including those a crashed run left behind.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import secrets
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+DOCUMENTS = Path(__file__).resolve().parent.parent / "graphql" / "operations" / "worker.graphql"
+
+LEASE_MS = 30_000
+"""How long a lease lasts. A worker that dies holding one blocks the operation this long."""
+RETRY_AFTER_MS = 1_500
+"""How long a transient failure waits before the operation is due again."""
+VERIFY_AFTER_MS = 60_000
+"""When the verifier should first check that the provider holds what we wrote."""
+POLL_INTERVAL_S = 0.2
+RETRY_DEADLINE_S = 30.0
+
+
+class GraphQLError(Exception):
+    """The server answered with ``errors`` (invalid input, missing rights, a bug)."""
+
+
+class TransientProviderError(Exception):
+    """The provider failed in a way worth retrying (a 503, a timeout)."""
+
+    http_status = 503
+
+
+class Client:
+    """Posts the documents of ``worker.graphql`` by name; returns ``data`` or raises."""
+
+    def __init__(self, url: str, token: str | None = None) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(timeout=10.0, headers=headers)
+        self.url = url
+        self.documents = DOCUMENTS.read_text()
+
+    def call(self, operation_name: str, **variables: Any) -> dict[str, Any]:
+        response = self.http.post(
+            self.url,
+            json={
+                "query": self.documents,
+                "operationName": operation_name,
+                "variables": variables,
+            },
+        )
+        body = response.json() if response.content else {}
+        if body.get("errors") or response.status_code != 200:
+            raise GraphQLError(
+                f"{operation_name}: HTTP {response.status_code} {json.dumps(body)[:500]}"
+            )
+        return body["data"]
+
+    def server_time(self) -> int:
+        return self.call("ServerTime")["serverTime"]
+
+    def close(self) -> None:
+        self.http.close()
+
+
+class FakeProvider:
+    """The external provider: entities in a dict, keyed by the write's idempotency key.
+
+    ``flaky`` holds the idempotency keys whose first send fails transiently.
+    """
+
+    def __init__(self, flaky: set[str]) -> None:
+        self.entities: dict[str, dict[str, Any]] = {}
+        self.flaky = set(flaky)
+
+    def upsert(self, idempotency_key: str, payload: dict[str, Any]) -> dict[str, Any]:
+        if idempotency_key in self.flaky:
+            self.flaky.discard(idempotency_key)
+            raise TransientProviderError("503 Service Unavailable")
+        previous = self.entities.get(idempotency_key)
+        entity = {
+            "id": previous["id"] if previous else f"evt_{secrets.token_hex(6)}",
+            "etag": secrets.token_hex(8),
+            **payload,
+        }
+        self.entities[idempotency_key] = entity
+        return entity
+
+
+@dataclass(frozen=True)
+class Change:
+    """A document change to write back: one calendar event to create in the provider."""
+
+    run_id: str
+    index: int
+
+    @property
+    def operation_id(self) -> str:
+        return f"{self.run_id}-op-{self.index}"
+
+    @property
+    def document_id(self) -> str:
+        return f"doc-{self.run_id}-{self.index}"
+
+    @property
+    def event_id(self) -> str:
+        """Derived from the document's change, not from the attempt: stable across retries."""
+        return f"{self.document_id}@v1"
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        return {"title": f"Meeting {self.index}", "start": "2030-01-01T09:00:00Z"}
+
+    @property
+    def payload_hash(self) -> str:
+        canonical = json.dumps(self.payload, sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass
+class Tally:
+    committed: int = 0
+    retries: int = 0
+    exists: int = 0
+    conflicts: int = 0
+    failures: list[str] = field(default_factory=list)
+
+    def expect(self, condition: bool, what: str) -> bool:
+        if not condition:
+            self.failures.append(what)
+        return condition
+
+
+class Worker:
+    """Drives changes through claim -> markSendStarted -> send -> finalizeOperation."""
+
+    CALLER = "did:example:writeback-worker"
+    OWNER = "did:example:alice"
+
+    def __init__(self, client: Client, provider: FakeProvider, run_id: str) -> None:
+        self.client = client
+        self.provider = provider
+        self.run_id = run_id
+        self.connector = f"example-calendar-{run_id}"
+        self.tally = Tally()
+        self.rescheduled: dict[str, int] = {}
+        """operationID -> nextAttemptAt, for operations waiting for their retry."""
+
+    def claim_input(self, change: Change, lease_token: str, lease_expires_at: int) -> dict:
+        return {
+            "callerDID": self.CALLER,
+            "operationID": change.operation_id,
+            "ownerDID": self.OWNER,
+            "connectorName": self.connector,
+            "model": "CalendarEvent",
+            "op": "create",
+            "accountKey": "alice@example.com",
+            "target": "calendars/primary",
+            "sourceID": change.document_id,
+            "deterministicEventID": change.event_id,
+            "payloadHash": change.payload_hash,
+            "leaseToken": lease_token,
+            "leaseExpiresAt": lease_expires_at,
+            "documentID": change.document_id,
+        }
+
+    def claim(self, change: Change, **drift: str) -> dict[str, Any]:
+        """Claim ``change`` (with ``drift`` overriding envelope fields, to show a conflict)."""
+        lease_token = secrets.token_hex(8)
+        expires = self.client.server_time() + LEASE_MS
+        claim = self.claim_input(change, lease_token, expires) | drift
+        result = self.client.call("ClaimOperation", input=claim)["claimOperation"]
+        result["leaseToken"] = lease_token
+        return result
+
+    def write_back(self, change: Change) -> None:
+        """Claim a fresh change and write it back (or reschedule it on a transient error)."""
+        claimed = self.claim(change)
+        if not self.tally.expect(
+            claimed["__typename"] == "OperationClaimed",
+            f"{change.operation_id}: first claim answered {claimed['__typename']}",
+        ):
+            return
+        self.send_and_finalize(change, claimed["operation"], claimed["leaseToken"])
+
+    def send_and_finalize(self, change: Change, operation: dict, lease_token: str) -> None:
+        """Steps 3 to 5 for an operation whose lease we hold."""
+        key = {"callerDID": self.CALLER, "operationID": change.operation_id}
+        marked = self.client.call(
+            "MarkSendStarted",
+            input=key | {"leaseToken": lease_token, "marker": f"{self.run_id}/{lease_token}"},
+        )["markSendStarted"]
+        if not self.tally.expect(marked["applied"], f"{change.operation_id}: mark not applied"):
+            return
+        operation = marked["operation"]
+        try:
+            entity = self.provider.upsert(change.event_id, change.payload)
+        except TransientProviderError as error:
+            self.reschedule(change, operation, lease_token, error)
+            return
+        finalized = self.client.call(
+            "FinalizeOperation",
+            input=key
+            | {
+                "version": operation["version"],
+                "leaseToken": lease_token,
+                "dueAt": self.client.server_time() + VERIFY_AFTER_MS,
+                "resultEntity": entity,
+                "providerEtag": entity["etag"],
+                "documentID": change.document_id,
+            },
+        )["finalizeOperation"]
+        if self.tally.expect(finalized["applied"], f"{change.operation_id}: finalize refused"):
+            self.tally.committed += 1
+
+    def reschedule(
+        self, change: Change, operation: dict, lease_token: str, error: TransientProviderError
+    ) -> None:
+        """Count the failed attempt, schedule the next one, and let go of the lease."""
+        key = {"callerDID": self.CALLER, "operationID": change.operation_id}
+        next_attempt_at = self.client.server_time() + RETRY_AFTER_MS
+        recorded = self.client.call(
+            "RecordOperation",
+            input=key
+            | {
+                "fromState": "ATTEMPTED",
+                "toState": "ATTEMPTED",
+                "version": operation["version"],
+                "leaseToken": lease_token,
+                "kind": "transient",
+                "httpStatus": error.http_status,
+                "nextAttemptAt": next_attempt_at,
+            },
+        )["recordOperation"]
+        if not self.tally.expect(recorded["applied"], f"{change.operation_id}: record refused"):
+            return
+        released = self.client.call("ReleaseLease", input=key | {"token": lease_token})
+        self.tally.expect(
+            released["releaseLease"]["applied"], f"{change.operation_id}: release refused"
+        )
+        self.rescheduled[change.operation_id] = next_attempt_at
+        self.tally.retries += 1
+
+    def retry_due(self, changes: dict[str, Change]) -> None:
+        """Poll ``DueOperations`` until every rescheduled operation was retried."""
+        deadline = time.monotonic() + RETRY_DEADLINE_S
+        while self.rescheduled and time.monotonic() < deadline:
+            now = self.client.server_time()
+            due = self.client.call("DueOperations", now=now, connectorName=self.connector)
+            for operation in due["dueOperations"]:
+                operation_id = operation["operationID"]
+                next_attempt_at = self.rescheduled.pop(operation_id, None)
+                if next_attempt_at is None:
+                    continue
+                self.tally.expect(
+                    now >= next_attempt_at,
+                    f"{operation_id}: due at {now}, before its nextAttemptAt {next_attempt_at}",
+                )
+                lease_token = secrets.token_hex(8)
+                acquired = self.client.call(
+                    "AcquireLease",
+                    input={
+                        "callerDID": self.CALLER,
+                        "operationID": operation_id,
+                        "token": lease_token,
+                        "expiresAt": now + LEASE_MS,
+                    },
+                )["acquireLease"]
+                if self.tally.expect(acquired["applied"], f"{operation_id}: acquire refused"):
+                    change = changes[operation_id]
+                    self.send_and_finalize(change, acquired["operation"], lease_token)
+            if self.rescheduled:
+                time.sleep(POLL_INTERVAL_S)
+        for operation_id in self.rescheduled:
+            self.tally.failures.append(f"{operation_id}: never came due")
+
+    def replay(self, change: Change) -> None:
+        """A redelivered change: same key, same envelope -> the stored operation."""
+        result = self.claim(change)
+        if self.tally.expect(
+            result["__typename"] == "OperationExists",
+            f"{change.operation_id}: replayed claim answered {result['__typename']}",
+        ):
+            self.tally.exists += 1
+
+    def conflict(self, change: Change) -> None:
+        """Same key, a drifted payload: refused, the stored operation untouched."""
+        result = self.claim(change, payloadHash=change.payload_hash + "-drifted")
+        if self.tally.expect(
+            result["__typename"] == "OperationConflict",
+            f"{change.operation_id}: drifted claim answered {result['__typename']}",
+        ):
+            self.tally.conflicts += 1
+
+    def verify(self, change: Change, attempts: int) -> None:
+        """Re-read the operation: committed, with the expected attempts and the provider's etag."""
+        operation = self.client.call(
+            "GetOperation", callerDID=self.CALLER, operationID=change.operation_id
+        )["operation"]
+        name = change.operation_id
+        if not self.tally.expect(operation is not None, f"{name}: not found"):
+            return
+        self.tally.expect(operation["state"] == "COMMITTED", f"{name}: {operation['state']}")
+        self.tally.expect(
+            operation["attempts"] == attempts,
+            f"{name}: {operation['attempts']} attempts, expected {attempts}",
+        )
+        entity = self.provider.entities.get(change.event_id)
+        self.tally.expect(
+            entity is not None and operation["providerEtag"] == entity["etag"],
+            f"{name}: providerEtag {operation['providerEtag']!r} is not the provider's",
+        )
+
+
+def run(url: str, count: int, token: str | None) -> int:
+    run_id = secrets.token_hex(4)
+    changes = {change.operation_id: change for change in (Change(run_id, i) for i in range(count))}
+    flaky = next(iter(changes.values()))
+    provider = FakeProvider(flaky={flaky.event_id})
+    client = Client(url, token)
+    worker = Worker(client, provider, run_id)
+    started = time.perf_counter()
+    try:
+        for change in changes.values():
+            worker.write_back(change)
+        last = list(changes.values())[-1]
+        worker.replay(last)
+        worker.conflict(last)
+        worker.retry_due(changes)
+        elapsed = time.perf_counter() - started
+        for change in changes.values():
+            worker.verify(change, attempts=2 if change is flaky else 1)
+    except (httpx.HTTPError, GraphQLError, ValueError) as error:
+        print(f"error: cannot use the server at {url}: {error}", file=sys.stderr)
+        return 2
+    finally:
+        client.close()
+    tally = worker.tally
+    tally.expect(tally.committed == count, f"{tally.committed} of {count} committed")
+    tally.expect(tally.retries == 1, f"{tally.retries} retries, expected 1")
+    print(f"run: {run_id}")
+    print(f"server: {url}")
+    print(f"operations: {count}")
+    print(f"committed: {tally.committed}/{count}")
+    print(f"retries: {tally.retries}")
+    print(f"exists: {tally.exists}")
+    print(f"conflicts: {tally.conflicts}")
+    print(f"elapsed: {elapsed:.2f} s")
+    print(f"throughput: {tally.committed / elapsed:.1f} ops/s")
+    print(f"result: {'FAILED' if tally.failures else 'OK'}")
+    for failure in tally.failures:
+        print(f"expectation failed: {failure}", file=sys.stderr)
+    return 1 if tally.failures else 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--url", default="http://127.0.0.1:8000/graphql", help="GraphQL endpoint")
+    parser.add_argument("--operations", type=int, default=10, help="operations to write back")
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("CONNECTOR_STORE_TOKEN"),
+        help="a bearer token, when the server wants one (env CONNECTOR_STORE_TOKEN)",
+    )
+    args = parser.parse_args()
+    if args.operations < 1:
+        parser.error("--operations must be at least 1")
+    sys.exit(run(args.url, args.operations, args.token))
+
+
+if __name__ == "__main__":
+    main()
