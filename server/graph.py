@@ -4,9 +4,9 @@ from collections.abc import Callable
 from typing import Any
 
 import strawberry
-from graphql import GraphQLError
+from graphql import GraphQLError, NoSchemaIntrospectionCustomRule
 from strawberry.extensions import (
-    DisableIntrospection,
+    AddValidationRules,
     MaxAliasesLimiter,
     MaxTokensLimiter,
     QueryDepthLimiter,
@@ -21,6 +21,7 @@ from schema.names import SeedNameConverter
 from schema.operation import Operation
 from schema.scalars import SCALAR_MAP
 from schema.watch import Watch
+from server.document_cache import DocumentCache
 from server.settings import Settings
 
 
@@ -33,16 +34,21 @@ class ConnectorSchema(strawberry.Schema):
 
 def build_schema(settings: Settings | None = None) -> strawberry.Schema:
     """The API's schema; ``settings`` bound depth, tokens and aliases and may switch off
-    introspection."""
+    introspection. The validation rules are built once, so ``DocumentCache`` can reuse the
+    validation of a document it has seen."""
     settings = settings or Settings()
-    extensions: list[Callable[[], SchemaExtension]] = [
-        ErrorCodes,
-        lambda: QueryDepthLimiter(max_depth=settings.max_query_depth),
-        lambda: MaxTokensLimiter(max_token_count=settings.max_query_tokens),
-        lambda: MaxAliasesLimiter(max_alias_count=settings.max_aliases),
+    rules = [
+        *QueryDepthLimiter(max_depth=settings.max_query_depth).validation_rules,
+        *MaxAliasesLimiter(max_alias_count=settings.max_aliases).validation_rules,
     ]
     if not settings.introspection:
-        extensions.append(DisableIntrospection)
+        rules.append(NoSchemaIntrospectionCustomRule)
+    extensions: list[Callable[[], SchemaExtension]] = [
+        ErrorCodes,
+        lambda: MaxTokensLimiter(max_token_count=settings.max_query_tokens),
+        lambda: AddValidationRules(rules),
+        DocumentCache,
+    ]
     return ConnectorSchema(
         query=Query,
         mutation=Mutation,

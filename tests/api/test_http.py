@@ -123,3 +123,17 @@ async def test_app_lifespan__opens_and_closes_its_database(database_url, tmp_pat
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
             assert (await http.get("/readyz")).status_code == 200
+
+
+async def test_document_cache__limits_hold_on_repeated_documents(store):
+    deep = {"query": "{ operations { edges { node { watch { id } } } } }"}
+    async with app_client(store, Settings(max_query_depth=3, introspection=False)) as http:
+        for _ in range(3):
+            assert (await http.post("/graphql", json=deep)).json()["data"] is None
+            schema = await http.post("/graphql", json={"query": "{ __schema { types { name } } }"})
+            assert schema.json()["data"] is None
+            broken = await http.post("/graphql", json={"query": "{ serverTime "})
+            assert error_codes(broken.json()) == ["GRAPHQL_PARSE_FAILED"]
+    async with app_client(store) as http:
+        allowed = await http.post("/graphql", json=deep)
+        assert allowed.json() == {"data": {"operations": {"edges": []}}}

@@ -1,0 +1,5 @@
+"""``python -m server``: the ``connector-store`` command."""
+
+from server.cli import main
+
+main()

@@ -1,0 +1,65 @@
+"""Caching the parse and validation of query texts that clients send again and again.
+
+Workers send the same documents (the whole ``worker.graphql`` with an ``operationName``) on
+every request; parsing and validating them was most of a request's time. Only texts up to
+64 KiB are cached, so the caches (256 entries each) hold at most a few tens of MiB.
+"""
+
+import contextlib
+from collections.abc import Iterator
+from functools import lru_cache
+
+from graphql import DocumentNode, GraphQLError, GraphQLSchema, parse
+from strawberry.extensions import SchemaExtension
+from strawberry.schema.schema import validate_document
+
+MAX_CACHED_QUERY_CHARS = 64 * 1024
+CACHE_ENTRIES = 256
+
+
+@lru_cache(maxsize=CACHE_ENTRIES)
+def parse_cached(query: str, max_tokens: int | None) -> DocumentNode:
+    """``query`` parsed with at most ``max_tokens`` tokens; raises ``GraphQLError``."""
+    return parse(query, max_tokens=max_tokens)
+
+
+@lru_cache(maxsize=CACHE_ENTRIES)
+def validate_cached(
+    schema: GraphQLSchema, document: DocumentNode, rules: tuple[type, ...]
+) -> list[GraphQLError]:
+    """The validation errors of a cached ``document`` under ``rules``."""
+    return validate_document(schema, document, rules)
+
+
+class DocumentCache(SchemaExtension):
+    """Serves the parsed document and its validation from the caches above.
+
+    A text that does not parse is left to Strawberry, which parses it again and reports the
+    syntax error the usual way. List this extension after those that add validation rules;
+    those rules must be the same classes on every request for the validation cache to hit.
+    """
+
+    def on_parse(self) -> Iterator[None]:
+        context = self.execution_context
+        query = context.query
+        if query is not None and len(query) <= MAX_CACHED_QUERY_CHARS:
+            with contextlib.suppress(GraphQLError):
+                context.graphql_document = parse_cached(
+                    query, context.parse_options.get("max_tokens")
+                )
+        yield
+
+    def on_validate(self) -> Iterator[None]:
+        context = self.execution_context
+        query = context.query
+        if (
+            context.graphql_document is not None
+            and query is not None
+            and len(query) <= MAX_CACHED_QUERY_CHARS
+        ):
+            context.pre_execution_errors = validate_cached(
+                context.schema._schema,
+                context.graphql_document,
+                tuple(context.validation_rules),
+            )
+        yield
