@@ -6,8 +6,10 @@ plain mappings, and ``write_transaction`` that takes the write lock up front (``
 IMMEDIATE`` on SQLite) so two writers never both read and then write.
 """
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import databases
@@ -20,6 +22,7 @@ from store.errors import InvalidInput
 Row = Mapping[str, Any]
 
 IN_LIST_CHUNK = 500
+_writing: ContextVar[object] = ContextVar("connector_store_writing", default=None)
 _T = TypeVar("_T")
 
 
@@ -105,6 +108,7 @@ class Database:
         )
         self._db = databases.Database(self.url, **options)
         self._sqlite_pool: ReusedSQLiteConnections | None = None
+        self._write_lock = None if self.is_postgres else asyncio.Lock()
         if not self.is_postgres:
             backend = self._db._backend
             self._sqlite_pool = ReusedSQLiteConnections(backend._pool, size=8)  # type: ignore[attr-defined]
@@ -133,6 +137,30 @@ class Database:
         """An INSERT in this backend's dialect, so ``on_conflict_do_*`` is available."""
         return (postgresql.insert if self.is_postgres else sqlite.insert)(table)
 
+    @asynccontextmanager
+    async def _writer(self) -> AsyncIterator[None]:
+        """On SQLite, queue this task behind the process's other writers (FIFO).
+
+        SQLite takes one writer at a time; writers of this process wait their turn here
+        instead of sleeping in SQLite's busy handler, which backs off by up to 100 ms. A
+        task already inside ``write_transaction`` passes straight through. Writers of
+        other processes still meet the busy timeout. On PostgreSQL: no queue.
+        """
+        if self._write_lock is None or _writing.get() is self:
+            yield
+            return
+        async with self._write_lock:
+            token = _writing.set(self)
+            try:
+                yield
+            finally:
+                _writing.reset(token)
+
+    async def write_one(self, query: ClauseElement) -> Row | None:
+        """Run a writing ``query`` (``… RETURNING``) and return its first row, or None."""
+        async with self._writer():
+            return await self.fetch_one(query)
+
     async def ping(self) -> None:
         """Raise if the database does not answer ``SELECT 1``."""
         await self._db.fetch_one(sa.text("SELECT 1"))
@@ -151,7 +179,7 @@ class Database:
             async with self._db.transaction():
                 yield
             return
-        async with self._db.connection() as connection:
+        async with self._writer(), self._db.connection() as connection:
             await connection.execute("BEGIN IMMEDIATE")
             try:
                 yield

@@ -173,7 +173,7 @@ class OperationsStore:
     async def _update(
         self, guard: sa.ColumnElement[bool], values: dict[str, Any]
     ) -> OperationRecord | None:
-        row = await self._db.fetch_one(sa.update(op).where(guard).values(values).returning(op))
+        row = await self._db.write_one(sa.update(op).where(guard).values(values).returning(op))
         return None if row is None else OperationRecord.from_row(row)
 
     async def claim_operation(self, claim: OperationClaim) -> ClaimResult:
@@ -222,7 +222,7 @@ class OperationsStore:
             .on_conflict_do_nothing(index_elements=[op.c.caller_did, op.c.operation_id])
             .returning(op)
         )
-        inserted = await self._db.fetch_one(insert)
+        inserted = await self._db.write_one(insert)
         if inserted is not None:
             return ClaimResult("claimed", OperationRecord.from_row(inserted))
         stored = await self.get_operation(claim.caller_did, claim.operation_id)

@@ -98,6 +98,6 @@ class WatchesStore:
                 "updated_at": fresh.updated_at,
             },
         )
-        row = await self._db.fetch_one(upsert.returning(watch))
+        row = await self._db.write_one(upsert.returning(watch))
         assert row is not None, "an upsert always returns its row"
         return WatchRecord.from_row(row)

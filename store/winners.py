@@ -46,4 +46,4 @@ class WinnersStore:
                 "updated_at": upsert.excluded.updated_at,
             },
         )
-        await self._db.fetch_all(upsert.returning(winner.c.document_id))
+        await self._db.write_one(upsert.returning(winner.c.document_id))

@@ -5,6 +5,8 @@ one winner per CAS, and no call fails (no "database is locked" on SQLite)."""
 import asyncio
 from dataclasses import replace
 
+from store import ConnectorStore
+from store.database import Database
 from store.operations import OperationClaim
 from tests.factories import (
     LEASE_MS,
@@ -207,3 +209,35 @@ async def test_finalize_and_record_operation__race_on_one_version_one_wins(store
         assert stored.state == "failed"
         assert applied[0] == stored
         assert watch is None
+
+
+async def test_races__four_database_handles_share_one_database(database_url, clock):
+    """Four ``Database`` objects on one database, as four server processes would be: on
+    SQLite they do not share the in-process writer queue, so SQLite's own locking (WAL and
+    the busy timeout) decides, and still exactly one CAS wins and no call fails."""
+    handles = [Database(database_url, pool_size=10) for _ in range(4)]
+    for handle in handles:
+        await handle.connect()
+    try:
+        stores = [ConnectorStore(handle, clock=clock) for handle in handles]
+        claims = [
+            stores[n % 4].operations.claim_operation(
+                claim(lease_token=f"lease-{n}", lease_expires_at=clock() + LEASE_MS)
+            )
+            for n in range(40)
+        ]
+        statuses = [result.status for result in await race(claims)]
+        assert statuses.count("claimed") == 1 and statuses.count("exists") == 39
+
+        clock.advance(LEASE_MS + 1)
+        leases = [
+            stores[n % 4].operations.acquire_lease(CALLER, "op-1", f"token-{n}", clock() + 9)
+            for n in range(40)
+        ]
+        acquired = [record for record in await race(leases) if record is not None]
+        assert len(acquired) == 1
+        stored = await stores[0].operations.get_operation(CALLER, "op-1")
+        assert stored is not None and stored.lease_token == acquired[0].lease_token
+    finally:
+        for handle in handles:
+            await handle.disconnect()
