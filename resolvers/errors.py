@@ -65,7 +65,8 @@ class ErrorCodes(SchemaExtension):
         result.errors = [self.coded(error) for error in result.errors]
 
     def coded(self, error: GraphQLError) -> GraphQLError:
-        """``error`` with a code, or its masked stand-in."""
+        """A copy of ``error`` with its code (cached validation errors are shared, so never
+        changed in place), or its masked stand-in."""
         original = error.original_error
         extensions = dict(error.extensions or {})
         if isinstance(original, InvalidInput):
@@ -80,8 +81,15 @@ class ErrorCodes(SchemaExtension):
             extensions["code"] = BAD_USER_INPUT
         else:
             return self.masked(error)
-        error.extensions = extensions
-        return error
+        return GraphQLError(
+            error.message,
+            nodes=error.nodes,
+            source=error.source,
+            positions=error.positions,
+            path=error.path,
+            original_error=original,
+            extensions=extensions,
+        )
 
     def masked(self, error: GraphQLError) -> GraphQLError:
         """A stand-in for an unexpected error: no detail leaves the server, the log has it."""

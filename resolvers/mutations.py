@@ -1,6 +1,7 @@
 """The root ``Mutation``: one field per store write, each taking ``input: <Name>Input!``."""
 
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import strawberry
 
@@ -33,16 +34,19 @@ from store.records import OperationRecord
 Write = Callable[[OperationsStore], Awaitable[OperationRecord | None]]
 
 
-async def operation_write(
-    info: Info, caller_did: str, operation_id: str, write: Write
-) -> OperationWritePayload:
+class OperationKey(Protocol):
+    caller_did: str
+    operation_id: str
+
+
+async def operation_write(info: Info, key: OperationKey, write: Write) -> OperationWritePayload:
     """Check the right, run a CAS ``write`` on the operations store, and report the
-    operation as it now stands (re-read when the CAS did not apply)."""
+    operation at ``key`` as it now stands (re-read when the CAS did not apply)."""
     require(info.context.viewer, "operations:write")
     record = await write(info.context.store.operations)
     if record is not None:
         return OperationWritePayload(applied=True, operation=Operation.from_record(record))
-    current = await info.context.store.operations.get_operation(caller_did, operation_id)
+    current = await info.context.store.operations.get_operation(key.caller_did, key.operation_id)
     return OperationWritePayload(applied=False, operation=operation_or_none(current))
 
 
@@ -86,8 +90,7 @@ class Mutation:
     async def acquire_lease(self, info: Info, input: AcquireLeaseInput) -> OperationWritePayload:
         return await operation_write(
             info,
-            input.caller_did,
-            input.operation_id,
+            input,
             lambda operations: operations.acquire_lease(
                 input.caller_did, input.operation_id, input.token, input.expires_at
             ),
@@ -97,8 +100,7 @@ class Mutation:
     async def renew_lease(self, info: Info, input: RenewLeaseInput) -> OperationWritePayload:
         return await operation_write(
             info,
-            input.caller_did,
-            input.operation_id,
+            input,
             lambda operations: operations.renew_lease(
                 input.caller_did, input.operation_id, input.token, input.expires_at
             ),
@@ -108,8 +110,7 @@ class Mutation:
     async def release_lease(self, info: Info, input: ReleaseLeaseInput) -> OperationWritePayload:
         return await operation_write(
             info,
-            input.caller_did,
-            input.operation_id,
+            input,
             lambda operations: operations.release_lease(
                 input.caller_did, input.operation_id, input.token
             ),
@@ -121,8 +122,7 @@ class Mutation:
     ) -> OperationWritePayload:
         return await operation_write(
             info,
-            input.caller_did,
-            input.operation_id,
+            input,
             lambda operations: operations.mark_send_started(
                 input.caller_did, input.operation_id, input.lease_token, input.marker
             ),
@@ -134,8 +134,7 @@ class Mutation:
     ) -> OperationWritePayload:
         return await operation_write(
             info,
-            input.caller_did,
-            input.operation_id,
+            input,
             lambda operations: operations.defer_operation(
                 input.caller_did,
                 input.operation_id,
@@ -151,8 +150,7 @@ class Mutation:
     ) -> OperationWritePayload:
         return await operation_write(
             info,
-            input.caller_did,
-            input.operation_id,
+            input,
             lambda operations: operations.record_operation(
                 OperationTransition(
                     caller_did=input.caller_did,
