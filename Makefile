@@ -19,6 +19,7 @@ run: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 test: lint
 	$(BIN)/pytest

@@ -5,6 +5,7 @@ from typing import Any, NewType
 import strawberry
 from graphql import IntValueNode, ValueNode
 from strawberry.scalars import JSON
+from strawberry.types.scalar import ScalarDefinition
 
 MAX_EPOCH_MS = 2**53 - 1
 
@@ -36,6 +37,6 @@ EPOCH_MILLIS = strawberry.scalar(
     parse_literal=parse_epoch_millis_literal,
 )
 
-SCALAR_MAP = {EpochMillis: EPOCH_MILLIS}
+SCALAR_MAP: dict[object, ScalarDefinition] = {EpochMillis: EPOCH_MILLIS}
 
 __all__ = ["JSON", "SCALAR_MAP", "EpochMillis"]

@@ -451,7 +451,7 @@ class OperationsStore:
         )
         if change.refund_attempt:
             values |= {"attempts": op.c.attempts - 1, "send_marker": None}
-            marker_arms = [op.c.send_marker.is_(None)]
+            marker_arms: list[sa.ColumnElement[bool]] = [op.c.send_marker.is_(None)]
             if change.send_marker is not None:
                 marker_arms.append(op.c.send_marker == change.send_marker)
             guard = sa.and_(guard, op.c.attempts > 0, sa.or_(*marker_arms))

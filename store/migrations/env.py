@@ -17,9 +17,9 @@ def run(connection: Connection) -> None:
 
 
 async def run_online() -> None:
-    engine = create_async_engine(
-        context.config.get_main_option("sqlalchemy.url"), poolclass=pool.NullPool
-    )
+    url = context.config.get_main_option("sqlalchemy.url")
+    assert url, "store.migrate.alembic_config sets sqlalchemy.url"
+    engine = create_async_engine(url, poolclass=pool.NullPool)
     async with engine.connect() as connection:
         await connection.run_sync(run)
     await engine.dispose()
