@@ -5,7 +5,9 @@ import logging
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+from cross_web import HTTPException
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
@@ -35,6 +37,14 @@ class GraphQLApp(GraphQL):
 
     def __init__(self, schema: BaseSchema, *, graphiql: bool) -> None:
         super().__init__(schema, graphql_ide="graphiql" if graphiql else None)
+
+    def parse_json(self, data: str | bytes) -> Any:
+        """A JSON request body, or GET's ``variables``/``extensions``: each must be an object
+        (a list is a batch, which Strawberry refuses with 400); anything else is a 400."""
+        value = super().parse_json(data)
+        if not isinstance(value, (dict, list)):
+            raise HTTPException(400, "The JSON must be an object")
+        return value
 
     async def render_graphql_ide(self, request: Request) -> Response:
         return FileResponse(GRAPHIQL_ASSETS / "index.html", media_type="text/html")

@@ -120,7 +120,17 @@ async def test_malformed_variables__wrong_types_write_nothing(gql):
 
 
 @pytest.mark.parametrize(
-    "body", [b"{not json", b"[]", b'{"query": 5}', b'{"query": "{ serverTime }", "variables": 3}']
+    "body",
+    [
+        b"{not json",
+        b"[]",
+        b"null",
+        b"5",
+        b'"query"',
+        b'[{"query": "{ serverTime }"}]',
+        b'{"query": 5}',
+        b'{"query": "{ serverTime }", "variables": 3}',
+    ],
 )
 async def test_malformed_http_bodies__client_errors(gql, body):
     response = await gql.http.post(
