@@ -53,7 +53,8 @@ class DocumentCache(SchemaExtension):
         context = self.execution_context
         query = context.query
         if (
-            context.graphql_document is not None
+            context.pre_execution_errors is None
+            and context.graphql_document is not None
             and query is not None
             and len(query) <= MAX_CACHED_QUERY_CHARS
         ):

@@ -7,9 +7,7 @@ import strawberry
 from graphql import GraphQLError, NoSchemaIntrospectionCustomRule
 from strawberry.extensions import (
     AddValidationRules,
-    MaxAliasesLimiter,
     MaxTokensLimiter,
-    QueryDepthLimiter,
     SchemaExtension,
 )
 from strawberry.schema.config import StrawberryConfig
@@ -22,6 +20,7 @@ from schema.operation import Operation
 from schema.scalars import SCALAR_MAP
 from schema.watch import Watch
 from server.document_cache import DocumentCache
+from server.query_limits import Limits, QueryLimits
 from server.settings import Settings
 
 
@@ -34,21 +33,22 @@ class ConnectorSchema(strawberry.Schema):
 
 def build_schema(settings: Settings | None = None) -> strawberry.Schema:
     """The API's schema; ``settings`` bound depth, tokens and aliases and may switch off
-    introspection. The validation rules are built once, so ``DocumentCache`` can reuse the
-    validation of a document it has seen."""
+    introspection. The validation rules are the same classes on every request, so
+    ``DocumentCache`` can reuse the validation of a document it has seen."""
     settings = settings or Settings()
-    rules = [
-        *QueryDepthLimiter(max_depth=settings.max_query_depth).validation_rules,
-        *MaxAliasesLimiter(max_alias_count=settings.max_aliases).validation_rules,
-    ]
-    if not settings.introspection:
-        rules.append(NoSchemaIntrospectionCustomRule)
+    limits = Limits(
+        depth=settings.max_query_depth,
+        fields=settings.max_query_fields,
+        aliases=settings.max_aliases,
+    )
     extensions: list[Callable[[], SchemaExtension]] = [
         ErrorCodes,
         lambda: MaxTokensLimiter(max_token_count=settings.max_query_tokens),
-        lambda: AddValidationRules(rules),
-        DocumentCache,
+        lambda: QueryLimits(limits),
     ]
+    if not settings.introspection:
+        extensions.append(lambda: AddValidationRules([NoSchemaIntrospectionCustomRule]))
+    extensions.append(DocumentCache)
     return ConnectorSchema(
         query=Query,
         mutation=Mutation,

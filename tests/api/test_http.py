@@ -5,6 +5,7 @@ import re
 
 import httpx
 import pytest
+from graphql import get_introspection_query
 
 from server.app import create_app
 from server.settings import Settings
@@ -137,3 +138,29 @@ async def test_document_cache__limits_hold_on_repeated_documents(store):
     async with app_client(store) as http:
         allowed = await http.post("/graphql", json=deep)
         assert allowed.json() == {"data": {"operations": {"edges": []}}}
+
+
+async def test_limits__fragment_bomb_refused_before_validation(http):
+    spreads = " ".join(f"fragment F{n} on Query {{ ...F{n + 1} ...F{n + 1} }}" for n in range(40))
+    bomb = f"query {{ ...F0 }} {spreads} fragment F40 on Query {{ serverTime }}"
+    body = (await http.post("/graphql", json={"query": bomb})).json()
+    assert body["data"] is None
+    assert error_codes(body) == ["GRAPHQL_VALIDATION_FAILED"]
+    assert f"{2**40} fields" in body["errors"][0]["message"]
+
+
+async def test_limits__aliases_counted_through_fragments(store):
+    aliased = "fragment A on Query { a: serverTime b: serverTime }"
+    query = f"{{ ...A x: operations {{ edges {{ cursor }} }} ...A }} {aliased}"
+    async with app_client(store, Settings(max_aliases=5)) as http:
+        allowed = (await http.post("/graphql", json={"query": query})).json()
+    async with app_client(store, Settings(max_aliases=4)) as http:
+        refused = (await http.post("/graphql", json={"query": query})).json()
+    assert "errors" not in allowed
+    assert error_codes(refused) == ["GRAPHQL_VALIDATION_FAILED"]
+
+
+async def test_limits__standard_introspection_allowed(http):
+    body = (await http.post("/graphql", json={"query": get_introspection_query()})).json()
+    assert "errors" not in body
+    assert body["data"]["__schema"]["queryType"]["name"] == "Query"
