@@ -296,9 +296,11 @@ class OperationsStore:
         500 document ids are queried in chunks and merged back into order.
         Raises ``InvalidInput`` for a malformed filter.
         """
-        if where.states is not None:
-            for state in where.states:
-                check.choice("states", state, OPERATION_STATES)
+        states = (
+            None
+            if where.states is None
+            else sorted({check.choice("states", state, OPERATION_STATES) for state in where.states})
+        )
         # Repeated ids are dropped so that a list split into chunks cannot match one
         # operation in two of them.
         document_ids = (
@@ -306,26 +308,31 @@ class OperationsStore:
             if where.document_ids is None
             else list(dict.fromkeys(check.key_list("documentIDs", where.document_ids)))
         )
-        if (where.states is not None and not where.states) or document_ids == []:
+        if states == [] or document_ids == []:
             return []
         if limit is not None:
             check.count("limit", limit)
+        if after is not None:
+            after = (
+                check.epoch_ms("after", after[0]),
+                check.key("after", after[1]),
+                check.key("after", after[2]),
+            )
         query = sa.select(op).order_by(op.c.created_at, op.c.caller_did, op.c.operation_id)
         conditions = {
-            op.c.node_key: where.node_key,
-            op.c.caller_did: where.caller_did,
-            op.c.operation_id: where.operation_id,
-            op.c.connector_name: where.connector_name,
+            "nodeKey": (op.c.node_key, where.node_key),
+            "callerDID": (op.c.caller_did, where.caller_did),
+            "operationID": (op.c.operation_id, where.operation_id),
+            "connectorName": (op.c.connector_name, where.connector_name),
         }
-        for column, value in conditions.items():
+        for field, (column, value) in conditions.items():
             if value is not None:
-                query = query.where(column == value)
+                query = query.where(column == check.key(field, value))
         if where.visible_to is not None:
-            query = query.where(
-                sa.or_(op.c.caller_did == where.visible_to, op.c.owner_did == where.visible_to)
-            )
-        if where.states is not None:
-            query = query.where(op.c.state.in_(list(where.states)))
+            visible_to = check.key("visibleTo", where.visible_to)
+            query = query.where(sa.or_(op.c.caller_did == visible_to, op.c.owner_did == visible_to))
+        if states is not None:
+            query = query.where(op.c.state.in_(states))
         if after is not None:
             query = query.where(
                 sa.tuple_(op.c.created_at, op.c.caller_did, op.c.operation_id) > sa.tuple_(*after)
@@ -430,6 +437,7 @@ class OperationsStore:
         if change.to_state == COMMITTED:
             raise InvalidInput("toState", "committed is reached only through finalizeOperation")
         check.choice("toState", change.to_state, OPERATION_STATES)
+        check.optional_key("sendMarker", change.send_marker)
         _reject_contested("sendMarker", change.send_marker)
         values: dict[str, Any] = {
             "state": change.to_state,
@@ -439,7 +447,9 @@ class OperationsStore:
                 "deferReason", change.defer_reason, DEFER_REASONS
             ),
             "last_kind": check.optional_key("kind", change.kind),
-            "last_http_status": check.optional_count("httpStatus", change.http_status),
+            "last_http_status": None
+            if change.http_status is None
+            else check.count("httpStatus", change.http_status, minimum=100, maximum=599),
             "version": op.c.version + 1,
             "updated_at": self._ctx.clock(),
         }

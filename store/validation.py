@@ -13,12 +13,24 @@ MAX_INT32 = 2**31 - 1
 
 
 def key(field: str, value: Any) -> str:
-    """A required key (DID, id, token, digest): a non-empty string of at most 1024 chars."""
+    """A required key (DID, id, token, digest): a non-empty string of at most 1024 chars,
+    valid Unicode without NUL (PostgreSQL text can hold neither a NUL nor a lone surrogate)."""
     if not isinstance(value, str) or not value:
         raise InvalidInput(field, "must be a non-empty string")
     if len(value) > MAX_KEY_LENGTH:
         raise InvalidInput(field, f"must be at most {MAX_KEY_LENGTH} characters")
+    if "\x00" in value:
+        raise InvalidInput(field, "must not contain NUL characters")
+    storable(field, value)
     return value
+
+
+def storable(field: str, text: str) -> bytes:
+    """``text`` as UTF-8; a lone surrogate cannot be stored, so it is refused."""
+    try:
+        return text.encode()
+    except UnicodeEncodeError as error:
+        raise InvalidInput(field, "must be valid Unicode (no lone surrogates)") from error
 
 
 def optional_key(field: str, value: Any) -> str | None:
@@ -49,11 +61,6 @@ def count(field: str, value: Any, *, minimum: int = 0, maximum: int = MAX_INT32)
     return value
 
 
-def optional_count(field: str, value: Any) -> int | None:
-    """Like ``count`` with the default bounds, but None passes."""
-    return None if value is None else count(field, value)
-
-
 def choice(field: str, value: Any, allowed: Collection[str]) -> str:
     """One of ``allowed``."""
     if value not in allowed:
@@ -72,7 +79,7 @@ def json_text(field: str, value: Any) -> str:
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as error:
         raise InvalidInput(field, f"must be JSON ({error})") from error
-    if len(text.encode()) > MAX_JSON_BYTES:
+    if len(storable(field, text)) > MAX_JSON_BYTES:
         raise InvalidInput(field, f"must encode to at most {MAX_JSON_BYTES} bytes of JSON")
     return text
 

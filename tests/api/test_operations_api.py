@@ -1,9 +1,11 @@
 """The operations API over GraphQL: the contract of DESIGN.md 4.1, on both backends."""
 
+import json
 from typing import Any
 
 import pytest
 
+from schema.node import encode_opaque
 from tests.api.conftest import GraphQLClient, claim_input, error_codes
 
 YEAR_2100 = 4102444800000
@@ -376,3 +378,50 @@ async def test_operation_watch__nested_through_loader(gql):
     assert all(
         w == {"repairGeneration": 1, "verificationStatus": "PENDING_VERIFICATION"} for w in watches
     )
+
+
+@pytest.mark.parametrize(
+    "key", [[1, 2, 3], ["x", "a", "b"], [2**70, "a", "b"], [{"a": 1}, "a", "b"], [1, "a\x00", "b"]]
+)
+async def test_operations__decodable_but_foreign_cursor_refused(gql, key):
+    body = await gql.query(
+        "query($after: String) { operations(after: $after) { edges { cursor } } }",
+        {"after": encode_opaque(key)},
+    )
+    assert error_codes(body) == ["BAD_USER_INPUT"]
+    assert body["errors"][0]["extensions"]["field"] == "after"
+
+
+@pytest.mark.parametrize("bad", ["did:\x00", "\ud800"])
+async def test_keys__nul_and_lone_surrogates_refused_on_both_backends(gql, bad):
+    async def post_ascii(query: str, variables: dict[str, Any]) -> dict[str, Any]:
+        payload = json.dumps({"query": query, "variables": variables})
+        response = await gql.http.post(
+            "/graphql", content=payload, headers={"content-type": "application/json"}
+        )
+        return response.json()
+
+    read = await post_ascii(
+        'query($c: String!) { operation(callerDID: $c, operationID: "x") { id } }', {"c": bad}
+    )
+    assert error_codes(read) == ["BAD_USER_INPUT"]
+    claimed = await post_ascii(
+        "mutation($input: ClaimOperationInput!) { claimOperation(input: $input) { __typename } }",
+        {"input": claim_input(operationID=bad)},
+    )
+    assert error_codes(claimed) == ["BAD_USER_INPUT"]
+    assert await count_operations(gql) == 0
+
+
+async def test_record_operation__http_status_outside_http_range_refused(gql):
+    await claim(gql)
+    body = await gql.query(
+        "mutation($input: RecordOperationInput!) { recordOperation(input: $input) { applied } }",
+        {
+            "input": KEY
+            | {"leaseToken": "lease-A", "version": 0, "fromState": "ATTEMPTED"}
+            | {"toState": "ATTEMPTED", "httpStatus": 99999}
+        },
+    )
+    assert error_codes(body) == ["BAD_USER_INPUT"]
+    assert body["errors"][0]["extensions"]["field"] == "httpStatus"

@@ -436,3 +436,37 @@ async def test_list_tracked_operations__repeated_document_ids_across_chunks_list
 
     assert keys(listed) == expected
     assert keys(listed_short) == [("did:key:c", "op-a"), ("did:key:c", "op-b")]
+
+
+async def test_list_tracked_operations__long_states_list_deduplicated(store):
+    record = await claimed_operation(store)
+    found = await store.operations.list_tracked_operations(
+        OperationFilter(states=["attempted"] * 100_000)
+    )
+    assert found == [record]
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        (1, 2, 3),
+        ("x", "a", "b"),
+        (2**70, "a", "b"),
+        (1.5, "a", "b"),
+        (True, "a", "b"),
+        (1, "a\x00", "b"),
+        (1, {"a": 1}, "b"),
+    ],
+)
+async def test_list_tracked_operations__malformed_after_refused(store, after):
+    with pytest.raises(InvalidInput) as refused:
+        await store.operations.list_tracked_operations(OperationFilter(), after=after)
+    assert refused.value.field == "after"
+
+
+@pytest.mark.parametrize(
+    "field", ["node_key", "caller_did", "operation_id", "connector_name", "visible_to"]
+)
+async def test_list_tracked_operations__filter_strings_checked(store, field):
+    with pytest.raises(InvalidInput):
+        await store.operations.list_tracked_operations(OperationFilter(**{field: "x" * 2000}))
