@@ -125,7 +125,7 @@ class Query:
             record = await store.watches.get_watch(WatchIdentity(*decoded[1]))
             if record is not None:
                 return Watch.from_record(record)
-        raise not_found(f"no object has the id {id!r}")
+        raise not_found("no object has this id")
 
     @strawberry.field(description="Whether a later operation exists on the same document.")
     async def has_newer_operation_on_document(

@@ -11,7 +11,7 @@ from cross_web import HTTPException
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from strawberry.asgi import GraphQL
@@ -41,10 +41,25 @@ class GraphQLApp(GraphQL):
     def parse_json(self, data: str | bytes) -> Any:
         """A JSON request body, or GET's ``variables``/``extensions``: each must be an object
         (a list is a batch, which Strawberry refuses with 400); anything else is a 400."""
-        value = super().parse_json(data)
+        try:
+            value = self.decode_json(data)
+        except (ValueError, RecursionError) as error:
+            raise HTTPException(400, "Unable to parse request body as JSON") from error
         if not isinstance(value, (dict, list)):
             raise HTTPException(400, "The JSON must be an object")
         return value
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Strawberry's view, but a request it refuses (400, 405) gets a JSON error with a
+        code, like every other error, rather than plain text."""
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        try:
+            response = await self.run(Request(scope, receive))
+        except HTTPException as refused:
+            response = request_error(refused.status_code, refused.reason)
+        await response(scope, receive, send)
 
     async def render_graphql_ide(self, request: Request) -> Response:
         return FileResponse(GRAPHIQL_ASSETS / "index.html", media_type="text/html")
@@ -57,6 +72,29 @@ class GraphQLApp(GraphQL):
             loaders=Loaders(store),
             request_id=request.headers.get("x-request-id") or uuid.uuid4().hex,
         )
+
+
+MAX_ECHOED_CHARS = 200
+MUTATION_OVER_GET = "mutations are not allowed when using GET"
+
+
+def request_error(status: int, message: str) -> JSONResponse:
+    """A GraphQL-shaped error response for a request refused before execution.
+
+    A mutation sent by GET gets 405 with ``Allow: POST`` (GraphQL over HTTP); the message
+    is cut to 200 characters, since some echo what the client sent.
+    """
+    headers = {}
+    if message == MUTATION_OVER_GET:
+        status, headers = 405, {"Allow": "POST"}
+    code = {405: "METHOD_NOT_ALLOWED", 413: "PAYLOAD_TOO_LARGE"}.get(status, "BAD_REQUEST")
+    if len(message) > MAX_ECHOED_CHARS:
+        message = message[:MAX_ECHOED_CHARS] + "…"
+    return JSONResponse(
+        {"errors": [{"message": message, "extensions": {"code": code}}]},
+        status_code=status,
+        headers=headers,
+    )
 
 
 class BodySizeLimit:
@@ -90,10 +128,7 @@ class BodySizeLimit:
             await self.too_large(scope, receive, send)
 
     async def too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = JSONResponse(
-            {"errors": [{"message": f"request body is larger than {self.max_bytes} bytes"}]},
-            status_code=413,
-        )
+        response = request_error(413, f"request body is larger than {self.max_bytes} bytes")
         await response(scope, receive, send)
 
 
@@ -141,10 +176,11 @@ def create_app(settings: Settings | None = None, store: ConnectorStore | None = 
             Route("/graphql", graphql, methods=["GET", "POST"]),
             Route("/healthz", healthz),
             Route("/readyz", readyz),
-            Mount("/graphiql", StaticFiles(directory=GRAPHIQL_ASSETS), name="graphiql"),
         ],
         lifespan=lifespan,
     )
+    if settings.graphiql:
+        app.mount("/graphiql", StaticFiles(directory=GRAPHIQL_ASSETS), name="graphiql")
     if store is not None:
         app.state.store = store
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)

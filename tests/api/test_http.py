@@ -40,7 +40,22 @@ async def test_get__queries_run_and_mutations_refused(http):
     release = 'releaseLease(input: {callerDID: "a", operationID: "b", token: "t"}) { applied }'
     mutation = f"mutation {{ {release} }}"
     refused = await http.get("/graphql", params={"query": mutation})
-    assert refused.status_code in (400, 405)
+    assert refused.status_code == 405
+    assert refused.headers["allow"] == "POST"
+    assert error_codes(refused.json()) == ["METHOD_NOT_ALLOWED"]
+
+
+async def test_refused_requests__json_errors_that_echo_little(http):
+    unknown = await http.post(
+        "/graphql", json={"query": "{ serverTime }", "operationName": "x" * 100_000}
+    )
+    assert unknown.status_code == 400
+    assert error_codes(unknown.json()) == ["BAD_REQUEST"]
+    assert len(unknown.text) < 1000
+    plain = await http.post(
+        "/graphql", content=b"{ serverTime }", headers={"content-type": "text/plain"}
+    )
+    assert plain.status_code == 400 and error_codes(plain.json()) == ["BAD_REQUEST"]
 
 
 async def test_graphiql__served_to_browsers_with_local_assets(http):
@@ -57,7 +72,9 @@ async def test_graphiql__served_to_browsers_with_local_assets(http):
 async def test_graphiql__can_be_switched_off(store):
     async with app_client(store, Settings(graphiql=False)) as http:
         response = await http.get("/graphql", headers={"accept": "text/html"})
+        asset = await http.get("/graphiql/graphiql.min.js")
     assert response.status_code != 200 or "graphiql" not in response.text.lower()
+    assert asset.status_code == 404
 
 
 async def test_body_limit__oversized_request_is_413(store):
@@ -71,6 +88,7 @@ async def test_body_limit__oversized_request_is_413(store):
             },
         )
     assert response.status_code == 413
+    assert error_codes(response.json()) == ["PAYLOAD_TOO_LARGE"]
     assert await store.operations.get_operation("did:key:caller", "op-1") is None
 
 
