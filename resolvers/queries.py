@@ -78,6 +78,7 @@ class Query:
         viewer = info.context.viewer
         require(viewer, "operations:read")
         size = page_size("first", first, DEFAULT_PAGE)
+        info.context.rows.take("first", size)
         after_key = None
         if after is not None:
             after_key = decode_cursor(after, 3)
@@ -145,7 +146,7 @@ class Query:
         connector_name: str | None = None,
     ) -> list[Operation]:
         require(info.context.viewer, "service")
-        records = await info.context.store.retention.list_due_operations(
-            now, page_size("limit", limit, DEFAULT_LIMIT), connector_name
-        )
+        size = page_size("limit", limit, DEFAULT_LIMIT)
+        info.context.rows.take("limit", size)
+        records = await info.context.store.retention.list_due_operations(now, size, connector_name)
         return [Operation.from_record(record) for record in records]

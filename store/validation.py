@@ -8,7 +8,7 @@ from store.errors import InvalidInput
 
 MAX_EPOCH_MS = 2**53 - 1
 MAX_KEY_LENGTH = 1024
-MAX_JSON_BYTES = 1024 * 1024
+MAX_JSON_BYTES = 256 * 1024
 MAX_INT32 = 2**31 - 1
 
 
@@ -74,7 +74,7 @@ def optional_choice(field: str, value: Any, allowed: Collection[str]) -> str | N
 
 
 def json_text(field: str, value: Any) -> str:
-    """A JSON-encodable value, encoded; at most 1 MiB of text."""
+    """A JSON-encodable value, encoded; at most 256 KiB of UTF-8 text."""
     try:
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as error:

@@ -182,3 +182,12 @@ async def test_limits__standard_introspection_allowed(http):
     body = (await http.post("/graphql", json={"query": get_introspection_query()})).json()
     assert "errors" not in body
     assert body["data"]["__schema"]["queryType"]["name"] == "Query"
+
+
+async def test_row_budget__aliased_pages_cannot_exceed_1000_rows(http):
+    page = "operations(first: 500) { edges { cursor } }"
+    two = (await http.post("/graphql", json={"query": f"{{ a: {page} b: {page} }}"})).json()
+    assert "errors" not in two
+    three = await http.post("/graphql", json={"query": f"{{ a: {page} b: {page} c: {page} }}"})
+    assert error_codes(three.json()) == ["BAD_USER_INPUT"]
+    assert three.json()["data"] is None or three.json()["data"].get("c") is None
