@@ -55,26 +55,7 @@ class Mutation:
     @strawberry.mutation(description="Claim an operation key: claimed, exists or conflict.")
     async def claim_operation(self, info: Info, input: ClaimOperationInput) -> ClaimOperationResult:
         require(info.context.viewer, "operations:write")
-        result = await info.context.store.operations.claim_operation(
-            OperationClaim(
-                caller_did=input.caller_did,
-                operation_id=input.operation_id,
-                owner_did=input.owner_did,
-                connector_name=input.connector_name,
-                model=input.model,
-                op=input.op,
-                account_key=input.account_key,
-                target=input.target,
-                source_id=input.source_id,
-                deterministic_event_id=input.deterministic_event_id,
-                payload_hash=input.payload_hash,
-                lease_token=input.lease_token,
-                lease_expires_at=input.lease_expires_at,
-                reissue_intent=input.reissue_intent,
-                provider_etag=input.provider_etag,
-                document_id=input.document_id,
-            )
-        )
+        result = await info.context.store.operations.claim_operation(OperationClaim(**vars(input)))
         if result.status == "conflict" or result.operation is None:
             return OperationConflict(
                 caller_did=input.caller_did,
