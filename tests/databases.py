@@ -43,6 +43,7 @@ class PostgresRun:
         self.name = f"connector_test_{uuid.uuid4().hex[:12]}"
         self.url: str | None = None
         self.error: str | None = None
+        self.created = False
 
     async def create(self) -> str:
         if self.url is not None:
@@ -56,6 +57,7 @@ class PostgresRun:
             postgres_unavailable(self.error)
         try:
             await admin.execute(f'CREATE DATABASE "{self.name}"')
+            self.created = True
         finally:
             await admin.close()
         url = with_database(postgres_admin_url(), self.name).replace(
@@ -75,7 +77,7 @@ class PostgresRun:
             await connection.close()
 
     async def drop(self) -> None:
-        if self.url is None:
+        if not self.created:
             return
         admin = await asyncpg.connect(postgres_admin_url())
         try:
