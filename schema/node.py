@@ -26,7 +26,7 @@ def decode_opaque(text: str) -> Any:
     try:
         padded = text + "=" * (-len(text) % 4)
         return json.loads(base64.urlsafe_b64decode(padded.encode()))
-    except (ValueError, binascii.Error):
+    except (ValueError, binascii.Error, RecursionError):
         return _MISSING
 
 

@@ -23,7 +23,7 @@ class Settings(BaseSettings):
     introspection: bool = True
     max_query_depth: int = Field(default=12, ge=1)
     max_query_tokens: int = Field(default=5000, ge=1)
-    max_query_fields: int = Field(default=2000, ge=1)
+    max_query_fields: int = Field(default=500, ge=1)
     max_aliases: int = Field(default=30, ge=1)
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     log_level: str = "info"

@@ -8,7 +8,9 @@ from store.errors import InvalidInput
 
 MAX_EPOCH_MS = 2**53 - 1
 MAX_KEY_LENGTH = 1024
-MAX_JSON_BYTES = 256 * 1024
+MAX_JSON_BYTES = 64 * 1024
+MAX_JSON_DEPTH = 32
+MAX_LIST_ITEMS = 10_000
 MAX_INT32 = 2**31 - 1
 
 
@@ -74,18 +76,38 @@ def optional_choice(field: str, value: Any, allowed: Collection[str]) -> str | N
 
 
 def json_text(field: str, value: Any) -> str:
-    """A JSON-encodable value, encoded; at most 256 KiB of UTF-8 text."""
+    """A JSON-encodable value, encoded as ASCII JSON (as responses carry it) of at most
+    64 KiB, nested at most 32 deep (so every reader decodes it without recursing far), its
+    strings valid Unicode."""
+    json_shape(field, value)
     try:
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as error:
         raise InvalidInput(field, f"must be JSON ({error})") from error
-    if len(storable(field, text)) > MAX_JSON_BYTES:
+    if len(text) > MAX_JSON_BYTES:
         raise InvalidInput(field, f"must encode to at most {MAX_JSON_BYTES} bytes of JSON")
     return text
 
 
+def json_shape(field: str, value: Any) -> None:
+    """Refuse lists and objects nested deeper than ``MAX_JSON_DEPTH`` and strings (keys
+    included) with lone surrogates; walks without recursion."""
+    pending = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, str):
+            storable(field, item)
+        elif isinstance(item, (list, tuple, dict)):
+            if depth == MAX_JSON_DEPTH:
+                raise InvalidInput(field, f"must be JSON nested at most {MAX_JSON_DEPTH} deep")
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            pending.extend((child, depth + 1) for child in children)
+
+
 def key_list(field: str, values: Any) -> list[str]:
-    """A list of keys, each checked like ``key``."""
+    """A list of at most 10,000 keys, each checked like ``key``."""
     if not isinstance(values, (list, tuple)):
         raise InvalidInput(field, "must be a list of strings")
+    if len(values) > MAX_LIST_ITEMS:
+        raise InvalidInput(field, f"must hold at most {MAX_LIST_ITEMS} items")
     return [key(field, value) for value in values]

@@ -1,5 +1,6 @@
 """The operations API over GraphQL: the contract of DESIGN.md 4.1, on both backends."""
 
+import base64
 import json
 from typing import Any
 
@@ -429,3 +430,37 @@ async def test_record_operation__http_status_outside_http_range_refused(gql):
     )
     assert error_codes(body) == ["BAD_USER_INPUT"]
     assert body["errors"][0]["extensions"]["field"] == "httpStatus"
+
+
+async def test_ids_and_cursors__deeply_nested_json_refused(gql):
+    nested = "[1," + "[" * 100_000 + "]" * 100_000 + "]"
+    opaque = base64.urlsafe_b64encode(nested.encode()).decode()
+    page = await gql.query(
+        "query($after: String) { operations(after: $after) { edges { cursor } } }",
+        {"after": opaque},
+    )
+    assert error_codes(page) == ["BAD_USER_INPUT"]
+    node = await gql.query("query($id: ID!) { node(id: $id) { id } }", {"id": opaque})
+    assert error_codes(node) == ["NOT_FOUND"]
+
+
+async def test_claim__deeply_nested_reissue_intent_refused(gql):
+    intent: Any = "x"
+    for _ in range(300):
+        intent = [intent]
+    body = await gql.query(
+        "mutation($input: ClaimOperationInput!) { claimOperation(input: $input) { __typename } }",
+        {"input": claim_input(reissueIntent=intent)},
+    )
+    assert error_codes(body) == ["BAD_USER_INPUT"]
+    assert body["errors"][0]["extensions"]["field"] == "reissueIntent"
+    assert await count_operations(gql) == 0
+
+
+async def test_operations__more_than_10000_document_ids_refused(gql):
+    body = await gql.query(
+        "query($ids: [String!]) { operations(filter: {documentIDs: $ids}) { edges { cursor } } }",
+        {"ids": [f"doc-{n}" for n in range(10_001)]},
+    )
+    assert error_codes(body) == ["BAD_USER_INPUT"]
+    assert body["errors"][0]["extensions"]["field"] == "documentIDs"

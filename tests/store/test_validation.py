@@ -175,8 +175,8 @@ def test_json_text__round_trips(value):
     assert json.loads(check.json_text("field", value)) == value
 
 
-def test_json_text__compact_and_unescaped():
-    assert check.json_text("field", {"a": [1, 2], "é": "ü"}) == '{"a":[1,2],"é":"ü"}'
+def test_json_text__compact_ascii():
+    assert check.json_text("field", {"a": [1, 2], "é": "ü"}) == '{"a":[1,2],"\\u00e9":"\\u00fc"}'
     assert check.json_text("field", None) == "null"
 
 
@@ -188,14 +188,30 @@ def test_json_text__refuses_non_json(value):
     assert refused(check.json_text, value).problem.startswith("must be JSON")
 
 
-def test_json_text__size_limit_counts_utf8_bytes():
+def test_json_text__size_limit_counts_ascii_json_as_responses_carry_it():
     fits = "x" * (check.MAX_JSON_BYTES - 2)
     assert len(check.json_text("field", fits)) == check.MAX_JSON_BYTES
 
     refused(check.json_text, fits + "x")
-    wide = "é" * ((check.MAX_JSON_BYTES - 2) // 2 + 1)
-    assert len(json.dumps(wide, ensure_ascii=False)) < check.MAX_JSON_BYTES
-    refused(check.json_text, wide)
+    emoji = "\U0001f600" * ((check.MAX_JSON_BYTES - 2) // 12 + 1)
+    assert len(emoji.encode()) < check.MAX_JSON_BYTES
+    refused(check.json_text, emoji)
+
+
+def test_json_text__nesting_bounded_without_recursion():
+    deep: list = []
+    for _ in range(check.MAX_JSON_DEPTH - 2):
+        deep = [deep]
+    assert json.loads(check.json_text("field", {"a": deep})) == {"a": deep}
+    refused(check.json_text, [{"a": deep}])
+    very_deep: list = []
+    for _ in range(100_000):
+        very_deep = [very_deep]
+    assert "nested" in refused(check.json_text, very_deep).problem
+
+
+def test_json_text__refuses_lone_surrogates_in_keys():
+    refused(check.json_text, {"\ud800": 1})
 
 
 # --- key_list --------------------------------------------------------------------------------
