@@ -49,6 +49,12 @@ class GraphQLApp(GraphQL):
             raise HTTPException(400, "The JSON must be an object")
         return value
 
+    def parse_query_params(self, params: Any) -> dict[str, Any]:
+        """GET's parameters; ``variables=null`` or ``extensions=null`` mean absent, as in a
+        POST body."""
+        given = {name: value for name, value in dict(params).items() if value != "null"}
+        return super().parse_query_params(given)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Strawberry's view, but a request it refuses (400, 405) gets a JSON error with a
         code, like every other error, rather than plain text."""

@@ -37,6 +37,10 @@ async def test_get__queries_run_and_mutations_refused(http):
     response = await http.get("/graphql", params={"query": "{ serverTime }"})
     assert response.status_code == 200
     assert isinstance(response.json()["data"]["serverTime"], int)
+    null_variables = await http.get(
+        "/graphql", params={"query": "{ serverTime }", "variables": "null"}
+    )
+    assert null_variables.status_code == 200
     release = 'releaseLease(input: {callerDID: "a", operationID: "b", token: "t"}) { applied }'
     mutation = f"mutation {{ {release} }}"
     refused = await http.get("/graphql", params={"query": mutation})
