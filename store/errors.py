@@ -16,7 +16,3 @@ class InvalidInput(StoreError):
 
 class ReservedValue(InvalidInput):
     """A value the store keeps for itself, such as the contested send marker."""
-
-
-class NotFound(StoreError):
-    """An id that names nothing the store holds."""
