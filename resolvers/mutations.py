@@ -39,6 +39,12 @@ class OperationKey(Protocol):
     operation_id: str
 
 
+async def operation_at(info: Info, key: OperationKey) -> Operation | None:
+    """The operation at ``key`` as it now stands, after a CAS that did not apply."""
+    current = await info.context.store.operations.get_operation(key.caller_did, key.operation_id)
+    return operation_or_none(current)
+
+
 async def operation_write(info: Info, key: OperationKey, write: Write) -> OperationWritePayload:
     """Check the right, run a CAS ``write`` on the operations store, and report the
     operation at ``key`` as it now stands (re-read when the CAS did not apply)."""
@@ -46,8 +52,7 @@ async def operation_write(info: Info, key: OperationKey, write: Write) -> Operat
     record = await write(info.context.store.operations)
     if record is not None:
         return OperationWritePayload(applied=True, operation=Operation.from_record(record))
-    current = await info.context.store.operations.get_operation(key.caller_did, key.operation_id)
-    return OperationWritePayload(applied=False, operation=operation_or_none(current))
+    return OperationWritePayload(applied=False, operation=await operation_at(info, key))
 
 
 @strawberry.type
@@ -157,8 +162,7 @@ class Mutation:
         self, info: Info, input: FinalizeOperationInput
     ) -> FinalizeOperationPayload:
         require(info.context.viewer, "operations:write")
-        store = info.context.store
-        done = await store.operations.finalize_operation_and_arm_watch(
+        done = await info.context.store.operations.finalize_operation_and_arm_watch(
             input.caller_did,
             input.operation_id,
             version=input.version,
@@ -174,7 +178,6 @@ class Mutation:
                 operation=Operation.from_record(done.operation),
                 watch=Watch.from_record(done.watch),
             )
-        current = await store.operations.get_operation(input.caller_did, input.operation_id)
         return FinalizeOperationPayload(
-            applied=False, operation=operation_or_none(current), watch=None
+            applied=False, operation=await operation_at(info, input), watch=None
         )
