@@ -233,49 +233,73 @@ class OperationsStore:
     async def acquire_lease(
         self, caller_did: str, operation_id: str, token: str, expires_at: int
     ) -> OperationRecord | None:
-        """Take the lease for ``token`` until ``expires_at`` (epoch ms) (seed ``acquireLease``).
+        """Take the lease of a live operation for ``token`` until ``expires_at`` (epoch ms).
 
-        Applies when the lease is free, expired (``lease_expires_at < now``) or already
-        ``token``'s. Returns the updated operation, or None when refused or absent.
+        Ports the seed's ``acquireLease`` with two deliberate changes (DESIGN 3.1): it
+        applies only while the operation is attempted (nobody leases finished work), when
+        the lease is free, expired (``lease_expires_at < now``) or already ``token``'s; and
+        a takeover of another token's lapsed lease whose send marker is set counts that
+        run's abandoned attempt (attempts + 1, the marker kept, so the next run's mark makes
+        the attempt contested and no refund takes it back). Returns the updated operation,
+        or None when refused or absent. Raises ``InvalidInput`` for a malformed field.
         """
         now = self._ctx.clock()
+        check.key("token", token)
+        abandoned_send = sa.and_(
+            op.c.lease_token.is_not(None),
+            op.c.lease_token != token,
+            op.c.lease_expires_at < now,
+            op.c.send_marker.is_not(None),
+        )
         values = {
-            "lease_token": check.key("token", token),
+            "lease_token": token,
             "lease_expires_at": check.epoch_ms("expiresAt", expires_at),
+            "attempts": sa.case((abandoned_send, op.c.attempts + 1), else_=op.c.attempts),
             "updated_at": now,
         }
-        return await self._update(
-            sa.and_(_by_key(caller_did, operation_id), lease_free_or_held(token, now)), values
+        guard = sa.and_(
+            _by_key(caller_did, operation_id),
+            op.c.state == ATTEMPTED,
+            lease_free_or_held(token, now),
         )
+        return await self._update(guard, values)
 
     async def renew_lease(
         self, caller_did: str, operation_id: str, token: str, expires_at: int
     ) -> OperationRecord | None:
-        """Move the lease's expiry to ``expires_at`` (epoch ms) (seed ``renewLease``).
+        """Move the lease's expiry to ``expires_at`` (epoch ms), for its holder only.
 
-        Same guard as ``acquire_lease``; the token is left as it is. Returns the updated
-        operation, or None when refused or absent.
+        Ports the seed's ``renewLease`` with one deliberate change (DESIGN 3.1): it applies
+        only when ``token`` holds the lease, expired or not, in any state; the seed let any
+        caller extend a lapsed lease it does not hold. Returns the updated operation, or
+        None when refused or absent. Raises ``InvalidInput`` for a malformed field.
         """
         now = self._ctx.clock()
-        check.key("token", token)
         values = {"lease_expires_at": check.epoch_ms("expiresAt", expires_at), "updated_at": now}
-        return await self._update(
-            sa.and_(_by_key(caller_did, operation_id), lease_free_or_held(token, now)), values
+        guard = sa.and_(
+            _by_key(caller_did, operation_id), op.c.lease_token == check.key("token", token)
         )
+        return await self._update(guard, values)
 
     async def release_lease(
         self, caller_did: str, operation_id: str, token: str
     ) -> OperationRecord | None:
-        """Drop the lease (seed ``releaseLease``); same guard as ``acquire_lease``.
+        """Drop the lease, for its holder only (seed ``releaseLease``).
 
-        Returns the updated operation, or None when refused or absent.
+        Applies when ``token`` holds the lease (expired or not, in any state) or when there
+        is no lease. Unlike the seed, another token cannot release a lapsed lease: that
+        would erase whose run lapsed, and the next ``acquire_lease`` could not count the
+        abandoned attempt. Returns the updated operation, or None when refused or absent.
+        Raises ``InvalidInput`` for a malformed field.
         """
         now = self._ctx.clock()
         check.key("token", token)
         values = {"lease_token": None, "lease_expires_at": None, "updated_at": now}
-        return await self._update(
-            sa.and_(_by_key(caller_did, operation_id), lease_free_or_held(token, now)), values
+        guard = sa.and_(
+            _by_key(caller_did, operation_id),
+            sa.or_(op.c.lease_token.is_(None), op.c.lease_token == token),
         )
+        return await self._update(guard, values)
 
     async def get_operation(self, caller_did: str, operation_id: str) -> OperationRecord | None:
         """The operation at ``(caller_did, operation_id)``, or None (seed ``getOperation``)."""

@@ -266,13 +266,11 @@ async def test_renew_lease__same_token_moves_expiry(store, clock):
     assert await reread(store, record) == renewed
 
 
-async def test_renew_lease__one_ms_after_expiry_applies_token_unchanged(store, clock):
-    # The seed's renewLease sets only the expiry: another token renewing a lapsed lease
-    # moves the expiry and leaves the stored token as it was.
+async def test_renew_lease__lapsed_lease_same_token_applies(store, clock):
     record = await claimed_operation(store)
     clock.now = record.lease_expires_at + 1
 
-    renewed = await store.operations.renew_lease(CALLER, "op-1", "lease-B", clock.now + LEASE_MS)
+    renewed = await store.operations.renew_lease(CALLER, "op-1", "lease-A", clock.now + LEASE_MS)
 
     assert renewed is not None
     assert renewed.lease_token == "lease-A"
@@ -280,15 +278,37 @@ async def test_renew_lease__one_ms_after_expiry_applies_token_unchanged(store, c
     assert await reread(store, record) == renewed
 
 
-async def test_renew_lease__released_lease_applies_without_token(store, clock):
-    await released_operation(store)
+async def test_renew_lease__lapsed_lease_other_token_refused_then_it_acquires(store, clock):
+    # The seed let a stranger extend a lapsed lease it does not hold, keeping the silent
+    # holder's token alive and locking the stranger out of its own takeover.
+    record = await claimed_operation(store)
+    clock.now = record.lease_expires_at + 1
+
+    renewed = await store.operations.renew_lease(CALLER, "op-1", "stranger", clock.now + 60_000)
+
+    assert renewed is None
+    await assert_unchanged(store, record)
+    taken = await store.operations.acquire_lease(CALLER, "op-1", "stranger", clock.now + LEASE_MS)
+    assert taken is not None and taken.lease_token == "stranger"
+
+
+async def test_renew_lease__released_lease_refused(store, clock):
+    record = await released_operation(store)
     clock.advance(1)
 
-    renewed = await store.operations.renew_lease(CALLER, "op-1", "lease-B", clock.now + LEASE_MS)
+    assert await store.operations.renew_lease(CALLER, "op-1", "lease-A", clock.now + 1) is None
+    await assert_unchanged(store, record)
 
-    assert renewed is not None
-    assert renewed.lease_token is None
-    assert renewed.lease_expires_at == clock.now + LEASE_MS
+
+async def test_renew_and_release_lease__holder_applies_after_finalize(store, clock):
+    record = await committed_operation(store)
+    clock.now = record.lease_expires_at + 1
+
+    renewed = await store.operations.renew_lease(CALLER, "op-1", "lease-A", clock.now + LEASE_MS)
+    assert renewed is not None and renewed.lease_expires_at == clock.now + LEASE_MS
+    released = await store.operations.release_lease(CALLER, "op-1", "lease-A")
+    assert released is not None and released.lease_token is None
+    assert released.state == "committed"
 
 
 async def test_release_lease__same_token_clears_lease(store, clock):
@@ -304,15 +324,117 @@ async def test_release_lease__same_token_clears_lease(store, clock):
     assert await reread(store, record) == released
 
 
-async def test_release_lease__one_ms_after_expiry_applies_for_other_token(store, clock):
-    record = await claimed_operation(store)
+async def test_release_lease__lapsed_lease_other_token_refused(store, clock):
+    # Releasing another run's lapsed lease would erase whose run lapsed, so the next
+    # acquire could not count that run's abandoned send.
+    record = await marked_operation(store)
     clock.now = record.lease_expires_at + 1
+
+    assert await store.operations.release_lease(CALLER, "op-1", "lease-B") is None
+    await assert_unchanged(store, record)
+
+
+async def test_release_lease__no_lease_applies_for_any_token(store, clock):
+    await released_operation(store)
+    clock.advance(1)
 
     released = await store.operations.release_lease(CALLER, "op-1", "lease-B")
 
-    assert released is not None
-    assert released.lease_token is None and released.lease_expires_at is None
-    assert await reread(store, record) == released
+    assert released is not None and released.lease_token is None
+    assert released.updated_at == clock.now
+
+
+@pytest.mark.parametrize("state", TERMINAL_STATES)
+@pytest.mark.parametrize("token", ["lease-A", "lease-B"])
+async def test_acquire_lease__finished_operation_refused(store, clock, state, token):
+    record = await terminal_operation(store, state)
+    clock.now = (record.lease_expires_at or 0) + 1
+
+    assert await store.operations.acquire_lease(CALLER, "op-1", token, clock.now + 1) is None
+    await assert_unchanged(store, record)
+
+
+async def test_acquire_lease__takeover_after_marked_send_counts_abandoned_attempt(store, clock):
+    record = await marked_operation(store, marker="run-1")
+    clock.now = record.lease_expires_at + 1
+
+    taken = await store.operations.acquire_lease(CALLER, "op-1", "lease-B", clock.now + LEASE_MS)
+
+    assert taken is not None
+    assert taken.attempts == record.attempts + 1
+    assert taken.send_marker == "run-1"
+    assert taken.lease_token == "lease-B"
+    assert taken.version == record.version
+    assert await reread(store, record) == taken
+
+
+async def test_acquire_lease__holder_reacquiring_lapsed_marked_lease_counts_nothing(store, clock):
+    record = await marked_operation(store)
+    clock.now = record.lease_expires_at + 1
+
+    taken = await store.operations.acquire_lease(CALLER, "op-1", "lease-A", clock.now + LEASE_MS)
+
+    assert taken is not None and taken.attempts == record.attempts
+
+
+async def test_acquire_lease__takeover_without_marker_counts_nothing(store, clock):
+    record = await claimed_operation(store)
+    clock.now = record.lease_expires_at + 1
+
+    taken = await store.operations.acquire_lease(CALLER, "op-1", "lease-B", clock.now + LEASE_MS)
+
+    assert taken is not None and taken.attempts == record.attempts
+
+
+async def test_acquire_lease__free_lease_with_uncounted_marker_counts_nothing(store, clock):
+    # A run that recorded its attempt as not counted and released its lease handed the
+    # operation over on purpose: no run was abandoned.
+    record = await marked_operation(store)
+    kept = await store.operations.record_operation(transition(record, count_attempt=False))
+    assert kept is not None and kept.send_marker == "run-1"
+    await store.operations.release_lease(CALLER, "op-1", "lease-A")
+    clock.advance(1)
+
+    taken = await store.operations.acquire_lease(CALLER, "op-1", "lease-B", clock.now + LEASE_MS)
+
+    assert taken is not None and taken.attempts == kept.attempts
+
+
+async def test_acquire_lease__crash_loop_of_three_takeovers_counts_three(store, clock):
+    record = await claimed_operation(store)
+    token = "lease-A"
+    for run in range(1, 5):
+        marked = await store.operations.mark_send_started(CALLER, "op-1", token, f"run-{run}")
+        assert marked is not None
+        clock.now = (marked.lease_expires_at or 0) + 1
+        if run == 4:
+            break
+        token = f"lease-{run + 1}"
+        taken = await store.operations.acquire_lease(CALLER, "op-1", token, clock.now + 2_000)
+        assert taken is not None and taken.attempts == run
+
+    current = await reread(store, record)
+    assert current is not None and current.attempts == 3
+    assert current.send_marker == CONTESTED_SEND_MARKER
+
+
+async def test_acquire_lease__takeover_then_finalize_counts_both_sends(store, clock):
+    record = await marked_operation(store, marker="run-1", lease_expires_at=clock.now + 2_000)
+    clock.now = record.lease_expires_at + 1
+    taken = await store.operations.acquire_lease(CALLER, "op-1", "lease-B", clock.now + 2_000)
+    assert taken is not None
+    marked = await store.operations.mark_send_started(CALLER, "op-1", "lease-B", "run-2")
+    assert marked is not None and marked.send_marker == CONTESTED_SEND_MARKER
+
+    refund = await store.operations.record_operation(
+        transition(marked, refund_attempt=True, send_marker="run-2")
+    )
+    assert refund is None
+    done = await store.operations.finalize_operation_and_arm_watch(
+        CALLER, "op-1", version=marked.version, lease_token="lease-B", due_at=clock.now
+    )
+
+    assert done is not None and done.operation.attempts == 2
 
 
 @pytest.mark.parametrize(
