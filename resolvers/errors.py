@@ -1,8 +1,9 @@
 """The error boundary: every GraphQL error leaves with an ``extensions.code``.
 
-Store errors become ``BAD_USER_INPUT`` naming the field; errors our resolvers raise keep
-their code; parse and validation errors get theirs; anything else is masked as
-``INTERNAL_SERVER_ERROR`` and logged with the request id.
+Store errors become ``BAD_USER_INPUT`` naming the field, or ``SERVICE_UNAVAILABLE`` when the
+database could not serve the call (logged with the request id; the client may retry);
+errors our resolvers raise keep their code; parse and validation errors get theirs;
+anything else is masked as ``INTERNAL_SERVER_ERROR`` and logged with the request id.
 """
 
 import logging
@@ -11,11 +12,12 @@ from collections.abc import Iterator
 from graphql import GraphQLError, GraphQLSyntaxError
 from strawberry.extensions import SchemaExtension
 
-from store.errors import InvalidInput
+from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput
 
 log = logging.getLogger("connector_store.errors")
 
 BAD_USER_INPUT = "BAD_USER_INPUT"
+SERVICE_UNAVAILABLE = "SERVICE_UNAVAILABLE"
 # graphql-core's validation errors do not say which rule raised them; these message openings
 # and parts are those of bad argument and variable values (wrong type, missing, unknown
 # field), which are the client's input, not a malformed document.
@@ -74,6 +76,8 @@ class ErrorCodes(SchemaExtension):
         extensions = dict(error.extensions or {})
         if isinstance(original, InvalidInput):
             extensions |= {"code": BAD_USER_INPUT, "field": original.field}
+        elif isinstance(original, DatabaseUnavailable):
+            return self.unavailable(error, original)
         elif "code" in extensions:
             pass
         elif original is None or isinstance(original, GraphQLError):
@@ -90,6 +94,25 @@ class ErrorCodes(SchemaExtension):
             path=error.path,
             original_error=original,
             extensions=extensions,
+        )
+
+    def unavailable(self, error: GraphQLError, cause: DatabaseUnavailable) -> GraphQLError:
+        """The database could not serve this field: say so with a retryable code and the
+        request id; the cause goes to the log, not to the client."""
+        request_id = getattr(self.execution_context.context, "request_id", None)
+        log.warning("database unavailable in request %s at %s: %s", request_id, error.path, cause)
+        busy = isinstance(cause, DatabaseBusy)
+        return GraphQLError(
+            "the database is busy; retry shortly"
+            if busy
+            else "the database is unavailable; retry later",
+            nodes=error.nodes,
+            path=error.path,
+            extensions={
+                "code": SERVICE_UNAVAILABLE,
+                "retryable": True,
+                "requestId": request_id,
+            },
         )
 
     def masked(self, error: GraphQLError) -> GraphQLError:

@@ -24,6 +24,7 @@ from server.graph import build_schema
 from server.settings import Settings
 from store import ConnectorStore
 from store.database import Database
+from store.errors import DatabaseUnavailable
 
 log = logging.getLogger("connector_store")
 
@@ -148,10 +149,10 @@ async def healthz(_: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    """The database answers."""
+    """The database answers (and, on SQLite, its file is still the one opened)."""
     try:
         await request.app.state.store.db.ping()
-    except Exception as error:
+    except DatabaseUnavailable as error:
         log.warning("readiness check failed: %s", error)
         return JSONResponse({"status": "unavailable"}, status_code=503)
     return JSONResponse({"status": "ok"})
@@ -168,7 +169,11 @@ def create_app(settings: Settings | None = None, store: ConnectorStore | None = 
             app.state.store = store
             yield
             return
-        db = Database(settings.database_url, pool_size=settings.db_pool_size)
+        db = Database(
+            settings.database_url,
+            pool_size=settings.db_pool_size,
+            wait_timeout_s=settings.db_wait_timeout_seconds,
+        )
         await db.connect()
         app.state.store = ConnectorStore(db)
         try:

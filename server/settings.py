@@ -19,6 +19,7 @@ class Settings(BaseSettings):
     data_dir: Path = Path("data")
     database_url: str = ""
     db_pool_size: int = Field(default=20, ge=1)
+    db_wait_timeout_seconds: float = Field(default=10.0, gt=0)
     graphiql: bool = True
     introspection: bool = True
     max_query_depth: int = Field(default=12, ge=1)

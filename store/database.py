@@ -4,25 +4,36 @@
 chosen by the URL, and gives the store three things: ``fetch_one``/``fetch_all`` that return
 plain mappings, and ``write_transaction`` that takes the write lock up front (``BEGIN
 IMMEDIATE`` on SQLite) so two writers never both read and then write.
+
+Every database URL is parsed here, by SQLAlchemy's ``make_url``, so the server, the
+migrations and the tests agree on which file or server a URL names. Driver errors become
+typed store errors here, once (``translate_driver_error``).
 """
 
 import asyncio
+import os
+import sqlite3
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Any, TypeVar
 
+import asyncpg
 import databases
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.sql import ClauseElement
 
-from store.errors import InvalidInput
+from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput, StoreError
 
 Row = Mapping[str, Any]
 
 IN_LIST_CHUNK = 500
 _writing: ContextVar[object] = ContextVar("connector_store_writing", default=None)
+_holding: ContextVar[object] = ContextVar("connector_store_holding", default=None)
 _T = TypeVar("_T")
 
 
@@ -32,26 +43,140 @@ def chunked(items: Sequence[_T], size: int = IN_LIST_CHUNK) -> Iterator[Sequence
         yield items[start : start + size]
 
 
-SQLITE_PREFIX = "sqlite+aiosqlite://"
-POSTGRES_PREFIXES = ("postgresql+asyncpg://", "postgresql://", "postgres://")
+SQLITE_DRIVERS = {"sqlite": "sqlite+aiosqlite", "sqlite+aiosqlite": "sqlite+aiosqlite"}
+POSTGRES_DRIVERS = {
+    "postgres": "postgresql+asyncpg",
+    "postgresql": "postgresql+asyncpg",
+    "postgresql+asyncpg": "postgresql+asyncpg",
+}
+EXPECTED_URL = "expected sqlite+aiosqlite:///path/to/file.db or postgresql+asyncpg://user@host/db"
+
+
+def parse_url(url: str) -> URL:
+    """``url`` parsed and put in the form the store uses (``sqlite+aiosqlite`` or
+    ``postgresql+asyncpg``). Percent-escapes are decoded once, here, for every use.
+
+    Raises ``InvalidInput`` (field ``DATABASE_URL``) for another scheme, a URL that does not
+    parse, or an in-memory SQLite database (each connection would get its own, empty one).
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError as error:
+        raise InvalidInput("DATABASE_URL", f"cannot be parsed; {EXPECTED_URL}") from error
+    drivername = SQLITE_DRIVERS.get(parsed.drivername) or POSTGRES_DRIVERS.get(parsed.drivername)
+    if drivername is None:
+        raise InvalidInput(
+            "DATABASE_URL", f"{parsed.drivername!r} is not supported; {EXPECTED_URL}"
+        )
+    parsed = parsed.set(drivername=drivername)
+    if drivername.startswith("sqlite") and _in_memory(parsed):
+        raise InvalidInput(
+            "DATABASE_URL",
+            "an in-memory SQLite database is private to one connection and would lose every"
+            " write; give a file path, e.g. sqlite+aiosqlite:///data/connector-store.db",
+        )
+    return parsed
+
+
+def _in_memory(url: URL) -> bool:
+    database = url.database or ""
+    return (
+        database in ("", ":memory:")
+        or database.startswith("file::memory:")
+        or url.query.get("mode") == "memory"
+    )
 
 
 def normalize_url(url: str) -> str:
-    """Return ``url`` in the form ``databases`` expects.
+    """``url`` in the form ``databases`` and SQLAlchemy expect, password included (see
+    ``parse_url``; raises ``InvalidInput`` likewise)."""
+    return parse_url(url).render_as_string(hide_password=False)
 
-    Accepts ``sqlite+aiosqlite:///path``, ``sqlite:///path`` and ``postgresql[+asyncpg]://…``.
-    Raises ``InvalidInput`` (field ``DATABASE_URL``) for any other scheme.
+
+def shown_url(url: str) -> str:
+    """``url`` with its password hidden, for logs and messages."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file a SQLite URL names (percent-escapes decoded), or None for PostgreSQL."""
+    parsed = parse_url(url)
+    if not parsed.drivername.startswith("sqlite"):
+        return None
+    assert parsed.database, "parse_url refuses SQLite URLs without a file"
+    return Path(parsed.database)
+
+
+SQLITE_BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+SQLITE_UNAVAILABLE_CODES = frozenset(
+    {
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_NOTADB,
+        sqlite3.SQLITE_CORRUPT,
+    }
+)
+POSTGRES_BUSY = (
+    asyncpg.exceptions.LockNotAvailableError,
+    asyncpg.exceptions.TransactionRollbackError,
+)
+POSTGRES_UNAVAILABLE = (
+    asyncpg.exceptions.InterfaceError,
+    asyncpg.exceptions.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,
+    asyncpg.exceptions.InsufficientResourcesError,
+    asyncpg.exceptions.InvalidCatalogNameError,
+    asyncpg.exceptions.InvalidAuthorizationSpecificationError,
+)
+
+
+def translate_driver_error(error: BaseException) -> StoreError | None:
+    """The typed store error for a driver's error, or None when it is not one we know.
+
+    Decided by the exception's type (and SQLite's result code), never its message: refused
+    or lost connections (asyncpg's ``InterfaceError`` is its error for a connection in an
+    unusable state: closed, lost mid-operation), a database that does not exist or refuses
+    us, a SQLite file that cannot be opened or written → ``DatabaseUnavailable``; lock
+    waits, deadlocks and serialization failures → ``DatabaseBusy``. Follows ``orig`` and
+    ``__cause__`` through SQLAlchemy's wrappers (as the migrations raise them).
     """
-    if url.startswith("sqlite:///"):
-        return SQLITE_PREFIX + url[len("sqlite://") :]
-    if url.startswith(SQLITE_PREFIX):
-        return url
-    for prefix in POSTGRES_PREFIXES:
-        if url.startswith(prefix):
-            return "postgresql+asyncpg://" + url[len(prefix) :]
-    raise InvalidInput(
-        "DATABASE_URL", "expected sqlite+aiosqlite:///path or postgresql+asyncpg://…"
-    )
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        current = pending.pop(0)
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, StoreError):
+            return current
+        if isinstance(current, POSTGRES_BUSY):
+            return DatabaseBusy(f"the database is busy: {current}")
+        if isinstance(current, (*POSTGRES_UNAVAILABLE, OSError)):
+            return DatabaseUnavailable(f"the database is unavailable: {current}")
+        if isinstance(current, sqlite3.Error):
+            code = (getattr(current, "sqlite_errorcode", None) or 0) & 0xFF
+            if code in SQLITE_BUSY_CODES:
+                return DatabaseBusy(f"the SQLite database is locked: {current}")
+            if code in SQLITE_UNAVAILABLE_CODES:
+                return DatabaseUnavailable(f"the SQLite database is unavailable: {current}")
+        pending.extend([getattr(current, "orig", None), current.__cause__])
+    return None
+
+
+@contextmanager
+def driver_errors() -> Iterator[None]:
+    """Re-raise a known driver error as its typed store error (``raise … from``)."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except Exception as error:
+        typed = translate_driver_error(error)
+        if typed is None:
+            raise
+        raise typed from error
 
 
 class ReusedSQLiteConnections:
@@ -93,30 +218,45 @@ class ReusedSQLiteConnections:
 class Database:
     """A connected database for the store.
 
-    ``url``: a database URL (see ``normalize_url``). ``pool_size``: the most PostgreSQL
-    connections held at once. ``busy_timeout_s``: how long a SQLite writer waits for the
-    write lock before failing (seconds).
+    ``url``: a database URL (see ``parse_url``; raises ``InvalidInput`` for one the store
+    cannot use). ``pool_size``: the most PostgreSQL connections held at once.
+    ``wait_timeout_s``: the longest a call waits, in seconds, for a pooled connection
+    (PostgreSQL) or for the write lock (SQLite, in this process and across processes)
+    before it fails with ``DatabaseBusy``. Every call raises ``DatabaseUnavailable`` when the
+    database cannot be reached, or (SQLite) when its file was removed or replaced since
+    ``connect``: nothing is written to a file that is gone.
     """
 
-    def __init__(self, url: str, *, pool_size: int = 20, busy_timeout_s: float = 30.0) -> None:
+    def __init__(self, url: str, *, pool_size: int = 20, wait_timeout_s: float = 10.0) -> None:
         self.url = normalize_url(url)
         self.is_postgres = self.url.startswith("postgresql")
+        self.wait_timeout_s = wait_timeout_s
         options: dict[str, Any] = (
             {"min_size": 1, "max_size": pool_size}
             if self.is_postgres
-            else {"timeout": busy_timeout_s}
+            else {"timeout": wait_timeout_s}
         )
         self._db = databases.Database(self.url, **options)
         self._sqlite_pool: ReusedSQLiteConnections | None = None
+        self._sqlite_file = sqlite_path(self.url)
+        self._sqlite_identity: tuple[int, int] | None = None
         self._write_lock = None if self.is_postgres else asyncio.Lock()
+        self._connections = asyncio.Semaphore(pool_size) if self.is_postgres else None
         if not self.is_postgres:
             backend = self._db._backend
             self._sqlite_pool = ReusedSQLiteConnections(backend._pool, size=8)  # type: ignore[attr-defined]
             backend._pool = self._sqlite_pool  # type: ignore[attr-defined]
 
     async def connect(self) -> None:
-        """Open the pool (PostgreSQL) or check that the file opens (SQLite)."""
-        await self._db.connect()
+        """Open the pool (PostgreSQL) or the file (SQLite), and check that it answers.
+
+        Raises ``DatabaseUnavailable`` when it does not.
+        """
+        with driver_errors():
+            await self._db.connect()
+            await self._db.fetch_one(sa.text("SELECT 1"))
+        if self._sqlite_file is not None:
+            self._sqlite_identity = self._file_identity()
 
     async def disconnect(self) -> None:
         """Close every connection."""
@@ -124,14 +264,62 @@ class Database:
             await self._sqlite_pool.close()
         await self._db.disconnect()
 
+    def _file_identity(self) -> tuple[int, int]:
+        """The SQLite file's (device, inode); ``DatabaseUnavailable`` when it is gone."""
+        assert self._sqlite_file is not None
+        try:
+            stat = os.stat(self._sqlite_file)
+        except OSError as error:
+            raise DatabaseUnavailable(f"the SQLite file {self._sqlite_file} is gone") from error
+        return (stat.st_dev, stat.st_ino)
+
+    def _check_file(self) -> None:
+        """Raise ``DatabaseUnavailable`` when the SQLite file opened at ``connect`` was
+        removed or replaced: its connections would go on writing to an unlinked file."""
+        if self._sqlite_identity is not None and self._file_identity() != self._sqlite_identity:
+            raise DatabaseUnavailable(
+                f"the SQLite file {self._sqlite_file} was replaced since the server opened it"
+            )
+
+    @asynccontextmanager
+    async def _connection_slot(self) -> AsyncIterator[None]:
+        """On PostgreSQL, wait at most ``wait_timeout_s`` for one of the pool's connections.
+
+        ``databases`` waits for a pooled connection without a bound; this gate, as wide as
+        the pool, bounds the wait and raises ``DatabaseBusy``. A task already holding a slot
+        (inside ``write_transaction``) passes straight through. On SQLite: no gate.
+        """
+        holder = (self, asyncio.current_task())
+        if self._connections is None or _holding.get() == holder:
+            yield
+            return
+        try:
+            async with asyncio.timeout(self.wait_timeout_s):
+                await self._connections.acquire()
+        except TimeoutError:
+            raise DatabaseBusy(
+                f"no database connection came free within {self.wait_timeout_s:g} s"
+            ) from None
+        token = _holding.set(holder)
+        try:
+            yield
+        finally:
+            _holding.reset(token)
+            self._connections.release()
+
     async def fetch_one(self, query: ClauseElement) -> Row | None:
         """Run ``query`` and return its first row as a mapping, or None."""
-        row = await self._db.fetch_one(query)
+        async with self._connection_slot():
+            with driver_errors():
+                row = await self._db.fetch_one(query)
         return None if row is None else row._mapping
 
     async def fetch_all(self, query: ClauseElement) -> list[Row]:
         """Run ``query`` and return every row as a mapping."""
-        return [row._mapping for row in await self._db.fetch_all(query)]
+        async with self._connection_slot():
+            with driver_errors():
+                rows = await self._db.fetch_all(query)
+        return [row._mapping for row in rows]
 
     def insert(self, table: sa.Table) -> Any:
         """An INSERT in this backend's dialect, so ``on_conflict_do_*`` is available."""
@@ -142,28 +330,46 @@ class Database:
         """On SQLite, queue this task behind the process's other writers (FIFO).
 
         SQLite takes one writer at a time; writers of this process wait their turn here
-        instead of sleeping in SQLite's busy handler, which backs off by up to 100 ms. A
-        task already inside ``write_transaction`` passes straight through. Writers of
-        other processes still meet the busy timeout. On PostgreSQL: no queue.
+        (at most ``wait_timeout_s``, then ``DatabaseBusy``) instead of sleeping in SQLite's
+        busy handler, which backs off by up to 100 ms. A task already inside
+        ``write_transaction`` passes straight through. Writers of other processes still
+        meet the busy timeout. Checks that the file is still the one opened. On PostgreSQL:
+        no queue.
         """
         if self._write_lock is None or _writing.get() is self:
             yield
             return
-        async with self._write_lock:
-            token = _writing.set(self)
-            try:
-                yield
-            finally:
-                _writing.reset(token)
+        self._check_file()
+        try:
+            async with asyncio.timeout(self.wait_timeout_s):
+                await self._write_lock.acquire()
+        except TimeoutError:
+            raise DatabaseBusy(
+                f"the SQLite write lock did not come free within {self.wait_timeout_s:g} s"
+            ) from None
+        token = _writing.set(self)
+        try:
+            yield
+        finally:
+            _writing.reset(token)
+            self._write_lock.release()
 
     async def write_one(self, query: ClauseElement) -> Row | None:
         """Run a writing ``query`` (``… RETURNING``) and return its first row, or None."""
         async with self._writer():
             return await self.fetch_one(query)
 
+    async def write_all(self, query: ClauseElement) -> list[Row]:
+        """Run a writing ``query`` (``… RETURNING``) and return every row it returned."""
+        async with self._writer():
+            return await self.fetch_all(query)
+
     async def ping(self) -> None:
-        """Raise if the database does not answer ``SELECT 1``."""
-        await self._db.fetch_one(sa.text("SELECT 1"))
+        """Raise ``DatabaseUnavailable`` unless the database answers ``SELECT 1`` (and, on
+        SQLite, its file is still the one opened at ``connect``)."""
+        if self._sqlite_file is not None:
+            self._check_file()
+        await self.fetch_one(sa.text("SELECT 1"))
 
     @asynccontextmanager
     async def write_transaction(self) -> AsyncIterator[None]:
@@ -174,16 +380,22 @@ class Database:
         another writer (a plain ``BEGIN`` would fail with "database is locked" on its first
         write). On PostgreSQL rows are locked with ``SELECT … FOR UPDATE`` by the caller.
         Every ``fetch_*`` awaited inside the block, by this task, joins the transaction.
+        Raises ``DatabaseUnavailable``/``DatabaseBusy`` as ``fetch_one`` does.
         """
         if self.is_postgres:
-            async with self._db.transaction():
-                yield
+            async with self._connection_slot():
+                with driver_errors():
+                    async with self._db.transaction():
+                        yield
             return
         async with self._writer(), self._db.connection() as connection:
-            await connection.execute("BEGIN IMMEDIATE")
+            with driver_errors():
+                await connection.execute("BEGIN IMMEDIATE")
             try:
                 yield
             except BaseException:
-                await connection.execute("ROLLBACK")
+                with driver_errors():
+                    await connection.execute("ROLLBACK")
                 raise
-            await connection.execute("COMMIT")
+            with driver_errors():
+                await connection.execute("COMMIT")

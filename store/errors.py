@@ -1,8 +1,13 @@
-"""Typed errors the store raises for input it refuses. Nothing is written when one is raised."""
+"""Typed errors the store raises. Nothing is written when one is raised.
+
+``InvalidInput`` (and ``ReservedValue``) are the caller's mistakes. ``DatabaseUnavailable``
+(and ``DatabaseBusy``) say the database could not serve the call right now; they are raised
+from the driver's error once, in ``store.database``, with the driver's error as the cause.
+"""
 
 
 class StoreError(Exception):
-    """A request the store refuses."""
+    """A request the store refuses or cannot serve."""
 
 
 class InvalidInput(StoreError):
@@ -16,3 +21,14 @@ class InvalidInput(StoreError):
 
 class ReservedValue(InvalidInput):
     """A value the store keeps for itself, such as the contested send marker."""
+
+
+class DatabaseUnavailable(StoreError):
+    """The database cannot be reached or used: refused or lost connections, a database that
+    does not exist, a SQLite file that cannot be opened or was removed. Retrying later may
+    succeed; nothing of the call was written."""
+
+
+class DatabaseBusy(DatabaseUnavailable):
+    """The database is up but the call waited too long: for a pooled connection, for the
+    SQLite write lock, or for a row lock (a deadlock or serialization failure included)."""

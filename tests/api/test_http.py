@@ -1,16 +1,20 @@
 """The HTTP surface: /graphql over GET and POST, GraphiQL, health, limits, masking."""
 
+import asyncio
 import logging
 import re
+import shutil
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from graphql import get_introspection_query
 
 from server.app import create_app
 from server.settings import Settings
 from store import ConnectorStore
 from store.database import Database
+from store.migrate import upgrade
 from tests.api.conftest import app_client, claim_input, error_codes
 
 CLAIM = "mutation($i: ClaimOperationInput!) { claimOperation(input: $i) { __typename } }"
@@ -22,15 +26,56 @@ async def test_healthz_and_readyz__ok(http):
     assert ready.status_code == 200 and ready.json() == {"status": "ok"}
 
 
-@pytest.mark.parametrize(
-    "url",
-    ["sqlite+aiosqlite:////nonexistent/folder/x.db", "postgresql+asyncpg://postgres@127.0.0.1:1/x"],
-)
-async def test_readyz__database_unreachable_is_503(url, caplog):
-    store = ConnectorStore(Database(url))
-    async with app_client(store) as http:
-        response = await http.get("/readyz")
-    assert response.status_code == 503
+async def test_readyz__sqlite_folder_deleted_is_503_and_writes_unavailable(tmp_path, caplog):
+    url = f"sqlite+aiosqlite:///{tmp_path}/data/store.db"
+    await asyncio.to_thread(upgrade, url)
+    db = Database(url)
+    await db.connect()
+    try:
+        async with app_client(ConnectorStore(db)) as http:
+            assert (await http.get("/readyz")).status_code == 200
+            shutil.rmtree(tmp_path / "data")
+
+            assert (await http.get("/readyz")).status_code == 503
+            response = await http.post(
+                "/graphql",
+                json={"query": CLAIM, "variables": {"i": claim_input()}},
+                headers={"x-request-id": "req-gone"},
+            )
+    finally:
+        await db.disconnect()
+    body = response.json()
+    assert error_codes(body) == ["SERVICE_UNAVAILABLE"]
+    assert body["errors"][0]["extensions"]["requestId"] == "req-gone"
+    assert body["data"] is None
+    assert "req-gone" in caplog.text
+
+
+async def test_mutation__database_busy_is_service_unavailable_not_masked(database_url):
+    db = Database(database_url, pool_size=1, wait_timeout_s=0.2)
+    await db.connect()
+    holding, done = asyncio.Event(), asyncio.Event()
+
+    async def hold() -> None:
+        async with db.write_transaction():
+            await db.fetch_one(sa.text("SELECT 1"))
+            holding.set()
+            await done.wait()
+
+    holder = asyncio.create_task(hold())
+    try:
+        await holding.wait()
+        async with app_client(ConnectorStore(db)) as http:
+            response = await http.post(
+                "/graphql", json={"query": CLAIM, "variables": {"i": claim_input()}}
+            )
+    finally:
+        done.set()
+        await holder
+        await db.disconnect()
+    body = response.json()
+    assert error_codes(body) == ["SERVICE_UNAVAILABLE"]
+    assert body["errors"][0]["extensions"]["retryable"] is True
 
 
 async def test_get__queries_run_and_mutations_refused(http):

@@ -1,6 +1,31 @@
-"""The SQLite connection reuse in store/database.py, with fake connections."""
+"""store/database.py: SQLite connection reuse (with fake connections), the one URL parser,
+driver errors typed once, bounded waits, and a database that goes away; on both backends."""
 
-from store.database import ReusedSQLiteConnections
+import asyncio
+import shutil
+import sqlite3
+import time
+from contextlib import closing
+from pathlib import Path
+
+import asyncpg
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from store import ConnectorStore
+from store.database import (
+    Database,
+    ReusedSQLiteConnections,
+    normalize_url,
+    parse_url,
+    sqlite_path,
+    translate_driver_error,
+)
+from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput
+from store.migrate import upgrade
+from tests.databases import postgres_admin_url
+from tests.factories import claim, claimed_operation
 
 
 class FakeConnection:
@@ -50,3 +75,184 @@ async def test_reused_connections__idle_capped_and_closed_at_the_end():
     assert [c.closed for c in connections] == [False, False, True]
     await reuse.close()
     assert all(c.closed for c in connections)
+
+
+# --- URLs: one parser for every use ----------------------------------------------------------
+
+
+def test_parse_url__percent_encoded_sqlite_path_names_one_file():
+    url = "sqlite+aiosqlite:////tmp/x/my%20dir/x.db"
+    assert sqlite_path(url) == Path("/tmp/x/my dir/x.db")
+    assert (
+        normalize_url("sqlite:////tmp/x/my%20dir/x.db") == "sqlite+aiosqlite:////tmp/x/my dir/x.db"
+    )
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite+aiosqlite:///:memory:",
+        "sqlite+aiosqlite://",
+        "sqlite:///file::memory:?cache=shared",
+        "sqlite+aiosqlite:///x.db?mode=memory",
+    ],
+)
+def test_parse_url__in_memory_sqlite_refused(url):
+    with pytest.raises(InvalidInput) as raised:
+        Database(url)
+    assert raised.value.field == "DATABASE_URL"
+    assert "in-memory" in raised.value.problem
+
+
+@pytest.mark.parametrize("url", ["mysql://u@h/db", "not a url", "redis://h"])
+def test_parse_url__unsupported_scheme_refused(url):
+    with pytest.raises(InvalidInput) as raised:
+        parse_url(url)
+    assert raised.value.field == "DATABASE_URL"
+
+
+async def test_sqlite__percent_encoded_path_data_and_wal_on_the_same_file(tmp_path, clock):
+    url = f"sqlite+aiosqlite:///{tmp_path}/my%20dir/x.db"
+    await asyncio.to_thread(upgrade, url)
+    db = Database(url)
+    await db.connect()
+    try:
+        await claimed_operation(ConnectorStore(db, clock=clock))
+    finally:
+        await db.disconnect()
+
+    assert not (tmp_path / "my%20dir").exists()
+    with closing(sqlite3.connect(tmp_path / "my dir" / "x.db")) as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        rows = connection.execute("SELECT operation_id FROM kubun_connector_operation")
+        assert rows.fetchall() == [("op-1",)]
+
+
+# --- driver errors become typed store errors, decided by type --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "typed"),
+    [
+        (ConnectionRefusedError(111, "refused"), DatabaseUnavailable),
+        (asyncpg.exceptions.InvalidCatalogNameError("no such database"), DatabaseUnavailable),
+        (asyncpg.exceptions.ConnectionDoesNotExistError("lost"), DatabaseUnavailable),
+        (asyncpg.exceptions.AdminShutdownError("shutdown"), DatabaseUnavailable),
+        (asyncpg.exceptions.DeadlockDetectedError("deadlock"), DatabaseBusy),
+        (asyncpg.exceptions.SerializationError("serialization"), DatabaseBusy),
+        (asyncpg.exceptions.LockNotAvailableError("lock"), DatabaseBusy),
+    ],
+)
+def test_translate_driver_error__by_type(error, typed):
+    assert type(translate_driver_error(error)) is typed
+
+
+def test_translate_driver_error__follows_wrapped_causes_and_leaves_others():
+    wrapper = RuntimeError("a library's wrapper")
+    wrapper.__cause__ = asyncpg.exceptions.InvalidCatalogNameError("x")
+    assert isinstance(translate_driver_error(wrapper), DatabaseUnavailable)
+    assert translate_driver_error(ValueError("a bug")) is None
+    assert translate_driver_error(asyncpg.exceptions.UniqueViolationError("dup")) is None
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_sqlite__other_process_holding_write_lock_is_database_busy(database_url):
+    db = Database(database_url, wait_timeout_s=0.2)
+    await db.connect()
+    path = sqlite_path(database_url)
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        with pytest.raises(DatabaseBusy) as raised:
+            await ConnectorStore(db).winners.record_winner("doc-1", "digest-1")
+        assert isinstance(raised.value.__cause__, sqlite3.OperationalError)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        await db.disconnect()
+
+
+# --- bounded waits -------------------------------------------------------------------------
+
+
+async def test_wait__writer_behind_a_held_transaction_fails_busy_then_recovers(database_url):
+    db = Database(database_url, pool_size=1, wait_timeout_s=0.2)
+    await db.connect()
+    store = ConnectorStore(db)
+    holding = asyncio.Event()
+    done = asyncio.Event()
+
+    async def hold() -> None:
+        async with db.write_transaction():
+            await db.fetch_one(sa.text("SELECT 1"))
+            holding.set()
+            await done.wait()
+
+    holder = asyncio.create_task(hold())
+    try:
+        await holding.wait()
+        started = time.monotonic()
+        with pytest.raises(DatabaseBusy):
+            await store.winners.record_winner("doc-1", "digest-1")
+        assert time.monotonic() - started < 5
+    finally:
+        done.set()
+        await holder
+    await store.winners.record_winner("doc-1", "digest-1")
+    assert await store.winners.read_winner("doc-1") == "digest-1"
+    await db.disconnect()
+
+
+# --- a database that goes away -------------------------------------------------------------
+
+
+async def test_sqlite__folder_deleted_while_serving_refuses_writes_and_ping(tmp_path, clock):
+    url = f"sqlite+aiosqlite:///{tmp_path}/data/store.db"
+    await asyncio.to_thread(upgrade, url)
+    db = Database(url)
+    await db.connect()
+    store = ConnectorStore(db, clock=clock)
+    try:
+        await claimed_operation(store)
+        shutil.rmtree(tmp_path / "data")
+
+        with pytest.raises(DatabaseUnavailable):
+            await db.ping()
+        with pytest.raises(DatabaseUnavailable):
+            await store.operations.claim_operation(claim(operation_id="op-2"))
+        with pytest.raises(DatabaseUnavailable):
+            async with db.write_transaction():
+                pass
+    finally:
+        await db.disconnect()
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_postgres__connection_terminated_mid_transaction_is_unavailable(database_url):
+    db = Database(database_url, pool_size=2)
+    await db.connect()
+    try:
+        with pytest.raises(DatabaseUnavailable) as raised:
+            async with db.write_transaction():
+                await db.fetch_one(sa.text("SELECT 1"))
+                await terminate_backends(database_url)
+                await db.fetch_one(sa.text("SELECT 1"))
+        assert raised.value.__cause__ is not None
+        # The next request (its own task, as in the server) gets a fresh connection.
+        await asyncio.create_task(db.ping())
+    finally:
+        await db.disconnect()
+
+
+async def terminate_backends(database_url: str) -> None:
+    """End every other connection to the database of ``database_url``, and wait until they
+    are gone."""
+    name = make_url(database_url).database
+    admin = await asyncpg.connect(postgres_admin_url())
+    others = "FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()"
+    try:
+        await admin.execute(f"SELECT pg_terminate_backend(pid) {others}", name)
+        while await admin.fetchval(f"SELECT count(*) {others}", name):
+            await asyncio.sleep(0.01)
+    finally:
+        await admin.close()

@@ -10,7 +10,8 @@ from alembic.migration import MigrationContext
 from sqlalchemy import pool, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from store.migrate import sqlite_path, upgrade
+from store.database import sqlite_path
+from store.migrate import upgrade
 from store.tables import metadata
 
 
