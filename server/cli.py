@@ -1,20 +1,48 @@
-"""The ``connector-store`` command: ``serve`` (migrate, then run uvicorn) and ``migrate``."""
+"""The ``connector-store`` command: ``serve`` (migrate, then run uvicorn), ``migrate`` and
+``schema``.
 
+Mistakes in the configuration or an unusable database end the command with one line on
+standard error that says what is wrong and how to fix it, and exit status 1; never a
+traceback.
+"""
+
+import asyncio
 import logging
+import sys
 
 import typer
 import uvicorn
-from sqlalchemy.engine import make_url
+from pydantic import ValidationError
 
 from server.settings import Settings
+from store.database import Database, shown_url
+from store.errors import DatabaseUnavailable, InvalidInput, StoreError
 from store.migrate import upgrade
+from store.tables import metadata
 
-cli = typer.Typer(help="Connector write-back store: GraphQL API server.", no_args_is_help=True)
+cli = typer.Typer(
+    help="Connector write-back store: GraphQL API server.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
 
 
-def shown(url: str) -> str:
-    """``url`` with its password hidden, for logs."""
-    return make_url(url).render_as_string(hide_password=True)
+def announce_migration(current: str | None, head: str | None) -> None:
+    """Say what ``migrate`` is about to do, once the migration lock is held."""
+    if current is None:
+        tables = ", ".join(sorted(metadata.tables))
+        typer.echo(f"new database: creating the store's tables ({tables}) at revision {head}")
+    elif current != head:
+        typer.echo(f"migrating from revision {current} to {head}")
+    else:
+        typer.echo(f"already at revision {head}: nothing to migrate")
+
+
+async def check_database(settings: Settings) -> None:
+    """Connect to the configured database once; raises ``DatabaseUnavailable`` if it fails."""
+    db = Database(settings.database_url, pool_size=1, wait_timeout_s=5)
+    await db.connect()
+    await db.disconnect()
 
 
 @cli.command()
@@ -28,8 +56,9 @@ def serve(
 
     settings = Settings()
     if migrate:
-        upgrade(settings.database_url)
-    typer.echo(f"database: {shown(settings.database_url)}")
+        upgrade(settings.database_url, announce=announce_migration)
+    asyncio.run(check_database(settings))
+    typer.echo(f"database: {shown_url(settings.database_url)}")
     uvicorn.run(
         create_app(settings),
         host=host or settings.host,
@@ -42,8 +71,8 @@ def serve(
 def migrate_command() -> None:
     """Apply every pending migration to DATABASE_URL."""
     settings = Settings()
-    upgrade(settings.database_url)
-    typer.echo(f"migrated {shown(settings.database_url)}")
+    upgrade(settings.database_url, announce=announce_migration)
+    typer.echo(f"migrated {shown_url(settings.database_url)}")
 
 
 @cli.command("schema")
@@ -54,7 +83,32 @@ def schema_command() -> None:
     typer.echo(build_schema().as_str())
 
 
+def settings_problem(error: ValidationError) -> str:
+    """One line per bad setting, named by its environment variable."""
+    lines = []
+    for problem in error.errors():
+        variable = "_".join(str(part) for part in problem["loc"]).upper() or "settings"
+        lines.append(f"{variable}: {problem['msg']} (got {problem.get('input')!r})")
+    return "; ".join(lines)
+
+
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: runs the command, turning configuration and database
+    errors into one line on standard error and exit status 1."""
     logging.basicConfig(level=logging.INFO)
-    cli()
+    try:
+        cli()
+    except ValidationError as error:
+        fail(f"bad setting: {settings_problem(error)}")
+    except InvalidInput as error:
+        fail(f"bad setting: {error}")
+    except DatabaseUnavailable as error:
+        fail(f"{error}\n  check DATABASE_URL, that the database exists and that its server runs")
+    except StoreError as error:
+        fail(str(error))
+
+
+def fail(message: str) -> None:
+    """Print ``error: message`` on standard error and exit with status 1."""
+    typer.echo(f"error: {message}", err=True)
+    sys.exit(1)

@@ -1,0 +1,141 @@
+"""The ``connector-store`` command as a person runs it, in real processes: configuration
+mistakes end in one or two lines and a non-zero exit, and concurrent migrations all succeed."""
+
+import asyncio
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from tests.databases import postgres_admin_url, postgres_unavailable, with_database
+
+COMMAND = Path(sys.executable).with_name("connector-store")
+TIMEOUT_S = 60
+
+
+def run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(COMMAND), *args],
+        env=os.environ | env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+
+
+def start(*args: str, **env: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [str(COMMAND), *args],
+        env=os.environ | env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def asyncpg_url(url: str) -> str:
+    return url.replace("postgresql://", "postgresql+asyncpg://", 1)
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"DATABASE_URL": "mysql://u@h/db"}, "DATABASE_URL"),
+        ({"DATABASE_URL": "sqlite+aiosqlite:///:memory:"}, "in-memory"),
+        ({"PORT": "abc"}, "PORT"),
+        ({"DATABASE_URL": "postgresql+asyncpg://postgres@127.0.0.1:1/x"}, "unavailable"),
+        (
+            {"DATABASE_URL": asyncpg_url(with_database(postgres_admin_url(), "no_such_db_x"))},
+            "does not exist",
+        ),
+    ],
+)
+@pytest.mark.parametrize("command", ["serve", "migrate"])
+def test_cli__configuration_mistake_is_one_or_two_lines_and_exit_1(tmp_path, command, env, says):
+    if "no_such_db" in env.get("DATABASE_URL", ""):
+        asyncio.run(require_postgres())
+    done = run(command, DATA_DIR=str(tmp_path), **env)
+
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert 1 <= len(lines) <= 2, done.stderr
+    assert lines[0].startswith("error: ") and says in lines[0]
+    assert "Traceback" not in done.stderr + done.stdout
+
+
+def test_cli__migrate_says_what_it_creates_on_a_new_database(tmp_path):
+    url = f"sqlite+aiosqlite:///{tmp_path}/new.db"
+
+    first = run("migrate", DATABASE_URL=url)
+    again = run("migrate", DATABASE_URL=url)
+
+    assert first.returncode == 0 and again.returncode == 0
+    assert "new database: creating the store's tables" in first.stdout
+    assert "kubun_connector_operation" in first.stdout
+    assert "nothing to migrate" in again.stdout
+
+
+def migrate_twice_at_once(url: str) -> list[subprocess.CompletedProcess[str]]:
+    processes = [start("migrate", DATABASE_URL=url) for _ in range(2)]
+    results = []
+    for process in processes:
+        stdout, stderr = process.communicate(timeout=TIMEOUT_S)
+        results.append(
+            subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+        )
+    return results
+
+
+def assert_one_created_both_succeeded(results: list[subprocess.CompletedProcess[str]]) -> None:
+    assert [result.returncode for result in results] == [0, 0], [r.stderr for r in results]
+    created = [result for result in results if "new database" in result.stdout]
+    assert len(created) == 1, [result.stdout for result in results]
+
+
+def test_cli__two_migrations_at_once_on_sqlite_both_succeed(tmp_path):
+    for round_ in range(4):
+        url = f"sqlite+aiosqlite:///{tmp_path}/round-{round_}/store.db"
+        assert_one_created_both_succeeded(migrate_twice_at_once(url))
+
+
+def test_cli__two_migrations_at_once_on_postgres_both_succeed():
+    names = [f"connector_migrate_{uuid.uuid4().hex[:10]}" for _ in range(3)]
+    asyncio.run(create_databases(names))
+    try:
+        for name in names:
+            url = asyncpg_url(with_database(postgres_admin_url(), name))
+            assert_one_created_both_succeeded(migrate_twice_at_once(url))
+    finally:
+        asyncio.run(drop_databases(names))
+
+
+async def require_postgres() -> None:
+    try:
+        connection = await asyncpg.connect(postgres_admin_url(), timeout=5)
+    except (OSError, asyncpg.PostgresError, TimeoutError) as error:
+        postgres_unavailable(f"{type(error).__name__}: {error}")
+    await connection.close()
+
+
+async def create_databases(names: list[str]) -> None:
+    await require_postgres()
+    admin = await asyncpg.connect(postgres_admin_url())
+    try:
+        for name in names:
+            await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+
+
+async def drop_databases(names: list[str]) -> None:
+    admin = await asyncpg.connect(postgres_admin_url())
+    try:
+        for name in names:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
