@@ -37,6 +37,7 @@ from typing import Any
 
 import asyncpg
 import httpx
+from sqlalchemy.engine import make_url
 
 from server.app import create_app
 from server.settings import Settings
@@ -230,7 +231,7 @@ async def bench_sqlite(count: int) -> tuple[dict[str, float], str]:
 
 
 async def bench_postgres(count: int, admin_url: str) -> tuple[dict[str, float], str]:
-    admin_url = admin_url.replace("postgresql+asyncpg://", "postgresql://", 1)
+    admin_url = make_url(admin_url).set(drivername="postgresql").render_as_string(False)
     name = f"bench_{secrets.token_hex(6)}"
     admin = await asyncpg.connect(admin_url, timeout=5)
     try:
@@ -238,8 +239,8 @@ async def bench_postgres(count: int, admin_url: str) -> tuple[dict[str, float], 
         await admin.execute(f'CREATE DATABASE "{name}"')
     finally:
         await admin.close()
-    base = admin_url.rpartition("/")[0].replace("postgresql://", "postgresql+asyncpg://", 1)
-    url = f"{base}/{name}"
+    store_url = make_url(admin_url).set(drivername="postgresql+asyncpg", database=name)
+    url = store_url.render_as_string(hide_password=False)
     try:
         await asyncio.to_thread(upgrade, url)
         return await bench_database(url, count), f"PostgreSQL {version.split()[0]}"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from sqlalchemy.engine import make_url
 
 from store import tables
 from store.migrate import upgrade
@@ -17,15 +18,23 @@ DEFAULT_TEST_DATABASE_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 
 
 def postgres_admin_url() -> str:
-    """The server URL the PostgreSQL tests create their database on, in asyncpg form."""
+    """The server URL the PostgreSQL tests create their database on, in the form
+    ``asyncpg.connect`` takes (``postgresql://``)."""
     url = os.environ.get("TEST_DATABASE_URL", DEFAULT_TEST_DATABASE_URL)
-    return url.replace("postgresql+asyncpg://", "postgresql://", 1)
+    return as_driver(url, "postgresql")
+
+
+def as_driver(url: str, drivername: str) -> str:
+    """``url`` with its scheme set to ``drivername`` (``postgresql`` for asyncpg itself,
+    ``postgresql+asyncpg`` for the store)."""
+    return make_url(url).set(drivername=drivername).render_as_string(hide_password=False)
 
 
 def with_database(url: str, name: str) -> str:
-    """``url`` pointing at database ``name`` instead."""
-    base, _, _ = url.rpartition("/")
-    return f"{base}/{name}"
+    """``url`` pointing at database ``name`` instead, in the store's form."""
+    return as_driver(
+        make_url(url).set(database=name).render_as_string(hide_password=False), "postgresql+asyncpg"
+    )
 
 
 def postgres_unavailable(reason: str) -> None:
@@ -60,16 +69,14 @@ class PostgresRun:
             self.created = True
         finally:
             await admin.close()
-        url = with_database(postgres_admin_url(), self.name).replace(
-            "postgresql://", "postgresql+asyncpg://", 1
-        )
+        url = with_database(postgres_admin_url(), self.name)
         await asyncio.to_thread(upgrade, url)
         self.url = url
         return url
 
     async def truncate(self) -> None:
         assert self.url is not None
-        connection = await asyncpg.connect(self.url.replace("+asyncpg", "", 1))
+        connection = await asyncpg.connect(as_driver(self.url, "postgresql"))
         try:
             names = ", ".join(table.name for table in tables.metadata.sorted_tables)
             await connection.execute(f"TRUNCATE {names}")

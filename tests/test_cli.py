@@ -38,10 +38,6 @@ def start(*args: str, **env: str) -> subprocess.Popen[str]:
     )
 
 
-def asyncpg_url(url: str) -> str:
-    return url.replace("postgresql://", "postgresql+asyncpg://", 1)
-
-
 @pytest.mark.parametrize(
     ("env", "says"),
     [
@@ -50,7 +46,7 @@ def asyncpg_url(url: str) -> str:
         ({"PORT": "abc"}, "PORT"),
         ({"DATABASE_URL": "postgresql+asyncpg://postgres@127.0.0.1:1/x"}, "unavailable"),
         (
-            {"DATABASE_URL": asyncpg_url(with_database(postgres_admin_url(), "no_such_db_x"))},
+            {"DATABASE_URL": with_database(postgres_admin_url(), "no_such_db_x")},
             "does not exist",
         ),
     ],
@@ -108,7 +104,7 @@ def test_cli__two_migrations_at_once_on_postgres_both_succeed():
     asyncio.run(create_databases(names))
     try:
         for name in names:
-            url = asyncpg_url(with_database(postgres_admin_url(), name))
+            url = with_database(postgres_admin_url(), name)
             assert_one_created_both_succeeded(migrate_twice_at_once(url))
     finally:
         asyncio.run(drop_databases(names))
