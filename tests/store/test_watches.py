@@ -468,9 +468,23 @@ async def test_claim_watch_attempt__wrong_generation_refused(store, clock):
     await assert_unchanged(store, watch)
 
 
-async def test_claim_watch_attempt__not_pending_refused(store, clock):
-    watch = await verified_watch(store)
-    clock.advance(DUE_MS * 10)
+async def set_columns(store, record, **values):
+    """Write watch columns directly, to reach states no method produces (a verified watch
+    that is due and claimed), so only the status guard can refuse."""
+    row = await store.db.fetch_one(
+        sa.update(watch_table)
+        .where(watch_table.c.source_id == record.source_id)
+        .values(values)
+        .returning(watch_table)
+    )
+    assert row is not None
+    return await reread_watch(store, record)
+
+
+@pytest.mark.parametrize("status", ["verified", "repair_failed"])
+async def test_claim_watch_attempt__not_pending_refused(store, clock, status):
+    factory = verified_watch if status == "verified" else repair_failed_watch
+    watch = await set_columns(store, await factory(store), next_attempt_at=clock.now)
 
     assert (
         await store.watches.claim_watch_attempt(watch.identity, 1, clock.now + 1, clock.now) is None
@@ -510,7 +524,7 @@ async def test_defer_watch__refused(store, clock, case):
         generation = 2
     elif case == "not_pending":
         result = await verify(store, watch, "digest-1")
-        watch = result.watch
+        watch = await set_columns(store, result.watch, claimed_until=claimed_until)
     else:
         deferred = await store.watches.defer_watch(watch.identity, 1, claimed_until, clock.now)
         assert deferred is not None
@@ -573,6 +587,9 @@ async def test_resume_offline_deferred__only_offline_rows(store, clock):
     offline_op = await deferred_operation(store, clock, "offline", **entity(3))
     auth_op = await deferred_operation(store, clock, "auth", **entity(4))
     plain_op = await deferred_operation(store, clock, None, **entity(5))
+    settled = await set_columns(
+        store, await verified_watch(store, **entity(6)), defer_reason="offline"
+    )
     clock.advance(1_000)
 
     resumed = await store.watches.resume_offline_deferred(clock.now)
@@ -583,7 +600,8 @@ async def test_resume_offline_deferred__only_offline_rows(store, clock):
     assert watch.version == offline_watch.version + 1 and watch.updated_at == clock.now
     operation = await store.operations.get_operation(offline_op.caller_did, "op-3")
     assert operation.next_attempt_at == clock.now and operation.defer_reason is None
-    assert await reread_watch(store, auth_watch) == auth_watch
+    for untouched_watch in (auth_watch, settled):
+        assert await reread_watch(store, untouched_watch) == untouched_watch
     for untouched in (auth_op, plain_op):
         assert (
             await store.operations.get_operation(untouched.caller_did, untouched.operation_id)
@@ -675,6 +693,33 @@ async def test_record_ingress__records_winner_and_arms_every_watch(store, clock)
         assert result.watch.observed_winner_digest == "digest-2"
         assert result.watch.next_attempt_at == clock.now + 5_000
         assert await reread_watch(store, result.watch) == result.watch
+
+
+async def test_record_ingress__retries_exhausted_write_nothing_not_even_the_winner(database, clock):
+    calls: list[str | None] = []
+
+    async def bumping_read_winner(document_id):
+        calls.append(document_id)
+        await database.fetch_all(
+            sa.update(watch_table)
+            .values(version=watch_table.c.version + 1)
+            .returning(watch_table.c.version)
+        )
+        return await store.winners.read_winner(document_id)
+
+    store = ConnectorStore(database, clock=clock, read_winner=bumping_read_winner)
+    await store.winners.record_winner("doc-1", "digest-1")
+    await committed_operation(store)
+    [watch] = await store.watches.list_watches_by_documents(["doc-1"])
+    calls.clear()
+    clock.advance(1_000)
+
+    with pytest.raises(CasRetriesExhausted) as refused:
+        await store.watches.record_ingress("doc-1", "digest-2")
+
+    assert refused.value.method == "recordIngress" and len(calls) == CAS_ATTEMPTS
+    await assert_unchanged(store, watch)
+    assert await store.winners.read_winner("doc-1") == "digest-1"
 
 
 async def test_record_ingress__no_watch_still_records_winner(store):
