@@ -723,13 +723,22 @@ class WatchesStore:
                     .values(next_attempt_at=now, defer_reason=None, updated_at=now)
                     .returning(op.c.caller_did)
                 )
+                deferred = sa.and_(
+                    watch.c.verification_status == PENDING_VERIFICATION,
+                    watch.c.defer_reason == reason,
+                    *watch_guard,
+                )
+                # Lock in identity order first, as record_ingress does, so the two never
+                # wait on each other's watch rows (an UPDATE locks in no set order).
+                await self._db.fetch_all(
+                    sa.select(watch.c.owner_did)
+                    .where(deferred)
+                    .order_by(*IDENTITY_COLUMNS)
+                    .with_for_update()
+                )
                 resumed_watches = await self._db.fetch_all(
                     sa.update(watch)
-                    .where(
-                        watch.c.verification_status == PENDING_VERIFICATION,
-                        watch.c.defer_reason == reason,
-                        *watch_guard,
-                    )
+                    .where(deferred)
                     .values(
                         next_attempt_at=now,
                         defer_reason=None,

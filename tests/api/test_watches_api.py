@@ -406,6 +406,9 @@ async def test_resume__counts_each_reason(gql, store, clock):
         {"ownerDID": "", "connectorNames": ["calendar"], "now": 0},
     )
     assert error["extensions"] == {"code": "BAD_USER_INPUT", "field": "ownerDID"}
+    error = await refused(gql, "resumeOfflineDeferred", "ResumeOfflineDeferredInput", {"now": -1})
+    assert error["extensions"]["code"] == "BAD_USER_INPUT"
+    assert "now" in error["message"]
 
 
 # --- rights -----------------------------------------------------------------------------------
