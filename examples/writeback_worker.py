@@ -4,9 +4,9 @@
     .venv/bin/python examples/writeback_worker.py --operations 10
 
 The worker speaks only GraphQL over HTTP (httpx). It sends the documents of
-``graphql/operations/worker.graphql``: the whole file every time, with an ``operationName``
-picking the document to run. The external provider (a calendar) is simulated in process by
-``FakeProvider``, a dict.
+``graphql/operations/worker.graphql`` and ``verifier.graphql``: the whole file holding the
+named operation every time, with an ``operationName`` picking the document to run. The
+external provider (a calendar) is simulated in process by ``FakeProvider``, a dict.
 
 The life of one operation, one request per step:
 
@@ -37,6 +37,20 @@ When the provider fails transiently (one operation of each run does, on its firs
     ``nextAttemptAt`` has passed and its lease is free. ``AcquireLease`` with a fresh token,
     then steps 3 to 5 again. It ends COMMITTED with 2 attempts (the others with 1).
 
+Before writing a change back, the worker records the document's new state as its winner
+(``RecordIngress`` with the digest of the payload; no watch exists yet, so it arms nothing).
+
+After the write-backs, the verifier (``Verifier``) checks that the provider holds each
+document's winner, through the watches finalize armed: ``DueWatches``, then per watch
+``ClaimWatchAttempt``, a read of the provider's entity (its digest), and
+``RecordVerification``. A mismatch is repaired by writing the document again. One entity
+(the last change's) is one the provider keeps mangling, so its watch ends REPAIR_FAILED
+after ``MAX_VERIFY_ATTEMPTS`` checks. Then two documents are edited (``RecordIngress`` with
+a new digest): each VERIFIED watch opens a new repair generation, the next check finds the
+provider stale, the repair rewrites it, and the check after that ends VERIFIED. The summary
+prints how many watches ended VERIFIED, how many repairs ingress opened, and how many ended
+REPAIR_FAILED.
+
 Each run also replays one claim with the identical envelope (expects ``OperationExists``)
 and claims an existing key with a drifted ``payloadHash`` (expects ``OperationConflict``),
 then re-reads every operation with ``GetOperation``. It prints a summary and exits 1 when
@@ -52,23 +66,32 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import secrets
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-DOCUMENTS = Path(__file__).resolve().parent.parent / "graphql" / "operations" / "worker.graphql"
+OPERATIONS_DIR = Path(__file__).resolve().parent.parent / "graphql" / "operations"
+DOCUMENTS = [OPERATIONS_DIR / "worker.graphql", OPERATIONS_DIR / "verifier.graphql"]
 
 LEASE_MS = 30_000
 """How long a lease lasts. A worker that dies holding one blocks the operation this long."""
 RETRY_AFTER_MS = 1_500
 """How long a transient failure waits before the operation is due again."""
-VERIFY_AFTER_MS = 60_000
-"""When the verifier should first check that the provider holds what we wrote."""
+VERIFY_AFTER_MS = 200
+"""When the verifier should first check that the provider holds what we wrote (short, so
+the example's verifier finds its watches due within a poll or two)."""
+REVERIFY_AFTER_MS = 100
+"""When a watch whose check found a mismatch (and whose entity was repaired) is due again."""
+MAX_VERIFY_ATTEMPTS = 3
+"""Mismatches a watch may see before it ends REPAIR_FAILED."""
+CLAIM_MS = 10_000
+"""How long a verifier's claim on a watch lasts."""
 POLL_INTERVAL_S = 0.2
 RETRY_DEADLINE_S = 30.0
 
@@ -84,19 +107,24 @@ class TransientProviderError(Exception):
 
 
 class Client:
-    """Posts the documents of ``worker.graphql`` by name; returns ``data`` or raises."""
+    """Posts the documents of ``worker.graphql`` and ``verifier.graphql`` by name (each
+    request sends the whole file holding the named operation); returns ``data`` or raises."""
 
     def __init__(self, url: str, token: str | None = None) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(timeout=10.0, headers=headers)
         self.url = url
-        self.documents = DOCUMENTS.read_text()
+        self.documents: dict[str, str] = {}
+        for path in DOCUMENTS:
+            text = path.read_text()
+            for name in re.findall(r"^(?:query|mutation) (\w+)", text, re.MULTILINE):
+                self.documents[name] = text
 
     def call(self, operation_name: str, **variables: Any) -> dict[str, Any]:
         response = self.http.post(
             self.url,
             json={
-                "query": self.documents,
+                "query": self.documents[operation_name],
                 "operationName": operation_name,
                 "variables": variables,
             },
@@ -115,15 +143,35 @@ class Client:
         self.http.close()
 
 
+def state_digest(payload: dict[str, Any]) -> str:
+    """The digest of a document state: what the store records as a document's winner, and
+    what the verifier computes from the provider's entity to compare with it."""
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
 class FakeProvider:
     """The external provider: entities in a dict, keyed by the write's idempotency key.
 
-    ``flaky`` holds the idempotency keys whose first send fails transiently.
+    ``flaky`` holds the idempotency keys whose first send fails transiently. ``garbled``
+    holds the keys whose entity the provider keeps mangling on read (a field it rewrites),
+    so no check or repair of it ever matches: that watch ends REPAIR_FAILED.
     """
 
-    def __init__(self, flaky: set[str]) -> None:
+    def __init__(self, flaky: set[str], garbled: set[str] | None = None) -> None:
         self.entities: dict[str, dict[str, Any]] = {}
+        self.payloads: dict[str, dict[str, Any]] = {}
         self.flaky = set(flaky)
+        self.garbled = set(garbled or ())
+
+    def read_digest(self, idempotency_key: str) -> str | None:
+        """The digest of what the provider holds for the key (None: nothing)."""
+        payload = self.payloads.get(idempotency_key)
+        if payload is None:
+            return None
+        if idempotency_key in self.garbled:
+            payload = payload | {"title": payload["title"].upper() + " (provider copy)"}
+        return state_digest(payload)
 
     def upsert(self, idempotency_key: str, payload: dict[str, Any]) -> dict[str, Any]:
         if idempotency_key in self.flaky:
@@ -136,15 +184,20 @@ class FakeProvider:
             **payload,
         }
         self.entities[idempotency_key] = entity
+        self.payloads[idempotency_key] = dict(payload)
         return entity
 
 
 @dataclass(frozen=True)
 class Change:
-    """A document change to write back: one calendar event to create in the provider."""
+    """A document change to write back: one calendar event to create in the provider.
+
+    ``edits`` counts later edits of the document (ingress) after the write-back.
+    """
 
     run_id: str
     index: int
+    edits: int = 0
 
     @property
     def operation_id(self) -> str:
@@ -161,12 +214,12 @@ class Change:
 
     @property
     def payload(self) -> dict[str, Any]:
-        return {"title": f"Meeting {self.index}", "start": "2030-01-01T09:00:00Z"}
+        title = f"Meeting {self.index}" + (f" (edit {self.edits})" if self.edits else "")
+        return {"title": title, "start": "2030-01-01T09:00:00Z"}
 
     @property
     def payload_hash(self) -> str:
-        canonical = json.dumps(self.payload, sort_keys=True, separators=(",", ":"))
-        return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+        return state_digest(self.payload)
 
 
 @dataclass
@@ -175,6 +228,10 @@ class Tally:
     retries: int = 0
     exists: int = 0
     conflicts: int = 0
+    checks: int = 0
+    ingress_opened: int = 0
+    verified: int = 0
+    repair_failed: int = 0
     failures: list[str] = field(default_factory=list)
 
     def expect(self, condition: bool, what: str) -> bool:
@@ -226,7 +283,16 @@ class Worker:
         return result
 
     def write_back(self, change: Change) -> None:
-        """Claim a fresh change and write it back (or reschedule it on a transient error)."""
+        """Record the document's new state as its winner, then claim the change and write
+        it back (or reschedule it on a transient error)."""
+        ingress = self.client.call(
+            "RecordIngress",
+            input={"documentID": change.document_id, "winnerDigest": change.payload_hash},
+        )["recordIngress"]
+        self.tally.expect(
+            ingress["results"] == [],
+            f"{change.document_id}: a fresh document already has a watch",
+        )
         claimed = self.claim(change)
         if not self.tally.expect(
             claimed["__typename"] == "OperationClaimed",
@@ -364,24 +430,150 @@ class Worker:
         )
 
 
+class Verifier:
+    """Checks that the provider holds each document's current winner, through the watches
+    that finalize armed, and repairs what does not match.
+
+    For each due watch (``DueWatches``): ``ClaimWatchAttempt`` (so two verifiers never
+    check one watch at once), read the provider's entity and compute its digest, then
+    ``RecordVerification`` with that digest. The server compares it with the document's
+    winner: VERIFIED, or PENDING (a mismatch: the verifier repairs by writing the
+    document's current state to the provider again, and the watch is due again shortly),
+    or REPAIR_FAILED after ``MAX_VERIFY_ATTEMPTS`` mismatches. ``RecordIngress`` models a
+    document edited after its write-back: the winner moves, and a VERIFIED watch opens a
+    new repair generation (counted as a repair opened by ingress).
+    """
+
+    IDENTITY_FIELDS = ("ownerDID", "connectorName", "model", "accountKey", "sourceID")
+
+    def __init__(
+        self,
+        client: Client,
+        provider: FakeProvider,
+        connector: str,
+        changes: list[Change],
+        tally: Tally,
+    ) -> None:
+        self.client = client
+        self.provider = provider
+        self.connector = connector
+        self.tally = tally
+        self.documents = {change.document_id: change for change in changes}
+        """documentID -> the document's current state."""
+
+    def settle(self) -> None:
+        """Check due watches until no watch of this connector is pending verification."""
+        deadline = time.monotonic() + RETRY_DEADLINE_S
+        while time.monotonic() < deadline:
+            now = self.client.server_time()
+            due = self.client.call("DueWatches", now=now, connectorName=self.connector)
+            for watch in due["dueWatches"]:
+                self.check(watch, now)
+            if due["dueWatches"]:
+                continue
+            if not self.any_pending():
+                return
+            time.sleep(POLL_INTERVAL_S)
+        self.tally.failures.append("verifier: watches still pending at the deadline")
+
+    def any_pending(self) -> bool:
+        page = self.client.call(
+            "WatchesPage",
+            filter={"connectorName": self.connector, "status": "PENDING_VERIFICATION"},
+            first=1,
+        )
+        return bool(page["watches"]["edges"])
+
+    def check(self, watch: dict[str, Any], now: int) -> None:
+        """Claim one due watch, compare the provider with the winner, repair a mismatch."""
+        identity = {name: watch[name] for name in self.IDENTITY_FIELDS}
+        generation = watch["repairGeneration"]
+        claimed = self.client.call(
+            "ClaimWatchAttempt",
+            input={
+                "identity": identity,
+                "generation": generation,
+                "until": now + CLAIM_MS,
+                "now": now,
+            },
+        )["claimWatchAttempt"]
+        if not claimed["applied"]:
+            return
+        change = self.documents[watch["documentID"]]
+        self.tally.checks += 1
+        recorded = self.client.call(
+            "RecordVerification",
+            input={
+                "identity": identity,
+                "generation": generation,
+                "fetchedDigest": self.provider.read_digest(change.event_id),
+                "maxAttempts": MAX_VERIFY_ATTEMPTS,
+                "dueAt": now + REVERIFY_AFTER_MS,
+                "claimedUntil": claimed["watch"]["claimedUntil"],
+            },
+        )["recordVerification"]
+        if recorded["outcome"] == "PENDING":
+            self.provider.upsert(change.event_id, change.payload)
+
+    def edit(self, change: Change) -> None:
+        """The document is edited after its write-back: record the new winner (ingress)."""
+        edited = replace(change, edits=change.edits + 1)
+        self.documents[change.document_id] = edited
+        ingress = {"documentID": edited.document_id, "winnerDigest": edited.payload_hash}
+        results = self.client.call(
+            "RecordIngress", input=ingress | {"dueAt": self.client.server_time()}
+        )["recordIngress"]["results"]
+        outcomes = [result["outcome"] for result in results]
+        if self.tally.expect(
+            outcomes == ["OPENED"], f"{change.document_id}: ingress answered {outcomes}"
+        ):
+            self.tally.ingress_opened += 1
+        again = self.client.call("RecordIngress", input=ingress)["recordIngress"]["results"]
+        self.tally.expect(
+            [result["outcome"] for result in again] == ["NOOP"],
+            f"{change.document_id}: a repeated ingress was not a no-op",
+        )
+
+    def count_outcomes(self) -> None:
+        """How this connector's watches ended."""
+        page = self.client.call("WatchesPage", filter={"connectorName": self.connector}, first=500)[
+            "watches"
+        ]
+        statuses = [edge["node"]["verificationStatus"] for edge in page["edges"]]
+        self.tally.verified = statuses.count("VERIFIED")
+        self.tally.repair_failed = statuses.count("REPAIR_FAILED")
+        self.tally.expect(
+            len(statuses) == len(self.documents),
+            f"{len(statuses)} watches for {len(self.documents)} documents",
+        )
+
+
 def run(url: str, count: int, token: str | None) -> int:
     run_id = secrets.token_hex(4)
     changes = {change.operation_id: change for change in (Change(run_id, i) for i in range(count))}
-    flaky = next(iter(changes.values()))
-    provider = FakeProvider(flaky={flaky.event_id})
+    ordered = list(changes.values())
+    flaky, garbled = ordered[0], ordered[-1]
+    edited = [change for change in ordered if change is not garbled][:2]
+    provider = FakeProvider(flaky={flaky.event_id}, garbled={garbled.event_id})
     client = Client(url, token)
     worker = Worker(client, provider, run_id)
+    verifier = Verifier(client, provider, worker.connector, ordered, worker.tally)
     started = time.perf_counter()
     try:
-        for change in changes.values():
+        for change in ordered:
             worker.write_back(change)
-        last = list(changes.values())[-1]
+        last = ordered[-1]
         worker.replay(last)
         worker.conflict(last)
         worker.retry_due(changes)
         elapsed = time.perf_counter() - started
-        for change in changes.values():
+        for change in ordered:
             worker.verify(change, attempts=2 if change is flaky else 1)
+        verifier.settle()
+        for change in edited:
+            verifier.edit(change)
+        verifier.settle()
+        verifier.count_outcomes()
     except (httpx.HTTPError, GraphQLError, ValueError) as error:
         print(f"error: cannot use the server at {url}: {error}", file=sys.stderr)
         return 2
@@ -390,6 +582,12 @@ def run(url: str, count: int, token: str | None) -> int:
     tally = worker.tally
     tally.expect(tally.committed == count, f"{tally.committed} of {count} committed")
     tally.expect(tally.retries == 1, f"{tally.retries} retries, expected 1")
+    tally.expect(tally.verified == count - 1, f"{tally.verified} verified, expected {count - 1}")
+    tally.expect(tally.repair_failed == 1, f"{tally.repair_failed} repair failed, expected 1")
+    tally.expect(
+        tally.ingress_opened == len(edited),
+        f"{tally.ingress_opened} repairs opened by ingress, expected {len(edited)}",
+    )
     print(f"run: {run_id}")
     print(f"server: {url}")
     print(f"operations: {count}")
@@ -399,6 +597,10 @@ def run(url: str, count: int, token: str | None) -> int:
     print(f"conflicts: {tally.conflicts}")
     print(f"elapsed: {elapsed:.2f} s")
     print(f"throughput: {tally.committed / elapsed:.1f} ops/s")
+    print(f"verification checks: {tally.checks}")
+    print(f"watches verified: {tally.verified}")
+    print(f"repairs opened by ingress: {tally.ingress_opened}")
+    print(f"watches repair failed: {tally.repair_failed}")
     print(f"result: {'FAILED' if tally.failures else 'OK'}")
     for failure in tally.failures:
         print(f"expectation failed: {failure}", file=sys.stderr)

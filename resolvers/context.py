@@ -6,8 +6,9 @@ import strawberry
 
 from resolvers.errors import bad_input
 from resolvers.loaders import Loaders
-from resolvers.permissions import Viewer
+from resolvers.permissions import Viewer, can_see, require
 from store import ConnectorStore
+from store.records import OperationRecord
 
 MAX_ROWS_PER_REQUEST = 1000
 
@@ -40,6 +41,15 @@ class Context:
     loaders: Loaders
     request_id: str
     rows: RowBudget = field(default_factory=RowBudget)
+
+    def require(self, scope: str) -> None:
+        """Raise ``FORBIDDEN`` unless the viewer holds ``scope`` (for nested fields, which
+        reach rights through the context)."""
+        require(self.viewer, scope)
+
+    def can_see(self, record: OperationRecord) -> bool:
+        """True when the viewer may see the operation ``record``."""
+        return can_see(self.viewer, record.caller_did, record.owner_did)
 
 
 Info = strawberry.Info[Context, None]

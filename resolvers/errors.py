@@ -1,9 +1,10 @@
 """The error boundary: every GraphQL error leaves with an ``extensions.code``.
 
-Store errors become ``BAD_USER_INPUT`` naming the field, or ``SERVICE_UNAVAILABLE`` when the
-database could not serve the call (logged with the request id; the client may retry);
-errors our resolvers raise keep their code; parse and validation errors get theirs;
-anything else is masked as ``INTERNAL_SERVER_ERROR`` and logged with the request id.
+Store errors become ``BAD_USER_INPUT`` naming the field, ``CONFLICT`` for a decision that
+lost every compare-and-set retry, or ``SERVICE_UNAVAILABLE`` when the database could not
+serve the call (logged with the request id; the client may retry); errors our resolvers
+raise keep their code; parse and validation errors get theirs; anything else is masked as
+``INTERNAL_SERVER_ERROR`` and logged with the request id.
 """
 
 import logging
@@ -12,12 +13,15 @@ from collections.abc import Iterator
 from graphql import GraphQLError, GraphQLSyntaxError
 from strawberry.extensions import SchemaExtension
 
-from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput
+from store.errors import CasRetriesExhausted, DatabaseBusy, DatabaseUnavailable, InvalidInput
 
 log = logging.getLogger("connector_store.errors")
 
 BAD_USER_INPUT = "BAD_USER_INPUT"
 SERVICE_UNAVAILABLE = "SERVICE_UNAVAILABLE"
+CONFLICT = "CONFLICT"
+"""A decision lost its compare-and-set on every retry under contention; nothing was written
+and the client may send the same request again."""
 # graphql-core's validation errors do not say which rule raised them; these message openings
 # and parts are those of bad argument and variable values (wrong type, missing, unknown
 # field), which are the client's input, not a malformed document.
@@ -78,6 +82,8 @@ class ErrorCodes(SchemaExtension):
             extensions |= {"code": BAD_USER_INPUT, "field": original.field}
         elif isinstance(original, DatabaseUnavailable):
             return self.unavailable(error, original)
+        elif isinstance(original, CasRetriesExhausted):
+            extensions |= {"code": CONFLICT, "retryable": True}
         elif "code" in extensions:
             pass
         elif original is None or isinstance(original, GraphQLError):

@@ -1,26 +1,66 @@
-"""Per-request DataLoaders: nested fields batch their store reads through these."""
+"""Per-request DataLoaders: nested fields batch their store reads through these, one
+statement per nesting level. Mutations tell them what they wrote (``remember``), so a later
+field of the same request reads the fresh row, not the one cached before the write."""
 
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 
 from strawberry.dataloader import DataLoader
 
 from store import ConnectorStore
-from store.records import WatchIdentity, WatchRecord
+from store.records import OperationRecord, WatchIdentity, WatchRecord
+
+
+def watch_identity_of(record: OperationRecord) -> WatchIdentity:
+    """The identity of the watch an operation's finalize arms."""
+    return WatchIdentity(
+        record.owner_did, record.connector_name, record.model, record.account_key, record.source_id
+    )
 
 
 @dataclass
 class Loaders:
-    """The loaders of one request; never shared between requests."""
+    """The loaders of one request; never shared between requests.
+
+    ``watch``: a watch by identity (``Operation.watch``). ``watch_operations``: the
+    operations of a watch identity, oldest first (``Watch.operations``).
+    """
 
     store: ConnectorStore
     watch: DataLoader[WatchIdentity, WatchRecord | None] = field(init=False)
+    watch_operations: DataLoader[WatchIdentity, list[OperationRecord]] = field(init=False)
 
     def __post_init__(self) -> None:
         self.watch = DataLoader(load_fn=self._load_watches)
+        self.watch_operations = DataLoader(load_fn=self._load_watch_operations)
 
     async def _load_watches(self, identities: Sequence[WatchIdentity]) -> list[WatchRecord | None]:
         found = {
             record.identity: record for record in await self.store.watches.list_watches(identities)
         }
         return [found.get(identity) for identity in identities]
+
+    async def _load_watch_operations(
+        self, identities: Sequence[WatchIdentity]
+    ) -> list[list[OperationRecord]]:
+        found: dict[WatchIdentity, list[OperationRecord]] = {key: [] for key in identities}
+        for record in await self.store.operations.list_operations_of_watches(identities):
+            found[watch_identity_of(record)].append(record)
+        return [found[identity] for identity in identities]
+
+    def remember(self, *records: OperationRecord | WatchRecord | None) -> None:
+        """Take in rows a mutation just wrote (or re-read): a watch replaces the cached one;
+        an operation drops the cached operation list of its watch. None is skipped."""
+        for record in records:
+            if isinstance(record, WatchRecord):
+                self.watch.prime(record.identity, record, force=True)
+            elif isinstance(record, OperationRecord):
+                # DataLoader.clear raises KeyError for a key it never loaded.
+                with suppress(KeyError):
+                    self.watch_operations.clear(watch_identity_of(record))
+
+    def forget_all(self) -> None:
+        """Drop every cached row, after a write that changed rows it did not return."""
+        self.watch.clear_all()
+        self.watch_operations.clear_all()

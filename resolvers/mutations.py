@@ -7,31 +7,46 @@ import strawberry
 
 from resolvers.context import Info
 from resolvers.permissions import require
-from schema.enums import value_of
+from resolvers.queries import to_watch_identity
+from schema.enums import ArmOutcome, VerificationOutcome, value_of
 from schema.inputs import (
     AcquireLeaseInput,
+    ArmWatchInput,
     ClaimOperationInput,
+    ClaimWatchAttemptInput,
     DeferOperationInput,
+    DeferWatchInput,
     FinalizeOperationInput,
     MarkSendStartedInput,
+    RecordIngressInput,
     RecordOperationInput,
+    RecordVerificationInput,
     ReleaseLeaseInput,
     RenewLeaseInput,
+    ResumeAuthDeferredInput,
+    ResumeOfflineDeferredInput,
 )
 from schema.operation import Operation, operation_or_none
 from schema.results import (
+    ArmWatchPayload,
     ClaimOperationResult,
     FinalizeOperationPayload,
     OperationClaimed,
     OperationConflict,
     OperationExists,
     OperationWritePayload,
+    RecordIngressPayload,
+    RecordVerificationPayload,
+    ResumeDeferredPayload,
+    WatchWritePayload,
 )
 from schema.watch import Watch
 from store.operations import OperationClaim, OperationsStore, OperationTransition
-from store.records import OperationRecord
+from store.records import OperationRecord, WatchIdentity, WatchRecord
+from store.watches import ArmResult, Resumed, WatchesStore
 
 Write = Callable[[OperationsStore], Awaitable[OperationRecord | None]]
+WatchWrite = Callable[[WatchesStore], Awaitable[WatchRecord | None]]
 
 
 class OperationKey(Protocol):
@@ -39,9 +54,16 @@ class OperationKey(Protocol):
     operation_id: str
 
 
+def fresh(info: Info, *records: OperationRecord | WatchRecord | None) -> None:
+    """Every mutation passes the rows it wrote (or re-read) through here, so the request's
+    loaders answer them to any later field of the same request (``Loaders.remember``)."""
+    info.context.loaders.remember(*records)
+
+
 async def operation_at(info: Info, key: OperationKey) -> Operation | None:
     """The operation at ``key`` as it now stands, after a CAS that did not apply."""
     current = await info.context.store.operations.get_operation(key.caller_did, key.operation_id)
+    fresh(info, current)
     return operation_or_none(current)
 
 
@@ -51,8 +73,40 @@ async def operation_write(info: Info, key: OperationKey, write: Write) -> Operat
     require(info.context.viewer, "operations:write")
     record = await write(info.context.store.operations)
     if record is not None:
+        fresh(info, record)
         return OperationWritePayload(applied=True, operation=Operation.from_record(record))
     return OperationWritePayload(applied=False, operation=await operation_at(info, key))
+
+
+async def watch_write(info: Info, identity: WatchIdentity, write: WatchWrite) -> WatchWritePayload:
+    """Check the right, run a CAS ``write`` on the watches store, and report the watch as
+    it now stands (re-read when the CAS did not apply)."""
+    require(info.context.viewer, "watches:write")
+    record = await write(info.context.store.watches)
+    applied = record is not None
+    if record is None:
+        record = await info.context.store.watches.get_watch(identity)
+    fresh(info, record)
+    return WatchWritePayload(applied=applied, watch=watch_or_none(record))
+
+
+def watch_or_none(record: WatchRecord | None) -> Watch | None:
+    """``Watch.from_record`` that lets None through."""
+    return None if record is None else Watch.from_record(record)
+
+
+def arm_payload(info: Info, result: ArmResult) -> ArmWatchPayload:
+    """The payload of one arm, its watch remembered by the request's loaders."""
+    fresh(info, result.watch)
+    return ArmWatchPayload(outcome=ArmOutcome(result.outcome), watch=watch_or_none(result.watch))
+
+
+def resumed_payload(info: Info, resumed: Resumed) -> ResumeDeferredPayload:
+    """The counts of a resume; it changed rows it did not return, so every loader forgets."""
+    info.context.loaders.forget_all()
+    return ResumeDeferredPayload(
+        resumed_operations=resumed.operations, resumed_watches=resumed.watches
+    )
 
 
 @strawberry.type
@@ -61,6 +115,7 @@ class Mutation:
     async def claim_operation(self, info: Info, input: ClaimOperationInput) -> ClaimOperationResult:
         require(info.context.viewer, "operations:write")
         result = await info.context.store.operations.claim_operation(OperationClaim(**vars(input)))
+        fresh(info, result.operation)
         if result.status == "conflict" or result.operation is None:
             return OperationConflict(
                 caller_did=input.caller_did,
@@ -173,6 +228,7 @@ class Mutation:
             document_id=input.document_id,
         )
         if done is not None:
+            fresh(info, done.operation, done.watch)
             return FinalizeOperationPayload(
                 applied=True,
                 operation=Operation.from_record(done.operation),
@@ -181,3 +237,100 @@ class Mutation:
         return FinalizeOperationPayload(
             applied=False, operation=await operation_at(info, input), watch=None
         )
+
+    @strawberry.mutation(
+        description="Arm a watch: MANUAL opens a repair generation; INGRESS opens, coalesces "
+        "or does nothing by the winner gate. Reason finalize is reserved."
+    )
+    async def arm_watch(self, info: Info, input: ArmWatchInput) -> ArmWatchPayload:
+        require(info.context.viewer, "watches:write")
+        result = await info.context.store.watches.arm_watch(
+            to_watch_identity(input.identity),
+            input.reason.value,
+            input.due_at,
+            input.triggering_winner,
+        )
+        return arm_payload(info, result)
+
+    @strawberry.mutation(description="Claim a due verification attempt until `until`.")
+    async def claim_watch_attempt(
+        self, info: Info, input: ClaimWatchAttemptInput
+    ) -> WatchWritePayload:
+        identity = to_watch_identity(input.identity)
+        return await watch_write(
+            info,
+            identity,
+            lambda watches: watches.claim_watch_attempt(
+                identity, input.generation, input.until, input.now
+            ),
+        )
+
+    @strawberry.mutation(description="Reschedule a claimed verification attempt.")
+    async def defer_watch(self, info: Info, input: DeferWatchInput) -> WatchWritePayload:
+        identity = to_watch_identity(input.identity)
+        return await watch_write(
+            info,
+            identity,
+            lambda watches: watches.defer_watch(
+                identity,
+                input.generation,
+                input.claimed_until,
+                input.next_attempt_at,
+                value_of(input.reason),
+            ),
+        )
+
+    @strawberry.mutation(
+        description="Record what the provider holds: VERIFIED, PENDING, REPAIR_FAILED, or "
+        "STALE_GENERATION / STALE_CLAIM with nothing written."
+    )
+    async def record_verification(
+        self, info: Info, input: RecordVerificationInput
+    ) -> RecordVerificationPayload:
+        require(info.context.viewer, "watches:write")
+        result = await info.context.store.watches.record_verification(
+            to_watch_identity(input.identity),
+            generation=input.generation,
+            fetched_digest=input.fetched_digest,
+            max_attempts=input.max_attempts,
+            due_at=input.due_at,
+            claimed_until=input.claimed_until,
+        )
+        fresh(info, result.watch)
+        return RecordVerificationPayload(
+            outcome=VerificationOutcome(result.outcome), watch=watch_or_none(result.watch)
+        )
+
+    @strawberry.mutation(
+        description="Record a document's new winner and arm each of its watches with reason "
+        "INGRESS, in one transaction."
+    )
+    async def record_ingress(self, info: Info, input: RecordIngressInput) -> RecordIngressPayload:
+        require(info.context.viewer, "watches:write")
+        results = await info.context.store.watches.record_ingress(
+            input.document_id, input.winner_digest, input.due_at
+        )
+        return RecordIngressPayload(results=[arm_payload(info, result) for result in results])
+
+    @strawberry.mutation(description="Make everything deferred OFFLINE due now.")
+    async def resume_offline_deferred(
+        self, info: Info, input: ResumeOfflineDeferredInput
+    ) -> ResumeDeferredPayload:
+        require(info.context.viewer, "watches:write")
+        require(info.context.viewer, "operations:write")
+        resumed = await info.context.store.watches.resume_offline_deferred(input.now)
+        return resumed_payload(info, resumed)
+
+    @strawberry.mutation(
+        description="Make the owner's operations and watches of these connectors deferred "
+        "AUTH due now."
+    )
+    async def resume_auth_deferred(
+        self, info: Info, input: ResumeAuthDeferredInput
+    ) -> ResumeDeferredPayload:
+        require(info.context.viewer, "watches:write")
+        require(info.context.viewer, "operations:write")
+        resumed = await info.context.store.watches.resume_auth_deferred(
+            input.owner_did, input.connector_names, input.now
+        )
+        return resumed_payload(info, resumed)

@@ -51,3 +51,8 @@ def require(viewer: Viewer, scope: str) -> None:
 def can_see(viewer: Viewer, caller_did: str, owner_did: str) -> bool:
     """True when the viewer may see an operation of this caller and owner."""
     return viewer.is_service or viewer.did in (caller_did, owner_did)
+
+
+def can_see_watch(viewer: Viewer, owner_did: str) -> bool:
+    """True when the viewer may see a watch of this owner: a service, or the owner."""
+    return viewer.is_service or viewer.did == owner_did

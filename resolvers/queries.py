@@ -6,16 +6,23 @@ import strawberry
 
 from resolvers.context import Info
 from resolvers.errors import bad_input, not_found
-from resolvers.permissions import can_see, require
+from resolvers.permissions import can_see, can_see_watch, require
 from schema.enums import value_of
-from schema.inputs import OperationFilter
+from schema.inputs import OperationFilter, WatchFilter, WatchIdentityInput
 from schema.node import Node, decode_cursor, decode_global_id, encode_opaque
 from schema.operation import Operation
-from schema.pagination import OperationConnection, OperationEdge, PageInfo
+from schema.pagination import (
+    OperationConnection,
+    OperationEdge,
+    PageInfo,
+    WatchConnection,
+    WatchEdge,
+)
 from schema.scalars import EpochMillis
 from schema.watch import Watch
 from store import operations as ops
-from store.records import OperationRecord, WatchIdentity
+from store import watches as wat
+from store.records import OperationRecord, WatchIdentity, WatchRecord
 
 DEFAULT_PAGE = 50
 DEFAULT_LIMIT = 100
@@ -50,6 +57,45 @@ def to_store_filter(where: OperationFilter | None, visible_to: str | None) -> op
 def operation_cursor(record: OperationRecord) -> str:
     """The keyset cursor of an operation: its order key."""
     return encode_opaque(list(record.order_key))
+
+
+def to_watch_identity(identity: WatchIdentityInput) -> WatchIdentity:
+    """The store's watch identity for a GraphQL one."""
+    return WatchIdentity(
+        owner_did=identity.owner_did,
+        connector_name=identity.connector_name,
+        model=identity.model,
+        account_key=identity.account_key,
+        source_id=identity.source_id,
+    )
+
+
+def to_watch_filter(where: WatchFilter | None, visible_to: str | None) -> wat.WatchFilter | None:
+    """The store's watch filter for a GraphQL one, narrowed to the watches of ``visible_to``
+    (a viewer without ``service``); None when that leaves nothing to list."""
+    where = where or WatchFilter()
+    if visible_to is not None and where.owner_did not in (None, visible_to):
+        return None
+    return wat.WatchFilter(
+        document_ids=where.document_ids,
+        owner_did=visible_to or where.owner_did,
+        connector_name=where.connector_name,
+        model=where.model,
+        status=value_of(where.status),
+        due_before=where.due_before,
+    )
+
+
+def watch_cursor(record: WatchRecord) -> str:
+    """The keyset cursor of a watch: its identity."""
+    return encode_opaque(list(record.order_key))
+
+
+def visible_watch(info: Info, record: WatchRecord | None) -> Watch | None:
+    """The GraphQL view of ``record`` when the viewer may see it, else None."""
+    if record is None or not can_see_watch(info.context.viewer, record.owner_did):
+        return None
+    return Watch.from_record(record)
 
 
 @strawberry.type
@@ -150,3 +196,74 @@ class Query:
         info.context.rows.take("limit", size)
         records = await info.context.store.retention.list_due_operations(now, size, connector_name)
         return [Operation.from_record(record) for record in records]
+
+    @strawberry.field(description="One watch by its identity, or null.")
+    async def watch(self, info: Info, identity: WatchIdentityInput) -> Watch | None:
+        require(info.context.viewer, "watches:read")
+        record = await info.context.store.watches.get_watch(to_watch_identity(identity))
+        return visible_watch(info, record)
+
+    @strawberry.field(
+        description="A watch naming the document (the first in identity order when several "
+        "connectors watch it), or null."
+    )
+    async def watch_by_document(self, info: Info, document_id: str) -> Watch | None:
+        require(info.context.viewer, "watches:read")
+        record = await info.context.store.watches.get_watch_by_document(document_id)
+        return visible_watch(info, record)
+
+    @strawberry.field(description="Watches matching the filter, in identity order, by pages.")
+    async def watches(
+        self,
+        info: Info,
+        filter: WatchFilter | None = None,
+        first: int | None = None,
+        after: str | None = None,
+    ) -> WatchConnection:
+        viewer = info.context.viewer
+        require(viewer, "watches:read")
+        size = page_size("first", first, DEFAULT_PAGE)
+        info.context.rows.take("first", size)
+        after_key = None
+        if after is not None:
+            after_key = decode_cursor(after, 5)
+            if after_key is None or not all(isinstance(part, str) for part in after_key):
+                raise bad_input("after", "is not a cursor from this connection")
+        where = to_watch_filter(filter, viewer.visible_to)
+        records = (
+            []
+            if where is None
+            else await info.context.store.watches.list_watches_matching(
+                where,
+                after=None if after_key is None else cast(wat.WatchOrderKey, tuple(after_key)),
+                limit=size + 1,
+            )
+        )
+        page = records[:size]
+        edges = [WatchEdge(cursor=watch_cursor(r), node=Watch.from_record(r)) for r in page]
+        return WatchConnection(
+            edges=edges,
+            page_info=PageInfo(
+                has_next_page=len(records) > size,
+                has_previous_page=after is not None,
+                start_cursor=edges[0].cursor if edges else None,
+                end_cursor=edges[-1].cursor if edges else None,
+            ),
+        )
+
+    @strawberry.field(
+        description="Pending watches a verifier may claim now: nextAttemptAt <= now and the "
+        "claim absent or lapsed, ordered by nextAttemptAt then identity."
+    )
+    async def due_watches(
+        self,
+        info: Info,
+        now: EpochMillis,
+        limit: int | None = None,
+        connector_name: str | None = None,
+    ) -> list[Watch]:
+        require(info.context.viewer, "service")
+        size = page_size("limit", limit, DEFAULT_LIMIT)
+        info.context.rows.take("limit", size)
+        records = await info.context.store.watches.list_due_watches(now, size, connector_name)
+        return [Watch.from_record(record) for record in records]

@@ -2,7 +2,7 @@
 
 import strawberry
 
-from schema.enums import DeferReason, OperationState
+from schema.enums import ArmReason, DeferReason, OperationState, VerificationStatus
 from schema.scalars import JSON, EpochMillis
 
 
@@ -111,3 +111,100 @@ class OperationFilter:
     document_ids: list[str] | None = strawberry.field(
         default=None, description="An empty list matches nothing."
     )
+
+
+@strawberry.input(description="The key of a watch: one provider entity of one connector account.")
+class WatchIdentityInput:
+    owner_did: str
+    connector_name: str
+    model: str
+    account_key: str
+    source_id: str
+
+
+@strawberry.input(description="Which watches to list; every field given must match.")
+class WatchFilter:
+    document_ids: list[str] | None = strawberry.field(
+        default=None, description="An empty list matches nothing."
+    )
+    owner_did: str | None = None
+    connector_name: str | None = None
+    model: str | None = None
+    status: VerificationStatus | None = None
+    due_before: EpochMillis | None = strawberry.field(
+        default=None, description="Watches whose nextAttemptAt is set and earlier than this."
+    )
+
+
+@strawberry.input(
+    description="Arm a watch. MANUAL always opens a repair generation; INGRESS opens (from "
+    "VERIFIED or REPAIR_FAILED) or coalesces (PENDING_VERIFICATION) only when "
+    "`triggeringWinner` is the document's current winner and differs from both watermarks."
+)
+class ArmWatchInput:
+    identity: WatchIdentityInput
+    reason: ArmReason
+    due_at: EpochMillis
+    triggering_winner: str | None = None
+
+
+@strawberry.input(
+    description="Claim a verification attempt until `until`: applies when the watch is "
+    "pending at `generation`, due at `now`, and unclaimed or its claim lapsed."
+)
+class ClaimWatchAttemptInput:
+    identity: WatchIdentityInput
+    generation: int
+    until: EpochMillis
+    now: EpochMillis
+
+
+@strawberry.input(
+    description="Reschedule a claimed attempt: applies when the watch is pending at "
+    "`generation` and claimed until exactly `claimedUntil`; drops the claim."
+)
+class DeferWatchInput:
+    identity: WatchIdentityInput
+    generation: int
+    claimed_until: EpochMillis
+    next_attempt_at: EpochMillis
+    reason: DeferReason | None = None
+
+
+@strawberry.input(
+    description="Record what a verifier fetched from the provider for `generation`. "
+    "`claimedUntil` omitted skips the claim gate; `dueAt` is when a mismatch below "
+    "`maxAttempts` (at least 1) is due again."
+)
+class RecordVerificationInput:
+    identity: WatchIdentityInput
+    generation: int
+    fetched_digest: str | None
+    max_attempts: int
+    due_at: EpochMillis
+    claimed_until: EpochMillis | None = None
+
+
+@strawberry.input(
+    description="New ingress: the document's new winner, recorded, and every watch of the "
+    "document armed with reason INGRESS, due at `dueAt` (default: now)."
+)
+class RecordIngressInput:
+    document_id: str
+    winner_digest: str
+    due_at: EpochMillis | None = None
+
+
+@strawberry.input(description="Make every operation and watch deferred OFFLINE due at `now`.")
+class ResumeOfflineDeferredInput:
+    now: EpochMillis
+
+
+@strawberry.input(
+    description="Make the owner's operations and watches of these connectors deferred AUTH "
+    "due at `now`."
+)
+class ResumeAuthDeferredInput:
+    owner_did: str
+    connector_names: list[str]
+    now: EpochMillis

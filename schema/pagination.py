@@ -3,6 +3,7 @@
 import strawberry
 
 from schema.operation import Operation
+from schema.watch import Watch
 
 
 @strawberry.type(description="Where a page stands in the whole list.")
@@ -22,4 +23,16 @@ class OperationEdge:
 @strawberry.type(description="A page of operations, oldest first.")
 class OperationConnection:
     edges: list[OperationEdge]
+    page_info: PageInfo
+
+
+@strawberry.type
+class WatchEdge:
+    cursor: str
+    node: Watch
+
+
+@strawberry.type(description="A page of watches, in identity order.")
+class WatchConnection:
+    edges: list[WatchEdge]
     page_info: PageInfo

@@ -4,6 +4,7 @@ from typing import Annotated
 
 import strawberry
 
+from schema.enums import ArmOutcome, VerificationOutcome
 from schema.operation import Operation
 from schema.watch import Watch
 
@@ -45,3 +46,40 @@ class FinalizeOperationPayload:
     applied: bool
     operation: Operation | None
     watch: Watch | None
+
+
+@strawberry.type(description="What an arm did, and the watch as it now stands (null: no watch).")
+class ArmWatchPayload:
+    outcome: ArmOutcome
+    watch: Watch | None
+
+
+@strawberry.type(
+    description="What a verification did, and the watch as it now stands (null: no watch)."
+)
+class RecordVerificationPayload:
+    outcome: VerificationOutcome
+    watch: Watch | None
+
+
+@strawberry.type(
+    description="A compare-and-set on a watch: whether it applied, and the watch as it now "
+    "stands (null when the identity names no watch)."
+)
+class WatchWritePayload:
+    applied: bool
+    watch: Watch | None
+
+
+@strawberry.type(
+    description="One arm result per watch of the document, in identity order; empty when it "
+    "has none (the winner is recorded either way)."
+)
+class RecordIngressPayload:
+    results: list[ArmWatchPayload]
+
+
+@strawberry.type(description="How many operations and watches a resume made due.")
+class ResumeDeferredPayload:
+    resumed_operations: int
+    resumed_watches: int

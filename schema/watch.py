@@ -1,5 +1,7 @@
 """The ``Watch`` type: one verify/repair state machine per provider entity."""
 
+from typing import TYPE_CHECKING, Annotated
+
 import strawberry
 
 from schema.enums import DeferReason, VerificationStatus
@@ -7,6 +9,9 @@ from schema.node import Node, encode_global_id
 from schema.records import from_record
 from schema.scalars import EpochMillis
 from store.records import WatchIdentity, WatchRecord
+
+if TYPE_CHECKING:
+    from schema.operation import Operation
 
 
 @strawberry.type(description="The verify/repair watch of one provider entity.")
@@ -28,6 +33,23 @@ class Watch(Node):
     version: int
     created_at: EpochMillis
     updated_at: EpochMillis
+
+    @strawberry.field(
+        description="The operations whose watch this is (same owner, connector, model, "
+        "account and source), oldest first; only those the viewer may see. Needs the right "
+        "operations:read."
+    )
+    async def operations(
+        self, info: strawberry.Info
+    ) -> list[Annotated["Operation", strawberry.lazy("schema.operation")]]:
+        from schema.operation import Operation
+
+        info.context.require("operations:read")
+        identity = WatchIdentity(
+            self.owner_did, self.connector_name, self.model, self.account_key, self.source_id
+        )
+        records = await info.context.loaders.watch_operations.load(identity)
+        return [Operation.from_record(record) for record in records if info.context.can_see(record)]
 
     @classmethod
     def from_record(cls, record: WatchRecord) -> "Watch":

@@ -30,9 +30,8 @@ class ConnectorStore:
         self.db = db
         context = StoreContext(db=db, clock=clock, new_id=new_id)
         self.winners = WinnersStore(context)
-        self.watches = WatchesStore(context)
-        self.operations = OperationsStore(
-            context, self.watches, read_winner or self.winners.read_winner
-        )
+        read = read_winner or self.winners.read_winner
+        self.watches = WatchesStore(context, read)
+        self.operations = OperationsStore(context, self.watches, read)
         self.retention = RetentionStore(context)
         self.clock = clock

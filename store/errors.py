@@ -32,3 +32,17 @@ class DatabaseUnavailable(StoreError):
 class DatabaseBusy(DatabaseUnavailable):
     """The database is up but the call waited too long: for a pooled connection, for the
     SQLite write lock, or for a row lock (a deadlock or serialization failure included)."""
+
+
+class CasRetriesExhausted(StoreError):
+    """A multi-statement decision (``arm_watch``, ``record_verification``,
+    ``record_ingress``) lost its compare-and-set on every retry; nothing was written.
+
+    ``method`` names the store method, ``attempts`` how many transactions it ran. The caller
+    may try again.
+    """
+
+    def __init__(self, method: str, attempts: int) -> None:
+        super().__init__(f"{method}: the compare-and-set failed after {attempts} attempts")
+        self.method = method
+        self.attempts = attempts

@@ -557,3 +557,28 @@ class OperationsStore:
                 due_at=due_at,
             )
         return Finalization(committed, armed)
+
+    async def list_operations_of_watches(
+        self, identities: Sequence[WatchIdentity]
+    ) -> list[OperationRecord]:
+        """Every operation whose watch is one of ``identities`` (same owner, connector,
+        model, account and source), in ``listTrackedOperations`` order; one statement per
+        100 identities (for DataLoaders)."""
+        found: list[OperationRecord] = []
+        for chunk in chunked(identities, 100):
+            rows = await self._db.fetch_all(
+                sa.select(op).where(sa.or_(*(_of_watch(identity) for identity in chunk)))
+            )
+            found.extend(OperationRecord.from_row(row) for row in rows)
+        found.sort(key=lambda record: record.order_key)
+        return found
+
+
+def _of_watch(identity: WatchIdentity) -> sa.ColumnElement[bool]:
+    return sa.and_(
+        op.c.owner_did == check.key("ownerDID", identity.owner_did),
+        op.c.connector_name == check.key("connectorName", identity.connector_name),
+        op.c.model == check.key("model", identity.model),
+        op.c.account_key == check.key("accountKey", identity.account_key),
+        op.c.source_id == check.key("sourceID", identity.source_id),
+    )

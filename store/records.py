@@ -22,6 +22,7 @@ DEFER_REASONS: Final = frozenset({"offline", "auth"})
 PENDING_VERIFICATION: Final = "pending_verification"
 VERIFIED: Final = "verified"
 REPAIR_FAILED: Final = "repair_failed"
+VERIFICATION_STATUSES: Final = frozenset({PENDING_VERIFICATION, VERIFIED, REPAIR_FAILED})
 
 
 def decode_json(value: Any) -> Any:
@@ -114,6 +115,17 @@ class WatchRecord:
     def from_row(cls, row: Row) -> "WatchRecord":
         """Build the record from a full row."""
         return cls(**{name: row[name] for name in cls.__slots__})
+
+    @property
+    def order_key(self) -> tuple[str, str, str, str, str]:
+        """The order of watch lists and their keyset cursors: the identity's five parts."""
+        return (
+            self.owner_did,
+            self.connector_name,
+            self.model,
+            self.account_key,
+            self.source_id,
+        )
 
     @property
     def identity(self) -> WatchIdentity:

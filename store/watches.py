@@ -1,15 +1,171 @@
-"""Projection watches: one verify/repair state machine per provider entity
-(seed projection-watches.js)."""
+"""Projection watches: one verify/repair state machine per provider entity (seed
+projection-watches.js, every method of it, plus a due list, filtered pages and ingress).
+
+Single-row guards are one conditional ``UPDATE … RETURNING``: they applied when a row came
+back, and return the updated record or None where the seed returns a boolean.
+``arm_watch``, ``record_verification`` and ``record_ingress`` are decisions over several
+reads; each runs in one write transaction that re-reads everything, and is run again from
+the start (up to ``CAS_ATTEMPTS`` times) when its version-guarded write did not apply.
+
+Lock order, to keep PostgreSQL free of deadlocks: the document's winner row first (a share
+lock through ``read_winner``, or the ingress upsert), then the watch row (``FOR UPDATE``),
+as finalize does. SQLite's ``BEGIN IMMEDIATE`` takes the whole write lock up front.
+"""
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import sqlalchemy as sa
 
 from store import validation as check
-from store.context import StoreContext
+from store.context import ReadWinner, StoreContext
 from store.database import chunked
-from store.records import PENDING_VERIFICATION, WatchIdentity, WatchRecord
+from store.errors import CasRetriesExhausted, InvalidInput, ReservedValue
+from store.records import (
+    ATTEMPTED,
+    DEFER_REASONS,
+    PENDING_VERIFICATION,
+    REPAIR_FAILED,
+    VERIFICATION_STATUSES,
+    VERIFIED,
+    WatchIdentity,
+    WatchRecord,
+)
+from store.tables import operation as op
 from store.tables import projection_watch as watch
+from store.winners import winner_upsert
+
+CAS_ATTEMPTS = 6
+"""How many transactions a multi-statement decision runs before ``CasRetriesExhausted``
+(the seed's first try and five retries)."""
+DEFAULT_DUE_LIMIT = 100
+MAX_DUE_LIMIT = 500
+
+ArmReason = Literal["ingress", "manual"]
+ArmOutcome = Literal["opened", "coalesced", "noop"]
+VerificationOutcome = Literal[
+    "verified", "pending", "repair_failed", "stale-generation", "stale-claim"
+]
+Decision = Literal["open", "coalesce", "noop"]
+ARM_REASONS = frozenset({"ingress", "manual"})
+RESERVED_ARM_REASON = "finalize"
+WatchOrderKey = tuple[str, str, str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ArmResult:
+    """What ``arm_watch`` did, and the watch as it now stands (None: no watch)."""
+
+    outcome: ArmOutcome
+    watch: WatchRecord | None
+
+
+@dataclass(frozen=True, slots=True)
+class VerificationResult:
+    """What ``record_verification`` did, and the watch as it now stands (None: no watch)."""
+
+    outcome: VerificationOutcome
+    watch: WatchRecord | None
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """How many operations and watches a resume made due."""
+
+    operations: int
+    watches: int
+
+
+@dataclass(frozen=True, slots=True)
+class WatchFilter:
+    """The filter of ``list_watches_matching``; every field given must match.
+
+    ``document_ids``: an empty list matches nothing. ``status``: a verification status
+    (``pending_verification``, ``verified``, ``repair_failed``). ``due_before`` (epoch ms):
+    watches whose ``next_attempt_at`` is set and earlier.
+    """
+
+    document_ids: Sequence[str] | None = None
+    owner_did: str | None = None
+    connector_name: str | None = None
+    model: str | None = None
+    status: str | None = None
+    due_before: int | None = None
+
+
+class _Unsettled(Exception):
+    """A version-guarded write of one attempt did not apply: roll back and run again."""
+
+
+def ingress_gate(
+    triggering_winner: str | None,
+    current_winner: str | None,
+    verified_digest: str | None,
+    observed_digest: str | None,
+) -> bool:
+    """True when an ingress may arm: the triggering winner is the document's current winner
+    and differs from both watermarks (verified and observed). The seed's in-CAS re-check."""
+    return (
+        triggering_winner is not None
+        and triggering_winner == current_winner
+        and triggering_winner != verified_digest
+        and triggering_winner != observed_digest
+    )
+
+
+def arm_decision(
+    reason: str, stored: WatchRecord, current_winner: str | None, triggering_winner: str | None
+) -> Decision:
+    """What ``arm_watch`` does to ``stored``: ``manual`` always opens a generation; an
+    ingress that passes ``ingress_gate`` opens one from verified or repair_failed and
+    coalesces into a pending one; anything else is a noop."""
+    if reason == "manual":
+        return "open"
+    passes = ingress_gate(
+        triggering_winner,
+        current_winner,
+        stored.verified_state_digest,
+        stored.observed_winner_digest,
+    )
+    if not passes:
+        return "noop"
+    if stored.verification_status in (VERIFIED, REPAIR_FAILED):
+        return "open"
+    return "coalesce"
+
+
+def coalesce_due(next_attempt_at: int | None, due_at: int) -> int:
+    """The earlier of a pending watch's due time and a new one (epoch ms), computed here
+    because SQL's LEAST/MIN differ between backends."""
+    return due_at if next_attempt_at is None else min(next_attempt_at, due_at)
+
+
+def verification_decision(
+    stored: WatchRecord | None,
+    *,
+    generation: int,
+    claimed_until: int | None,
+    fetched_digest: str | None,
+    current_winner: str | None,
+    max_attempts: int,
+) -> VerificationOutcome:
+    """The outcome of one verification of ``stored`` (seed ``recordVerification``).
+
+    No watch, or another generation: ``stale-generation`` (checked first). A
+    ``claimed_until`` given and different from the stored claim: ``stale-claim``. The
+    fetched digest equal to the current winner: ``verified``. Otherwise one more attempt:
+    ``repair_failed`` when it reaches ``max_attempts``, else ``pending``.
+    """
+    if stored is None or stored.repair_generation != generation:
+        return "stale-generation"
+    if claimed_until is not None and stored.claimed_until != claimed_until:
+        return "stale-claim"
+    if fetched_digest is not None and fetched_digest == current_winner:
+        return "verified"
+    if stored.verification_attempts + 1 >= max_attempts:
+        return "repair_failed"
+    return "pending"
 
 
 def by_identity(identity: WatchIdentity) -> sa.ColumnElement[bool]:
@@ -23,17 +179,79 @@ def by_identity(identity: WatchIdentity) -> sa.ColumnElement[bool]:
     )
 
 
-class WatchesStore:
-    """The watch methods of the seed's ``createProjectionWatchesMethods``."""
+IDENTITY_COLUMNS = (
+    watch.c.owner_did,
+    watch.c.connector_name,
+    watch.c.model,
+    watch.c.account_key,
+    watch.c.source_id,
+)
 
-    def __init__(self, context: StoreContext) -> None:
+
+def _opened(stored: WatchRecord, current_winner: str | None, due_at: int) -> dict[str, Any]:
+    """The columns of a new repair generation: pending, 0 attempts, observing the current
+    winner, due at ``due_at``, no claim, no defer reason; the verified digest kept."""
+    return {
+        "repair_generation": stored.repair_generation + 1,
+        "verification_status": PENDING_VERIFICATION,
+        "verification_attempts": 0,
+        "observed_winner_digest": current_winner,
+        "next_attempt_at": due_at,
+        "claimed_until": None,
+        "defer_reason": None,
+    }
+
+
+class WatchesStore:
+    """The watch methods of the seed's ``createProjectionWatchesMethods``, the due list,
+    filtered pages, ingress, and the finalize half of ``finalizeOperationAndArmWatch``.
+
+    ``read_winner`` is awaited inside the deciding transactions (see ``ReadWinner``);
+    ``record_winner`` sets a document's winner (``WinnersStore.record_winner``).
+    """
+
+    def __init__(
+        self,
+        context: StoreContext,
+        read_winner: ReadWinner,
+    ) -> None:
         self._ctx = context
         self._db = context.db
+        self._read_winner = read_winner
 
     async def get_watch(self, identity: WatchIdentity) -> WatchRecord | None:
         """The watch of ``identity``, or None (seed ``getWatch``)."""
         row = await self._db.fetch_one(sa.select(watch).where(by_identity(identity)))
         return None if row is None else WatchRecord.from_row(row)
+
+    async def get_watch_by_document(self, document_id: str) -> WatchRecord | None:
+        """A watch naming ``document_id``, or None (seed ``getWatchByDocument``).
+
+        When several watches name the document (two connectors), the first in identity
+        order. Raises ``InvalidInput`` for a malformed ``documentID``.
+        """
+        query = (
+            sa.select(watch)
+            .where(watch.c.document_id == check.key("documentID", document_id))
+            .order_by(*IDENTITY_COLUMNS)
+            .limit(1)
+        )
+        row = await self._db.fetch_one(query)
+        return None if row is None else WatchRecord.from_row(row)
+
+    async def list_watches_by_documents(self, document_ids: Sequence[str]) -> list[WatchRecord]:
+        """Every watch naming one of ``document_ids`` (seed ``listWatchesByDocuments``).
+
+        Ids are queried 500 at a time; the result is in identity order. Raises
+        ``InvalidInput`` for a malformed id.
+        """
+        ids = list(dict.fromkeys(check.key_list("documentIDs", document_ids)))
+        found: list[WatchRecord] = []
+        for chunk in chunked(ids):
+            rows = await self._db.fetch_all(sa.select(watch).where(watch.c.document_id.in_(chunk)))
+            found.extend(WatchRecord.from_row(row) for row in rows)
+        found.sort(key=lambda record: record.order_key)
+        return found
 
     async def list_watches(self, identities: Sequence[WatchIdentity]) -> list[WatchRecord]:
         """The watches of ``identities`` that exist, in no particular order (for DataLoaders)."""
@@ -44,6 +262,90 @@ class WatchesStore:
             )
             found.extend(WatchRecord.from_row(row) for row in rows)
         return found
+
+    async def list_watches_matching(
+        self,
+        where: WatchFilter,
+        *,
+        after: WatchOrderKey | None = None,
+        limit: int | None = None,
+    ) -> list[WatchRecord]:
+        """Watches matching ``where``, in identity order, by keyset pages.
+
+        ``after``: the identity (five parts) of the last watch already seen; ``limit``: the
+        most rows returned. More than 500 document ids are queried in chunks and merged
+        back into order. Raises ``InvalidInput`` for a malformed filter.
+        """
+        document_ids = (
+            None
+            if where.document_ids is None
+            else list(dict.fromkeys(check.key_list("documentIDs", where.document_ids)))
+        )
+        if document_ids == []:
+            return []
+        if limit is not None:
+            check.count("limit", limit)
+        query = sa.select(watch).order_by(*IDENTITY_COLUMNS)
+        conditions = {
+            "ownerDID": (watch.c.owner_did, where.owner_did),
+            "connectorName": (watch.c.connector_name, where.connector_name),
+            "model": (watch.c.model, where.model),
+        }
+        for field, (column, value) in conditions.items():
+            if value is not None:
+                query = query.where(column == check.key(field, value))
+        if where.status is not None:
+            status = check.choice("status", where.status, VERIFICATION_STATUSES)
+            query = query.where(watch.c.verification_status == status)
+        if where.due_before is not None:
+            due_before = check.epoch_ms("dueBefore", where.due_before)
+            query = query.where(
+                watch.c.next_attempt_at.is_not(None), watch.c.next_attempt_at < due_before
+            )
+        if after is not None:
+            if len(after) != len(IDENTITY_COLUMNS):
+                raise InvalidInput("after", "must name a watch identity")
+            key = tuple(check.key("after", part) for part in after)
+            query = query.where(sa.tuple_(*IDENTITY_COLUMNS) > sa.tuple_(*key))
+        if limit is not None:
+            query = query.limit(limit)
+        if document_ids is None:
+            return [WatchRecord.from_row(row) for row in await self._db.fetch_all(query)]
+        found: list[WatchRecord] = []
+        for chunk in chunked(document_ids):
+            rows = await self._db.fetch_all(query.where(watch.c.document_id.in_(chunk)))
+            found.extend(WatchRecord.from_row(row) for row in rows)
+        found.sort(key=lambda record: record.order_key)
+        return found if limit is None else found[:limit]
+
+    async def list_due_watches(
+        self, now: int, limit: int = DEFAULT_DUE_LIMIT, connector_name: str | None = None
+    ) -> list[WatchRecord]:
+        """Watches a verifier may claim at ``now`` (epoch ms).
+
+        Pending verification, ``next_attempt_at`` at most ``now``, and the claim absent or
+        lapsed (``claimed_until <= now``), the guard ``claim_watch_attempt`` applies.
+        Ordered by ``next_attempt_at``, then identity. ``limit`` is 1 to 500. Raises
+        ``InvalidInput`` for a bad ``now``, ``limit`` or ``connectorName``.
+        """
+        check.epoch_ms("now", now)
+        check.count("limit", limit, minimum=1, maximum=MAX_DUE_LIMIT)
+        query = (
+            sa.select(watch)
+            .where(
+                watch.c.verification_status == PENDING_VERIFICATION,
+                watch.c.next_attempt_at.is_not(None),
+                watch.c.next_attempt_at <= now,
+                sa.or_(watch.c.claimed_until.is_(None), watch.c.claimed_until <= now),
+            )
+            .order_by(watch.c.next_attempt_at, *IDENTITY_COLUMNS)
+            .limit(limit)
+        )
+        if connector_name is not None:
+            query = query.where(
+                watch.c.connector_name == check.key("connectorName", connector_name)
+            )
+        return [WatchRecord.from_row(row) for row in await self._db.fetch_all(query)]
 
     async def open_generation(
         self,
@@ -101,3 +403,350 @@ class WatchesStore:
         row = await self._db.write_one(upsert.returning(watch))
         assert row is not None, "an upsert always returns its row"
         return WatchRecord.from_row(row)
+
+    async def _locked_with_winner(
+        self, where: sa.ColumnElement[bool]
+    ) -> tuple[WatchRecord | None, str | None]:
+        """Inside a write transaction: the watch, locked, and its document's current winner.
+
+        The winner is read (and share-locked on PostgreSQL) before the watch row is locked,
+        the order finalize and ingress take them. Raises ``_Unsettled`` when the watch's
+        document changed in between.
+        """
+        first = await self._db.fetch_one(sa.select(watch.c.document_id).where(where))
+        if first is None:
+            return None, None
+        current_winner = await self._read_winner(first["document_id"])
+        row = await self._db.fetch_one(sa.select(watch).where(where).with_for_update())
+        if row is None:
+            return None, None
+        if row["document_id"] != first["document_id"]:
+            raise _Unsettled
+        return WatchRecord.from_row(row), current_winner
+
+    async def _write_over(self, stored: WatchRecord, values: dict[str, Any]) -> WatchRecord:
+        """Write ``values`` on ``stored`` if its version is still the one read, version +1;
+        raises ``_Unsettled`` when it is not."""
+        guard = sa.and_(by_identity(stored.identity), watch.c.version == stored.version)
+        values = values | {"version": stored.version + 1, "updated_at": self._ctx.clock()}
+        row = await self._db.fetch_one(
+            sa.update(watch).where(guard).values(values).returning(watch)
+        )
+        if row is None:
+            raise _Unsettled
+        return WatchRecord.from_row(row)
+
+    async def _arm_locked(
+        self,
+        stored: WatchRecord,
+        reason: str,
+        current_winner: str | None,
+        triggering_winner: str | None,
+        due_at: int,
+    ) -> ArmResult:
+        """Decide and write one arm of a watch read and locked in this transaction."""
+        decision = arm_decision(reason, stored, current_winner, triggering_winner)
+        if decision == "noop":
+            return ArmResult("noop", stored)
+        if decision == "open":
+            return ArmResult(
+                "opened", await self._write_over(stored, _opened(stored, current_winner, due_at))
+            )
+        coalesced = {"next_attempt_at": coalesce_due(stored.next_attempt_at, due_at)}
+        return ArmResult("coalesced", await self._write_over(stored, coalesced))
+
+    async def arm_watch(
+        self,
+        identity: WatchIdentity,
+        reason: str,
+        due_at: int,
+        triggering_winner: str | None = None,
+    ) -> ArmResult:
+        """Open or coalesce a repair generation (seed ``armWatch``).
+
+        ``reason`` ``manual`` always opens a new generation (pending, 0 attempts, observing
+        the current winner, due at ``due_at`` epoch ms, claim and defer reason dropped).
+        ``ingress`` acts only when ``triggering_winner`` is the document's current winner
+        and differs from both watermarks: from verified or repair_failed it opens, from
+        pending it moves ``next_attempt_at`` to the earlier of the two. Otherwise, and when
+        there is no watch, ``noop``. The whole gate is re-run in each transaction.
+        Returns the outcome and the watch as it now stands (None when absent). Raises
+        ``ReservedValue`` for reason ``finalize`` (finalize arms through
+        ``finalize_operation_and_arm_watch``), ``InvalidInput`` for any other bad field,
+        ``CasRetriesExhausted`` when every attempt lost its compare-and-set.
+        """
+        if reason == RESERVED_ARM_REASON:
+            raise ReservedValue("reason", "finalize is reserved for finalizeOperation")
+        check.choice("reason", reason, ARM_REASONS)
+        check.epoch_ms("dueAt", due_at)
+        check.optional_key("triggeringWinner", triggering_winner)
+        where = by_identity(identity)
+        for _ in range(CAS_ATTEMPTS):
+            try:
+                async with self._db.write_transaction():
+                    stored, current_winner = await self._locked_with_winner(where)
+                    if stored is None:
+                        return ArmResult("noop", None)
+                    return await self._arm_locked(
+                        stored, reason, current_winner, triggering_winner, due_at
+                    )
+            except _Unsettled:
+                continue
+        raise CasRetriesExhausted("armWatch", CAS_ATTEMPTS)
+
+    async def record_ingress(
+        self, document_id: str, winner_digest: str, due_at: int | None = None
+    ) -> list[ArmResult]:
+        """Record the document's new winner and arm each of its watches with reason ingress,
+        all in one transaction.
+
+        ``due_at`` (epoch ms, default now) is when an opened or coalesced watch is due.
+        Returns one result per watch naming the document, in identity order (empty when
+        none); the winner is recorded either way. Raises ``InvalidInput`` for a bad field,
+        ``CasRetriesExhausted`` when every attempt lost a compare-and-set.
+        """
+        check.key("documentID", document_id)
+        check.key("winnerDigest", winner_digest)
+        check.optional_epoch_ms("dueAt", due_at)
+        for _ in range(CAS_ATTEMPTS):
+            try:
+                async with self._db.write_transaction():
+                    now = self._ctx.clock()
+                    await self._db.fetch_one(
+                        winner_upsert(self._db, document_id, winner_digest, now)
+                    )
+                    rows = await self._db.fetch_all(
+                        sa.select(watch)
+                        .where(watch.c.document_id == document_id)
+                        .order_by(*IDENTITY_COLUMNS)
+                        .with_for_update()
+                    )
+                    current_winner = await self._read_winner(document_id)
+                    return [
+                        await self._arm_locked(
+                            WatchRecord.from_row(row),
+                            "ingress",
+                            current_winner,
+                            winner_digest,
+                            now if due_at is None else due_at,
+                        )
+                        for row in rows
+                    ]
+            except _Unsettled:
+                continue
+        raise CasRetriesExhausted("recordIngress", CAS_ATTEMPTS)
+
+    async def claim_watch_attempt(
+        self, identity: WatchIdentity, generation: int, until: int, now: int
+    ) -> WatchRecord | None:
+        """Claim a verification attempt until ``until`` (seed ``claimWatchAttempt``).
+
+        Applies when the watch is pending, at ``generation``, due (``next_attempt_at`` set
+        and at most ``now``) and its claim is absent or lapsed (``claimed_until <= now``).
+        Times are epoch ms. Returns the updated watch, or None when refused or absent.
+        """
+        check.count("generation", generation)
+        check.epoch_ms("until", until)
+        check.epoch_ms("now", now)
+        guard = sa.and_(
+            by_identity(identity),
+            watch.c.verification_status == PENDING_VERIFICATION,
+            watch.c.repair_generation == generation,
+            watch.c.next_attempt_at.is_not(None),
+            watch.c.next_attempt_at <= now,
+            sa.or_(watch.c.claimed_until.is_(None), watch.c.claimed_until <= now),
+        )
+        values = {
+            "claimed_until": until,
+            "version": watch.c.version + 1,
+            "updated_at": self._ctx.clock(),
+        }
+        return await self._update(guard, values)
+
+    async def defer_watch(
+        self,
+        identity: WatchIdentity,
+        generation: int,
+        claimed_until: int,
+        next_attempt_at: int,
+        reason: str | None = None,
+    ) -> WatchRecord | None:
+        """Reschedule a claimed attempt to ``next_attempt_at`` (seed ``deferWatch``).
+
+        Applies when the watch is pending, at ``generation``, and still claimed until
+        exactly ``claimed_until``; drops the claim and sets ``reason`` (``offline``,
+        ``auth`` or None). Times are epoch ms. Returns the updated watch, or None when
+        refused or absent.
+        """
+        check.count("generation", generation)
+        guard = sa.and_(
+            by_identity(identity),
+            watch.c.verification_status == PENDING_VERIFICATION,
+            watch.c.repair_generation == generation,
+            watch.c.claimed_until == check.epoch_ms("claimedUntil", claimed_until),
+        )
+        values = {
+            "next_attempt_at": check.epoch_ms("nextAttemptAt", next_attempt_at),
+            "defer_reason": check.optional_choice("reason", reason, DEFER_REASONS),
+            "claimed_until": None,
+            "version": watch.c.version + 1,
+            "updated_at": self._ctx.clock(),
+        }
+        return await self._update(guard, values)
+
+    async def _update(
+        self, guard: sa.ColumnElement[bool], values: dict[str, Any]
+    ) -> WatchRecord | None:
+        row = await self._db.write_one(
+            sa.update(watch).where(guard).values(values).returning(watch)
+        )
+        return None if row is None else WatchRecord.from_row(row)
+
+    async def record_verification(
+        self,
+        identity: WatchIdentity,
+        *,
+        generation: int,
+        fetched_digest: str | None,
+        max_attempts: int,
+        due_at: int,
+        claimed_until: int | None = None,
+    ) -> VerificationResult:
+        """Record what a verifier fetched from the provider (seed ``recordVerification``).
+
+        In one transaction, re-run in full on every retry: ``stale-generation`` when the
+        watch is absent (watch None) or at another generation; then ``stale-claim`` when
+        ``claimed_until`` is given and is not the stored claim (omitted: no claim gate);
+        then, against the document's current winner read in the transaction:
+        ``fetched_digest`` equal to it → ``verified`` (both watermarks set to it);
+        otherwise one more attempt, reaching ``max_attempts`` → ``repair_failed`` (the
+        current winner recorded as observed), else ``pending``, due at ``due_at`` (epoch
+        ms), watermarks untouched. Each write drops the claim and the defer reason.
+        Returns the outcome and the watch as it now stands. Raises ``InvalidInput`` for a
+        bad field (``maxAttempts`` below 1 included), ``CasRetriesExhausted`` when every
+        attempt lost its compare-and-set.
+        """
+        check.count("generation", generation)
+        check.optional_key("fetchedDigest", fetched_digest)
+        check.count("maxAttempts", max_attempts, minimum=1)
+        check.epoch_ms("dueAt", due_at)
+        check.optional_epoch_ms("claimedUntil", claimed_until)
+        where = by_identity(identity)
+        for _ in range(CAS_ATTEMPTS):
+            try:
+                async with self._db.write_transaction():
+                    stored, current_winner = await self._locked_with_winner(where)
+                    outcome = verification_decision(
+                        stored,
+                        generation=generation,
+                        claimed_until=claimed_until,
+                        fetched_digest=fetched_digest,
+                        current_winner=current_winner,
+                        max_attempts=max_attempts,
+                    )
+                    if stored is None or outcome in ("stale-generation", "stale-claim"):
+                        return VerificationResult(outcome, stored)
+                    settled: dict[str, Any] = {"claimed_until": None, "defer_reason": None}
+                    if outcome == "verified":
+                        values = settled | {
+                            "verification_status": VERIFIED,
+                            "observed_winner_digest": current_winner,
+                            "verified_state_digest": current_winner,
+                            "next_attempt_at": None,
+                        }
+                    elif outcome == "repair_failed":
+                        values = settled | {
+                            "verification_status": REPAIR_FAILED,
+                            "observed_winner_digest": current_winner,
+                            "verification_attempts": stored.verification_attempts + 1,
+                            "next_attempt_at": None,
+                        }
+                    else:
+                        values = settled | {
+                            "verification_attempts": stored.verification_attempts + 1,
+                            "next_attempt_at": due_at,
+                        }
+                    return VerificationResult(outcome, await self._write_over(stored, values))
+            except _Unsettled:
+                continue
+        raise CasRetriesExhausted("recordVerification", CAS_ATTEMPTS)
+
+    async def resume_offline_deferred(self, now: int) -> Resumed:
+        """Make every live operation and pending watch deferred ``offline`` due at ``now``
+        (epoch ms) (seed ``resumeOfflineDeferred``), in one transaction.
+
+        The defer reason is cleared; watches also get version +1. Returns how many of each
+        were resumed. Raises ``InvalidInput`` for a bad ``now``.
+        """
+        check.epoch_ms("now", now)
+        return await self._resume("offline", now, [([], [])])
+
+    async def resume_auth_deferred(
+        self, owner_did: str, connector_names: Sequence[str], now: int
+    ) -> Resumed:
+        """Like ``resume_offline_deferred`` for reason ``auth``, limited to ``owner_did``'s
+        rows of ``connector_names`` (seed ``resumeAuthDeferred``).
+
+        An empty ``connector_names`` resumes nothing. Raises ``InvalidInput`` for a bad field.
+        """
+        owner = check.key("ownerDID", owner_did)
+        names = list(dict.fromkeys(check.key_list("connectorNames", connector_names)))
+        check.epoch_ms("now", now)
+        if not names:
+            return Resumed(0, 0)
+        return await self._resume(
+            "auth",
+            now,
+            [
+                (
+                    [op.c.owner_did == owner, op.c.connector_name.in_(chunk)],
+                    [watch.c.owner_did == owner, watch.c.connector_name.in_(chunk)],
+                )
+                for chunk in chunked(names)
+            ],
+        )
+
+    async def _resume(
+        self,
+        reason: str,
+        now: int,
+        guards: list[tuple[list[sa.ColumnElement[bool]], list[sa.ColumnElement[bool]]]],
+    ) -> Resumed:
+        """Resume rows deferred for ``reason``, one pair of statements per (operation guard,
+        watch guard), all in one transaction; counts the rows ``RETURNING`` gave."""
+        operations = watches = 0
+        async with self._db.write_transaction():
+            for op_guard, watch_guard in guards:
+                resumed_operations = await self._db.fetch_all(
+                    sa.update(op)
+                    .where(op.c.state == ATTEMPTED, op.c.defer_reason == reason, *op_guard)
+                    .values(next_attempt_at=now, defer_reason=None, updated_at=now)
+                    .returning(op.c.caller_did)
+                )
+                deferred = sa.and_(
+                    watch.c.verification_status == PENDING_VERIFICATION,
+                    watch.c.defer_reason == reason,
+                    *watch_guard,
+                )
+                # Lock in identity order first, as record_ingress does, so the two never
+                # wait on each other's watch rows (an UPDATE locks in no set order).
+                await self._db.fetch_all(
+                    sa.select(watch.c.owner_did)
+                    .where(deferred)
+                    .order_by(*IDENTITY_COLUMNS)
+                    .with_for_update()
+                )
+                resumed_watches = await self._db.fetch_all(
+                    sa.update(watch)
+                    .where(deferred)
+                    .values(
+                        next_attempt_at=now,
+                        defer_reason=None,
+                        version=watch.c.version + 1,
+                        updated_at=now,
+                    )
+                    .returning(watch.c.owner_did)
+                )
+                operations += len(resumed_operations)
+                watches += len(resumed_watches)
+        return Resumed(operations, watches)

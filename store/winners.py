@@ -1,9 +1,12 @@
 """Document winners: the current winning state digest of each document (seed ``ReadWinner``)."""
 
+from typing import Any
+
 import sqlalchemy as sa
 
 from store import validation as check
 from store.context import StoreContext
+from store.database import Database
 from store.tables import document_winner as winner
 
 
@@ -32,18 +35,25 @@ class WinnersStore:
         return None if row is None else row["winner_digest"]
 
     async def record_winner(self, document_id: str, winner_digest: str) -> None:
-        """Set the document's winner digest (insert or replace)."""
-        values = {
-            "document_id": check.key("documentID", document_id),
-            "winner_digest": check.key("winnerDigest", winner_digest),
-            "updated_at": self._ctx.clock(),
-        }
-        upsert = self._db.insert(winner).values(values)
-        upsert = upsert.on_conflict_do_update(
-            index_elements=[winner.c.document_id],
-            set_={
-                "winner_digest": upsert.excluded.winner_digest,
-                "updated_at": upsert.excluded.updated_at,
-            },
+        """Set the document's winner digest (insert or replace). ``record_ingress`` does this
+        and arms the document's watches in one transaction."""
+        check.key("documentID", document_id)
+        check.key("winnerDigest", winner_digest)
+        await self._db.write_one(
+            winner_upsert(self._db, document_id, winner_digest, self._ctx.clock())
         )
-        await self._db.write_one(upsert.returning(winner.c.document_id))
+
+
+def winner_upsert(db: Database, document_id: str, winner_digest: str, now: int) -> Any:
+    """The statement setting a document's winner (insert or replace) at ``now`` (epoch ms),
+    returning its document id."""
+    upsert = db.insert(winner).values(
+        document_id=document_id, winner_digest=winner_digest, updated_at=now
+    )
+    return upsert.on_conflict_do_update(
+        index_elements=[winner.c.document_id],
+        set_={
+            "winner_digest": upsert.excluded.winner_digest,
+            "updated_at": upsert.excluded.updated_at,
+        },
+    ).returning(winner.c.document_id)

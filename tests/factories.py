@@ -1,11 +1,12 @@
-"""Test data named for the state it produces: claim → claimed operation → marked → committed."""
+"""Test data named for the state it produces: claim → claimed operation → marked → committed;
+watch: pending → claimed → verified or repair failed."""
 
 from dataclasses import replace
 from typing import Any
 
 from store import ConnectorStore
 from store.operations import OperationClaim, OperationTransition
-from store.records import OperationRecord, WatchIdentity
+from store.records import OperationRecord, WatchIdentity, WatchRecord
 
 LEASE_MS = 30_000
 
@@ -121,3 +122,70 @@ def identity_of(record: OperationRecord) -> WatchIdentity:
 async def reread(store: ConnectorStore, record: OperationRecord) -> OperationRecord | None:
     """The operation as the store holds it now, to compare with what a write returned."""
     return await store.operations.get_operation(record.caller_did, record.operation_id)
+
+
+VERIFY_DUE_MS = 60_000
+
+
+async def pending_watch(
+    store: ConnectorStore, winner: str | None = "digest-1", **overrides: Any
+) -> WatchRecord:
+    """A watch just armed by finalize: generation 1, pending, observing ``winner`` (the
+    document's winner recorded before the finalize), due a minute from the store's now."""
+    if winner is not None:
+        await store.winners.record_winner(overrides.get("document_id", "doc-1"), winner)
+    operation = await committed_operation(store, **overrides)
+    armed = await store.watches.get_watch(identity_of(operation))
+    assert armed is not None and armed.verification_status == "pending_verification"
+    return armed
+
+
+async def claimed_watch(
+    store: ConnectorStore, clock: Any, claim_ms: int = LEASE_MS, **overrides: Any
+) -> WatchRecord:
+    """A pending watch, now due (the clock moved to its due time), claimed for ``claim_ms``."""
+    armed = await pending_watch(store, **overrides)
+    assert armed.next_attempt_at is not None
+    clock.now = armed.next_attempt_at
+    claimed = await store.watches.claim_watch_attempt(
+        armed.identity, armed.repair_generation, clock.now + claim_ms, clock.now
+    )
+    assert claimed is not None
+    return claimed
+
+
+async def verified_watch(
+    store: ConnectorStore, winner: str = "digest-1", **overrides: Any
+) -> WatchRecord:
+    """A watch whose verification fetched the document's winner ``winner``."""
+    armed = await pending_watch(store, winner, **overrides)
+    result = await store.watches.record_verification(
+        armed.identity,
+        generation=armed.repair_generation,
+        fetched_digest=winner,
+        max_attempts=3,
+        due_at=store.clock() + VERIFY_DUE_MS,
+    )
+    assert result.outcome == "verified" and result.watch is not None
+    return result.watch
+
+
+async def repair_failed_watch(
+    store: ConnectorStore, winner: str = "digest-1", **overrides: Any
+) -> WatchRecord:
+    """A watch whose one allowed verification fetched a digest that is not the winner."""
+    armed = await pending_watch(store, winner, **overrides)
+    result = await store.watches.record_verification(
+        armed.identity,
+        generation=armed.repair_generation,
+        fetched_digest="digest-wrong",
+        max_attempts=1,
+        due_at=store.clock() + VERIFY_DUE_MS,
+    )
+    assert result.outcome == "repair_failed" and result.watch is not None
+    return result.watch
+
+
+async def reread_watch(store: ConnectorStore, record: WatchRecord) -> WatchRecord | None:
+    """The watch as the store holds it now."""
+    return await store.watches.get_watch(record.identity)

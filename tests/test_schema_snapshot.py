@@ -33,5 +33,22 @@ def test_schema__contract_names():
         "finalizeOperation(input: FinalizeOperationInput!): FinalizeOperationPayload!",
         "scalar EpochMillis",
         "serverTime: EpochMillis!",
+        "watch(identity: WatchIdentityInput!): Watch",
+        "watchByDocument(documentID: String!): Watch",
+        "watches(filter: WatchFilter = null, first: Int = null, after: String = null): "
+        "WatchConnection!",
+        "dueWatches(now: EpochMillis!, limit: Int = null, connectorName: String = null): [Watch!]!",
+        "armWatch(input: ArmWatchInput!): ArmWatchPayload!",
+        "claimWatchAttempt(input: ClaimWatchAttemptInput!): WatchWritePayload!",
+        "deferWatch(input: DeferWatchInput!): WatchWritePayload!",
+        "recordVerification(input: RecordVerificationInput!): RecordVerificationPayload!",
+        "recordIngress(input: RecordIngressInput!): RecordIngressPayload!",
+        "resumeOfflineDeferred(input: ResumeOfflineDeferredInput!): ResumeDeferredPayload!",
+        "resumeAuthDeferred(input: ResumeAuthDeferredInput!): ResumeDeferredPayload!",
+        "results: [ArmWatchPayload!]!",
+        "outcome: ArmOutcome!",
+        "outcome: VerificationOutcome!",
+        "resumedOperations: Int!",
+        "operations: [Operation!]!",
     ]:
         assert line in printed, line

@@ -1,5 +1,6 @@
 """GraphQL tests drive the real ASGI app in-process over httpx, on both backends."""
 
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ class GraphQLClient:
         self.http = http
         self.worker = (DOCUMENTS / "worker.graphql").read_text()
         self.dashboard = (DOCUMENTS / "dashboard.graphql").read_text()
+        self.verifier = (DOCUMENTS / "verifier.graphql").read_text()
 
     async def query(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
         """Send ``query``; assert an HTTP 200 and return the body."""
@@ -30,7 +32,11 @@ class GraphQLClient:
 
     async def run(self, operation_name: str, **variables: Any) -> dict[str, Any]:
         """Run a named operation of graphql/operations; assert no errors; return ``data``."""
-        document = self.worker if operation_name in self.worker else self.dashboard
+        document = next(
+            text
+            for text in (self.worker, self.verifier, self.dashboard)
+            if re.search(rf"^(query|mutation) {operation_name}\b", text, re.MULTILINE)
+        )
         response = await self.http.post(
             "/graphql",
             json={"query": document, "operationName": operation_name, "variables": variables},

@@ -1,8 +1,9 @@
 """End to end: the real server (uvicorn, in its own process) and the example worker against it.
 
 Runs ``connector-store serve`` on a free port over a fresh database on each backend, waits for
-``/readyz``, runs ``examples/writeback_worker.py`` twice (a second run on the same database
-proves its ids are fresh), then stops the server with SIGTERM and expects a clean exit.
+``/readyz``, runs ``examples/writeback_worker.py`` (write-back, then the verifier loop) twice
+(a second run on the same database proves its ids are fresh), then stops the server with
+SIGTERM and expects a clean exit.
 """
 
 import asyncio
@@ -159,6 +160,10 @@ async def test_the_example_worker_writes_back_through_a_real_server(server: Serv
         assert result["retries"] == "1", server.explain(worker)
         assert result["exists"] == "1", server.explain(worker)
         assert result["conflicts"] == "1", server.explain(worker)
+        assert result["watches verified"] == str(OPERATIONS - 1), server.explain(worker)
+        assert result["repairs opened by ingress"] == "2", server.explain(worker)
+        assert result["watches repair failed"] == "1", server.explain(worker)
+        assert int(result["verification checks"]) >= OPERATIONS + 2 * 2 + 2, server.explain(worker)
         assert result["result"] == "OK", server.explain(worker)
         assert float(result["throughput"].removesuffix(" ops/s")) > 0
         runs.add(result["run"])
