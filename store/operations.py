@@ -31,6 +31,11 @@ from store.watches import WatchesStore
 CONTESTED_SEND_MARKER = "*contested*"
 """The send marker of an attempt that more than one run marked: it matches no run's marker,
 so no run can refund that attempt."""
+ABANDONED_SEND_MARKER = "*abandoned*"
+"""The send marker after a takeover counted the lapsed run's send. It matches no run's
+marker, so no refund takes the counted attempt back, the next run's mark makes the attempt
+contested, and a later takeover counts again only when a run marked since."""
+RESERVED_SEND_MARKERS = frozenset({CONTESTED_SEND_MARKER, ABANDONED_SEND_MARKER})
 
 ClaimStatus = Literal["claimed", "exists", "conflict"]
 OrderKey = tuple[int, str, str]
@@ -154,9 +159,9 @@ def lease_free_or_held(token: str | None, now: int) -> sa.ColumnElement[bool]:
     return sa.or_(*arms)
 
 
-def _reject_contested(field: str, marker: str | None) -> None:
-    if marker == CONTESTED_SEND_MARKER:
-        raise ReservedValue(field, f"{CONTESTED_SEND_MARKER!r} is reserved")
+def _reject_reserved_marker(field: str, marker: str | None) -> None:
+    if marker in RESERVED_SEND_MARKERS:
+        raise ReservedValue(field, f"{marker!r} is reserved")
 
 
 class OperationsStore:
@@ -238,10 +243,12 @@ class OperationsStore:
         Ports the seed's ``acquireLease`` with two deliberate changes (DESIGN 3.1): it
         applies only while the operation is attempted (nobody leases finished work), when
         the lease is free, expired (``lease_expires_at < now``) or already ``token``'s; and
-        a takeover of another token's lapsed lease whose send marker is set counts that
-        run's abandoned attempt (attempts + 1, the marker kept, so the next run's mark makes
-        the attempt contested and no refund takes it back). Returns the updated operation,
-        or None when refused or absent. Raises ``InvalidInput`` for a malformed field.
+        a takeover of another token's lapsed lease, when that run marked a send it never
+        recorded, counts the abandoned attempt: attempts + 1, and the marker becomes
+        ``ABANDONED_SEND_MARKER`` (no refund takes the count back, the next run's mark makes
+        the attempt contested, and a takeover from a run that never marked counts nothing).
+        Returns the updated operation, or None when refused or absent. Raises
+        ``InvalidInput`` for a malformed field.
         """
         now = self._ctx.clock()
         check.key("token", token)
@@ -250,11 +257,15 @@ class OperationsStore:
             op.c.lease_token != token,
             op.c.lease_expires_at < now,
             op.c.send_marker.is_not(None),
+            op.c.send_marker != ABANDONED_SEND_MARKER,
         )
         values = {
             "lease_token": token,
             "lease_expires_at": check.epoch_ms("expiresAt", expires_at),
             "attempts": sa.case((abandoned_send, op.c.attempts + 1), else_=op.c.attempts),
+            "send_marker": sa.case(
+                (abandoned_send, sa.literal(ABANDONED_SEND_MARKER)), else_=op.c.send_marker
+            ),
             "updated_at": now,
         }
         guard = sa.and_(
@@ -404,7 +415,7 @@ class OperationsStore:
         contested marker itself.
         """
         check.key("marker", marker)
-        _reject_contested("marker", marker)
+        _reject_reserved_marker("marker", marker)
         check.key("leaseToken", lease_token)
         unmarked_or_ours = sa.or_(op.c.send_marker.is_(None), op.c.send_marker == marker)
         values = {
@@ -462,7 +473,7 @@ class OperationsStore:
             raise InvalidInput("toState", "committed is reached only through finalizeOperation")
         check.choice("toState", change.to_state, OPERATION_STATES)
         check.optional_key("sendMarker", change.send_marker)
-        _reject_contested("sendMarker", change.send_marker)
+        _reject_reserved_marker("sendMarker", change.send_marker)
         values: dict[str, Any] = {
             "state": change.to_state,
             "provider_etag": check.optional_key("providerEtag", change.provider_etag),

@@ -86,3 +86,16 @@ async def test_acquire_lease__silent_worker_then_takeover_finalize_counts_two_se
 
     assert finalized["finalizeOperation"]["applied"] is True
     assert finalized["finalizeOperation"]["operation"]["attempts"] == 2
+
+
+async def test_acquire_lease__takeovers_of_runs_that_never_marked_count_once(gql, clock):
+    await claimed(gql, clock.now + 1_000)
+    await mark(gql, "lease-A", "worker-1")
+    attempts = []
+    for token in ["t1", "t2", "t3", "t4"]:
+        clock.advance(1_001)
+        taken = await acquire(gql, token, clock.now + 1_000)
+        assert taken["applied"] is True
+        attempts.append(taken["operation"]["attempts"])
+
+    assert attempts == [1, 1, 1, 1]

@@ -6,7 +6,12 @@ import pytest
 import sqlalchemy as sa
 
 from store.errors import InvalidInput, ReservedValue
-from store.operations import CONTESTED_SEND_MARKER, OperationClaim
+from store.operations import (
+    ABANDONED_SEND_MARKER,
+    CONTESTED_SEND_MARKER,
+    RESERVED_SEND_MARKERS,
+    OperationClaim,
+)
 from store.tables import operation as op_table
 from store.tables import projection_watch as watch_table
 from tests.factories import (
@@ -362,10 +367,26 @@ async def test_acquire_lease__takeover_after_marked_send_counts_abandoned_attemp
 
     assert taken is not None
     assert taken.attempts == record.attempts + 1
-    assert taken.send_marker == "run-1"
+    assert taken.send_marker == ABANDONED_SEND_MARKER
     assert taken.lease_token == "lease-B"
     assert taken.version == record.version
     assert await reread(store, record) == taken
+
+
+async def test_acquire_lease__takeover_from_a_run_that_never_marked_counts_nothing(store, clock):
+    # Run 1 marked and died; run 2 took over (counting run 1's send) and died before it
+    # marked anything: run 3's takeover has no abandoned send to count.
+    record = await marked_operation(store, marker="run-1")
+    clock.now = record.lease_expires_at + 1
+    second = await store.operations.acquire_lease(CALLER, "op-1", "lease-B", clock.now + 1_000)
+    assert second is not None and second.attempts == 1
+    clock.now += 1_001
+
+    third = await store.operations.acquire_lease(CALLER, "op-1", "lease-C", clock.now + 1_000)
+
+    assert third is not None
+    assert third.attempts == 1
+    assert third.send_marker == ABANDONED_SEND_MARKER
 
 
 async def test_acquire_lease__holder_reacquiring_lapsed_marked_lease_counts_nothing(store, clock):
@@ -509,9 +530,10 @@ async def test_mark_send_started__contested_stays_contested(store, marker):
     assert again is not None and again.send_marker == CONTESTED_SEND_MARKER
 
 
+@pytest.mark.parametrize("reserved", sorted(RESERVED_SEND_MARKERS))
 @pytest.mark.parametrize("prior_marker", [None, "run-1"])
 async def test_mark_send_started__reserved_marker_rejected_nothing_written(
-    store, clock, prior_marker
+    store, clock, prior_marker, reserved
 ):
     record = (
         await claimed_operation(store)
@@ -521,7 +543,7 @@ async def test_mark_send_started__reserved_marker_rejected_nothing_written(
     clock.advance(1)
 
     with pytest.raises(ReservedValue) as raised:
-        await store.operations.mark_send_started(CALLER, "op-1", "lease-A", CONTESTED_SEND_MARKER)
+        await store.operations.mark_send_started(CALLER, "op-1", "lease-A", reserved)
 
     assert raised.value.field == "marker"
     await assert_unchanged(store, record)
@@ -891,9 +913,10 @@ async def test_record_operation__invalid_input_refused_nothing_written(
     await assert_unchanged(store, record)
 
 
+@pytest.mark.parametrize("reserved", sorted(RESERVED_SEND_MARKERS))
 @pytest.mark.parametrize("refund_attempt", [False, True])
 async def test_record_operation__reserved_send_marker_rejected_nothing_written(
-    store, clock, refund_attempt
+    store, clock, refund_attempt, reserved
 ):
     record = await marked_operation(store, "run-1")
     await store.operations.mark_send_started(CALLER, "op-1", "lease-A", "run-2")
@@ -902,7 +925,7 @@ async def test_record_operation__reserved_send_marker_rejected_nothing_written(
 
     with pytest.raises(ReservedValue) as raised:
         await store.operations.record_operation(
-            transition(record, refund_attempt=refund_attempt, send_marker=CONTESTED_SEND_MARKER)
+            transition(record, refund_attempt=refund_attempt, send_marker=reserved)
         )
 
     assert raised.value.field == "sendMarker"
