@@ -1,6 +1,7 @@
 """Settings from the environment (and a ``.env`` file), via pydantic-settings."""
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -27,7 +28,7 @@ class Settings(BaseSettings):
     max_query_fields: int = Field(default=500, ge=1)
     max_aliases: int = Field(default=30, ge=1)
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
-    log_level: str = "info"
+    log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "info"
 
     @model_validator(mode="after")
     def default_database(self) -> "Settings":

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 import databases
+import filelock
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
@@ -56,12 +57,17 @@ def parse_url(url: str) -> URL:
     """``url`` parsed and put in the form the store uses (``sqlite+aiosqlite`` or
     ``postgresql+asyncpg``). Percent-escapes are decoded once, here, for every use.
 
-    Raises ``InvalidInput`` (field ``DATABASE_URL``) for another scheme, a URL that does not
-    parse, or an in-memory SQLite database (each connection would get its own, empty one).
+    PostgreSQL URLs take one parameter, ``ssl`` (asyncpg's: ``disable``, ``prefer``,
+    ``require``, ``verify-ca``, ``verify-full``); libpq's ``sslmode`` is accepted as its
+    name. SQLite URLs take none. Raises ``InvalidInput`` (field ``DATABASE_URL``) for
+    another scheme, a URL that does not parse (a port that is not a number included),
+    another parameter, or an in-memory SQLite database (each connection would get its own,
+    empty one).
     """
     try:
         parsed = make_url(url)
-    except ArgumentError as error:
+        parsed.port  # noqa: B018  (parsed on access: a bad port raises here)
+    except (ArgumentError, ValueError) as error:
         raise InvalidInput("DATABASE_URL", f"cannot be parsed; {EXPECTED_URL}") from error
     drivername = SQLITE_DRIVERS.get(parsed.drivername) or POSTGRES_DRIVERS.get(parsed.drivername)
     if drivername is None:
@@ -75,7 +81,20 @@ def parse_url(url: str) -> URL:
             "an in-memory SQLite database is private to one connection and would lose every"
             " write; give a file path, e.g. sqlite+aiosqlite:///data/connector-store.db",
         )
-    return parsed
+    query = dict(parsed.query)
+    if "sslmode" in query and drivername.startswith("postgresql"):
+        query.setdefault("ssl", query.pop("sslmode"))
+    allowed = {"ssl"} if drivername.startswith("postgresql") else set()
+    unknown = sorted(set(query) - allowed)
+    if unknown:
+        raise InvalidInput(
+            "DATABASE_URL",
+            f"unknown parameter {unknown[0]!r}; "
+            + (
+                "PostgreSQL URLs take only ssl (or sslmode)" if allowed else "SQLite URLs take none"
+            ),
+        )
+    return parsed.set(query=query)
 
 
 def _in_memory(url: URL) -> bool:
@@ -151,6 +170,8 @@ def translate_driver_error(error: BaseException) -> StoreError | None:
         seen.add(id(current))
         if isinstance(current, StoreError):
             return current
+        if isinstance(current, filelock.Timeout):
+            return DatabaseBusy(f"another migration holds {current.lock_file}")
         if isinstance(current, POSTGRES_BUSY):
             return DatabaseBusy(f"the database is busy: {current}")
         if isinstance(current, (*POSTGRES_UNAVAILABLE, OSError)):
@@ -224,7 +245,7 @@ class Database:
     (PostgreSQL) or for the write lock (SQLite, in this process and across processes)
     before it fails with ``DatabaseBusy``. Every call raises ``DatabaseUnavailable`` when the
     database cannot be reached, or (SQLite) when its file was removed or replaced since
-    ``connect``: nothing is written to a file that is gone.
+    ``connect``: nothing is read from or written to a file that is gone.
     """
 
     def __init__(self, url: str, *, pool_size: int = 20, wait_timeout_s: float = 10.0) -> None:
@@ -309,6 +330,7 @@ class Database:
 
     async def fetch_one(self, query: ClauseElement) -> Row | None:
         """Run ``query`` and return its first row as a mapping, or None."""
+        self._check_file()
         async with self._connection_slot():
             with driver_errors():
                 row = await self._db.fetch_one(query)
@@ -316,6 +338,7 @@ class Database:
 
     async def fetch_all(self, query: ClauseElement) -> list[Row]:
         """Run ``query`` and return every row as a mapping."""
+        self._check_file()
         async with self._connection_slot():
             with driver_errors():
                 rows = await self._db.fetch_all(query)
@@ -333,13 +356,11 @@ class Database:
         (at most ``wait_timeout_s``, then ``DatabaseBusy``) instead of sleeping in SQLite's
         busy handler, which backs off by up to 100 ms. A task already inside
         ``write_transaction`` passes straight through. Writers of other processes still
-        meet the busy timeout. Checks that the file is still the one opened. On PostgreSQL:
-        no queue.
+        meet the busy timeout. On PostgreSQL: no queue.
         """
         if self._write_lock is None or _writing.get() is self:
             yield
             return
-        self._check_file()
         try:
             async with asyncio.timeout(self.wait_timeout_s):
                 await self._write_lock.acquire()
@@ -367,8 +388,6 @@ class Database:
     async def ping(self) -> None:
         """Raise ``DatabaseUnavailable`` unless the database answers ``SELECT 1`` (and, on
         SQLite, its file is still the one opened at ``connect``)."""
-        if self._sqlite_file is not None:
-            self._check_file()
         await self.fetch_one(sa.text("SELECT 1"))
 
     @asynccontextmanager
@@ -388,6 +407,7 @@ class Database:
                     async with self._db.transaction():
                         yield
             return
+        self._check_file()
         async with self._writer(), self._db.connection() as connection:
             with driver_errors():
                 await connection.execute("BEGIN IMMEDIATE")

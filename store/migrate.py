@@ -8,7 +8,7 @@ beside the database is held for the whole upgrade. The second waits, then finds 
 
 import sqlite3
 from collections.abc import Callable
-from contextlib import closing, nullcontext
+from contextlib import AbstractContextManager, closing, nullcontext
 from pathlib import Path
 
 from alembic import command
@@ -20,6 +20,9 @@ from store.database import driver_errors, normalize_url, sqlite_path
 MIGRATIONS = Path(__file__).parent / "migrations"
 POSTGRES_LOCK_KEY = 0x6B7562756E
 """The advisory lock key the migration transaction holds on PostgreSQL ("kubun")."""
+
+LOCK_TIMEOUT_S = 300
+"""The longest a SQLite migration waits for another process's migration to finish."""
 
 Announce = Callable[[str | None, str | None], None]
 """Told ``(current revision or None for a new database, head revision)`` once the migration
@@ -42,15 +45,19 @@ def upgrade(url: str, revision: str = "head", announce: Announce | None = None) 
     Creates a SQLite file's folder when missing and puts the file in WAL mode, so readers
     never wait for a writer. ``announce`` is told where the database stands before anything
     is written. Synchronous: call it before the event loop starts, or in a worker thread.
-    Raises ``InvalidInput`` for a URL the store cannot use and ``DatabaseUnavailable`` when
-    the database cannot be reached (it does not exist, the server refuses, the file cannot
-    be opened).
+    Raises ``InvalidInput`` for a URL the store cannot use, ``DatabaseUnavailable`` when
+    the database cannot be reached (it does not exist, the server refuses, the file or its
+    lock file cannot be created) and ``DatabaseBusy`` when another migration of the SQLite
+    file holds its lock for more than ``LOCK_TIMEOUT_S``.
     """
     path = sqlite_path(url)
     with driver_errors():
+        lock: AbstractContextManager[object] = nullcontext()
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(f"{path}.migrate-lock") if path is not None else nullcontext()
+            lock_file = path.with_name(path.name + ".migrate-lock")
+            lock_file.touch()
+            lock = FileLock(lock_file, timeout=LOCK_TIMEOUT_S)
         with lock:
             command.upgrade(alembic_config(url, announce), revision)
             if path is not None:

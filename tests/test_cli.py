@@ -44,6 +44,10 @@ def start(*args: str, **env: str) -> subprocess.Popen[str]:
         ({"DATABASE_URL": "mysql://u@h/db"}, "DATABASE_URL"),
         ({"DATABASE_URL": "sqlite+aiosqlite:///:memory:"}, "in-memory"),
         ({"PORT": "abc"}, "PORT"),
+        ({"LOG_LEVEL": "bogus"}, "LOG_LEVEL"),
+        ({"DATABASE_URL": "postgresql://u@h:notaport/db"}, "DATABASE_URL"),
+        ({"DATABASE_URL": "postgresql://u@h/db?bogus=1"}, "bogus"),
+        ({"DATABASE_URL": "sqlite+aiosqlite:////proc/connector-store.db"}, "unavailable"),
         ({"DATABASE_URL": "postgresql+asyncpg://postgres@127.0.0.1:1/x"}, "unavailable"),
         (
             {"DATABASE_URL": with_database(postgres_admin_url(), "no_such_db_x")},

@@ -104,7 +104,22 @@ def test_parse_url__in_memory_sqlite_refused(url):
     assert "in-memory" in raised.value.problem
 
 
-@pytest.mark.parametrize("url", ["mysql://u@h/db", "not a url", "redis://h"])
+def test_parse_url__libpq_sslmode_is_asyncpg_ssl():
+    url = normalize_url("postgresql://u@h/db?sslmode=require")
+    assert url == "postgresql+asyncpg://u@h/db?ssl=require"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "mysql://u@h/db",
+        "not a url",
+        "redis://h",
+        "postgresql://u@h:notaport/db",
+        "postgresql://u@h/db?bogus=1",
+        "sqlite:///x.db?mode=ro",
+    ],
+)
 def test_parse_url__unsupported_scheme_refused(url):
     with pytest.raises(InvalidInput) as raised:
         parse_url(url)
@@ -206,7 +221,7 @@ async def test_wait__writer_behind_a_held_transaction_fails_busy_then_recovers(d
 # --- a database that goes away -------------------------------------------------------------
 
 
-async def test_sqlite__folder_deleted_while_serving_refuses_writes_and_ping(tmp_path, clock):
+async def test_sqlite__folder_deleted_while_serving_refuses_reads_writes_and_ping(tmp_path, clock):
     url = f"sqlite+aiosqlite:///{tmp_path}/data/store.db"
     await asyncio.to_thread(upgrade, url)
     db = Database(url)
@@ -218,6 +233,8 @@ async def test_sqlite__folder_deleted_while_serving_refuses_writes_and_ping(tmp_
 
         with pytest.raises(DatabaseUnavailable):
             await db.ping()
+        with pytest.raises(DatabaseUnavailable):
+            await store.operations.get_operation("did:key:caller", "op-1")
         with pytest.raises(DatabaseUnavailable):
             await store.operations.claim_operation(claim(operation_id="op-2"))
         with pytest.raises(DatabaseUnavailable):
