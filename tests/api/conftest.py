@@ -21,6 +21,7 @@ class GraphQLClient:
         self.http = http
         self.worker = (DOCUMENTS / "worker.graphql").read_text()
         self.dashboard = (DOCUMENTS / "dashboard.graphql").read_text()
+        self.documents = [path.read_text() for path in sorted(DOCUMENTS.glob("*.graphql"))]
 
     async def query(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
         """Send ``query``; assert an HTTP 200 and return the body."""
@@ -30,7 +31,10 @@ class GraphQLClient:
 
     async def run(self, operation_name: str, **variables: Any) -> dict[str, Any]:
         """Run a named operation of graphql/operations; assert no errors; return ``data``."""
-        document = self.worker if operation_name in self.worker else self.dashboard
+        document = next(
+            (text for text in self.documents if f" {operation_name}(" in text),
+            self.worker if operation_name in self.worker else self.dashboard,
+        )
         response = await self.http.post(
             "/graphql",
             json={"query": document, "operationName": operation_name, "variables": variables},
