@@ -201,8 +201,9 @@ INSERT INTO kubun_connector_operation (
   caller_did, operation_id, node_key, owner_did, connector_name, model, op, account_key,
   target, source_id, deterministic_event_id, payload_hash, reissue_intent, state, attempts,
   version, incarnation, created_at, updated_at)
-SELECT 'did:key:bulk', 'bulk-' || i, 'bulk-node-' || i, 'did:key:owner', 'calendar', 'Event',
-  'update', 'acct-1', 'events/' || i, 'evt-' || i, 'det-' || i, 'sha256:bulk', '{{}}',
+SELECT 'did:key:{prefix}', '{prefix}-' || i, '{prefix}-node-' || i, 'did:key:owner',
+  'calendar', 'Event', 'update', 'acct-1', 'events/' || i, 'evt-' || i, 'det-' || i,
+  'sha256:bulk', '{{}}',
   '{state}', 1, 1, 'inc-' || i, {updated_at}, {updated_at}
 FROM n
 RETURNING 1
@@ -210,10 +211,14 @@ RETURNING 1
 
 
 async def bulk_finished_operations(
-    db: Database, count: int, updated_at: int, state: str = "committed"
+    db: Database, count: int, updated_at: int, state: str = "committed", prefix: str = "bulk"
 ) -> None:
     """``count`` operations in ``state``, last updated at ``updated_at``, written by one bulk
-    ``INSERT … SELECT`` (seeding a backlog through the API would take minutes)."""
-    sql = FINISHED_BULK_SQL.format(count=int(count), state=state, updated_at=int(updated_at))
+    ``INSERT … SELECT`` (seeding a backlog through the API would take minutes). Their
+    caller is ``did:key:<prefix>``, their ids ``<prefix>-1`` … (``prefix``: letters only)."""
+    assert prefix.isalpha() and state.isalpha()
+    sql = FINISHED_BULK_SQL.format(
+        count=int(count), state=state, updated_at=int(updated_at), prefix=prefix
+    )
     async with db.write_transaction():
         await db.fetch_all(sa.text(sql))
