@@ -1,5 +1,7 @@
-"""The ``connector-store`` command: ``serve`` (migrate, then run uvicorn) and ``migrate``."""
+"""The ``connector-store`` command: ``serve`` (migrate, then run uvicorn), ``migrate`` and
+``collect`` (a retention backlog, with a progress bar)."""
 
+import asyncio
 import logging
 
 import typer
@@ -44,6 +46,53 @@ def migrate_command() -> None:
     settings = Settings()
     upgrade(settings.database_url)
     typer.echo(f"migrated {shown(settings.database_url)}")
+
+
+@cli.command("collect")
+def collect_command(
+    older_than_seconds: int | None = typer.Option(
+        None,
+        min=0,
+        help="Collect finished operations last updated longer ago than this "
+        "(default RETAIN_FINISHED_SECONDS).",
+    ),
+    batch: int | None = typer.Option(
+        None, min=1, max=10_000, help="Operations deleted per statement (default SWEEP_BATCH)."
+    ),
+) -> None:
+    """Delete every finished operation older than the retention, in batches, with a progress
+    bar, and expired pending authorizations; prints the totals."""
+    settings = Settings()
+    retain_ms = 1000 * (
+        settings.retain_finished_seconds if older_than_seconds is None else older_than_seconds
+    )
+    asyncio.run(collect_backlog(settings, retain_ms, batch or settings.sweep_batch))
+
+
+async def collect_backlog(settings: Settings, retain_ms: int, batch: int) -> None:
+    """``collect``'s work: count the backlog, then collect it batch by batch."""
+    from store import ConnectorStore
+    from store.database import Database
+
+    db = Database(settings.database_url, pool_size=2)
+    await db.connect()
+    try:
+        store = ConnectorStore(db)
+        now = store.clock()
+        older_than = max(now - retain_ms, 0)
+        backlog = await store.retention.count_finished_operations(older_than)
+        total = 0
+        with typer.progressbar(length=backlog, label="collecting finished operations") as bar:
+            while True:
+                deleted = await store.retention.collect_finished_operations(older_than, batch)
+                total += deleted
+                bar.update(deleted)
+                if deleted < batch:
+                    break
+        expired = await store.pending_auth.delete_expired_pending_auth(now)
+    finally:
+        await db.disconnect()
+    typer.echo(f"collected {total} finished operations, {expired} expired pending auth")
 
 
 @cli.command("schema")
