@@ -2,7 +2,9 @@
 
 Runs ``connector-store serve`` on a free port over a fresh database on each backend, waits for
 ``/readyz``, runs ``examples/writeback_worker.py`` twice (a second run on the same database
-proves its ids are fresh), then stops the server with SIGTERM and expects a clean exit.
+proves its ids are fresh, and its sync checkpoint advances by compare-and-swap from the first
+run's), then stops the server with SIGTERM and expects a clean exit, the sweeper having run
+and stopped.
 """
 
 import asyncio
@@ -109,6 +111,7 @@ def server(server_database_url: str, tmp_path: Path) -> Iterator[Server]:
         "DATABASE_URL": server_database_url,
         "DATA_DIR": str(tmp_path / "data"),
         "LOG_LEVEL": "info",
+        "SWEEP_INTERVAL_SECONDS": "0.5",
     }
     with log.open("wb") as output:
         process = subprocess.Popen(
@@ -151,7 +154,7 @@ async def run_worker(server: Server) -> subprocess.CompletedProcess[str]:
 
 async def test_the_example_worker_writes_back_through_a_real_server(server: Server) -> None:
     runs = set()
-    for _ in range(2):
+    for number in range(1, 3):
         worker = await run_worker(server)
         assert worker.returncode == 0, server.explain(worker)
         result = summary(worker.stdout)
@@ -161,10 +164,16 @@ async def test_the_example_worker_writes_back_through_a_real_server(server: Serv
         assert result["conflicts"] == "1", server.explain(worker)
         assert result["result"] == "OK", server.explain(worker)
         assert float(result["throughput"].removesuffix(" ops/s")) > 0
+        committed, version = OPERATIONS * number, number - 1
+        assert result["sync"].startswith(
+            f"example-calendar committed {committed}, version {version}, lastSyncedAt "
+        ), server.explain(worker)
         runs.add(result["run"])
     assert len(runs) == 2
 
     assert server.stop() in (0, -signal.SIGTERM), server.explain()
     output = server.output()
     assert "Application shutdown complete" in output, server.explain()
+    assert "sweep: deleted 0 finished operations, 0 expired pending auth" in output, output
+    assert "sweeper: stopped" in output, server.explain()
     assert "Traceback" not in output, server.explain()
