@@ -5,6 +5,11 @@ ago, in batches of ``batch`` until a batch comes back short, and deletes pending
 authorizations whose ``expires_at`` is before now. It yields to the event loop between
 batches, so requests keep being answered during a long sweep, and logs what it deleted.
 On PostgreSQL an advisory lock makes one replica sweep at a time; the others skip.
+
+Stopping is cooperative: ``stop`` wakes the sleeping loop, a sweep in flight ends after its
+current statement, and only a sweep stuck past ``STOP_GRACE_S`` is cancelled. Cancelling a
+task in the middle of a query can leave ``databases``' connection unreleased (its rollback
+fails on the interrupted connection), and then closing the pool waits forever.
 """
 
 import asyncio
@@ -15,6 +20,8 @@ from dataclasses import dataclass
 from store import ConnectorStore
 
 log = logging.getLogger("connector_store.sweeper")
+
+STOP_GRACE_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +50,7 @@ class Sweeper:
         self.retain_ms = retain_ms
         self.batch = batch
         self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
 
     async def sweep(self) -> SweepResult | None:
         """One sweep; None when another replica holds the sweep lock (nothing deleted).
@@ -57,7 +65,7 @@ class Sweeper:
             now = self.store.clock()
             older_than = max(now - self.retain_ms, 0)
             operations = batches = 0
-            while True:
+            while not self._stopping.is_set():
                 deleted = await retention.collect_finished_operations(older_than, self.batch)
                 operations += deleted
                 batches += 1
@@ -73,19 +81,20 @@ class Sweeper:
         return SweepResult(operations, pending_auth, batches)
 
     async def run(self) -> None:
-        """Sweep, sleep ``interval_s``, forever; an error is logged and the next sweep runs."""
-        while True:
+        """Sweep, then wait ``interval_s``, until ``stop``; an error is logged and the next
+        sweep runs."""
+        while not self._stopping.is_set():
             try:
                 await self.sweep()
-            except asyncio.CancelledError:
-                raise
             except Exception:
                 log.exception("sweep failed; trying again in %s s", self.interval_s)
-            await asyncio.sleep(self.interval_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.interval_s)
 
     def start(self) -> None:
         """Start ``run`` in a background task."""
         if self._task is None:
+            self._stopping.clear()
             self._task = asyncio.create_task(self.run(), name="connector-store-sweeper")
             log.info(
                 "sweeper: every %s s, finished operations kept %d ms, batches of %d",
@@ -94,15 +103,19 @@ class Sweeper:
                 self.batch,
             )
 
-    async def stop(self) -> None:
-        """Cancel the task and wait for it to end (a sweep in flight is cut at its next
-        await, its open batch rolled back)."""
+    async def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Stop the loop and wait for it to end: a sweep in flight finishes its current
+        statement and stops; one still running after ``grace_s`` seconds is cancelled."""
         task, self._task = self._task, None
         if task is None:
             return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        self._stopping.set()
+        done, _ = await asyncio.wait({task}, timeout=grace_s)
+        if not done:
+            log.warning("sweeper: a sweep outlived %s s of grace; cancelling it", grace_s)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         log.info("sweeper: stopped")
 
     @property

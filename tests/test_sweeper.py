@@ -159,3 +159,27 @@ async def test_sweep__postgres_second_replica_skips_while_one_sweeps(
     assert swept is not None and swept.operations == 30
     assert "sweep: skipped, another replica is sweeping" in caplog.text
     assert again is not None and again.operations == 0
+
+
+async def test_sweeper__stop_mid_sweep_ends_after_current_batch(store, database, clock, caplog):
+    caplog.set_level(logging.INFO, logger=SWEEP_LOG)
+    await bulk_finished_operations(database, 30, updated_at=clock.now - DAY_MS - 1)
+    running = sweeper(store, batch=10)
+    collect = store.retention.collect_finished_operations
+    stopping: list[asyncio.Task[None]] = []
+
+    async def collect_then_stop(older_than, limit):
+        if not stopping:
+            stopping.append(asyncio.create_task(running.stop()))
+        return await collect(older_than, limit)
+
+    store.retention.collect_finished_operations = collect_then_stop  # type: ignore[method-assign]
+    running.start()
+    while not stopping:
+        await asyncio.sleep(0.001)
+    await stopping[0]
+
+    assert not running.running
+    assert await store.retention.count_finished_operations(clock.now) == 20
+    assert sweep_lines(caplog) == ["sweep: deleted 10 finished operations, 0 expired pending auth"]
+    assert "cancelling" not in caplog.text
