@@ -56,6 +56,14 @@ and claims an existing key with a drifted ``payloadHash`` (expects ``OperationCo
 then re-reads every operation with ``GetOperation``. It prints a summary and exits 1 when
 any expectation failed, 2 when the server could not be used at all.
 
+At the end of a run the worker advances its sync checkpoint (``graphql/operations/sync.graphql``)
+with ``advance_sync_state``: read ``GetSyncState``, recompute the checkpoint from what was
+read (here: add the run's committed count), and ``UpdateSyncProgress`` with the ``version``
+and ``incarnation`` read (both null when there was no state yet). That mutation is one
+compare-and-swap: when another writer got there first it answers ``applied: false`` with the
+state as it now stands, and the loop recomputes from that and tries again. The checkpoint is
+kept under a stable connector name, so each run adds to what the runs before it left.
+
 Every run uses fresh ids (a random run id in each operation id and in the connector name),
 so it can run again and again against the same database, and ``DueOperations`` filtered by
 that connector name lists only this run's work. A production worker would use one stable
@@ -70,14 +78,23 @@ import re
 import secrets
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 OPERATIONS_DIR = Path(__file__).resolve().parent.parent / "graphql" / "operations"
-DOCUMENTS = [OPERATIONS_DIR / "worker.graphql", OPERATIONS_DIR / "verifier.graphql"]
+DOCUMENTS = [
+    OPERATIONS_DIR / "worker.graphql",
+    OPERATIONS_DIR / "verifier.graphql",
+    OPERATIONS_DIR / "sync.graphql",
+]
+SYNC_CONNECTOR = "example-calendar"
+"""The sync checkpoint's connector name: stable across runs, unlike the per-run one."""
+SYNC_ATTEMPTS = 20
 
 LEASE_MS = 30_000
 """How long a lease lasts. A worker that dies holding one blocks the operation this long."""
@@ -107,8 +124,9 @@ class TransientProviderError(Exception):
 
 
 class Client:
-    """Posts the documents of ``worker.graphql`` and ``verifier.graphql`` by name (each
-    request sends the whole file holding the named operation); returns ``data`` or raises."""
+    """Posts the documents of ``worker.graphql``, ``verifier.graphql`` and ``sync.graphql``
+    by name (each request sends the whole file holding the named operation); returns
+    ``data`` or raises."""
 
     def __init__(self, url: str, token: str | None = None) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -548,6 +566,60 @@ class Verifier:
         )
 
 
+class SyncConflict(Exception):
+    """Other writers kept moving the sync state: the CAS never applied."""
+
+
+def iso_time(epoch_ms: int) -> str:
+    """Epoch ms as the ISO-8601 text the sync state keeps (``2030-01-01T09:00:00.000Z``)."""
+    moment = datetime.fromtimestamp(epoch_ms / 1000, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def advance_sync_state(
+    client: Client,
+    connector_name: str,
+    owner_did: str,
+    recompute: Callable[[dict[str, Any] | None], dict[str, Any]],
+    attempts: int = SYNC_ATTEMPTS,
+) -> dict[str, Any]:
+    """Advance a sync state by read -> recompute -> compare-and-swap, retrying on a refusal.
+
+    ``recompute`` gets the state as read (None when there is none) and returns the new
+    progress: ``checkpoint``, ``lastSyncedAt``, ``entityCount`` (and optionally ``error``,
+    ``recovery``). It may run more than once, so it must compute from its argument only.
+    Returns the state written; raises ``SyncConflict`` after ``attempts`` refusals.
+    """
+    key = {"connectorName": connector_name, "ownerDID": owner_did}
+    current = client.call("GetSyncState", **key)["syncState"]
+    for _ in range(attempts):
+        guard = {
+            "version": None if current is None else current["version"],
+            "incarnation": None if current is None else current["incarnation"],
+        }
+        result = client.call("UpdateSyncProgress", input=key | recompute(current) | guard)[
+            "updateSyncProgress"
+        ]
+        if result["applied"]:
+            return result["syncState"]
+        current = result["syncState"]
+    raise SyncConflict(f"{connector_name}/{owner_did}: not applied after {attempts} attempts")
+
+
+def record_sync(client: Client, committed: int, now: int) -> dict[str, Any]:
+    """Add this run's ``committed`` count to the example's sync checkpoint."""
+
+    def recompute(current: dict[str, Any] | None) -> dict[str, Any]:
+        before = 0 if current is None else current["checkpoint"]["committed"]
+        return {
+            "checkpoint": {"committed": before + committed},
+            "lastSyncedAt": iso_time(now),
+            "entityCount": before + committed,
+        }
+
+    return advance_sync_state(client, SYNC_CONNECTOR, Worker.OWNER, recompute)
+
+
 def run(url: str, count: int, token: str | None) -> int:
     run_id = secrets.token_hex(4)
     changes = {change.operation_id: change for change in (Change(run_id, i) for i in range(count))}
@@ -574,7 +646,8 @@ def run(url: str, count: int, token: str | None) -> int:
             verifier.edit(change)
         verifier.settle()
         verifier.count_outcomes()
-    except (httpx.HTTPError, GraphQLError, ValueError) as error:
+        synced = record_sync(client, worker.tally.committed, client.server_time())
+    except (httpx.HTTPError, GraphQLError, SyncConflict, ValueError) as error:
         print(f"error: cannot use the server at {url}: {error}", file=sys.stderr)
         return 2
     finally:
@@ -595,6 +668,10 @@ def run(url: str, count: int, token: str | None) -> int:
     print(f"retries: {tally.retries}")
     print(f"exists: {tally.exists}")
     print(f"conflicts: {tally.conflicts}")
+    print(
+        f"sync: {SYNC_CONNECTOR} committed {synced['checkpoint']['committed']}, "
+        f"version {synced['version']}, lastSyncedAt {synced['lastSyncedAt']}"
+    )
     print(f"elapsed: {elapsed:.2f} s")
     print(f"throughput: {tally.committed / elapsed:.1f} ops/s")
     print(f"verification checks: {tally.checks}")

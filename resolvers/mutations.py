@@ -14,8 +14,13 @@ from schema.inputs import (
     ArmWatchInput,
     ClaimOperationInput,
     ClaimWatchAttemptInput,
+    CollectFinishedOperationsInput,
+    ConsumePendingAuthInput,
+    CreatePendingAuthInput,
     DeferOperationInput,
     DeferWatchInput,
+    DeleteExpiredPendingAuthInput,
+    DeleteSyncStateInput,
     FinalizeOperationInput,
     MarkSendStartedInput,
     RecordIngressInput,
@@ -25,11 +30,18 @@ from schema.inputs import (
     RenewLeaseInput,
     ResumeAuthDeferredInput,
     ResumeOfflineDeferredInput,
+    SetSyncStateInput,
+    UpdateSyncProgressInput,
 )
 from schema.operation import Operation, operation_or_none
+from schema.pending_auth import ConsumedPendingAuth, PendingAuth
 from schema.results import (
     ArmWatchPayload,
     ClaimOperationResult,
+    CollectFinishedOperationsPayload,
+    CreatePendingAuthPayload,
+    DeleteExpiredPendingAuthPayload,
+    DeleteSyncStatePayload,
     FinalizeOperationPayload,
     OperationClaimed,
     OperationConflict,
@@ -38,11 +50,16 @@ from schema.results import (
     RecordIngressPayload,
     RecordVerificationPayload,
     ResumeDeferredPayload,
+    SetSyncStatePayload,
+    UpdateSyncProgressPayload,
     WatchWritePayload,
 )
+from schema.sync_state import SyncState, sync_state_or_none
 from schema.watch import Watch
 from store.operations import OperationClaim, OperationsStore, OperationTransition
-from store.records import OperationRecord, WatchIdentity, WatchRecord
+from store.records import OperationRecord, PendingAuthRecord, WatchIdentity, WatchRecord
+from store.retention import DEFAULT_COLLECT_LIMIT
+from store.sync_state import SyncProgress
 from store.watches import ArmResult, Resumed, WatchesStore
 
 Write = Callable[[OperationsStore], Awaitable[OperationRecord | None]]
@@ -334,3 +351,108 @@ class Mutation:
             input.owner_did, input.connector_names, input.now
         )
         return resumed_payload(info, resumed)
+
+    @strawberry.mutation(description="Keep OAuth PKCE state; a state that exists is refused.")
+    async def create_pending_auth(
+        self, info: Info, input: CreatePendingAuthInput
+    ) -> CreatePendingAuthPayload:
+        require(info.context.viewer, "auth:write")
+        record = await info.context.store.pending_auth.create_pending_auth(
+            PendingAuthRecord(
+                state=input.state,
+                code_verifier=input.code_verifier,
+                provider=input.provider,
+                owner_did=input.owner_did,
+                owner_wrappable_did=input.owner_wrappable_did,
+                controller_wrappable_did=input.controller_wrappable_did,
+                created_at=input.created_at,
+                redirect_url=input.redirect_url,
+                scopes=list(input.scopes),
+                incremental=input.incremental,
+                expires_at=input.expires_at,
+            )
+        )
+        return CreatePendingAuthPayload(pending_auth=PendingAuth.from_record(record))
+
+    @strawberry.mutation(
+        description="Take a pending authorization once, code verifier included; null when "
+        "absent or already consumed."
+    )
+    async def consume_pending_auth(
+        self, info: Info, input: ConsumePendingAuthInput
+    ) -> ConsumedPendingAuth | None:
+        require(info.context.viewer, "auth:write")
+        record = await info.context.store.pending_auth.consume_pending_auth(input.state)
+        return None if record is None else ConsumedPendingAuth.from_record(record)
+
+    @strawberry.mutation(description="Delete pending authorizations with `expiresAt < cutoff`.")
+    async def delete_expired_pending_auth(
+        self, info: Info, input: DeleteExpiredPendingAuthInput
+    ) -> DeleteExpiredPendingAuthPayload:
+        require(info.context.viewer, "auth:write")
+        deleted = await info.context.store.pending_auth.delete_expired_pending_auth(input.cutoff)
+        return DeleteExpiredPendingAuthPayload(deleted=deleted)
+
+    @strawberry.mutation(
+        description="Delete at most `limit` finished (never ATTEMPTED) operations last "
+        "updated before `olderThan`; call again until fewer than `limit` come back."
+    )
+    async def collect_finished_operations(
+        self, info: Info, input: CollectFinishedOperationsInput
+    ) -> CollectFinishedOperationsPayload:
+        require(info.context.viewer, "service")
+        limit = DEFAULT_COLLECT_LIMIT if input.limit is None else input.limit
+        deleted = await info.context.store.retention.collect_finished_operations(
+            input.older_than, limit
+        )
+        return CollectFinishedOperationsPayload(deleted=deleted)
+
+    @strawberry.mutation(description="Create or overwrite a sync state.")
+    async def set_sync_state(self, info: Info, input: SetSyncStateInput) -> SetSyncStatePayload:
+        require(info.context.viewer, "sync:write")
+        record = await info.context.store.sync_state.set_sync_state(
+            input.connector_name, input.owner_did, sync_progress(input), input.status.value
+        )
+        return SetSyncStatePayload(sync_state=SyncState.from_record(record))
+
+    @strawberry.mutation(
+        description="Compare-and-swap a sync state's progress on `version` and `incarnation`; "
+        "on `applied: false` re-read `syncState`, recompute and retry."
+    )
+    async def update_sync_progress(
+        self, info: Info, input: UpdateSyncProgressInput
+    ) -> UpdateSyncProgressPayload:
+        require(info.context.viewer, "sync:write")
+        store = info.context.store.sync_state
+        record = await store.update_sync_progress(
+            input.connector_name,
+            input.owner_did,
+            sync_progress(input),
+            version=input.version,
+            incarnation=input.incarnation,
+        )
+        if record is not None:
+            return UpdateSyncProgressPayload(applied=True, sync_state=SyncState.from_record(record))
+        current = await store.get_sync_state(input.connector_name, input.owner_did)
+        return UpdateSyncProgressPayload(applied=False, sync_state=sync_state_or_none(current))
+
+    @strawberry.mutation(description="Delete a sync state; a new one gets a new incarnation.")
+    async def delete_sync_state(
+        self, info: Info, input: DeleteSyncStateInput
+    ) -> DeleteSyncStatePayload:
+        require(info.context.viewer, "sync:write")
+        deleted = await info.context.store.sync_state.delete_sync_state(
+            input.connector_name, input.owner_did
+        )
+        return DeleteSyncStatePayload(deleted=deleted)
+
+
+def sync_progress(input: SetSyncStateInput | UpdateSyncProgressInput) -> SyncProgress:
+    """The store's progress fields of a sync-state input."""
+    return SyncProgress(
+        checkpoint=input.checkpoint,
+        last_synced_at=input.last_synced_at,
+        entity_count=input.entity_count,
+        error=input.error,
+        recovery=input.recovery,
+    )

@@ -18,7 +18,9 @@ from schema.pagination import (
     WatchConnection,
     WatchEdge,
 )
+from schema.pending_auth import PendingAuth
 from schema.scalars import EpochMillis
+from schema.sync_state import SyncState, SyncStateConnection, SyncStateEdge, sync_state_or_none
 from schema.watch import Watch
 from store import operations as ops
 from store import watches as wat
@@ -242,6 +244,55 @@ class Query:
         page = records[:size]
         edges = [WatchEdge(cursor=watch_cursor(r), node=Watch.from_record(r)) for r in page]
         return WatchConnection(
+            edges=edges,
+            page_info=PageInfo(
+                has_next_page=len(records) > size,
+                has_previous_page=after is not None,
+                start_cursor=edges[0].cursor if edges else None,
+                end_cursor=edges[-1].cursor if edges else None,
+            ),
+        )
+
+    @strawberry.field(
+        description="A pending OAuth authorization by its state, without the code verifier "
+        "(only consumePendingAuth returns that), or null."
+    )
+    async def pending_auth(self, info: Info, state: str) -> PendingAuth | None:
+        require(info.context.viewer, "auth:write")
+        record = await info.context.store.pending_auth.get_pending_auth(state)
+        return None if record is None else PendingAuth.from_record(record)
+
+    @strawberry.field(description="The sync state of one connector for one owner, or null.")
+    async def sync_state(self, info: Info, connector_name: str, owner_did: str) -> SyncState | None:
+        require(info.context.viewer, "sync:read")
+        record = await info.context.store.sync_state.get_sync_state(connector_name, owner_did)
+        return sync_state_or_none(record)
+
+    @strawberry.field(description="One connector's sync states, ordered by owner DID, by pages.")
+    async def sync_states(
+        self,
+        info: Info,
+        connector_name: str,
+        first: int | None = None,
+        after: str | None = None,
+    ) -> SyncStateConnection:
+        require(info.context.viewer, "sync:read")
+        size = page_size("first", first, DEFAULT_PAGE)
+        info.context.rows.take("first", size)
+        after_owner = None
+        if after is not None:
+            decoded = decode_cursor(after, 1)
+            if decoded is None or not isinstance(decoded[0], str):
+                raise bad_input("after", "is not a cursor from this connection")
+            after_owner = decoded[0]
+        records = await info.context.store.sync_state.list_sync_states_for_connector(
+            connector_name, after=after_owner, limit=size + 1
+        )
+        edges = [
+            SyncStateEdge(cursor=encode_opaque([r.owner_did]), node=SyncState.from_record(r))
+            for r in records[:size]
+        ]
+        return SyncStateConnection(
             edges=edges,
             page_info=PageInfo(
                 has_next_page=len(records) > size,

@@ -65,3 +65,10 @@ class VerificationOutcome(Enum):
 def value_of(member: Enum | None) -> str | None:
     """The store's spelling of an enum member, or None."""
     return None if member is None else member.value
+
+
+@strawberry.enum(description="Where a connector's sync for one owner stands.")
+class SyncStatus(Enum):
+    IDLE = "idle"
+    SYNCING = "syncing"
+    ERROR = "error"

@@ -2,7 +2,7 @@
 
 import strawberry
 
-from schema.enums import ArmReason, DeferReason, OperationState, VerificationStatus
+from schema.enums import ArmReason, DeferReason, OperationState, SyncStatus, VerificationStatus
 from schema.scalars import JSON, EpochMillis
 
 
@@ -208,3 +208,70 @@ class ResumeAuthDeferredInput:
     owner_did: str
     connector_names: list[str]
     now: EpochMillis
+
+
+@strawberry.input(description="Keep OAuth PKCE state until the callback consumes it.")
+class CreatePendingAuthInput:
+    state: str
+    code_verifier: str
+    provider: str
+    owner_did: str
+    created_at: EpochMillis
+    redirect_url: str
+    scopes: list[str]
+    incremental: bool
+    expires_at: EpochMillis
+    owner_wrappable_did: str | None = None
+    controller_wrappable_did: str | None = None
+
+
+@strawberry.input(description="The OAuth `state` a callback received.")
+class ConsumePendingAuthInput:
+    state: str
+
+
+@strawberry.input(description="Delete pending authorizations with `expiresAt < cutoff`.")
+class DeleteExpiredPendingAuthInput:
+    cutoff: EpochMillis
+
+
+@strawberry.input(description="Delete finished operations last updated before `olderThan`.")
+class CollectFinishedOperationsInput:
+    older_than: EpochMillis
+    limit: int | None = strawberry.field(
+        default=None, description="At most this many (1 to 10,000, default 1000)."
+    )
+
+
+@strawberry.input(description="Create or overwrite a sync state (version and incarnation kept).")
+class SetSyncStateInput:
+    connector_name: str
+    owner_did: str
+    last_synced_at: str
+    entity_count: int
+    status: SyncStatus
+    checkpoint: JSON | None = None
+    error: str | None = None
+    recovery: JSON | None = None
+
+
+@strawberry.input(
+    description="Compare-and-swap the sync progress: `version` and `incarnation` as read "
+    "(both null: create the state only when none exists)."
+)
+class UpdateSyncProgressInput:
+    connector_name: str
+    owner_did: str
+    last_synced_at: str
+    entity_count: int
+    version: int | None = None
+    incarnation: str | None = None
+    checkpoint: JSON | None = None
+    error: str | None = None
+    recovery: JSON | None = None
+
+
+@strawberry.input(description="Delete a sync state.")
+class DeleteSyncStateInput:
+    connector_name: str
+    owner_did: str

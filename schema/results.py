@@ -6,6 +6,8 @@ import strawberry
 
 from schema.enums import ArmOutcome, VerificationOutcome
 from schema.operation import Operation
+from schema.pending_auth import PendingAuth
+from schema.sync_state import SyncState
 from schema.watch import Watch
 
 
@@ -83,3 +85,37 @@ class RecordIngressPayload:
 class ResumeDeferredPayload:
     resumed_operations: int
     resumed_watches: int
+
+
+@strawberry.type(description="The pending authorization as stored (no code verifier).")
+class CreatePendingAuthPayload:
+    pending_auth: PendingAuth
+
+
+@strawberry.type(description="How many expired pending authorizations were deleted.")
+class DeleteExpiredPendingAuthPayload:
+    deleted: int
+
+
+@strawberry.type(description="How many finished operations were deleted.")
+class CollectFinishedOperationsPayload:
+    deleted: int
+
+
+@strawberry.type(description="The sync state as stored.")
+class SetSyncStatePayload:
+    sync_state: SyncState
+
+
+@strawberry.type(
+    description="A compare-and-swap on a sync state: whether it applied, and the state as "
+    "it now stands (null when there is none), to re-read and retry from."
+)
+class UpdateSyncProgressPayload:
+    applied: bool
+    sync_state: SyncState | None
+
+
+@strawberry.type(description="Whether a sync state was deleted.")
+class DeleteSyncStatePayload:
+    deleted: bool

@@ -22,6 +22,7 @@ from resolvers.loaders import Loaders
 from resolvers.permissions import Viewer
 from server.graph import build_schema
 from server.settings import Settings
+from server.sweeper import Sweeper
 from store import ConnectorStore
 from store.database import Database
 from store.errors import DatabaseUnavailable
@@ -158,6 +159,27 @@ async def readyz(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
+@contextlib.asynccontextmanager
+async def sweeping(settings: Settings, store: ConnectorStore) -> AsyncIterator[Sweeper | None]:
+    """Run the background sweeper for the block, unless ``SWEEPER=false``; stop it (cancel
+    and wait) when the block ends."""
+    if not settings.sweeper:
+        log.info("sweeper: off (SWEEPER=false)")
+        yield None
+        return
+    sweeper = Sweeper(
+        store,
+        interval_s=settings.sweep_interval_seconds,
+        retain_ms=settings.retain_finished_seconds * 1000,
+        batch=settings.sweep_batch,
+    )
+    sweeper.start()
+    try:
+        yield sweeper
+    finally:
+        await sweeper.stop()
+
+
 def create_app(settings: Settings | None = None, store: ConnectorStore | None = None) -> Starlette:
     """The ASGI app. Given a connected ``store`` it uses it as is; otherwise it opens
     ``settings.database_url`` at start-up and closes it at shutdown (migrate first)."""
@@ -167,7 +189,8 @@ def create_app(settings: Settings | None = None, store: ConnectorStore | None = 
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if store is not None:
             app.state.store = store
-            yield
+            async with sweeping(settings, store) as app.state.sweeper:
+                yield
             return
         db = Database(
             settings.database_url,
@@ -177,7 +200,8 @@ def create_app(settings: Settings | None = None, store: ConnectorStore | None = 
         await db.connect()
         app.state.store = ConnectorStore(db)
         try:
-            yield
+            async with sweeping(settings, app.state.store) as app.state.sweeper:
+                yield
         finally:
             await db.disconnect()
 

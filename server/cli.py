@@ -1,5 +1,5 @@
-"""The ``connector-store`` command: ``serve`` (migrate, then run uvicorn), ``migrate`` and
-``schema``.
+"""The ``connector-store`` command: ``serve`` (migrate, then run uvicorn), ``migrate``,
+``schema`` and ``collect`` (a retention backlog, with a progress bar).
 
 Mistakes in the configuration or an unusable database end the command with one line on
 standard error that says what is wrong and how to fix it, and exit status 1; never a
@@ -15,6 +15,7 @@ import uvicorn
 from pydantic import ValidationError
 
 from server.settings import Settings
+from store import ConnectorStore
 from store.database import Database, shown_url
 from store.errors import DatabaseUnavailable, InvalidInput, StoreError
 from store.migrate import upgrade
@@ -73,6 +74,50 @@ def migrate_command() -> None:
     settings = Settings()
     upgrade(settings.database_url, announce=announce_migration)
     typer.echo(f"migrated {shown_url(settings.database_url)}")
+
+
+@cli.command("collect")
+def collect_command(
+    older_than_seconds: int | None = typer.Option(
+        None,
+        min=0,
+        help="Collect finished operations last updated longer ago than this "
+        "(default RETAIN_FINISHED_SECONDS).",
+    ),
+    batch: int | None = typer.Option(
+        None, min=1, max=10_000, help="Operations deleted per statement (default SWEEP_BATCH)."
+    ),
+) -> None:
+    """Delete every finished operation older than the retention, in batches, with a progress
+    bar, and expired pending authorizations; prints the totals."""
+    settings = Settings()
+    retain_ms = 1000 * (
+        settings.retain_finished_seconds if older_than_seconds is None else older_than_seconds
+    )
+    asyncio.run(collect_backlog(settings, retain_ms, batch or settings.sweep_batch))
+
+
+async def collect_backlog(settings: Settings, retain_ms: int, batch: int) -> None:
+    """``collect``'s work: count the backlog, then collect it batch by batch."""
+    db = Database(settings.database_url, pool_size=2)
+    await db.connect()
+    try:
+        store = ConnectorStore(db)
+        now = store.clock()
+        older_than = max(now - retain_ms, 0)
+        backlog = await store.retention.count_finished_operations(older_than)
+        total = 0
+        with typer.progressbar(length=backlog, label="collecting finished operations") as bar:
+            while True:
+                deleted = await store.retention.collect_finished_operations(older_than, batch)
+                total += deleted
+                bar.update(deleted)
+                if deleted < batch:
+                    break
+        expired = await store.pending_auth.delete_expired_pending_auth(now)
+    finally:
+        await db.disconnect()
+    typer.echo(f"collected {total} finished operations, {expired} expired pending auth")
 
 
 @cli.command("schema")

@@ -29,6 +29,10 @@ class Settings(BaseSettings):
     max_aliases: int = Field(default=30, ge=1)
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "info"
+    sweeper: bool = Field(default=True, description="Run the background sweeper (SWEEPER).")
+    sweep_interval_seconds: float = Field(default=300.0, gt=0)
+    retain_finished_seconds: int = Field(default=7 * 24 * 3600, ge=0)
+    sweep_batch: int = Field(default=1000, ge=1, le=10_000)
 
     @model_validator(mode="after")
     def default_database(self) -> "Settings":

@@ -5,7 +5,9 @@ from collections.abc import Callable
 from store.context import Clock, ReadWinner, StoreContext, random_id, system_clock
 from store.database import Database
 from store.operations import OperationsStore
+from store.pending_auth import PendingAuthStore
 from store.retention import RetentionStore
+from store.sync_state import SyncStateStore
 from store.watches import WatchesStore
 from store.winners import WinnersStore
 
@@ -16,7 +18,8 @@ class ConnectorStore:
     ``db``: a ``Database`` (connected by the caller). ``clock``: "now" in epoch ms, the
     system time by default. ``read_winner``: the current winner digest of a document,
     by default the ``kubun_connector_document_winner`` table. ``new_id``: mints node keys
-    and incarnations. Parts: ``operations``, ``watches``, ``winners``, ``retention``.
+    and incarnations. Parts: ``operations``, ``watches``, ``winners``, ``retention``,
+    ``pending_auth``, ``sync_state``.
     """
 
     def __init__(
@@ -34,4 +37,6 @@ class ConnectorStore:
         self.watches = WatchesStore(context, read)
         self.operations = OperationsStore(context, self.watches, read)
         self.retention = RetentionStore(context)
+        self.pending_auth = PendingAuthStore(context)
+        self.sync_state = SyncStateStore(context)
         self.clock = clock

@@ -133,3 +133,67 @@ class WatchRecord:
         return WatchIdentity(
             self.owner_did, self.connector_name, self.model, self.account_key, self.source_id
         )
+
+
+SYNC_IDLE: Final = "idle"
+SYNC_STATUSES: Final = frozenset({SYNC_IDLE, "syncing", "error"})
+
+
+@dataclass(frozen=True, slots=True)
+class PendingAuthRecord:
+    """The OAuth PKCE state kept between the authorize redirect and the callback (a row of
+    ``kubun_connector_pending_auth``; the seed's ``PendingAuthRecord``).
+
+    ``code_verifier`` is the PKCE secret. ``created_at``/``expires_at`` are epoch ms;
+    ``scopes`` a list of strings (stored as JSON text); ``incremental`` a flag (stored as
+    ``is_incremental`` 0/1).
+    """
+
+    state: str
+    code_verifier: str
+    provider: str
+    owner_did: str
+    owner_wrappable_did: str | None
+    controller_wrappable_did: str | None
+    created_at: int
+    redirect_url: str
+    scopes: list[str]
+    incremental: bool
+    expires_at: int
+
+    @classmethod
+    def from_row(cls, row: Row) -> "PendingAuthRecord":
+        """Build the record from a full row: scopes decoded, ``is_incremental`` as a bool."""
+        values = {name: row[name] for name in cls.__slots__ if name != "incremental"}
+        values["scopes"] = list(decode_json(values["scopes"]))
+        return cls(**values, incremental=row["is_incremental"] == 1)
+
+
+@dataclass(frozen=True, slots=True)
+class SyncStateRecord:
+    """The sync checkpoint of one (connector, owner) (a row of ``kubun_connector_sync_state``).
+
+    ``checkpoint`` and ``recovery`` are any JSON values (or None). ``last_synced_at`` is the
+    seed's ISO-8601 text. ``status`` is ``idle``, ``syncing`` or ``error``. ``version`` and
+    ``incarnation`` are what ``update_sync_progress`` compares; ``updated_at`` is epoch ms.
+    """
+
+    connector_name: str
+    owner_did: str
+    checkpoint: Any
+    recovery: Any
+    last_synced_at: str
+    entity_count: int
+    status: str
+    error: str | None
+    version: int
+    incarnation: str
+    updated_at: int
+
+    @classmethod
+    def from_row(cls, row: Row) -> "SyncStateRecord":
+        """Build the record from a full row, decoding the JSON columns (NULL stays None)."""
+        values = {name: row[name] for name in cls.__slots__}
+        values["checkpoint"] = decode_json(values["checkpoint"])
+        values["recovery"] = decode_json(values["recovery"])
+        return cls(**values)

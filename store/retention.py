@@ -1,18 +1,34 @@
-"""Retention: which operations are due for another attempt (seed retention.js)."""
+"""Retention: which operations are due for another attempt, and collecting finished ones
+(seed retention.js)."""
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import sqlalchemy as sa
 
 from store import validation as check
 from store.context import StoreContext
-from store.records import ATTEMPTED, OperationRecord
+from store.records import ATTEMPTED, TERMINAL_STATES, OperationRecord
 from store.tables import operation as op
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 500
+DEFAULT_COLLECT_LIMIT = 1000
+MAX_COLLECT_LIMIT = 10_000
+SWEEP_LOCK_KEY = 0x6B75_6275_6E5F_7377
+"""The PostgreSQL advisory lock key one sweep holds across replicas (any fixed bigint)."""
+
+
+def _finished_before(older_than: int) -> sa.ColumnElement[bool]:
+    return sa.and_(
+        op.c.state.in_(sorted(TERMINAL_STATES)),
+        op.c.updated_at < check.epoch_ms("olderThan", older_than),
+    )
 
 
 class RetentionStore:
-    """The due-work half of the seed's ``createRetentionMethods``."""
+    """The seed's ``createRetentionMethods``: due work, and collecting finished work."""
 
     def __init__(self, context: StoreContext) -> None:
         self._db = context.db
@@ -43,3 +59,72 @@ class RetentionStore:
         if connector_name is not None:
             query = query.where(op.c.connector_name == check.key("connectorName", connector_name))
         return [OperationRecord.from_row(row) for row in await self._db.fetch_all(query)]
+
+    async def collect_finished_operations(
+        self, older_than: int, limit: int = DEFAULT_COLLECT_LIMIT
+    ) -> int:
+        """Delete at most ``limit`` terminal operations (committed, failed, superseded) last
+        updated before ``older_than`` (epoch ms, strict) and return how many went (seed
+        ``collectFinishedOperations``). A live (attempted) operation is never deleted.
+
+        One bounded ``DELETE … WHERE key IN (SELECT … LIMIT n) RETURNING``; on PostgreSQL the
+        inner select takes ``FOR UPDATE SKIP LOCKED``, so concurrent collectors split the
+        work instead of waiting on each other. Call again until it returns less than
+        ``limit`` to collect a backlog in batches. ``limit`` is 1 to 10,000.
+        Raises ``InvalidInput`` naming ``olderThan`` or ``limit``.
+        """
+        finished = _finished_before(older_than)
+        size = check.count("limit", limit, minimum=1, maximum=MAX_COLLECT_LIMIT)
+        keys: sa.ColumnElement[Any]
+        chosen: sa.Select[Any]
+        if self._db.is_postgres:
+            keys = sa.tuple_(op.c.caller_did, op.c.operation_id)
+            chosen = (
+                sa.select(op.c.caller_did, op.c.operation_id)
+                .where(finished)
+                .limit(size)
+                .with_for_update(skip_locked=True)
+            )
+        else:
+            keys = sa.literal_column("rowid")
+            chosen = sa.select(keys).select_from(op).where(finished).limit(size)
+        delete = sa.delete(op).where(keys.in_(chosen))
+        async with self._db.write_transaction():
+            rows = await self._db.fetch_all(delete.returning(op.c.version))
+        return len(rows)
+
+    async def count_finished_operations(self, older_than: int) -> int:
+        """How many operations ``collect_finished_operations(older_than, …)`` would delete in
+        all (for progress reports). Raises ``InvalidInput`` naming ``olderThan``."""
+        query = sa.select(sa.func.count()).select_from(op).where(_finished_before(older_than))
+        row = await self._db.fetch_one(query)
+        assert row is not None
+        return int(next(iter(row.values())))
+
+    @asynccontextmanager
+    async def exclusive_sweep(self) -> AsyncIterator[bool]:
+        """Hold the sweep lock for the block, if no one else does: yields True when this
+        caller may sweep, False when another replica is sweeping (then skip).
+
+        On PostgreSQL a session advisory lock (``pg_try_advisory_lock``) on one pinned
+        connection, released at the end; the block's statements run on that connection,
+        each batch in its own transaction, so the lock spans the sweep without holding its
+        row locks. On SQLite (one process per file) always True.
+        """
+        if not self._db.is_postgres:
+            yield True
+            return
+        # The store's Database has no API to pin a connection yet; databases' own
+        # connection() pins this task's connection for the block.
+        async with self._db._db.connection():
+            got = await self._db.fetch_one(
+                sa.select(sa.func.pg_try_advisory_lock(SWEEP_LOCK_KEY).label("got"))
+            )
+            locked = got is not None and bool(got["got"])
+            try:
+                yield locked
+            finally:
+                if locked:
+                    await self._db.fetch_one(
+                        sa.select(sa.func.pg_advisory_unlock(SWEEP_LOCK_KEY).label("released"))
+                    )

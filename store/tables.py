@@ -1,6 +1,7 @@
 """SQLAlchemy Core tables: the single definition of the store's schema.
 
-Every time column is epoch milliseconds in a BIGINT. JSON columns are text, decoded on
+Every time column is epoch milliseconds in a BIGINT, except the sync state's ``last_synced_at``
+(the seed's ISO-8601 text). JSON columns are text, decoded on
 read (``store.records``). The alembic migrations create exactly these tables and indexes.
 """
 
@@ -114,7 +115,7 @@ sync_state = sa.Table(
     sa.Column("owner_did", Key, nullable=False),
     sa.Column("checkpoint", sa.Text),
     sa.Column("recovery", sa.Text),
-    sa.Column("last_synced_at", sa.BigInteger),
+    sa.Column("last_synced_at", sa.Text, nullable=False),
     sa.Column("entity_count", sa.Integer, nullable=False),
     sa.Column("status", sa.Text, nullable=False),
     sa.Column("error", sa.Text),

@@ -2,6 +2,7 @@
 
 import json
 from collections.abc import Collection
+from datetime import datetime
 from typing import Any
 
 from store.errors import InvalidInput
@@ -111,3 +112,46 @@ def key_list(field: str, values: Any) -> list[str]:
     if len(values) > MAX_LIST_ITEMS:
         raise InvalidInput(field, f"must hold at most {MAX_LIST_ITEMS} items")
     return [key(field, value) for value in values]
+
+
+MAX_TEXT_LENGTH = 8192
+
+
+def text(field: str, value: Any, *, maximum: int = MAX_TEXT_LENGTH) -> str:
+    """A required free text (a URL, an error message): a non-empty string of at most
+    ``maximum`` characters, storable like a key."""
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(field, "must be a non-empty string")
+    if len(value) > maximum:
+        raise InvalidInput(field, f"must be at most {maximum} characters")
+    if "\x00" in value:
+        raise InvalidInput(field, "must not contain NUL characters")
+    storable(field, value)
+    return value
+
+
+def optional_text(field: str, value: Any, *, maximum: int = MAX_TEXT_LENGTH) -> str | None:
+    """Like ``text``, but None passes."""
+    return None if value is None else text(field, value, maximum=maximum)
+
+
+def flag(field: str, value: Any) -> bool:
+    """A boolean (``True``/``False`` only; 0 and 1 are refused)."""
+    if not isinstance(value, bool):
+        raise InvalidInput(field, "must be a boolean")
+    return value
+
+
+def optional_json_text(field: str, value: Any) -> str | None:
+    """Like ``json_text``, but None is stored as NULL."""
+    return None if value is None else json_text(field, value)
+
+
+def iso_datetime(field: str, value: Any) -> str:
+    """An ISO-8601 date and time as text (``2026-11-30T14:00:00.000Z``), kept as given."""
+    checked = key(field, value)
+    try:
+        datetime.fromisoformat(checked)
+    except ValueError as error:
+        raise InvalidInput(field, "must be an ISO-8601 date and time") from error
+    return checked

@@ -4,9 +4,19 @@ watch: pending → claimed → verified or repair failed."""
 from dataclasses import replace
 from typing import Any
 
+import sqlalchemy as sa
+
 from store import ConnectorStore
+from store.database import Database
 from store.operations import OperationClaim, OperationTransition
-from store.records import OperationRecord, WatchIdentity, WatchRecord
+from store.records import (
+    OperationRecord,
+    PendingAuthRecord,
+    SyncStateRecord,
+    WatchIdentity,
+    WatchRecord,
+)
+from store.sync_state import SyncProgress
 
 LEASE_MS = 30_000
 
@@ -189,3 +199,100 @@ async def repair_failed_watch(
 async def reread_watch(store: ConnectorStore, record: WatchRecord) -> WatchRecord | None:
     """The watch as the store holds it now."""
     return await store.watches.get_watch(record.identity)
+
+
+def pending_auth(**overrides: Any) -> PendingAuthRecord:
+    """A valid pending authorization, created at START and expiring 10 minutes later; any
+    field may be overridden."""
+    base = PendingAuthRecord(
+        state="state-1",
+        code_verifier="verifier-secret-1",
+        provider="google",
+        owner_did="did:key:owner",
+        owner_wrappable_did=None,
+        controller_wrappable_did="did:key:controller",
+        created_at=1_750_000_000_000,
+        redirect_url="https://app.example/callback",
+        scopes=["calendar.read", "calendar.write"],
+        incremental=True,
+        expires_at=1_750_000_600_000,
+    )
+    return replace(base, **overrides)
+
+
+async def created_pending_auth(store: ConnectorStore, **overrides: Any) -> PendingAuthRecord:
+    """A pending authorization stored by ``create_pending_auth``."""
+    return await store.pending_auth.create_pending_auth(pending_auth(**overrides))
+
+
+def progress(**overrides: Any) -> SyncProgress:
+    """Valid sync progress; any field may be overridden."""
+    base = SyncProgress(
+        checkpoint={"cursor": "c-1", "count": 0},
+        last_synced_at="2026-11-30T14:00:00.000Z",
+        entity_count=0,
+    )
+    return replace(base, **overrides)
+
+
+async def idle_sync_state(
+    store: ConnectorStore,
+    connector_name: str = "calendar",
+    owner_did: str = "did:key:owner",
+    **overrides: Any,
+) -> SyncStateRecord:
+    """A sync state just created by ``set_sync_state`` (status idle, version 0)."""
+    return await store.sync_state.set_sync_state(
+        connector_name, owner_did, progress(**overrides), "idle"
+    )
+
+
+async def advanced_sync_state(
+    store: ConnectorStore,
+    times: int,
+    connector_name: str = "calendar",
+    owner_did: str = "did:key:owner",
+) -> SyncStateRecord:
+    """A sync state advanced ``times`` times by ``update_sync_progress`` (version ``times``),
+    its checkpoint's ``count`` equal to ``times``."""
+    record = await idle_sync_state(store, connector_name, owner_did)
+    for count in range(1, times + 1):
+        moved = await store.sync_state.update_sync_progress(
+            connector_name,
+            owner_did,
+            progress(checkpoint={"cursor": f"c-{count}", "count": count}, entity_count=count),
+            version=record.version,
+            incarnation=record.incarnation,
+        )
+        assert moved is not None
+        record = moved
+    return record
+
+
+FINISHED_BULK_SQL = """
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {count})
+INSERT INTO kubun_connector_operation (
+  caller_did, operation_id, node_key, owner_did, connector_name, model, op, account_key,
+  target, source_id, deterministic_event_id, payload_hash, reissue_intent, state, attempts,
+  version, incarnation, created_at, updated_at)
+SELECT 'did:key:{prefix}', '{prefix}-' || i, '{prefix}-node-' || i, 'did:key:owner',
+  'calendar', 'Event', 'update', 'acct-1', 'events/' || i, 'evt-' || i, 'det-' || i,
+  'sha256:bulk', '{{}}',
+  '{state}', 1, 1, 'inc-' || i, {updated_at}, {updated_at}
+FROM n
+RETURNING 1
+"""
+
+
+async def bulk_finished_operations(
+    db: Database, count: int, updated_at: int, state: str = "committed", prefix: str = "bulk"
+) -> None:
+    """``count`` operations in ``state``, last updated at ``updated_at``, written by one bulk
+    ``INSERT … SELECT`` (seeding a backlog through the API would take minutes). Their
+    caller is ``did:key:<prefix>``, their ids ``<prefix>-1`` … (``prefix``: letters only)."""
+    assert prefix.isalpha() and state.isalpha()
+    sql = FINISHED_BULK_SQL.format(
+        count=int(count), state=state, updated_at=int(updated_at), prefix=prefix
+    )
+    async with db.write_transaction():
+        await db.fetch_all(sa.text(sql))

@@ -20,9 +20,7 @@ class GraphQLClient:
 
     def __init__(self, http: httpx.AsyncClient) -> None:
         self.http = http
-        self.worker = (DOCUMENTS / "worker.graphql").read_text()
-        self.dashboard = (DOCUMENTS / "dashboard.graphql").read_text()
-        self.verifier = (DOCUMENTS / "verifier.graphql").read_text()
+        self.documents = [path.read_text() for path in sorted(DOCUMENTS.glob("*.graphql"))]
 
     async def query(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
         """Send ``query``; assert an HTTP 200 and return the body."""
@@ -34,7 +32,7 @@ class GraphQLClient:
         """Run a named operation of graphql/operations; assert no errors; return ``data``."""
         document = next(
             text
-            for text in (self.worker, self.verifier, self.dashboard)
+            for text in self.documents
             if re.search(rf"^(query|mutation) {operation_name}\b", text, re.MULTILINE)
         )
         response = await self.http.post(

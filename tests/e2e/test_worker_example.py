@@ -1,9 +1,10 @@
 """End to end: the real server (uvicorn, in its own process) and the example worker against it.
 
 Runs ``connector-store serve`` on a free port over a fresh database on each backend, waits for
-``/readyz``, runs ``examples/writeback_worker.py`` (write-back, then the verifier loop) twice
-(a second run on the same database proves its ids are fresh), then stops the server with
-SIGTERM and expects a clean exit.
+``/readyz``, runs ``examples/writeback_worker.py`` (write-back, the verifier loop, then the
+sync checkpoint) twice (a second run on the same database proves its ids are fresh, and its
+sync checkpoint advances by compare-and-swap from the first run's), then stops the server with
+SIGTERM and expects a clean exit, the sweeper having run and stopped.
 """
 
 import asyncio
@@ -110,6 +111,7 @@ def server(server_database_url: str, tmp_path: Path) -> Iterator[Server]:
         "DATABASE_URL": server_database_url,
         "DATA_DIR": str(tmp_path / "data"),
         "LOG_LEVEL": "info",
+        "SWEEP_INTERVAL_SECONDS": "0.5",
     }
     with log.open("wb") as output:
         process = subprocess.Popen(
@@ -152,7 +154,7 @@ async def run_worker(server: Server) -> subprocess.CompletedProcess[str]:
 
 async def test_the_example_worker_writes_back_through_a_real_server(server: Server) -> None:
     runs = set()
-    for _ in range(2):
+    for number in range(1, 3):
         worker = await run_worker(server)
         assert worker.returncode == 0, server.explain(worker)
         result = summary(worker.stdout)
@@ -166,10 +168,16 @@ async def test_the_example_worker_writes_back_through_a_real_server(server: Serv
         assert int(result["verification checks"]) >= OPERATIONS + 2 * 2 + 2, server.explain(worker)
         assert result["result"] == "OK", server.explain(worker)
         assert float(result["throughput"].removesuffix(" ops/s")) > 0
+        committed, version = OPERATIONS * number, number - 1
+        assert result["sync"].startswith(
+            f"example-calendar committed {committed}, version {version}, lastSyncedAt "
+        ), server.explain(worker)
         runs.add(result["run"])
     assert len(runs) == 2
 
     assert server.stop() in (0, -signal.SIGTERM), server.explain()
     output = server.output()
     assert "Application shutdown complete" in output, server.explain()
+    assert "sweep: deleted 0 finished operations, 0 expired pending auth" in output, output
+    assert "sweeper: stopped" in output, server.explain()
     assert "Traceback" not in output, server.explain()

@@ -3,15 +3,17 @@
 import asyncio
 import sqlite3
 from contextlib import closing
+from datetime import UTC, datetime
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import pool, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from store.database import sqlite_path
-from store.migrate import upgrade
+from store.migrate import alembic_config, upgrade
 from store.tables import metadata
 
 
@@ -61,3 +63,35 @@ async def test_migrations__postgres_keys_collate_bytewise(database_url):
         await engine.dispose()
     assert len(collations) == 18
     assert set(collations.values()) == {"C"}
+
+
+async def test_migration_0002__last_synced_at_epoch_ms_becomes_iso_text(database_url):
+    table = "kubun_connector_sync_state"
+    await asyncio.to_thread(command.downgrade, alembic_config(database_url), "0001")
+    engine = create_async_engine(database_url, poolclass=pool.NullPool)
+    try:
+        async with engine.begin() as connection:
+            for owner, synced in [("did:key:a", 1_750_000_000_123), ("did:key:b", None)]:
+                await connection.execute(
+                    text(
+                        f"INSERT INTO {table} (connector_name, owner_did, last_synced_at,"
+                        " entity_count, status, version, incarnation, updated_at)"
+                        " VALUES ('calendar', :owner, :synced, 0, 'idle', 0, 'inc', 0)"
+                    ),
+                    {"owner": owner, "synced": synced},
+                )
+        await asyncio.to_thread(upgrade, database_url)
+        async with engine.connect() as connection:
+            rows = await connection.execute(
+                text(f"SELECT owner_did, last_synced_at FROM {table} ORDER BY owner_did")
+            )
+            converted = dict(rows.all())
+    finally:
+        await engine.dispose()
+
+    expected = datetime.fromtimestamp(1_750_000_000.123, UTC).isoformat(timespec="milliseconds")
+    assert converted == {
+        "did:key:a": expected.replace("+00:00", "Z"),
+        "did:key:b": "1970-01-01T00:00:00.000Z",
+    }
+    assert await schema_drift(database_url) == []

@@ -3,15 +3,19 @@ backends (DESIGN.md 3.3 and 4.1)."""
 
 import pytest
 
+from store import ConnectorStore
+from store.database import Database
 from store.errors import InvalidInput
-from store.retention import MAX_LIMIT
+from store.retention import MAX_COLLECT_LIMIT, MAX_LIMIT
 from tests.factories import (
+    bulk_finished_operations,
     claimed_operation,
     released_operation,
     terminal_operation,
 )
 
 CALLER = "did:key:caller"
+TERMINAL = ["committed", "failed", "superseded"]
 
 
 def keys(records):
@@ -192,3 +196,94 @@ async def test_list_due_operations__limit_max_accepted(store, clock):
     await released_operation(store)
 
     assert len(await store.retention.list_due_operations(clock.now, limit=MAX_LIMIT)) == 1
+
+
+async def test_collect_finished_operations__terminal_only_never_attempted(store, clock):
+    for state in ["committed", "failed", "superseded"]:
+        await terminal_operation(store, state, operation_id=f"op-{state}")
+    await claimed_operation(store, operation_id="op-live")
+    await released_operation(store, operation_id="op-released")
+    clock.advance(10**12)
+
+    deleted = await store.retention.collect_finished_operations(clock.now + 1, limit=10_000)
+
+    assert deleted == 3
+    left = [await store.operations.get_operation(CALLER, f"op-{n}") for n in TERMINAL]
+    assert left == [None, None, None]
+    assert await store.operations.get_operation(CALLER, "op-live") is not None
+    assert await store.operations.get_operation(CALLER, "op-released") is not None
+
+
+async def test_collect_finished_operations__attempted_never_deleted_whatever_age(
+    store, database, clock
+):
+    await bulk_finished_operations(database, 50, updated_at=0, state="attempted")
+
+    assert await store.retention.collect_finished_operations(2**53 - 1, limit=10_000) == 0
+    assert await store.retention.count_finished_operations(2**53 - 1) == 0
+
+
+async def test_collect_finished_operations__boundary_updated_at_equal_kept(store, clock):
+    kept = await terminal_operation(store, "failed", operation_id="op-kept")
+    clock.advance(1)
+    await terminal_operation(store, "failed", operation_id="op-newer")
+
+    assert await store.retention.collect_finished_operations(kept.updated_at) == 0
+    assert await store.retention.collect_finished_operations(kept.updated_at + 1) == 1
+    assert await store.operations.get_operation(CALLER, "op-kept") is None
+    assert await store.operations.get_operation(CALLER, "op-newer") is not None
+
+
+async def test_collect_finished_operations__at_most_limit_per_call(store, database, clock):
+    await bulk_finished_operations(database, 25, updated_at=clock.now - 1)
+
+    assert await store.retention.count_finished_operations(clock.now) == 25
+    assert [
+        await store.retention.collect_finished_operations(clock.now, limit=10) for _ in range(4)
+    ] == [10, 10, 5, 0]
+    assert await store.retention.count_finished_operations(clock.now) == 0
+
+
+async def test_collect_finished_operations__default_limit_1000(store, database, clock):
+    await bulk_finished_operations(database, 1001, updated_at=clock.now - 1)
+
+    assert await store.retention.collect_finished_operations(clock.now) == 1000
+    assert await store.retention.collect_finished_operations(clock.now) == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"older_than": -1}, "olderThan"),
+        ({"older_than": 1.0}, "olderThan"),
+        ({"limit": 0}, "limit"),
+        ({"limit": MAX_COLLECT_LIMIT + 1}, "limit"),
+        ({"limit": True}, "limit"),
+    ],
+)
+async def test_collect_finished_operations__invalid_input_refused(store, clock, kwargs, field):
+    await terminal_operation(store, "failed")
+    arguments = {"older_than": clock.now + 1} | kwargs
+
+    with pytest.raises(InvalidInput) as raised:
+        await store.retention.collect_finished_operations(**arguments)
+
+    assert raised.value.field == field
+    assert await store.operations.get_operation(CALLER, "op-1") is not None
+
+
+async def test_exclusive_sweep__one_holder_at_a_time(store, database, database_url):
+    other = Database(database_url)
+    await other.connect()
+    try:
+        rival = ConnectorStore(other)
+        async with (
+            store.retention.exclusive_sweep() as mine,
+            rival.retention.exclusive_sweep() as theirs,
+        ):
+            assert mine is True
+            assert theirs is (not database.is_postgres)
+        async with rival.retention.exclusive_sweep() as after_release:
+            assert after_release is True
+    finally:
+        await other.disconnect()

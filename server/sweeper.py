@@ -1,0 +1,124 @@
+"""The background sweeper: collects finished operations and expired pending auth.
+
+Every ``interval_s`` it collects terminal operations last updated more than ``retain_ms``
+ago, in batches of ``batch`` until a batch comes back short, and deletes pending
+authorizations whose ``expires_at`` is before now. It yields to the event loop between
+batches, so requests keep being answered during a long sweep, and logs what it deleted.
+On PostgreSQL an advisory lock makes one replica sweep at a time; the others skip.
+
+Stopping is cooperative: ``stop`` wakes the sleeping loop, a sweep in flight ends after its
+current statement, and only a sweep stuck past ``STOP_GRACE_S`` is cancelled. Cancelling a
+task in the middle of a query can leave ``databases``' connection unreleased (its rollback
+fails on the interrupted connection), and then closing the pool waits forever.
+"""
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+
+from store import ConnectorStore
+
+log = logging.getLogger("connector_store.sweeper")
+
+STOP_GRACE_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class SweepResult:
+    """What one sweep deleted: finished operations, expired pending auth, in how many
+    collect batches."""
+
+    operations: int
+    pending_auth: int
+    batches: int
+
+
+class Sweeper:
+    """Runs ``sweep`` now and then every ``interval_s`` seconds until stopped.
+
+    ``retain_ms``: how long a finished operation is kept after its last update (epoch ms
+    difference). ``batch``: the most operations one collect statement deletes (1 to
+    10,000). "Now" is the store's clock.
+    """
+
+    def __init__(
+        self, store: ConnectorStore, *, interval_s: float, retain_ms: int, batch: int
+    ) -> None:
+        self.store = store
+        self.interval_s = interval_s
+        self.retain_ms = retain_ms
+        self.batch = batch
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+
+    async def sweep(self) -> SweepResult | None:
+        """One sweep; None when another replica holds the sweep lock (nothing deleted).
+
+        Raises what the store raises (a database error); ``run`` logs it and carries on.
+        """
+        retention = self.store.retention
+        async with retention.exclusive_sweep() as mine:
+            if not mine:
+                log.info("sweep: skipped, another replica is sweeping")
+                return None
+            now = self.store.clock()
+            older_than = max(now - self.retain_ms, 0)
+            operations = batches = 0
+            while not self._stopping.is_set():
+                deleted = await retention.collect_finished_operations(older_than, self.batch)
+                operations += deleted
+                batches += 1
+                if deleted < self.batch:
+                    break
+                await asyncio.sleep(0)
+            pending_auth = await self.store.pending_auth.delete_expired_pending_auth(now)
+        log.info(
+            "sweep: deleted %d finished operations, %d expired pending auth",
+            operations,
+            pending_auth,
+        )
+        return SweepResult(operations, pending_auth, batches)
+
+    async def run(self) -> None:
+        """Sweep, then wait ``interval_s``, until ``stop``; an error is logged and the next
+        sweep runs."""
+        while not self._stopping.is_set():
+            try:
+                await self.sweep()
+            except Exception:
+                log.exception("sweep failed; trying again in %s s", self.interval_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.interval_s)
+
+    def start(self) -> None:
+        """Start ``run`` in a background task."""
+        if self._task is None:
+            self._stopping.clear()
+            self._task = asyncio.create_task(self.run(), name="connector-store-sweeper")
+            log.info(
+                "sweeper: every %s s, finished operations kept %d ms, batches of %d",
+                self.interval_s,
+                self.retain_ms,
+                self.batch,
+            )
+
+    async def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Stop the loop and wait for it to end: a sweep in flight finishes its current
+        statement and stops; one still running after ``grace_s`` seconds is cancelled."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        self._stopping.set()
+        done, _ = await asyncio.wait({task}, timeout=grace_s)
+        if not done:
+            log.warning("sweeper: a sweep outlived %s s of grace; cancelling it", grace_s)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        log.info("sweeper: stopped")
+
+    @property
+    def running(self) -> bool:
+        """True while the background task is alive."""
+        return self._task is not None and not self._task.done()

@@ -1,0 +1,89 @@
+"""Pending auth: OAuth PKCE state between the authorize redirect and the callback, used
+once (seed pending-auth.js).
+
+The record holds the PKCE ``code_verifier``, a secret: of these methods only
+``consume_pending_auth`` is meant to hand it to a caller that will use it.
+"""
+
+import sqlalchemy as sa
+
+from store import validation as check
+from store.context import StoreContext
+from store.errors import InvalidInput
+from store.records import PendingAuthRecord
+from store.tables import pending_auth as pa
+
+
+class PendingAuthStore:
+    """The methods of the seed's ``createPendingAuthMethods``."""
+
+    def __init__(self, context: StoreContext) -> None:
+        self._db = context.db
+
+    async def create_pending_auth(self, record: PendingAuthRecord) -> PendingAuthRecord:
+        """Store ``record`` under its ``state`` (seed ``createPendingAuth``).
+
+        One ``INSERT … ON CONFLICT DO NOTHING RETURNING``. Returns the stored record.
+        Raises ``InvalidInput`` naming the field for a malformed value, and naming
+        ``state`` when that state is already stored (the stored record is left untouched;
+        the seed's plain insert fails there too).
+        """
+        values = {
+            "state": check.key("state", record.state),
+            "code_verifier": check.key("codeVerifier", record.code_verifier),
+            "provider": check.key("provider", record.provider),
+            "owner_did": check.key("ownerDID", record.owner_did),
+            "owner_wrappable_did": check.optional_key(
+                "ownerWrappableDID", record.owner_wrappable_did
+            ),
+            "controller_wrappable_did": check.optional_key(
+                "controllerWrappableDID", record.controller_wrappable_did
+            ),
+            "created_at": check.epoch_ms("createdAt", record.created_at),
+            "redirect_url": check.text("redirectURL", record.redirect_url),
+            "scopes": check.json_text("scopes", check.key_list("scopes", record.scopes)),
+            "is_incremental": int(check.flag("incremental", record.incremental)),
+            "expires_at": check.epoch_ms("expiresAt", record.expires_at),
+        }
+        insert = (
+            self._db.insert(pa)
+            .values(values)
+            .on_conflict_do_nothing(index_elements=[pa.c.state])
+            .returning(pa)
+        )
+        row = await self._db.write_one(insert)
+        if row is None:
+            raise InvalidInput("state", "a pending authorization with this state exists")
+        return PendingAuthRecord.from_row(row)
+
+    async def get_pending_auth(self, state: str) -> PendingAuthRecord | None:
+        """The record stored under ``state``, or None (seed ``getPendingAuth``).
+
+        Expired records are returned until a sweep deletes them: the caller compares
+        ``expires_at`` with its clock. Raises ``InvalidInput`` (``state``) for a bad key.
+        """
+        query = sa.select(pa).where(pa.c.state == check.key("state", state))
+        row = await self._db.fetch_one(query)
+        return None if row is None else PendingAuthRecord.from_row(row)
+
+    async def consume_pending_auth(self, state: str) -> PendingAuthRecord | None:
+        """Delete the record under ``state`` and return it, or None when absent or already
+        consumed (seed ``consumePendingAuth``).
+
+        One ``DELETE … RETURNING``: of two callbacks racing on one state, exactly one gets
+        the record. Raises ``InvalidInput`` (``state``) for a bad key.
+        """
+        delete = sa.delete(pa).where(pa.c.state == check.key("state", state)).returning(pa)
+        row = await self._db.write_one(delete)
+        return None if row is None else PendingAuthRecord.from_row(row)
+
+    async def delete_expired_pending_auth(self, cutoff: int) -> int:
+        """Delete every record with ``expires_at < cutoff`` (epoch ms, strict: a record
+        expiring exactly at ``cutoff`` is kept, as the seed's ``deleteExpiredPendingAuth``,
+        so the sweep and the callback's expiry check agree). Returns how many were deleted,
+        counted from the rows ``RETURNING`` gave. Raises ``InvalidInput`` (``cutoff``).
+        """
+        delete = sa.delete(pa).where(pa.c.expires_at < check.epoch_ms("cutoff", cutoff))
+        async with self._db.write_transaction():
+            rows = await self._db.fetch_all(delete.returning(pa.c.state))
+        return len(rows)

@@ -1,0 +1,45 @@
+"""``connector-store collect`` on both backends: a 10,000-operation backlog collected in
+batches behind a progress bar, the total printed, live operations kept."""
+
+import asyncio
+
+import pytest
+from typer.testing import CliRunner
+
+from server.cli import cli
+from tests.factories import bulk_finished_operations, claimed_operation
+
+BACKLOG = 10_000
+DAY_MS = 24 * 3600 * 1000
+
+
+@pytest.fixture
+async def backlog(store, database, clock, database_url):
+    """A database holding 10,000 committed operations a day old and one live operation."""
+    await bulk_finished_operations(database, BACKLOG, updated_at=clock.now - DAY_MS)
+    await claimed_operation(store, lease_expires_at=0)
+    return database_url
+
+
+async def test_collect__backlog_collected_with_progress_bar(backlog, tmp_path, store):
+    arguments = ["collect", "--older-than-seconds", "3600", "--batch", "1000"]
+    env = {"DATABASE_URL": backlog, "DATA_DIR": str(tmp_path)}
+
+    # The command runs its own event loop, so it runs in a thread beside this test's loop.
+    result = await asyncio.to_thread(CliRunner().invoke, cli, arguments, env=env)
+
+    assert result.exit_code == 0, result.output
+    assert "collecting finished operations" in result.output
+    assert f"collected {BACKLOG} finished operations, 0 expired pending auth" in result.output
+    assert await store.retention.count_finished_operations(2**53 - 1) == 0
+    assert await store.operations.get_operation("did:key:caller", "op-1") is not None
+
+
+def test_collect__batch_out_of_range_refused(tmp_path):
+    result = CliRunner().invoke(
+        cli,
+        ["collect", "--batch", "10001"],
+        env={"DATA_DIR": str(tmp_path), "DATABASE_URL": f"sqlite:///{tmp_path}/x.db"},
+    )
+
+    assert result.exit_code == 2

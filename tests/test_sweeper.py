@@ -1,0 +1,185 @@
+"""The background sweeper (server/sweeper.py), on both backends: what one sweep deletes and
+logs, its interval, the off switch, the stop at shutdown, and one sweeper at a time across
+replicas on PostgreSQL."""
+
+import asyncio
+import logging
+
+import pytest
+
+from server.app import create_app, sweeping
+from server.settings import Settings
+from server.sweeper import Sweeper
+from store import ConnectorStore
+from store.database import Database
+from tests.factories import bulk_finished_operations, claimed_operation, created_pending_auth
+
+DAY_MS = 24 * 3600 * 1000
+SWEEP_LOG = "connector_store.sweeper"
+
+
+def sweeper(store, *, batch=10, interval_s=60.0):
+    return Sweeper(store, interval_s=interval_s, retain_ms=DAY_MS, batch=batch)
+
+
+def sweep_lines(caplog):
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("sweep: deleted")]
+
+
+async def test_sweep__deletes_old_finished_and_expired_in_batches_and_logs(
+    store, database, clock, caplog
+):
+    caplog.set_level(logging.INFO, logger=SWEEP_LOG)
+    await bulk_finished_operations(database, 25, updated_at=clock.now - DAY_MS - 1)
+    await claimed_operation(store, lease_expires_at=0)
+    await created_pending_auth(store, state="expired", expires_at=clock.now - 1)
+    await created_pending_auth(store, state="at-now", expires_at=clock.now)
+
+    result = await sweeper(store).sweep()
+
+    assert result is not None
+    assert (result.operations, result.pending_auth, result.batches) == (25, 1, 3)
+    assert await store.operations.get_operation("did:key:caller", "op-1") is not None
+    assert await store.pending_auth.get_pending_auth("at-now") is not None
+    assert sweep_lines(caplog) == ["sweep: deleted 25 finished operations, 1 expired pending auth"]
+
+
+async def test_sweep__keeps_finished_within_retention(store, database, clock):
+    await bulk_finished_operations(database, 5, updated_at=clock.now - DAY_MS)
+
+    result = await sweeper(store).sweep()
+
+    assert result is not None and result.operations == 0
+    assert await store.retention.count_finished_operations(clock.now + 1) == 5
+
+
+async def test_sweeper__runs_on_its_interval_until_stopped(store, database, clock, caplog):
+    caplog.set_level(logging.INFO, logger=SWEEP_LOG)
+    running = sweeper(store, interval_s=0.001)
+
+    running.start()
+    for _ in range(500):
+        if len(sweep_lines(caplog)) >= 3:
+            break
+        await asyncio.sleep(0.01)
+    await running.stop()
+
+    assert len(sweep_lines(caplog)) >= 3
+    assert not running.running
+    stopped_at = len(sweep_lines(caplog))
+    await asyncio.sleep(0.05)
+    assert len(sweep_lines(caplog)) == stopped_at
+
+
+async def test_sweeper__error_logged_and_next_sweep_runs(store, caplog, monkeypatch):
+    caplog.set_level(logging.INFO, logger=SWEEP_LOG)
+    calls = 0
+    original = store.pending_auth.delete_expired_pending_auth
+
+    async def flaky(cutoff):
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("database went away")
+        return await original(cutoff)
+
+    monkeypatch.setattr(store.pending_auth, "delete_expired_pending_auth", flaky)
+    running = sweeper(store, interval_s=0.001)
+    running.start()
+    for _ in range(500):
+        if sweep_lines(caplog):
+            break
+        await asyncio.sleep(0.01)
+    await running.stop()
+
+    assert any("sweep failed" in r.getMessage() for r in caplog.records)
+    assert sweep_lines(caplog)
+
+
+async def test_sweeping__off_switch(store, caplog):
+    caplog.set_level(logging.INFO, logger="connector_store")
+
+    async with sweeping(Settings(sweeper=False), store) as running:
+        assert running is None
+
+    assert "sweeper: off (SWEEPER=false)" in caplog.text
+
+
+async def test_app_lifespan__starts_sweeper_and_stops_it_on_shutdown(store, caplog):
+    caplog.set_level(logging.INFO, logger=SWEEP_LOG)
+    settings = Settings(sweep_interval_seconds=0.001)
+    app = create_app(settings, store=store)
+
+    async with app.router.lifespan_context(app):
+        running = app.state.sweeper
+        assert isinstance(running, Sweeper) and running.running
+        for _ in range(500):
+            if sweep_lines(caplog):
+                break
+            await asyncio.sleep(0.01)
+
+    assert sweep_lines(caplog)
+    assert not running.running
+    assert "sweeper: stopped" in caplog.text
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_sweep__postgres_second_replica_skips_while_one_sweeps(
+    store, database, database_url, clock, caplog
+):
+    caplog.set_level(logging.INFO, logger=SWEEP_LOG)
+    await bulk_finished_operations(database, 30, updated_at=clock.now - DAY_MS - 1)
+    replica_db = Database(database_url)
+    await replica_db.connect()
+    try:
+        replica = ConnectorStore(replica_db, clock=clock)
+        first = sweeper(store, batch=10)
+        second = sweeper(replica, batch=10)
+        entered = asyncio.Event()
+        release = asyncio.Event()
+        collect = store.retention.collect_finished_operations
+
+        async def slow_collect(older_than, limit):
+            entered.set()
+            await release.wait()
+            return await collect(older_than, limit)
+
+        store.retention.collect_finished_operations = slow_collect  # type: ignore[method-assign]
+        sweeping_task = asyncio.create_task(first.sweep())
+        await entered.wait()
+
+        skipped = await second.sweep()
+        release.set()
+        swept = await sweeping_task
+        again = await second.sweep()
+    finally:
+        await replica_db.disconnect()
+
+    assert skipped is None
+    assert swept is not None and swept.operations == 30
+    assert "sweep: skipped, another replica is sweeping" in caplog.text
+    assert again is not None and again.operations == 0
+
+
+async def test_sweeper__stop_mid_sweep_ends_after_current_batch(store, database, clock, caplog):
+    caplog.set_level(logging.INFO, logger=SWEEP_LOG)
+    await bulk_finished_operations(database, 30, updated_at=clock.now - DAY_MS - 1)
+    running = sweeper(store, batch=10)
+    collect = store.retention.collect_finished_operations
+    stopping: list[asyncio.Task[None]] = []
+
+    async def collect_then_stop(older_than, limit):
+        if not stopping:
+            stopping.append(asyncio.create_task(running.stop()))
+        return await collect(older_than, limit)
+
+    store.retention.collect_finished_operations = collect_then_stop  # type: ignore[method-assign]
+    running.start()
+    while not stopping:
+        await asyncio.sleep(0.001)
+    await stopping[0]
+
+    assert not running.running
+    assert await store.retention.count_finished_operations(clock.now) == 20
+    assert sweep_lines(caplog) == ["sweep: deleted 10 finished operations, 0 expired pending auth"]
+    assert "cancelling" not in caplog.text
