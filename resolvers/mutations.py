@@ -405,6 +405,7 @@ class Mutation:
         deleted = await info.context.store.retention.collect_finished_operations(
             input.older_than, limit
         )
+        info.context.loaders.forget_all()
         return CollectFinishedOperationsPayload(deleted=deleted)
 
     @strawberry.mutation(description="Create or overwrite a sync state.")

@@ -385,6 +385,17 @@ class Database:
         async with self._writer():
             return await self.fetch_all(query)
 
+    @asynccontextmanager
+    async def pinned_connection(self) -> AsyncIterator[None]:
+        """Run the block on one connection: every statement this task awaits in it uses
+        that connection, so a session-level lock taken in the block (an advisory lock on
+        PostgreSQL) lasts until the block ends; transactions opened in it run on it too.
+        Raises ``DatabaseUnavailable``/``DatabaseBusy`` as ``fetch_one`` does."""
+        async with self._connection_slot():
+            with driver_errors():
+                async with self._db.connection():
+                    yield
+
     async def ping(self) -> None:
         """Raise ``DatabaseUnavailable`` unless the database answers ``SELECT 1`` (and, on
         SQLite, its file is still the one opened at ``connect``)."""

@@ -84,6 +84,5 @@ class PendingAuthStore:
         counted from the rows ``RETURNING`` gave. Raises ``InvalidInput`` (``cutoff``).
         """
         delete = sa.delete(pa).where(pa.c.expires_at < check.epoch_ms("cutoff", cutoff))
-        async with self._db.write_transaction():
-            rows = await self._db.fetch_all(delete.returning(pa.c.state))
+        rows = await self._db.write_all(delete.returning(pa.c.state))
         return len(rows)

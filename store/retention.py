@@ -89,9 +89,7 @@ class RetentionStore:
             keys = sa.literal_column("rowid")
             chosen = sa.select(keys).select_from(op).where(finished).limit(size)
         delete = sa.delete(op).where(keys.in_(chosen))
-        async with self._db.write_transaction():
-            rows = await self._db.fetch_all(delete.returning(op.c.version))
-        return len(rows)
+        return len(await self._db.write_all(delete.returning(op.c.version)))
 
     async def count_finished_operations(self, older_than: int) -> int:
         """How many operations ``collect_finished_operations(older_than, …)`` would delete in
@@ -114,9 +112,7 @@ class RetentionStore:
         if not self._db.is_postgres:
             yield True
             return
-        # The store's Database has no API to pin a connection yet; databases' own
-        # connection() pins this task's connection for the block.
-        async with self._db._db.connection():
+        async with self._db.pinned_connection():
             got = await self._db.fetch_one(
                 sa.select(sa.func.pg_try_advisory_lock(SWEEP_LOCK_KEY).label("got"))
             )

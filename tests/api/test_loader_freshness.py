@@ -214,6 +214,24 @@ async def test_watch_operations_loader__cleared_by_resume(gql, store, clock):
     assert after["nextAttemptAt"] == clock.now
 
 
+async def test_watch_operations_loader__cleared_by_collect(gql, store, clock):
+    await pending_watch(store)
+    clock.advance(1_000)
+    listing = "{ watch { operations { operationID } } }"
+    arm = f"armWatch(input: {{identity: {WHO}, reason: MANUAL, dueAt: 1}}) {listing}"
+
+    data = await mutate(
+        gql,
+        f"mutation {{ before: {arm} "
+        f"write: collectFinishedOperations(input: {{olderThan: {clock.now}}}) {{ deleted }} "
+        f"after: {arm} }}",
+    )
+
+    assert data["write"] == {"deleted": 1}
+    assert data["before"]["watch"]["operations"] == [{"operationID": "op-1"}]
+    assert data["after"]["watch"]["operations"] == []
+
+
 # --- statements per nesting level ---------------------------------------------------------------
 
 
