@@ -14,6 +14,7 @@ import typer
 import uvicorn
 from pydantic import ValidationError
 
+from server.logs import configure_logging
 from server.settings import Settings
 from store import ConnectorStore
 from store.database import Database, shown_url
@@ -56,6 +57,7 @@ def serve(
     from server.app import create_app
 
     settings = Settings()
+    configure_logging(settings.log_level, settings.log_format)
     if migrate:
         upgrade(settings.database_url, announce=announce_migration)
     asyncio.run(check_database(settings))
@@ -65,6 +67,8 @@ def serve(
         host=host or settings.host,
         port=settings.port if port is None else port,
         log_level=settings.log_level,
+        log_config=None,
+        access_log=False,
     )
 
 
