@@ -98,7 +98,8 @@ async def test_metrics__counters_equal_the_scripted_workload(running, store, clo
     assert value(parsed, requests, operation="AcquireLease", outcome="ok") == 2
     total = sum(v for (name, _), v in parsed.items() if name == requests)
     assert total == 8
-    assert value(parsed, "connector_request_duration_seconds_count", operation="ClaimOperation") == 3
+    latency = "connector_request_duration_seconds_count"
+    assert value(parsed, latency, operation="ClaimOperation") == 3
     assert value(parsed, "connector_lease_takeovers_total") == 1
     assert value(parsed, "connector_contested_sends_total") == 1
     assert value(parsed, "connector_operations", state="attempted") == 3
