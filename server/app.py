@@ -1,5 +1,6 @@
 """The Starlette application: ``/graphql``, ``/healthz``, ``/readyz`` and ``/metrics``."""
 
+import asyncio
 import contextlib
 import logging
 import uuid
@@ -220,6 +221,27 @@ async def observing(
             exporter.shutdown()
 
 
+POOL_CLOSE_GRACE_S = 10.0
+
+
+async def close_pool(db: Database, grace_s: float = POOL_CLOSE_GRACE_S) -> None:
+    """Close the pool, waiting at most ``grace_s`` for connections in use to come back.
+
+    A connection whose backend died in the middle of a transaction can stay checked out for
+    good (``databases`` fails its rollback and never releases it); asyncpg's close would then
+    wait forever, so past the grace the pool is closed by force (asyncpg terminates it when
+    its close is cancelled).
+    """
+    try:
+        await asyncio.wait_for(db.disconnect(), grace_s)
+    except TimeoutError:
+        log.warning(
+            "database: pool closed by force after %s s (connections never released)", grace_s
+        )
+        return
+    log.info("database: pool closed")
+
+
 def create_app(
     settings: Settings | None = None, store: ConnectorStore | None = None, tracer: Any = None
 ) -> Starlette:
@@ -257,8 +279,7 @@ def create_app(
             ):
                 yield
         finally:
-            await db.disconnect()
-            log.info("database: pool closed")
+            await close_pool(db)
 
     graphql = GraphQLApp(build_schema(settings), graphiql=settings.graphiql)
     app = Starlette(

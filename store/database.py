@@ -143,6 +143,7 @@ POSTGRES_BUSY = (
     asyncpg.exceptions.TransactionRollbackError,
 )
 POSTGRES_UNAVAILABLE = (
+    asyncpg.exceptions.InternalClientError,
     asyncpg.exceptions.InterfaceError,
     asyncpg.exceptions.PostgresConnectionError,
     asyncpg.exceptions.OperatorInterventionError,

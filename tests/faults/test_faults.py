@@ -153,10 +153,13 @@ async def test_postgres_backends_terminated__fail_fast_with_a_code_then_recover(
     finally:
         stop.set()
         await asyncio.gather(*tasks)
-    counts, _ = check_exactly_once(ids, states, ledger)
+    counts, mismatched = check_exactly_once(ids, states, ledger)
+    # A write the database applied whose answer was lost with its connection is counted
+    # but unseen by the worker: attempts never fall below the marks seen.
+    assert all(attempts >= seen for _, attempts, seen in mismatched), mismatched
     failures_with_code = ledger.error_codes["SERVICE_UNAVAILABLE"]
     assert unready + failures_with_code > 0, "no failure was seen while backends died"
-    assert ledger.error_codes["INTERNAL_SERVER_ERROR"] == 0, ledger.error_codes
+    assert ledger.error_codes["INTERNAL_SERVER_ERROR"] == 0, first.output()[-6000:]
     assert slowest < 6.0
     assert probe is not None
     assert first.process is not None and first.process.poll() is None  # never restarted
