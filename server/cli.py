@@ -42,7 +42,12 @@ def announce_migration(current: str | None, head: str | None) -> None:
 
 async def check_database(settings: Settings) -> None:
     """Connect to the configured database once; raises ``DatabaseUnavailable`` if it fails."""
-    db = Database(settings.database_url, pool_size=1, wait_timeout_s=5)
+    db = Database(
+        settings.database_url,
+        pool_size=1,
+        wait_timeout_s=5,
+        statement_cache_size=settings.db_statement_cache_size,
+    )
     await db.connect()
     await db.disconnect()
 
@@ -103,7 +108,9 @@ def collect_command(
 
 async def collect_backlog(settings: Settings, retain_ms: int, batch: int) -> None:
     """``collect``'s work: count the backlog, then collect it batch by batch."""
-    db = Database(settings.database_url, pool_size=2)
+    db = Database(
+        settings.database_url, pool_size=2, statement_cache_size=settings.db_statement_cache_size
+    )
     await db.connect()
     try:
         store = ConnectorStore(db)

@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -183,6 +184,11 @@ def start_pgbouncer(tmp_path: Path, database: str) -> tuple[subprocess.Popen[byt
     if not Path(binary).exists():
         pytest.fail("pgbouncer is not installed (apt-get install -y pgbouncer)")
     port = free_port()
+    command = [binary]
+    if os.geteuid() == 0:  # pgbouncer refuses to run as root: as the postgres user then
+        tmp_path = Path(tempfile.mkdtemp(prefix="pgbouncer-"))
+        tmp_path.chmod(0o777)
+        command += ["-u", "postgres"]
     (tmp_path / "users.txt").write_text('"postgres" ""\n')
     ini = tmp_path / "pgbouncer.ini"
     ini.write_text(
@@ -198,7 +204,7 @@ def start_pgbouncer(tmp_path: Path, database: str) -> tuple[subprocess.Popen[byt
         "ignore_startup_parameters = extra_float_digits\n"
     )
     process = subprocess.Popen(
-        [binary, str(ini)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+        [*command, str(ini)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
     )
     deadline = time.monotonic() + 10
 
