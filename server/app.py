@@ -219,6 +219,7 @@ async def observing(
     finally:
         if exporter is not None:
             exporter.shutdown()
+            exporter.server_close()
 
 
 POOL_CLOSE_GRACE_S = 10.0

@@ -55,12 +55,6 @@ def valid_request_id(given: str | None) -> str:
     return uuid.uuid4().hex
 
 
-def request_id_of(scope: Any) -> str:
-    """The request id the middleware chose for this request (a new one outside it)."""
-    info = current_request.get()
-    return info.request_id if info is not None else uuid.uuid4().hex
-
-
 class RequestTelemetry:
     """ASGI middleware: request id, the request's log line, its metrics and its span."""
 

@@ -129,3 +129,20 @@ async def test_metrics__refused_when_metrics_allowed_says_no(store, monkeypatch)
         transport=httpx.ASGITransport(app=app), base_url="http://test"
     ) as http:
         assert (await http.get("/metrics")).status_code == 403
+
+
+async def test_metrics__on_a_separate_port_with_metrics_port(store):
+    from tests.faults.harness import free_port
+
+    port = free_port()
+    app = create_app(Settings(sweeper=False, metrics_port=port), store=store)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
+    ):
+        await http.post("/graphql", json={"query": "query T { serverTime }"})
+        assert (await http.get("/metrics")).status_code == 404
+        async with httpx.AsyncClient() as direct:
+            response = await direct.get(f"http://127.0.0.1:{port}/metrics")
+    parsed = samples(response.text)
+    assert value(parsed, "connector_requests_total", operation="T", outcome="ok") == 1
