@@ -258,6 +258,8 @@ class Database:
     before it fails with ``DatabaseBusy``. Every call raises ``DatabaseUnavailable`` when the
     database cannot be reached, or (SQLite) when its file was removed or replaced since
     ``connect``: nothing is read from or written to a file that is gone.
+    ``statement_cache_size``: asyncpg's prepared-statement cache (None: asyncpg's default;
+    0 behind pgbouncer in transaction mode). ``pool_stats`` reads the gate's counts.
     """
 
     def __init__(

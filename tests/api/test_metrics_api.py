@@ -146,3 +146,31 @@ async def test_metrics__on_a_separate_port_with_metrics_port(store):
             response = await direct.get(f"http://127.0.0.1:{port}/metrics")
     parsed = samples(response.text)
     assert value(parsed, "connector_requests_total", operation="T", outcome="ok") == 1
+
+
+async def test_pool_stats__count_the_slots_in_use_and_the_waiters(database_url):
+    from store.database import Database
+
+    db = Database(database_url, pool_size=1, wait_timeout_s=5)
+    await db.connect()
+    try:
+        assert db.pool_stats().in_use == 0 and db.pool_stats().waiting == 0
+        if not db.is_postgres:
+            return  # SQLite: the write queue, covered by the workload test's idle == 1
+        release = asyncio.Event()
+
+        async def hold() -> None:
+            async with db.pinned_connection():
+                await release.wait()
+
+        holder = asyncio.create_task(hold())
+        await asyncio.sleep(0.05)
+        waiter = asyncio.create_task(db.ping())
+        await asyncio.sleep(0.05)
+        stats = db.pool_stats()
+        assert (stats.size, stats.in_use, stats.idle, stats.waiting) == (1, 1, 0, 1)
+        release.set()
+        await asyncio.gather(holder, waiter)
+        assert db.pool_stats().in_use == 0
+    finally:
+        await db.disconnect()
