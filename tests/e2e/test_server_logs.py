@@ -33,8 +33,10 @@ async def test_server_output__json_lines_without_secrets(postgres_run: PostgresR
             headers={"Authorization": f"Bearer {TOKEN}", "X-Request-ID": "logs-1"},
         )
         assert response.headers["x-request-id"] == "logs-1"
+        code = server.terminate()
     finally:
-        assert server.terminate() in (0, -15)
+        server.kill()
+    assert code in (0, -15)
     output = server.output()
     assert PASSWORD not in output
     assert TOKEN not in output

@@ -46,6 +46,15 @@ def free_port(exclude: set[int] | None = None) -> int:
     raise RuntimeError("no free port in 19000-19099")
 
 
+STARTED: list["Server"] = []
+"""Every server started; ``kill_started`` (an autouse fixture's teardown) kills those left."""
+
+
+def kill_started() -> None:
+    while STARTED:
+        STARTED.pop().kill()
+
+
 @dataclass
 class Server:
     """A ``connector-store serve`` process on ``port``; its output goes to ``log``."""
@@ -74,6 +83,7 @@ class Server:
         command = [str(SERVE), "serve", "--host", "127.0.0.1", "--port", str(self.port)]
         if not self.migrate:
             command.append("--no-migrate")
+        STARTED.append(self)
         with self.log.open("ab") as output:
             self.process = subprocess.Popen(
                 command,
