@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install run test lint schema bench
+.PHONY: install run test test-faults lint schema bench
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ lint: install
 
 test: lint
 	$(BIN)/pytest
+
+# The long fault tests (real processes: SIGKILL, terminated backends, replicas, pgbouncer,
+# SIGTERM); each prints its counts.
+test-faults: install
+	$(BIN)/pytest -m faults -s tests/faults
 
 schema: install
 	$(BIN)/connector-store schema > graphql/schema.graphql

@@ -41,6 +41,9 @@ class Context:
     loaders: Loaders
     request_id: str
     rows: RowBudget = field(default_factory=RowBudget)
+    events: list[str] = field(default_factory=list)
+    """Store events this request saw, for the metrics: ``lease_takeover``,
+    ``contested_send``."""
 
     def require(self, scope: str) -> None:
         """Raise ``FORBIDDEN`` unless the viewer holds ``scope`` (for nested fields, which

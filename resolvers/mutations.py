@@ -56,7 +56,13 @@ from schema.results import (
 )
 from schema.sync_state import SyncState, sync_state_or_none
 from schema.watch import Watch
-from store.operations import OperationClaim, OperationsStore, OperationTransition
+from store.operations import (
+    ABANDONED_SEND_MARKER,
+    CONTESTED_SEND_MARKER,
+    OperationClaim,
+    OperationsStore,
+    OperationTransition,
+)
 from store.records import OperationRecord, PendingAuthRecord, WatchIdentity, WatchRecord
 from store.retention import DEFAULT_COLLECT_LIMIT
 from store.sync_state import SyncProgress
@@ -93,6 +99,28 @@ async def operation_write(info: Info, key: OperationKey, write: Write) -> Operat
         fresh(info, record)
         return OperationWritePayload(applied=True, operation=Operation.from_record(record))
     return OperationWritePayload(applied=False, operation=await operation_at(info, key))
+
+
+async def observed(
+    info: Info,
+    event: str,
+    marker: str,
+    token: str,
+    write: Awaitable[OperationWritePayload],
+) -> OperationWritePayload:
+    """``write``'s payload; when it applied and left the operation with ``marker`` under
+    ``token``'s lease, the request reports ``event`` (a lease takeover that counted an
+    abandoned send, or a contested send) for the metrics."""
+    payload = await write
+    operation = payload.operation
+    if (
+        payload.applied
+        and operation is not None
+        and operation.send_marker == marker
+        and operation.lease_token == token
+    ):
+        info.context.events.append(event)
+    return payload
 
 
 async def watch_write(info: Info, identity: WatchIdentity, write: WatchWrite) -> WatchWritePayload:
@@ -146,11 +174,17 @@ class Mutation:
 
     @strawberry.mutation(description="Take the lease when it is free, expired or already yours.")
     async def acquire_lease(self, info: Info, input: AcquireLeaseInput) -> OperationWritePayload:
-        return await operation_write(
+        return await observed(
             info,
-            input,
-            lambda operations: operations.acquire_lease(
-                input.caller_did, input.operation_id, input.token, input.expires_at
+            "lease_takeover",
+            ABANDONED_SEND_MARKER,
+            input.token,
+            operation_write(
+                info,
+                input,
+                lambda operations: operations.acquire_lease(
+                    input.caller_did, input.operation_id, input.token, input.expires_at
+                ),
             ),
         )
 
@@ -178,11 +212,17 @@ class Mutation:
     async def mark_send_started(
         self, info: Info, input: MarkSendStartedInput
     ) -> OperationWritePayload:
-        return await operation_write(
+        return await observed(
             info,
-            input,
-            lambda operations: operations.mark_send_started(
-                input.caller_did, input.operation_id, input.lease_token, input.marker
+            "contested_send",
+            CONTESTED_SEND_MARKER,
+            input.lease_token,
+            operation_write(
+                info,
+                input,
+                lambda operations: operations.mark_send_started(
+                    input.caller_did, input.operation_id, input.lease_token, input.marker
+                ),
             ),
         )
 

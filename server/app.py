@@ -1,5 +1,6 @@
-"""The Starlette application: ``/graphql``, ``/healthz`` and ``/readyz``."""
+"""The Starlette application: ``/graphql``, ``/healthz``, ``/readyz`` and ``/metrics``."""
 
+import asyncio
 import contextlib
 import logging
 import uuid
@@ -21,8 +22,11 @@ from resolvers.context import Context
 from resolvers.loaders import Loaders
 from resolvers.permissions import Viewer
 from server.graph import build_schema
+from server.metrics import Metrics, metrics_endpoint, refreshing
 from server.settings import Settings
 from server.sweeper import Sweeper
+from server.telemetry import RequestTelemetry, current_request
+from server.tracing import trace_store, tracer_for
 from store import ConnectorStore
 from store.database import Database
 from store.errors import DatabaseUnavailable
@@ -78,8 +82,14 @@ class GraphQLApp(GraphQL):
             store=store,
             viewer=Viewer.service(),
             loaders=Loaders(store),
-            request_id=request.headers.get("x-request-id") or uuid.uuid4().hex,
+            request_id=request_id(),
         )
+
+
+def request_id() -> str:
+    """The request id ``RequestTelemetry`` chose (from ``X-Request-ID`` or new)."""
+    info = current_request.get()
+    return info.request_id if info is not None else uuid.uuid4().hex
 
 
 MAX_ECHOED_CHARS = 200
@@ -160,9 +170,11 @@ async def readyz(request: Request) -> Response:
 
 
 @contextlib.asynccontextmanager
-async def sweeping(settings: Settings, store: ConnectorStore) -> AsyncIterator[Sweeper | None]:
+async def sweeping(
+    settings: Settings, store: ConnectorStore, metrics: Metrics | None = None
+) -> AsyncIterator[Sweeper | None]:
     """Run the background sweeper for the block, unless ``SWEEPER=false``; stop it (cancel
-    and wait) when the block ends."""
+    and wait) when the block ends. Each run is reported to ``metrics``."""
     if not settings.sweeper:
         log.info("sweeper: off (SWEEPER=false)")
         yield None
@@ -172,6 +184,7 @@ async def sweeping(settings: Settings, store: ConnectorStore) -> AsyncIterator[S
         interval_s=settings.sweep_interval_seconds,
         retain_ms=settings.retain_finished_seconds * 1000,
         batch=settings.sweep_batch,
+        on_result=None if metrics is None else metrics.observe_sweep,
     )
     sweeper.start()
     try:
@@ -180,30 +193,94 @@ async def sweeping(settings: Settings, store: ConnectorStore) -> AsyncIterator[S
         await sweeper.stop()
 
 
-def create_app(settings: Settings | None = None, store: ConnectorStore | None = None) -> Starlette:
+@contextlib.asynccontextmanager
+async def observing(
+    settings: Settings, store: ConnectorStore, metrics: Metrics | None, tracer: Any
+) -> AsyncIterator[None]:
+    """Metrics and tracing for the block: the store traced when a tracer is given, the table
+    gauges refreshed, and the metrics port served when ``METRICS_PORT`` is set."""
+    if tracer is not None:
+        trace_store(store, tracer)
+    if metrics is None:
+        yield
+        return
+    metrics.store = store
+    exporter = None
+    if settings.metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        exporter, _ = start_http_server(
+            settings.metrics_port, addr=settings.host, registry=metrics.registry
+        )
+        log.info("metrics: served on %s:%d/metrics", settings.host, settings.metrics_port)
+    try:
+        async with refreshing(metrics, settings.metrics_refresh_seconds):
+            yield
+    finally:
+        if exporter is not None:
+            exporter.shutdown()
+            exporter.server_close()
+
+
+POOL_CLOSE_GRACE_S = 10.0
+
+
+async def close_pool(db: Database, grace_s: float = POOL_CLOSE_GRACE_S) -> None:
+    """Close the pool, waiting at most ``grace_s`` for connections in use to come back.
+
+    A connection whose backend died in the middle of a transaction can stay checked out for
+    good (``databases`` fails its rollback and never releases it); asyncpg's close would then
+    wait forever, so past the grace the pool is closed by force (asyncpg terminates it when
+    its close is cancelled).
+    """
+    try:
+        await asyncio.wait_for(db.disconnect(), grace_s)
+    except TimeoutError:
+        log.warning(
+            "database: pool closed by force after %s s (connections never released)", grace_s
+        )
+        return
+    log.info("database: pool closed")
+
+
+def create_app(
+    settings: Settings | None = None, store: ConnectorStore | None = None, tracer: Any = None
+) -> Starlette:
     """The ASGI app. Given a connected ``store`` it uses it as is; otherwise it opens
-    ``settings.database_url`` at start-up and closes it at shutdown (migrate first)."""
+    ``settings.database_url`` at start-up and closes it at shutdown (migrate first).
+    ``tracer``: an OpenTelemetry tracer (default: one for ``OTEL_EXPORTER_OTLP_ENDPOINT``,
+    or none)."""
     settings = settings or Settings()
+    metrics = Metrics() if settings.metrics else None
+    if tracer is None:
+        tracer = tracer_for(settings.otel_exporter_otlp_endpoint)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if store is not None:
             app.state.store = store
-            async with sweeping(settings, store) as app.state.sweeper:
+            async with (
+                observing(settings, store, metrics, tracer),
+                sweeping(settings, store, metrics) as app.state.sweeper,
+            ):
                 yield
             return
         db = Database(
             settings.database_url,
             pool_size=settings.db_pool_size,
             wait_timeout_s=settings.db_wait_timeout_seconds,
+            statement_cache_size=settings.db_statement_cache_size,
         )
         await db.connect()
         app.state.store = ConnectorStore(db)
         try:
-            async with sweeping(settings, app.state.store) as app.state.sweeper:
+            async with (
+                observing(settings, app.state.store, metrics, tracer),
+                sweeping(settings, app.state.store, metrics) as app.state.sweeper,
+            ):
                 yield
         finally:
-            await db.disconnect()
+            await close_pool(db)
 
     graphql = GraphQLApp(build_schema(settings), graphiql=settings.graphiql)
     app = Starlette(
@@ -211,6 +288,11 @@ def create_app(settings: Settings | None = None, store: ConnectorStore | None = 
             Route("/graphql", graphql, methods=["GET", "POST"]),
             Route("/healthz", healthz),
             Route("/readyz", readyz),
+            *(
+                [Route("/metrics", metrics_endpoint)]
+                if metrics is not None and settings.metrics_port is None
+                else []
+            ),
         ],
         lifespan=lifespan,
     )
@@ -218,5 +300,7 @@ def create_app(settings: Settings | None = None, store: ConnectorStore | None = 
         app.mount("/graphiql", StaticFiles(directory=GRAPHIQL_ASSETS), name="graphiql")
     if store is not None:
         app.state.store = store
+    app.state.metrics = metrics
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestTelemetry, metrics=metrics, tracer=tracer)
     return app

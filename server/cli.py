@@ -14,6 +14,7 @@ import typer
 import uvicorn
 from pydantic import ValidationError
 
+from server.logs import configure_logging
 from server.settings import Settings
 from store import ConnectorStore
 from store.database import Database, shown_url
@@ -41,7 +42,12 @@ def announce_migration(current: str | None, head: str | None) -> None:
 
 async def check_database(settings: Settings) -> None:
     """Connect to the configured database once; raises ``DatabaseUnavailable`` if it fails."""
-    db = Database(settings.database_url, pool_size=1, wait_timeout_s=5)
+    db = Database(
+        settings.database_url,
+        pool_size=1,
+        wait_timeout_s=5,
+        statement_cache_size=settings.db_statement_cache_size,
+    )
     await db.connect()
     await db.disconnect()
 
@@ -56,6 +62,7 @@ def serve(
     from server.app import create_app
 
     settings = Settings()
+    configure_logging(settings.log_level, settings.log_format)
     if migrate:
         upgrade(settings.database_url, announce=announce_migration)
     asyncio.run(check_database(settings))
@@ -65,6 +72,8 @@ def serve(
         host=host or settings.host,
         port=settings.port if port is None else port,
         log_level=settings.log_level,
+        log_config=None,
+        access_log=False,
     )
 
 
@@ -99,7 +108,9 @@ def collect_command(
 
 async def collect_backlog(settings: Settings, retain_ms: int, batch: int) -> None:
     """``collect``'s work: count the backlog, then collect it batch by batch."""
-    db = Database(settings.database_url, pool_size=2)
+    db = Database(
+        settings.database_url, pool_size=2, statement_cache_size=settings.db_statement_cache_size
+    )
     await db.connect()
     try:
         store = ConnectorStore(db)

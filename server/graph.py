@@ -22,6 +22,7 @@ from schema.watch import Watch
 from server.document_cache import DocumentCache
 from server.query_limits import Limits, QueryLimits
 from server.settings import Settings
+from server.telemetry import OperationTelemetry
 
 
 class ConnectorSchema(strawberry.Schema):
@@ -42,6 +43,7 @@ def build_schema(settings: Settings | None = None) -> strawberry.Schema:
         aliases=settings.max_aliases,
     )
     extensions: list[Callable[[], SchemaExtension]] = [
+        OperationTelemetry,
         ErrorCodes,
         lambda: MaxTokensLimiter(max_token_count=settings.max_query_tokens),
         lambda: QueryLimits(limits),

@@ -33,6 +33,16 @@ class Settings(BaseSettings):
     sweep_interval_seconds: float = Field(default=300.0, gt=0)
     retain_finished_seconds: int = Field(default=7 * 24 * 3600, ge=0)
     sweep_batch: int = Field(default=1000, ge=1, le=10_000)
+    db_statement_cache_size: int | None = Field(
+        default=None, ge=0, description="asyncpg's statement cache; 0 behind pgbouncer."
+    )
+    log_format: Literal["text", "json"] = "text"
+    metrics: bool = Field(default=True, description="Serve Prometheus metrics (METRICS).")
+    metrics_port: int | None = Field(
+        default=None, ge=1, le=65535, description="Serve /metrics on this port instead."
+    )
+    metrics_refresh_seconds: float = Field(default=15.0, gt=0)
+    otel_exporter_otlp_endpoint: str = ""
 
     @model_validator(mode="after")
     def default_database(self) -> "Settings":

@@ -15,6 +15,7 @@ fails on the interrupted connection), and then closing the pool waits forever.
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from store import ConnectorStore
@@ -39,13 +40,21 @@ class Sweeper:
 
     ``retain_ms``: how long a finished operation is kept after its last update (epoch ms
     difference). ``batch``: the most operations one collect statement deletes (1 to
-    10,000). "Now" is the store's clock.
+    10,000). "Now" is the store's clock. ``on_result``: called after each run with its
+    result (None: skipped) and whether it failed (the metrics).
     """
 
     def __init__(
-        self, store: ConnectorStore, *, interval_s: float, retain_ms: int, batch: int
+        self,
+        store: ConnectorStore,
+        *,
+        interval_s: float,
+        retain_ms: int,
+        batch: int,
+        on_result: Callable[[SweepResult | None, bool], None] | None = None,
     ) -> None:
         self.store = store
+        self.on_result = on_result
         self.interval_s = interval_s
         self.retain_ms = retain_ms
         self.batch = batch
@@ -85,11 +94,21 @@ class Sweeper:
         sweep runs."""
         while not self._stopping.is_set():
             try:
-                await self.sweep()
+                result = await self.sweep()
             except Exception:
                 log.exception("sweep failed; trying again in %s s", self.interval_s)
+                self.report(None, failed=True)
+            else:
+                self.report(result, failed=False)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), self.interval_s)
+
+    def report(self, result: SweepResult | None, *, failed: bool) -> None:
+        if self.on_result is not None:
+            try:
+                self.on_result(result, failed)
+            except Exception:
+                log.exception("sweeper: reporting a run failed")
 
     def start(self) -> None:
         """Start ``run`` in a background task."""

@@ -16,6 +16,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -142,6 +143,7 @@ POSTGRES_BUSY = (
     asyncpg.exceptions.TransactionRollbackError,
 )
 POSTGRES_UNAVAILABLE = (
+    asyncpg.exceptions.InternalClientError,
     asyncpg.exceptions.InterfaceError,
     asyncpg.exceptions.PostgresConnectionError,
     asyncpg.exceptions.OperatorInterventionError,
@@ -236,6 +238,16 @@ class ReusedSQLiteConnections:
             await self._pool.release(self._idle.pop())
 
 
+@dataclass(frozen=True, slots=True)
+class PoolStats:
+    """``Database.pool_stats``: the gate's size and its slots in use, idle and waited for."""
+
+    size: int
+    in_use: int
+    idle: int
+    waiting: int
+
+
 class Database:
     """A connected database for the store.
 
@@ -246,17 +258,30 @@ class Database:
     before it fails with ``DatabaseBusy``. Every call raises ``DatabaseUnavailable`` when the
     database cannot be reached, or (SQLite) when its file was removed or replaced since
     ``connect``: nothing is read from or written to a file that is gone.
+    ``statement_cache_size``: asyncpg's prepared-statement cache (None: asyncpg's default;
+    0 behind pgbouncer in transaction mode). ``pool_stats`` reads the gate's counts.
     """
 
-    def __init__(self, url: str, *, pool_size: int = 20, wait_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 20,
+        wait_timeout_s: float = 10.0,
+        statement_cache_size: int | None = None,
+    ) -> None:
         self.url = normalize_url(url)
         self.is_postgres = self.url.startswith("postgresql")
         self.wait_timeout_s = wait_timeout_s
+        self.pool_size = pool_size
         options: dict[str, Any] = (
             {"min_size": 1, "max_size": pool_size}
             if self.is_postgres
             else {"timeout": wait_timeout_s}
         )
+        if self.is_postgres and statement_cache_size is not None:
+            # asyncpg's prepared-statement cache; 0 behind pgbouncer in transaction mode.
+            options["statement_cache_size"] = statement_cache_size
         self._db = databases.Database(self.url, **options)
         self._sqlite_pool: ReusedSQLiteConnections | None = None
         self._sqlite_file = sqlite_path(self.url)
@@ -267,6 +292,19 @@ class Database:
             backend = self._db._backend
             self._sqlite_pool = ReusedSQLiteConnections(backend._pool, size=8)  # type: ignore[attr-defined]
             backend._pool = self._sqlite_pool  # type: ignore[attr-defined]
+
+    def pool_stats(self) -> PoolStats:
+        """Read-only counts of the connection gate, for metrics: on PostgreSQL the pool's
+        connections in use and idle and the calls waiting for one; on SQLite the write
+        queue (the lock held or not, the writers waiting)."""
+        gate: asyncio.Semaphore | asyncio.Lock | None = self._connections or self._write_lock
+        waiters = getattr(gate, "_waiters", None) or ()
+        waiting = sum(1 for waiter in waiters if not waiter.done())
+        if self._connections is not None:
+            in_use = self.pool_size - self._connections._value  # type: ignore[attr-defined]
+            return PoolStats(self.pool_size, in_use, self.pool_size - in_use, waiting)
+        held = 1 if self._write_lock is not None and self._write_lock.locked() else 0
+        return PoolStats(1, held, 1 - held, waiting)
 
     async def connect(self) -> None:
         """Open the pool (PostgreSQL) or the file (SQLite), and check that it answers.

@@ -1,0 +1,87 @@
+"""One log format for the server, uvicorn and the store, configured once.
+
+``LOG_FORMAT=text`` (the default) writes readable lines, ``LOG_FORMAT=json`` one JSON
+object a line. A request's fields (``request_id``, ``operation``, ``viewer_did``,
+``status``, ``outcome``, ``duration_ms``) are the record's extras. Every line passes
+``redact``: a password in a URL (``scheme://user:secret@host``) and a bearer or basic
+credential never reach the output, whoever logged them.
+"""
+
+import json
+import logging
+import re
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+FIELDS = ("request_id", "operation", "viewer_did", "method", "path", "status", "outcome")
+FIELDS_WITH_DURATION = (*FIELDS, "duration_ms")
+URL_PASSWORD = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^:/@\s]*):[^@\s]*@")
+CREDENTIAL = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+")
+SECRET_PAIR = re.compile(r"(?i)\b(password|passwd|token|secret|authorization)=([^\s&;,]+)")
+
+
+def redact(text: str) -> str:
+    """``text`` with URL passwords, bearer/basic credentials and ``password=…`` values
+    replaced by ``***``."""
+    text = URL_PASSWORD.sub(r"\g<scheme>\g<user>:***@", text)
+    text = CREDENTIAL.sub(r"\1 ***", text)
+    return SECRET_PAIR.sub(r"\1=***", text)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: time, level, logger, message, the request's fields and,
+    for an exception, its traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name in FIELDS_WITH_DURATION:
+            if hasattr(record, name):
+                entry[name] = getattr(record, name)
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return redact(json.dumps(entry, default=str))
+
+
+class TextFormatter(logging.Formatter):
+    """``time level logger: message`` then the request's fields as ``key=value``."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        pairs = [
+            f"{name}={json.dumps(getattr(record, name), default=str)}"
+            for name in FIELDS
+            if hasattr(record, name)
+        ]
+        if pairs:
+            line += " " + " ".join(pairs)
+        return redact(line)
+
+
+def formatter(log_format: str) -> logging.Formatter:
+    return JsonFormatter() if log_format == "json" else TextFormatter()
+
+
+def configure_logging(level: str = "info", log_format: str = "text") -> None:
+    """Send every logger (ours, uvicorn's, the store's, libraries') through one handler on
+    standard error in ``log_format``; uvicorn's own handlers are dropped so they propagate."""
+    numeric = logging.DEBUG if level in ("debug", "trace") else getattr(logging, level.upper())
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(formatter(log_format))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(numeric)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        uvicorn_logger = logging.getLogger(name)
+        uvicorn_logger.handlers.clear()
+        uvicorn_logger.propagate = True

@@ -1,0 +1,257 @@
+"""Prometheus metrics: ``GET /metrics`` (or a separate port with ``METRICS_PORT``).
+
+Each app has its own ``CollectorRegistry``, so two apps in one process (the tests) never
+share counters. Counters are bumped where the work happens: the request middleware
+(requests, latency), the sweeper's callback (runs, rows deleted) and the resolvers'
+results (lease takeovers and contested sends the store reported). Gauges of table sizes
+(operations by state, due operations and watches) are refreshed by a background task every
+``METRICS_REFRESH_SECONDS``, never counted per scrape. The pool gauges read the database's
+gate when scraped (no query).
+"""
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from starlette.requests import Request
+from starlette.responses import Response
+
+from store import ConnectorStore
+from store.records import ATTEMPTED, PENDING_VERIFICATION
+from store.records import OPERATION_STATES as OPERATION_STATES_ALL
+from store.tables import operation, projection_watch
+
+if TYPE_CHECKING:
+    from server.sweeper import SweepResult
+
+STOP_GRACE_S = 10.0
+
+log = logging.getLogger("connector_store.metrics")
+
+OPERATION_STATES = tuple(sorted(OPERATION_STATES_ALL))
+MAX_OPERATION_NAMES = 200
+"""Distinct GraphQL operation names a process labels before the rest become ``other``."""
+OPERATION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def metrics_allowed(request: Request) -> bool:
+    """The one place ``/metrics`` is authorized: True lets the scrape through.
+
+    Auth is not wired yet; when it is, this checks the request's token.
+    """
+    return True
+
+
+class PoolCollector(Collector):
+    """``connector_db_pool_connections``: the database gate read at each scrape (no query):
+    on PostgreSQL connections in use and idle and calls waiting for one; on SQLite the
+    write queue (lock held or not, writers waiting)."""
+
+    def __init__(self, metrics: "Metrics") -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "connector_db_pool_connections",
+            "The database gate: connections in use, idle, and calls waiting for one.",
+            labels=["state"],
+        )
+        store = self.metrics.store
+        if store is not None:
+            stats = store.db.pool_stats()
+            family.add_metric(["in_use"], stats.in_use)
+            family.add_metric(["idle"], stats.idle)
+            family.add_metric(["waiting"], stats.waiting)
+        yield family
+
+
+class Metrics:
+    """The server's metrics, registered in their own registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "connector_requests",
+            "GraphQL requests by operation name and outcome (ok or the first error's code).",
+            ["operation", "outcome"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "connector_request_duration_seconds",
+            "Time to answer a GraphQL request, by operation name.",
+            ["operation"],
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=r,
+        )
+        r.register(PoolCollector(self))
+        self.operations = Gauge(
+            "connector_operations",
+            "Operations by state (refreshed every METRICS_REFRESH_SECONDS).",
+            ["state"],
+            registry=r,
+        )
+        self.due_operations = Gauge(
+            "connector_due_operations",
+            "Operations a worker may pick up now: attempted, due, lease free or lapsed.",
+            registry=r,
+        )
+        self.due_watches = Gauge(
+            "connector_due_watches",
+            "Pending watches whose next verification is due (refreshed periodically).",
+            registry=r,
+        )
+        self.refreshed = Gauge(
+            "connector_table_gauges_refreshed_timestamp_seconds",
+            "When the table gauges were last refreshed (0: never).",
+            registry=r,
+        )
+        self.sweeps = Counter(
+            "connector_sweeper_runs",
+            "Sweeper runs by result: swept, skipped (another replica held the lock), failed.",
+            ["result"],
+            registry=r,
+        )
+        self.swept_rows = Counter(
+            "connector_sweeper_deleted_rows",
+            "Rows the sweeper deleted, by kind: operations, pending_auth.",
+            ["kind"],
+            registry=r,
+        )
+        self.lease_takeovers = Counter(
+            "connector_lease_takeovers",
+            "acquireLease calls that took over a lapsed run's marked send (counted attempt).",
+            registry=r,
+        )
+        self.contested_sends = Counter(
+            "connector_contested_sends",
+            "markSendStarted calls that found another run's mark: the attempt is contested.",
+            registry=r,
+        )
+        self.store: ConnectorStore | None = None
+        self._names: set[str] = set()
+        for state in OPERATION_STATES:
+            self.operations.labels(state)
+        for result in ("swept", "skipped", "failed"):
+            self.sweeps.labels(result)
+        for kind in ("operations", "pending_auth"):
+            self.swept_rows.labels(kind)
+
+    def operation_label(self, name: str | None) -> str:
+        """A bounded label for a client-chosen operation name."""
+        if not name:
+            return "anonymous"
+        if not OPERATION_NAME.fullmatch(name):
+            return "other"
+        if name not in self._names:
+            if len(self._names) >= MAX_OPERATION_NAMES:
+                return "other"
+            self._names.add(name)
+        return name
+
+    def observe_request(self, operation: str | None, outcome: str, seconds: float) -> None:
+        label = self.operation_label(operation)
+        self.requests.labels(label, outcome).inc()
+        self.latency.labels(label).observe(seconds)
+
+    def observe_sweep(self, result: "SweepResult | None", failed: bool = False) -> None:
+        """The sweeper's callback after each run."""
+        if failed:
+            self.sweeps.labels("failed").inc()
+        elif result is None:
+            self.sweeps.labels("skipped").inc()
+        else:
+            self.sweeps.labels("swept").inc()
+            self.swept_rows.labels("operations").inc(result.operations)
+            self.swept_rows.labels("pending_auth").inc(result.pending_auth)
+
+    async def refresh_tables(self) -> None:
+        """Count operations by state and the due operations and watches (indexed queries)."""
+        assert self.store is not None
+        store = self.store
+        now = store.clock()
+        rows = await store.db.fetch_all(
+            sa.select(operation.c.state, sa.func.count().label("n")).group_by(operation.c.state)
+        )
+        counts = {row["state"]: row["n"] for row in rows}
+        for state in set(OPERATION_STATES) | set(counts):
+            self.operations.labels(state).set(counts.get(state, 0))
+        due = await store.db.fetch_one(
+            sa.select(sa.func.count().label("n"))
+            .select_from(operation)
+            .where(
+                operation.c.state == ATTEMPTED,
+                sa.or_(operation.c.next_attempt_at.is_(None), operation.c.next_attempt_at <= now),
+                sa.or_(operation.c.lease_token.is_(None), operation.c.lease_expires_at < now),
+            )
+        )
+        self.due_operations.set(due["n"] if due else 0)
+        watches = await store.db.fetch_one(
+            sa.select(sa.func.count().label("n"))
+            .select_from(projection_watch)
+            .where(
+                projection_watch.c.verification_status == PENDING_VERIFICATION,
+                sa.or_(
+                    projection_watch.c.next_attempt_at.is_(None),
+                    projection_watch.c.next_attempt_at <= now,
+                ),
+            )
+        )
+        self.due_watches.set(watches["n"] if watches else 0)
+        self.refreshed.set(now / 1000)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+async def metrics_endpoint(request: Request) -> Response:
+    """``GET /metrics``: the Prometheus text format; 403 when ``metrics_allowed`` refuses."""
+    if not metrics_allowed(request):
+        return Response("forbidden\n", status_code=403, media_type="text/plain")
+    metrics: Metrics = request.app.state.metrics
+    return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+
+@contextlib.asynccontextmanager
+async def refreshing(metrics: Metrics, interval_s: float) -> AsyncIterator[None]:
+    """Refresh the table gauges now and every ``interval_s`` seconds for the block.
+
+    Stopping is cooperative, as the sweeper's: a refresh in flight finishes its query
+    (cancelling one mid-query can leave a pooled connection unreleased); only one stuck
+    past ``STOP_GRACE_S`` is cancelled.
+    """
+    stopping = asyncio.Event()
+
+    async def loop() -> None:
+        while not stopping.is_set():
+            try:
+                await metrics.refresh_tables()
+            except Exception as error:
+                log.warning("metrics: refreshing the table gauges failed: %s", error)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), interval_s)
+
+    task = asyncio.create_task(loop(), name="connector-store-metrics")
+    try:
+        yield
+    finally:
+        stopping.set()
+        done, _ = await asyncio.wait({task}, timeout=STOP_GRACE_S)
+        if not done:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

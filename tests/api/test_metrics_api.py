@@ -1,0 +1,176 @@
+"""``GET /metrics`` after a scripted workload, parsed with ``prometheus_client.parser``: the
+counters equal what the workload did, on both backends."""
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from server.app import create_app
+from server.settings import Settings
+from store import ConnectorStore
+from tests.api.conftest import GraphQLClient, claim_input
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of an exposition, keyed by name and sorted labels."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def value(parsed: dict[Any, float], name: str, **labels: str) -> float:
+    return parsed.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+@pytest.fixture
+async def running(store: ConnectorStore) -> AsyncIterator[httpx.AsyncClient]:
+    """The app with its lifespan running (metrics refresher and sweeper)."""
+    settings = Settings(sweep_interval_seconds=3600, metrics_refresh_seconds=3600)
+    app = create_app(settings, store=store)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
+    ):
+        yield http
+
+
+async def test_metrics__counters_equal_the_scripted_workload(running, store, clock):
+    gql = GraphQLClient(running)
+    key = {"callerDID": "did:key:caller", "operationID": "op-1"}
+    # Three claims: op-1 and op-3 with a lease that lapses, op-2 held far ahead.
+    await gql.run("ClaimOperation", input=claim_input(leaseExpiresAt=clock.now + 1_000))
+    await gql.run(
+        "ClaimOperation",
+        input=claim_input(operationID="op-2", sourceID="evt-2", deterministicEventID="d2"),
+    )
+    await gql.run(
+        "ClaimOperation",
+        input=claim_input(
+            operationID="op-3",
+            sourceID="evt-3",
+            deterministicEventID="d3",
+            leaseExpiresAt=clock.now + 1_000,
+        ),
+    )
+    # One request refused with BAD_USER_INPUT.
+    bad = await running.post(
+        "/graphql",
+        json={"query": "query Bad { dueOperations(now: 1, limit: 0) { id } }"},
+    )
+    assert bad.json()["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    # A marked run lapses; lease-B takes over (one takeover), then marks: contested (one).
+    await gql.run("MarkSendStarted", input=key | {"leaseToken": "lease-A", "marker": "run-1"})
+    clock.advance(2_000)
+    taken = await gql.run("AcquireLease", input=key | {"token": "lease-B", "expiresAt": 1 << 42})
+    assert taken["acquireLease"]["operation"]["attempts"] == 1
+    marked = await gql.run(
+        "MarkSendStarted", input=key | {"leaseToken": "lease-B", "marker": "run-2"}
+    )
+    assert marked["markSendStarted"]["operation"]["sendMarker"] == "*contested*"
+    # A takeover of op-3, whose run never marked, is no counted takeover.
+    await gql.run(
+        "AcquireLease",
+        input={"callerDID": "did:key:caller", "operationID": "op-3", "token": "lease-C"}
+        | {"expiresAt": clock.now - 1},
+    )
+
+    app_metrics = running._transport.app.state.metrics  # type: ignore[attr-defined]
+    await app_metrics.refresh_tables()
+    for _ in range(100):  # the sweeper's first run, at start
+        if app_metrics.sweeps.labels("swept")._value.get() >= 1:
+            break
+        await asyncio.sleep(0.05)
+    response = await running.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    parsed = samples(response.text)
+
+    requests = "connector_requests_total"
+    assert value(parsed, requests, operation="ClaimOperation", outcome="ok") == 3
+    assert value(parsed, requests, operation="Bad", outcome="BAD_USER_INPUT") == 1
+    assert value(parsed, requests, operation="MarkSendStarted", outcome="ok") == 2
+    assert value(parsed, requests, operation="AcquireLease", outcome="ok") == 2
+    total = sum(v for (name, _), v in parsed.items() if name == requests)
+    assert total == 8
+    latency = "connector_request_duration_seconds_count"
+    assert value(parsed, latency, operation="ClaimOperation") == 3
+    assert value(parsed, "connector_lease_takeovers_total") == 1
+    assert value(parsed, "connector_contested_sends_total") == 1
+    assert value(parsed, "connector_operations", state="attempted") == 3
+    assert value(parsed, "connector_operations", state="committed") == 0
+    assert value(parsed, "connector_due_operations") == 1  # op-3: its lease lapsed
+    assert value(parsed, "connector_due_watches") == 0
+    assert value(parsed, "connector_sweeper_runs_total", result="swept") == 1
+    assert value(parsed, "connector_sweeper_deleted_rows_total", kind="operations") == 0
+    assert value(parsed, "connector_db_pool_connections", state="waiting") == 0
+    in_use = value(parsed, "connector_db_pool_connections", state="in_use")
+    idle = value(parsed, "connector_db_pool_connections", state="idle")
+    assert in_use == 0 and idle == store.db.pool_size if store.db.is_postgres else idle == 1
+
+
+async def test_metrics__switched_off(store):
+    app = create_app(Settings(metrics=False, sweeper=False), store=store)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://test"
+    ) as http:
+        assert (await http.get("/metrics")).status_code == 404
+
+
+async def test_metrics__refused_when_metrics_allowed_says_no(store, monkeypatch):
+    monkeypatch.setattr("server.metrics.metrics_allowed", lambda request: False)
+    app = create_app(Settings(sweeper=False), store=store)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://test"
+    ) as http:
+        assert (await http.get("/metrics")).status_code == 403
+
+
+async def test_metrics__on_a_separate_port_with_metrics_port(store):
+    from tests.faults.harness import free_port
+
+    port = free_port()
+    app = create_app(Settings(sweeper=False, metrics_port=port), store=store)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
+    ):
+        await http.post("/graphql", json={"query": "query T { serverTime }"})
+        assert (await http.get("/metrics")).status_code == 404
+        async with httpx.AsyncClient() as direct:
+            response = await direct.get(f"http://127.0.0.1:{port}/metrics")
+    parsed = samples(response.text)
+    assert value(parsed, "connector_requests_total", operation="T", outcome="ok") == 1
+
+
+async def test_pool_stats__count_the_slots_in_use_and_the_waiters(database_url):
+    from store.database import Database
+
+    db = Database(database_url, pool_size=1, wait_timeout_s=5)
+    await db.connect()
+    try:
+        assert db.pool_stats().in_use == 0 and db.pool_stats().waiting == 0
+        if not db.is_postgres:
+            return  # SQLite: the write queue, covered by the workload test's idle == 1
+        release = asyncio.Event()
+
+        async def hold() -> None:
+            async with db.pinned_connection():
+                await release.wait()
+
+        holder = asyncio.create_task(hold())
+        await asyncio.sleep(0.05)
+        waiter = asyncio.create_task(db.ping())
+        await asyncio.sleep(0.05)
+        stats = db.pool_stats()
+        assert (stats.size, stats.in_use, stats.idle, stats.waiting) == (1, 1, 0, 1)
+        release.set()
+        await asyncio.gather(holder, waiter)
+        assert db.pool_stats().in_use == 0
+    finally:
+        await db.disconnect()
