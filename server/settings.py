@@ -3,7 +3,7 @@
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -33,6 +33,19 @@ class Settings(BaseSettings):
     sweep_interval_seconds: float = Field(default=300.0, gt=0)
     retain_finished_seconds: int = Field(default=7 * 24 * 3600, ge=0)
     sweep_batch: int = Field(default=1000, ge=1, le=10_000)
+    jwt_secret: SecretStr | None = Field(default=None, min_length=32)
+    jwt_public_key: str = ""
+    jwt_issuer: str = ""
+    jwt_audience: str = ""
+    jwt_leeway_seconds: float = Field(default=30.0, ge=0)
+    cors_origins: str = Field(
+        default="", description="Comma-separated origins allowed by CORS; empty: CORS off."
+    )
+
+    @property
+    def cors_origin_list(self) -> list[str]:
+        """``CORS_ORIGINS`` split on commas."""
+        return [origin.strip() for origin in self.cors_origins.split(",") if origin.strip()]
 
     @model_validator(mode="after")
     def default_database(self) -> "Settings":
