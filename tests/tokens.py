@@ -6,7 +6,7 @@ from typing import Any
 
 import jwt
 
-TEST_JWT_SECRET = "test-secret-for-the-suite-only-0123456789abcdef"
+TEST_JWT_SECRET = "test-secret-for-the-suite-only-" + "0123456789abcdef" * 3
 SERVICE = "service"
 
 
