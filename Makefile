@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install run test test-faults lint schema bench
+.PHONY: install run test test-faults lint schema bench token
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +15,10 @@ install: $(VENV)/.installed
 
 run: install
 	$(BIN)/connector-store serve
+
+# An admin (service) token for this server's settings, alone on the last line.
+token: install
+	@$(BIN)/connector-store token --sub service --scope service
 
 lint: install
 	$(BIN)/ruff check .

@@ -6,7 +6,7 @@ import strawberry
 
 from resolvers.errors import bad_input
 from resolvers.loaders import Loaders
-from resolvers.permissions import Viewer, can_see, require
+from resolvers.permissions import Viewer, can_see, can_see_lease, owns, require
 from store import ConnectorStore
 from store.records import OperationRecord
 
@@ -53,6 +53,14 @@ class Context:
     def can_see(self, record: OperationRecord) -> bool:
         """True when the viewer may see the operation ``record``."""
         return can_see(self.viewer, record.caller_did, record.owner_did)
+
+    def owns(self, owner_did: str) -> bool:
+        """True when the viewer may see a watch (or other row) of ``owner_did``."""
+        return owns(self.viewer, owner_did)
+
+    def can_see_lease(self, caller_did: str) -> bool:
+        """True when the viewer may see the lease token of an operation of ``caller_did``."""
+        return can_see_lease(self.viewer, caller_did)
 
 
 Info = strawberry.Info[Context, None]

@@ -6,7 +6,7 @@ from typing import Protocol
 import strawberry
 
 from resolvers.context import Info
-from resolvers.permissions import require
+from resolvers.permissions import owns
 from resolvers.queries import to_watch_identity
 from schema.enums import ArmOutcome, VerificationOutcome, value_of
 from schema.inputs import (
@@ -91,9 +91,8 @@ async def operation_at(info: Info, key: OperationKey) -> Operation | None:
 
 
 async def operation_write(info: Info, key: OperationKey, write: Write) -> OperationWritePayload:
-    """Check the right, run a CAS ``write`` on the operations store, and report the
+    """Run a CAS ``write`` on the operations store, and report the
     operation at ``key`` as it now stands (re-read when the CAS did not apply)."""
-    require(info.context.viewer, "operations:write")
     record = await write(info.context.store.operations)
     if record is not None:
         fresh(info, record)
@@ -117,16 +116,15 @@ async def observed(
         payload.applied
         and operation is not None
         and operation.send_marker == marker
-        and operation.lease_token == token
+        and operation.lease_token_held == token
     ):
         info.context.events.append(event)
     return payload
 
 
 async def watch_write(info: Info, identity: WatchIdentity, write: WatchWrite) -> WatchWritePayload:
-    """Check the right, run a CAS ``write`` on the watches store, and report the watch as
+    """Run a CAS ``write`` on the watches store, and report the watch as
     it now stands (re-read when the CAS did not apply)."""
-    require(info.context.viewer, "watches:write")
     record = await write(info.context.store.watches)
     applied = record is not None
     if record is None:
@@ -158,7 +156,6 @@ def resumed_payload(info: Info, resumed: Resumed) -> ResumeDeferredPayload:
 class Mutation:
     @strawberry.mutation(description="Claim an operation key: claimed, exists or conflict.")
     async def claim_operation(self, info: Info, input: ClaimOperationInput) -> ClaimOperationResult:
-        require(info.context.viewer, "operations:write")
         result = await info.context.store.operations.claim_operation(OperationClaim(**vars(input)))
         fresh(info, result.operation)
         if result.status == "conflict" or result.operation is None:
@@ -273,7 +270,6 @@ class Mutation:
     async def finalize_operation(
         self, info: Info, input: FinalizeOperationInput
     ) -> FinalizeOperationPayload:
-        require(info.context.viewer, "operations:write")
         done = await info.context.store.operations.finalize_operation_and_arm_watch(
             input.caller_did,
             input.operation_id,
@@ -300,7 +296,6 @@ class Mutation:
         "or does nothing by the winner gate. Reason finalize is reserved."
     )
     async def arm_watch(self, info: Info, input: ArmWatchInput) -> ArmWatchPayload:
-        require(info.context.viewer, "watches:write")
         result = await info.context.store.watches.arm_watch(
             to_watch_identity(input.identity),
             input.reason.value,
@@ -344,7 +339,6 @@ class Mutation:
     async def record_verification(
         self, info: Info, input: RecordVerificationInput
     ) -> RecordVerificationPayload:
-        require(info.context.viewer, "watches:write")
         result = await info.context.store.watches.record_verification(
             to_watch_identity(input.identity),
             generation=input.generation,
@@ -363,7 +357,6 @@ class Mutation:
         "INGRESS, in one transaction."
     )
     async def record_ingress(self, info: Info, input: RecordIngressInput) -> RecordIngressPayload:
-        require(info.context.viewer, "watches:write")
         results = await info.context.store.watches.record_ingress(
             input.document_id, input.winner_digest, input.due_at
         )
@@ -373,8 +366,6 @@ class Mutation:
     async def resume_offline_deferred(
         self, info: Info, input: ResumeOfflineDeferredInput
     ) -> ResumeDeferredPayload:
-        require(info.context.viewer, "watches:write")
-        require(info.context.viewer, "operations:write")
         resumed = await info.context.store.watches.resume_offline_deferred(input.now)
         return resumed_payload(info, resumed)
 
@@ -385,8 +376,6 @@ class Mutation:
     async def resume_auth_deferred(
         self, info: Info, input: ResumeAuthDeferredInput
     ) -> ResumeDeferredPayload:
-        require(info.context.viewer, "watches:write")
-        require(info.context.viewer, "operations:write")
         resumed = await info.context.store.watches.resume_auth_deferred(
             input.owner_did, input.connector_names, input.now
         )
@@ -396,7 +385,6 @@ class Mutation:
     async def create_pending_auth(
         self, info: Info, input: CreatePendingAuthInput
     ) -> CreatePendingAuthPayload:
-        require(info.context.viewer, "auth:write")
         record = await info.context.store.pending_auth.create_pending_auth(
             PendingAuthRecord(
                 state=input.state,
@@ -421,15 +409,19 @@ class Mutation:
     async def consume_pending_auth(
         self, info: Info, input: ConsumePendingAuthInput
     ) -> ConsumedPendingAuth | None:
-        require(info.context.viewer, "auth:write")
-        record = await info.context.store.pending_auth.consume_pending_auth(input.state)
+        pending = info.context.store.pending_auth
+        if not info.context.viewer.is_service:
+            # Read the owner first: another tenant's state reads as absent, and stays stored.
+            held = await pending.get_pending_auth(input.state)
+            if held is None or not owns(info.context.viewer, held.owner_did):
+                return None
+        record = await pending.consume_pending_auth(input.state)
         return None if record is None else ConsumedPendingAuth.from_record(record)
 
     @strawberry.mutation(description="Delete pending authorizations with `expiresAt < cutoff`.")
     async def delete_expired_pending_auth(
         self, info: Info, input: DeleteExpiredPendingAuthInput
     ) -> DeleteExpiredPendingAuthPayload:
-        require(info.context.viewer, "auth:write")
         deleted = await info.context.store.pending_auth.delete_expired_pending_auth(input.cutoff)
         return DeleteExpiredPendingAuthPayload(deleted=deleted)
 
@@ -440,7 +432,6 @@ class Mutation:
     async def collect_finished_operations(
         self, info: Info, input: CollectFinishedOperationsInput
     ) -> CollectFinishedOperationsPayload:
-        require(info.context.viewer, "service")
         limit = DEFAULT_COLLECT_LIMIT if input.limit is None else input.limit
         deleted = await info.context.store.retention.collect_finished_operations(
             input.older_than, limit
@@ -450,7 +441,6 @@ class Mutation:
 
     @strawberry.mutation(description="Create or overwrite a sync state.")
     async def set_sync_state(self, info: Info, input: SetSyncStateInput) -> SetSyncStatePayload:
-        require(info.context.viewer, "sync:write")
         record = await info.context.store.sync_state.set_sync_state(
             input.connector_name, input.owner_did, sync_progress(input), input.status.value
         )
@@ -463,7 +453,6 @@ class Mutation:
     async def update_sync_progress(
         self, info: Info, input: UpdateSyncProgressInput
     ) -> UpdateSyncProgressPayload:
-        require(info.context.viewer, "sync:write")
         store = info.context.store.sync_state
         record = await store.update_sync_progress(
             input.connector_name,
@@ -481,7 +470,6 @@ class Mutation:
     async def delete_sync_state(
         self, info: Info, input: DeleteSyncStateInput
     ) -> DeleteSyncStatePayload:
-        require(info.context.viewer, "sync:write")
         deleted = await info.context.store.sync_state.delete_sync_state(
             input.connector_name, input.owner_did
         )

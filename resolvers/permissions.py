@@ -1,10 +1,28 @@
-"""The one place rights are checked: scopes, and which operations a viewer sees."""
+"""The one place rights are checked: scopes, and which rows a viewer may see and write.
 
+Every root field has a ``Rule`` in ``RULES``; ``Authorization`` (a schema extension) applies
+it before the field's resolver runs, and refuses a root field that has none. A rule names
+the scopes the field needs and, for a write, the input argument holding the DID the viewer
+must be (``actor``): a viewer without ``service`` writes only its own rows, checked before
+anything is written. Reads of rows go through ``visible_operation``/``visible_watch``/
+``owns`` (and the store filters built from ``Viewer.visible_to``), so a row of another
+tenant reads as null, or is absent from a list.
+
+Lease tokens: a non-service viewer sees an operation's ``leaseToken`` only when it is the
+operation's caller (the one that holds and presents the lease); an owner that is not the
+caller reads ``leaseToken: null``.
+"""
+
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from graphql import GraphQLError
+from strawberry.extensions import SchemaExtension
 
 SERVICE = "service"
+METRICS_SCOPE = "metrics"
+"""The right to scrape ``/metrics`` (a ``service`` token may too); no GraphQL field needs it."""
 ALL_SCOPES = frozenset(
     {
         "operations:read",
@@ -21,38 +39,173 @@ ALL_SCOPES = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class Viewer:
-    """Who is asking: ``did`` (None for an anonymous service) and the rights it holds."""
+    """Who is asking: ``did`` (the token's ``sub``; None for no one) and its rights."""
 
     did: str | None
     scopes: frozenset[str]
 
     @classmethod
-    def service(cls) -> "Viewer":
-        """A viewer holding every right (the server runs without authentication for now)."""
-        return cls(did=None, scopes=ALL_SCOPES)
+    def service(cls, did: str | None = None) -> "Viewer":
+        """A viewer holding every right."""
+        return cls(did=did, scopes=ALL_SCOPES)
+
+    @classmethod
+    def of_token(cls, sub: str, scope: str) -> "Viewer":
+        """The viewer a token's ``sub`` and space-separated ``scope`` name; ``service``
+        implies every right."""
+        scopes = frozenset(scope.split())
+        return cls(did=sub, scopes=ALL_SCOPES if SERVICE in scopes else scopes)
+
+    @classmethod
+    def anonymous(cls) -> "Viewer":
+        """A viewer holding no right (a request that reached the schema without a token)."""
+        return cls(did=None, scopes=frozenset())
 
     @property
     def is_service(self) -> bool:
-        """True when the viewer sees every operation."""
+        """True when the viewer acts for every tenant."""
         return SERVICE in self.scopes
 
     @property
     def visible_to(self) -> str | None:
-        """The DID an operation must be called or owned by, or None for a service."""
-        return None if self.is_service else self.did
+        """The DID a row must belong to, or None for a service (every row)."""
+        return None if self.is_service else (self.did or "")
+
+
+def forbidden(message: str) -> GraphQLError:
+    return GraphQLError(message, extensions={"code": "FORBIDDEN"})
 
 
 def require(viewer: Viewer, scope: str) -> None:
     """Raise ``FORBIDDEN`` unless the viewer holds ``scope``."""
     if scope not in viewer.scopes:
-        raise GraphQLError(f"this requires the right {scope!r}", extensions={"code": "FORBIDDEN"})
+        raise forbidden(f"this requires the right {scope!r}")
 
 
 def can_see(viewer: Viewer, caller_did: str, owner_did: str) -> bool:
     """True when the viewer may see an operation of this caller and owner."""
-    return viewer.is_service or viewer.did in (caller_did, owner_did)
+    return viewer.is_service or (viewer.did is not None and viewer.did in (caller_did, owner_did))
 
 
-def can_see_watch(viewer: Viewer, owner_did: str) -> bool:
-    """True when the viewer may see a watch of this owner: a service, or the owner."""
-    return viewer.is_service or viewer.did == owner_did
+def owns(viewer: Viewer, owner_did: str) -> bool:
+    """True when the viewer may see a row (watch, sync state, pending auth) of this owner."""
+    return viewer.is_service or (viewer.did is not None and viewer.did == owner_did)
+
+
+can_see_watch = owns
+
+
+def can_see_lease(viewer: Viewer, caller_did: str) -> bool:
+    """True when the viewer may see the lease token of an operation of this caller."""
+    return viewer.is_service or (viewer.did is not None and viewer.did == caller_did)
+
+
+def assert_acts_as(viewer: Viewer, did: str, what: str) -> None:
+    """Raise ``FORBIDDEN`` unless the viewer is a service or ``did`` itself."""
+    if not owns(viewer, did):
+        raise forbidden(f"{what} must be the token's subject (or the token needs 'service')")
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """What a root field needs: every scope in ``scopes``; for a write, ``actor`` is the
+    path of the input argument (GraphQL names, as coerced) that must equal the viewer's DID
+    unless the viewer is a service. ``rows`` says how the resolver narrows what it returns."""
+
+    scopes: tuple[str, ...]
+    actor: tuple[str, ...] | None = None
+    rows: str = ""
+
+
+OPS_READ = ("operations:read",)
+OPS_WRITE = ("operations:write",)
+CALLER = ("input", "callerDID")
+WATCH_OWNER = ("input", "identity", "ownerDID")
+OWNER = ("input", "ownerDID")
+
+QUERY_RULES: dict[str, Rule] = {
+    "serverTime": Rule(()),
+    "operation": Rule(OPS_READ, rows="caller or owner, else null"),
+    "operations": Rule(OPS_READ, rows="caller or owner (store filter)"),
+    "node": Rule((), rows="per type: as operation/watch, else NOT_FOUND"),
+    "hasNewerOperationOnDocument": Rule(OPS_READ, rows="caller or owner, else false"),
+    "dueOperations": Rule((SERVICE,)),
+    "watch": Rule(("watches:read",), rows="owner, else null"),
+    "watchByDocument": Rule(("watches:read",), rows="owner (store filter), else null"),
+    "watches": Rule(("watches:read",), rows="owner (store filter)"),
+    "dueWatches": Rule((SERVICE,)),
+    "pendingAuth": Rule(("auth:write",), rows="owner, else null"),
+    "syncState": Rule(("sync:read",), rows="owner, else null"),
+    "syncStates": Rule(("sync:read",), rows="owner only"),
+}
+MUTATION_RULES: dict[str, Rule] = {
+    "claimOperation": Rule(OPS_WRITE, actor=CALLER),
+    "acquireLease": Rule(OPS_WRITE, actor=CALLER),
+    "renewLease": Rule(OPS_WRITE, actor=CALLER),
+    "releaseLease": Rule(OPS_WRITE, actor=CALLER),
+    "markSendStarted": Rule(OPS_WRITE, actor=CALLER),
+    "deferOperation": Rule(OPS_WRITE, actor=CALLER),
+    "recordOperation": Rule(OPS_WRITE, actor=CALLER),
+    "finalizeOperation": Rule(OPS_WRITE, actor=CALLER),
+    "armWatch": Rule(("watches:write",), actor=WATCH_OWNER),
+    "claimWatchAttempt": Rule(("watches:write",), actor=WATCH_OWNER),
+    "deferWatch": Rule(("watches:write",), actor=WATCH_OWNER),
+    "recordVerification": Rule(("watches:write",), actor=WATCH_OWNER),
+    # A document's ingress arms the watches of every owner of it: a service's act.
+    "recordIngress": Rule(("watches:write", SERVICE)),
+    "resumeOfflineDeferred": Rule(("watches:write", "operations:write", SERVICE)),
+    "resumeAuthDeferred": Rule(("watches:write", "operations:write"), actor=OWNER),
+    "createPendingAuth": Rule(("auth:write",), actor=OWNER),
+    "consumePendingAuth": Rule(("auth:write",), rows="owner (read first), else null"),
+    # Deletes expired records of every owner: a service's act.
+    "deleteExpiredPendingAuth": Rule(("auth:write", SERVICE)),
+    "collectFinishedOperations": Rule((SERVICE,)),
+    "setSyncState": Rule(("sync:write",), actor=OWNER),
+    "updateSyncProgress": Rule(("sync:write",), actor=OWNER),
+    "deleteSyncState": Rule(("sync:write",), actor=OWNER),
+}
+RULES: dict[str, dict[str, Rule]] = {"Query": QUERY_RULES, "Mutation": MUTATION_RULES}
+# Federation's root fields, when the schema has them: entities are resolved through the
+# same per-type checks as ``node``.
+OPEN_ROOT_FIELDS = frozenset({"__typename", "__schema", "__type", "_service"})
+
+
+def rule_for(type_name: str, field_name: str) -> Rule:
+    """The rule of a root field; ``FORBIDDEN`` for a field that has none (fail closed)."""
+    rule = RULES.get(type_name, {}).get(field_name)
+    if rule is None:
+        raise forbidden(f"{type_name}.{field_name} has no access rule")
+    return rule
+
+
+def argument(kwargs: dict[str, Any], path: tuple[str, ...]) -> Any:
+    """The value at ``path`` in a field's coerced arguments (nested dicts)."""
+    value: Any = kwargs
+    for part in path:
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def authorize(viewer: Viewer, type_name: str, field_name: str, kwargs: dict[str, Any]) -> None:
+    """Apply the rule of a root field to its arguments; raise ``FORBIDDEN`` when denied."""
+    rule = rule_for(type_name, field_name)
+    for scope in rule.scopes:
+        require(viewer, scope)
+    if rule.actor is not None:
+        did = argument(kwargs, rule.actor)
+        if not isinstance(did, str):
+            raise forbidden(f"{field_name}: no DID to check at {'.'.join(rule.actor)}")
+        assert_acts_as(viewer, did, rule.actor[-1])
+
+
+class Authorization(SchemaExtension):
+    """Checks every root field's rule before its resolver runs."""
+
+    def resolve(
+        self, _next: Callable[..., Any], root: Any, info: Any, *args: Any, **kwargs: Any
+    ) -> Any:
+        parent = info.parent_type.name
+        if parent in RULES and info.field_name not in OPEN_ROOT_FIELDS:
+            viewer = getattr(info.context, "viewer", None) or Viewer.anonymous()
+            authorize(viewer, parent, info.field_name, kwargs)
+        return _next(root, info, *args, **kwargs)

@@ -6,7 +6,7 @@ import strawberry
 
 from resolvers.context import Info
 from resolvers.errors import bad_input, not_found
-from resolvers.permissions import can_see, can_see_watch, require
+from resolvers.permissions import can_see, owns, require
 from schema.enums import value_of
 from schema.inputs import OperationFilter, WatchFilter, WatchIdentityInput
 from schema.node import Node, decode_cursor, decode_global_id, encode_opaque
@@ -95,7 +95,7 @@ def watch_cursor(record: WatchRecord) -> str:
 
 def visible_watch(info: Info, record: WatchRecord | None) -> Watch | None:
     """The GraphQL view of ``record`` when the viewer may see it, else None."""
-    if record is None or not can_see_watch(info.context.viewer, record.owner_did):
+    if record is None or not owns(info.context.viewer, record.owner_did):
         return None
     return Watch.from_record(record)
 
@@ -109,7 +109,6 @@ class Query:
     @strawberry.field(description="One operation by its key, or null.")
     async def operation(self, info: Info, caller_did: str, operation_id: str) -> Operation | None:
         viewer = info.context.viewer
-        require(viewer, "operations:read")
         record = await info.context.store.operations.get_operation(caller_did, operation_id)
         if record is None or not can_see(viewer, record.caller_did, record.owner_did):
             return None
@@ -124,7 +123,6 @@ class Query:
         after: str | None = None,
     ) -> OperationConnection:
         viewer = info.context.viewer
-        require(viewer, "operations:read")
         size = page_size("first", first, DEFAULT_PAGE)
         info.context.rows.take("first", size)
         after_key = None
@@ -172,7 +170,7 @@ class Query:
         ):
             require(viewer, "watches:read")
             record = await store.watches.get_watch(WatchIdentity(*decoded[1]))
-            if record is not None:
+            if record is not None and owns(viewer, record.owner_did):
                 return Watch.from_record(record)
         raise not_found("no object has this id")
 
@@ -180,10 +178,13 @@ class Query:
     async def has_newer_operation_on_document(
         self, info: Info, caller_did: str, operation_id: str
     ) -> bool:
-        require(info.context.viewer, "operations:read")
-        return await info.context.store.operations.has_newer_operation_on_document(
-            caller_did, operation_id
-        )
+        operations = info.context.store.operations
+        viewer = info.context.viewer
+        if not viewer.is_service:
+            record = await operations.get_operation(caller_did, operation_id)
+            if record is None or not can_see(viewer, record.caller_did, record.owner_did):
+                return False
+        return await operations.has_newer_operation_on_document(caller_did, operation_id)
 
     @strawberry.field(description="Live operations a worker may pick up now, oldest due first.")
     async def due_operations(
@@ -193,7 +194,6 @@ class Query:
         limit: int | None = None,
         connector_name: str | None = None,
     ) -> list[Operation]:
-        require(info.context.viewer, "service")
         size = page_size("limit", limit, DEFAULT_LIMIT)
         info.context.rows.take("limit", size)
         records = await info.context.store.retention.list_due_operations(now, size, connector_name)
@@ -201,7 +201,6 @@ class Query:
 
     @strawberry.field(description="One watch by its identity, or null.")
     async def watch(self, info: Info, identity: WatchIdentityInput) -> Watch | None:
-        require(info.context.viewer, "watches:read")
         record = await info.context.store.watches.get_watch(to_watch_identity(identity))
         return visible_watch(info, record)
 
@@ -210,9 +209,14 @@ class Query:
         "connectors watch it), or null."
     )
     async def watch_by_document(self, info: Info, document_id: str) -> Watch | None:
-        require(info.context.viewer, "watches:read")
-        record = await info.context.store.watches.get_watch_by_document(document_id)
-        return visible_watch(info, record)
+        viewer = info.context.viewer
+        watches = info.context.store.watches
+        if viewer.is_service:
+            return visible_watch(info, await watches.get_watch_by_document(document_id))
+        mine = await watches.list_watches_matching(
+            wat.WatchFilter(document_ids=[document_id], owner_did=viewer.visible_to), limit=1
+        )
+        return visible_watch(info, mine[0] if mine else None)
 
     @strawberry.field(description="Watches matching the filter, in identity order, by pages.")
     async def watches(
@@ -223,7 +227,6 @@ class Query:
         after: str | None = None,
     ) -> WatchConnection:
         viewer = info.context.viewer
-        require(viewer, "watches:read")
         size = page_size("first", first, DEFAULT_PAGE)
         info.context.rows.take("first", size)
         after_key = None
@@ -258,13 +261,15 @@ class Query:
         "(only consumePendingAuth returns that), or null."
     )
     async def pending_auth(self, info: Info, state: str) -> PendingAuth | None:
-        require(info.context.viewer, "auth:write")
         record = await info.context.store.pending_auth.get_pending_auth(state)
-        return None if record is None else PendingAuth.from_record(record)
+        if record is None or not owns(info.context.viewer, record.owner_did):
+            return None
+        return PendingAuth.from_record(record)
 
     @strawberry.field(description="The sync state of one connector for one owner, or null.")
     async def sync_state(self, info: Info, connector_name: str, owner_did: str) -> SyncState | None:
-        require(info.context.viewer, "sync:read")
+        if not owns(info.context.viewer, owner_did):
+            return None
         record = await info.context.store.sync_state.get_sync_state(connector_name, owner_did)
         return sync_state_or_none(record)
 
@@ -276,7 +281,7 @@ class Query:
         first: int | None = None,
         after: str | None = None,
     ) -> SyncStateConnection:
-        require(info.context.viewer, "sync:read")
+        viewer = info.context.viewer
         size = page_size("first", first, DEFAULT_PAGE)
         info.context.rows.take("first", size)
         after_owner = None
@@ -285,9 +290,17 @@ class Query:
             if decoded is None or not isinstance(decoded[0], str):
                 raise bad_input("after", "is not a cursor from this connection")
             after_owner = decoded[0]
-        records = await info.context.store.sync_state.list_sync_states_for_connector(
-            connector_name, after=after_owner, limit=size + 1
-        )
+        store = info.context.store.sync_state
+        if viewer.is_service:
+            records = await store.list_sync_states_for_connector(
+                connector_name, after=after_owner, limit=size + 1
+            )
+        else:
+            # A tenant's page holds its own row alone, if any.
+            own = viewer.visible_to or ""
+            mine = None if after_owner is not None and own <= after_owner else own
+            record = None if mine is None else await store.get_sync_state(connector_name, mine)
+            records = [] if record is None else [record]
         edges = [
             SyncStateEdge(cursor=encode_opaque([r.owner_did]), node=SyncState.from_record(r))
             for r in records[:size]
@@ -313,7 +326,6 @@ class Query:
         limit: int | None = None,
         connector_name: str | None = None,
     ) -> list[Watch]:
-        require(info.context.viewer, "service")
         size = page_size("limit", limit, DEFAULT_LIMIT)
         info.context.rows.take("limit", size)
         records = await info.context.store.watches.list_due_watches(now, size, connector_name)

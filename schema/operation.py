@@ -37,18 +37,31 @@ class Operation(Node):
     send_marker: str | None
     version: int
     incarnation: str
-    lease_token: str | None
+    lease_token_held: strawberry.Private[str | None]
     lease_expires_at: EpochMillis | None
     created_at: EpochMillis
     updated_at: EpochMillis
 
-    @strawberry.field(description="The verify/repair watch of this operation's provider entity.")
+    @strawberry.field(
+        description="The lease's token; null to a viewer that is not the operation's caller "
+        "(nor a service)."
+    )
+    def lease_token(self, info: strawberry.Info) -> str | None:
+        return self.lease_token_held if info.context.can_see_lease(self.caller_did) else None
+
+    @strawberry.field(
+        description="The verify/repair watch of this operation's provider entity; null when "
+        "the viewer may not see it. Needs the right watches:read."
+    )
     async def watch(self, info: strawberry.Info) -> Watch | None:
+        info.context.require("watches:read")
         identity = WatchIdentity(
             self.owner_did, self.connector_name, self.model, self.account_key, self.source_id
         )
         record = await info.context.loaders.watch.load(identity)
-        return None if record is None else Watch.from_record(record)
+        if record is None or not info.context.owns(record.owner_did):
+            return None
+        return Watch.from_record(record)
 
     @classmethod
     def from_record(cls, record: OperationRecord) -> "Operation":
@@ -57,6 +70,7 @@ class Operation(Node):
             cls,
             record,
             id=encode_global_id("Operation", record.node_key),
+            lease_token_held=record.lease_token,
             state=OperationState(record.state),
             defer_reason=DeferReason(record.defer_reason) if record.defer_reason else None,
         )

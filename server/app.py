@@ -2,6 +2,7 @@
 
 import asyncio
 import contextlib
+import json
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -10,8 +11,9 @@ from typing import Any
 
 from cross_web import HTTPException
 from starlette.applications import Starlette
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -21,6 +23,7 @@ from strawberry.schema import BaseSchema
 from resolvers.context import Context
 from resolvers.loaders import Loaders
 from resolvers.permissions import Viewer
+from server.auth import Authentication, Authenticator, authenticator, startup_headers
 from server.graph import build_schema
 from server.metrics import Metrics, metrics_endpoint, refreshing
 from server.settings import Settings
@@ -35,14 +38,19 @@ log = logging.getLogger("connector_store")
 
 
 GRAPHIQL_ASSETS = Path(__file__).parent / "static" / "graphiql"
+LOOPBACK = frozenset({"127.0.0.1", "::1"})
+HEADERS_SLOT = "/*STARTUP_HEADERS*/null"
 
 
 class GraphQLApp(GraphQL):
     """Strawberry's ASGI view with our request context and a GraphiQL page whose assets
     this server serves itself (at ``/graphiql``), so it works with no internet."""
 
-    def __init__(self, schema: BaseSchema, *, graphiql: bool) -> None:
+    def __init__(
+        self, schema: BaseSchema, *, graphiql: bool, startup_token: str | None = None
+    ) -> None:
         super().__init__(schema, graphql_ide="graphiql" if graphiql else None)
+        self.startup_token = startup_token
 
     def parse_json(self, data: str | bytes) -> Any:
         """A JSON request body, or GET's ``variables``/``extensions``: each must be an object
@@ -74,13 +82,20 @@ class GraphQLApp(GraphQL):
         await response(scope, receive, send)
 
     async def render_graphql_ide(self, request: Request) -> Response:
-        return FileResponse(GRAPHIQL_ASSETS / "index.html", media_type="text/html")
+        """The GraphiQL page; its header editor is prefilled with the startup admin token
+        only when the server made its own secret and the browser is on this machine."""
+        page = (GRAPHIQL_ASSETS / "index.html").read_text()
+        client = request.client.host if request.client else None
+        if self.startup_token is not None and client in LOOPBACK:
+            headers = startup_headers(self.startup_token)
+            page = page.replace(HEADERS_SLOT, json.dumps(headers).replace("<", "\\u003c"))
+        return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
     async def get_context(self, request: Request, response: Response) -> Context:  # type: ignore[override]
         store: ConnectorStore = request.app.state.store
         return Context(
             store=store,
-            viewer=Viewer.service(),
+            viewer=request.scope.get("viewer") or Viewer.anonymous(),
             loaders=Loaders(store),
             request_id=request_id(),
         )
@@ -244,13 +259,23 @@ async def close_pool(db: Database, grace_s: float = POOL_CLOSE_GRACE_S) -> None:
 
 
 def create_app(
-    settings: Settings | None = None, store: ConnectorStore | None = None, tracer: Any = None
+    settings: Settings | None = None,
+    store: ConnectorStore | None = None,
+    tracer: Any = None,
+    *,
+    auth: Authenticator | None = None,
+    startup_token: str | None = None,
 ) -> Starlette:
     """The ASGI app. Given a connected ``store`` it uses it as is; otherwise it opens
     ``settings.database_url`` at start-up and closes it at shutdown (migrate first).
     ``tracer``: an OpenTelemetry tracer (default: one for ``OTEL_EXPORTER_OTLP_ENDPOINT``,
-    or none)."""
+    or none).
+
+    Every request but ``/healthz``, ``/readyz`` and GraphiQL's page and assets needs a
+    bearer token checked by ``auth`` (by default the one ``settings`` describe).
+    ``startup_token`` prefills GraphiQL's headers for browsers on loopback."""
     settings = settings or Settings()
+    auth = auth or authenticator(settings)
     metrics = Metrics() if settings.metrics else None
     if tracer is None:
         tracer = tracer_for(settings.otel_exporter_otlp_endpoint)
@@ -282,7 +307,9 @@ def create_app(
         finally:
             await close_pool(db)
 
-    graphql = GraphQLApp(build_schema(settings), graphiql=settings.graphiql)
+    graphql = GraphQLApp(
+        build_schema(settings), graphiql=settings.graphiql, startup_token=startup_token
+    )
     app = Starlette(
         routes=[
             Route("/graphql", graphql, methods=["GET", "POST"]),
@@ -302,5 +329,14 @@ def create_app(
         app.state.store = store
     app.state.metrics = metrics
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(Authentication, authenticator=auth)
+    if settings.cors_origin_list:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origin_list,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+            max_age=600,
+        )
     app.add_middleware(RequestTelemetry, metrics=metrics, tracer=tracer)
     return app

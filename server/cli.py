@@ -1,5 +1,6 @@
 """The ``connector-store`` command: ``serve`` (migrate, then run uvicorn), ``migrate``,
-``schema`` and ``collect`` (a retention backlog, with a progress bar).
+``schema``, ``collect`` (a retention backlog, with a progress bar) and ``token`` (mint a
+JWT for this server's settings).
 
 Mistakes in the configuration or an unusable database end the command with one line on
 standard error that says what is wrong and how to fix it, and exit status 1; never a
@@ -14,6 +15,7 @@ import typer
 import uvicorn
 from pydantic import ValidationError
 
+from server.auth import STARTUP_TOKEN_TTL_SECONDS, AuthError, authenticator
 from server.logs import configure_logging
 from server.settings import Settings
 from store import ConnectorStore
@@ -63,18 +65,64 @@ def serve(
 
     settings = Settings()
     configure_logging(settings.log_level, settings.log_format)
+    bind_host = host or settings.host
+    bind_port = settings.port if port is None else port
+    if not settings.jwt_secret and not settings.jwt_public_key and not is_loopback(bind_host):
+        raise AuthError(
+            f"serving on {bind_host} needs JWT_SECRET or JWT_PUBLIC_KEY (a generated secret "
+            "and its printed admin token are for a server on this machine only)"
+        )
+    auth = authenticator(settings)
     if migrate:
         upgrade(settings.database_url, announce=announce_migration)
     asyncio.run(check_database(settings))
     typer.echo(f"database: {shown_url(settings.database_url)}")
+    startup_token = None
+    if auth.generated:
+        startup_token = auth.mint("service", ["service"], STARTUP_TOKEN_TTL_SECONDS)
+    typer.echo(f"GraphiQL: {graphiql_url(bind_host, bind_port)}")
+    if startup_token is not None:
+        typer.echo(
+            f"admin token (scope service, {STARTUP_TOKEN_TTL_SECONDS // 3600} h; "
+            f"the secret is in {settings.data_dir}): {startup_token}"
+        )
+    else:
+        typer.echo("auth: tokens signed by the configured JWT key are required")
     uvicorn.run(
-        create_app(settings),
-        host=host or settings.host,
-        port=settings.port if port is None else port,
+        create_app(settings, auth=auth, startup_token=startup_token),
+        host=bind_host,
+        port=bind_port,
         log_level=settings.log_level,
         log_config=None,
         access_log=False,
     )
+
+
+def is_loopback(host: str) -> bool:
+    """True for an address only this machine reaches."""
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def graphiql_url(host: str, port: int) -> str:
+    """The URL a browser on this machine opens GraphiQL at."""
+    shown = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "": "127.0.0.1"}.get(host, host)
+    if ":" in shown and not shown.startswith("["):
+        shown = f"[{shown}]"
+    return f"http://{shown}:{port}/graphql"
+
+
+@cli.command("token")
+def token_command(
+    sub: str = typer.Option(..., help="The viewer's DID (the token's sub)."),
+    scope: str = typer.Option(
+        ..., help='Space-separated rights, e.g. "operations:read operations:write".'
+    ),
+    ttl: int = typer.Option(3600, min=1, help="Seconds the token stays valid."),
+) -> None:
+    """Print a token for SUB with SCOPE, signed with this server's JWT secret (JWT_SECRET,
+    or the secret the server made in DATA_DIR)."""
+    settings = Settings()
+    typer.echo(authenticator(settings).mint(sub, scope.split(), ttl))
 
 
 @cli.command("migrate")
@@ -139,12 +187,16 @@ def schema_command() -> None:
     typer.echo(build_schema().as_str())
 
 
+SECRET_SETTINGS = frozenset({"JWT_SECRET"})
+
+
 def settings_problem(error: ValidationError) -> str:
     """One line per bad setting, named by its environment variable."""
     lines = []
     for problem in error.errors():
         variable = "_".join(str(part) for part in problem["loc"]).upper() or "settings"
-        lines.append(f"{variable}: {problem['msg']} (got {problem.get('input')!r})")
+        shown = "hidden" if variable in SECRET_SETTINGS else repr(problem.get("input"))
+        lines.append(f"{variable}: {problem['msg']} (got {shown})")
     return "; ".join(lines)
 
 
@@ -156,7 +208,7 @@ def main() -> None:
         cli()
     except ValidationError as error:
         fail(f"bad setting: {settings_problem(error)}")
-    except InvalidInput as error:
+    except (InvalidInput, AuthError) as error:
         fail(f"bad setting: {error}")
     except DatabaseUnavailable as error:
         fail(f"{error}\n  check DATABASE_URL, that the database exists and that its server runs")

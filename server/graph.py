@@ -14,6 +14,7 @@ from strawberry.schema.config import StrawberryConfig
 
 from resolvers.errors import ErrorCodes
 from resolvers.mutations import Mutation
+from resolvers.permissions import Authorization
 from resolvers.queries import Query
 from schema.names import SeedNameConverter
 from schema.operation import Operation
@@ -45,6 +46,7 @@ def build_schema(settings: Settings | None = None) -> strawberry.Schema:
     extensions: list[Callable[[], SchemaExtension]] = [
         OperationTelemetry,
         ErrorCodes,
+        Authorization,
         lambda: MaxTokensLimiter(max_token_count=settings.max_query_tokens),
         lambda: QueryLimits(limits),
     ]

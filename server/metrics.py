@@ -30,6 +30,7 @@ from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
 
+from resolvers.permissions import METRICS_SCOPE
 from store import ConnectorStore
 from store.records import ATTEMPTED, PENDING_VERIFICATION
 from store.records import OPERATION_STATES as OPERATION_STATES_ALL
@@ -49,11 +50,11 @@ OPERATION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 def metrics_allowed(request: Request) -> bool:
-    """The one place ``/metrics`` is authorized: True lets the scrape through.
-
-    Auth is not wired yet; when it is, this checks the request's token.
-    """
-    return True
+    """The one place ``/metrics`` is authorized: the request's token (checked by the
+    authentication middleware) must hold the ``service`` or the ``metrics`` scope.
+    ``METRICS_PORT`` serves the metrics on a port of their own instead, without a token."""
+    viewer = request.scope.get("viewer")
+    return viewer is not None and (viewer.is_service or METRICS_SCOPE in viewer.scopes)
 
 
 class PoolCollector(Collector):

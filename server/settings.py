@@ -3,7 +3,7 @@
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -43,6 +43,19 @@ class Settings(BaseSettings):
     )
     metrics_refresh_seconds: float = Field(default=15.0, gt=0)
     otel_exporter_otlp_endpoint: str = ""
+    jwt_secret: SecretStr | None = Field(default=None, min_length=32)
+    jwt_public_key: str = ""
+    jwt_issuer: str = ""
+    jwt_audience: str = ""
+    jwt_leeway_seconds: float = Field(default=30.0, ge=0)
+    cors_origins: str = Field(
+        default="", description="Comma-separated origins allowed by CORS; empty: CORS off."
+    )
+
+    @property
+    def cors_origin_list(self) -> list[str]:
+        """``CORS_ORIGINS`` split on commas."""
+        return [origin.strip() for origin in self.cors_origins.split(",") if origin.strip()]
 
     @model_validator(mode="after")
     def default_database(self) -> "Settings":

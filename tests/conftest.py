@@ -1,5 +1,6 @@
 """Fixtures: every store test runs on SQLite and on PostgreSQL, each on fresh databases."""
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -8,6 +9,13 @@ import pytest
 from store import ConnectorStore
 from store.database import Database
 from tests.databases import PostgresRun, sqlite_copy, sqlite_template
+from tests.tokens import TEST_JWT_SECRET
+
+# Every app and server of the suite (in-process or spawned) checks tokens with this secret;
+# tests of the other key settings override it.
+os.environ["JWT_SECRET"] = TEST_JWT_SECRET
+for name in ("JWT_PUBLIC_KEY", "JWT_ISSUER", "JWT_AUDIENCE", "CORS_ORIGINS"):
+    os.environ.pop(name, None)
 
 BACKENDS = ["sqlite", "postgres"]
 START = 1_750_000_000_000

@@ -11,6 +11,7 @@ import pytest
 from server.app import create_app
 from server.settings import Settings
 from store import ConnectorStore
+from tests.tokens import SERVICE_TOKEN, bearer
 
 DOCUMENTS = Path(__file__).resolve().parents[2] / "graphql" / "operations"
 
@@ -44,10 +45,17 @@ class GraphQLClient:
         return body["data"]
 
 
-def app_client(store: ConnectorStore, settings: Settings | None = None) -> httpx.AsyncClient:
-    """An httpx client bound to a fresh app over ``store``."""
+def app_client(
+    store: ConnectorStore, settings: Settings | None = None, token: str | None = SERVICE_TOKEN
+) -> httpx.AsyncClient:
+    """An httpx client bound to a fresh app over ``store``, sending ``token`` (by default a
+    ``service`` token; None sends none)."""
     app = create_app(settings or Settings(), store=store)
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://test",
+        headers={} if token is None else bearer(token),
+    )
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from server.app import create_app
 from server.settings import Settings
 from store import ConnectorStore
 from tests.api.conftest import GraphQLClient, claim_input
+from tests.tokens import SERVICE_TOKEN, bearer, mint
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -33,11 +34,16 @@ async def running(store: ConnectorStore) -> AsyncIterator[httpx.AsyncClient]:
     """The app with its lifespan running (metrics refresher and sweeper)."""
     settings = Settings(sweep_interval_seconds=3600, metrics_refresh_seconds=3600)
     app = create_app(settings, store=store)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
-    ):
+    async with app.router.lifespan_context(app), client_of(app) as http:
         yield http
+
+
+def client_of(app: Any, token: str | None = SERVICE_TOKEN) -> httpx.AsyncClient:
+    """A client of ``app`` sending ``token`` (None: no token)."""
+    headers = {} if token is None else bearer(token)
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://test", headers=headers
+    )
 
 
 async def test_metrics__counters_equal_the_scripted_workload(running, store, clock):
@@ -116,19 +122,23 @@ async def test_metrics__counters_equal_the_scripted_workload(running, store, clo
 
 async def test_metrics__switched_off(store):
     app = create_app(Settings(metrics=False, sweeper=False), store=store)
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://test"
-    ) as http:
+    async with client_of(app) as http:
         assert (await http.get("/metrics")).status_code == 404
 
 
-async def test_metrics__refused_when_metrics_allowed_says_no(store, monkeypatch):
-    monkeypatch.setattr("server.metrics.metrics_allowed", lambda request: False)
+@pytest.mark.parametrize(
+    ("token", "status"),
+    [
+        (None, 401),
+        (mint("did:key:tenant", "operations:read watches:read"), 403),
+        (mint("did:key:prometheus", "metrics"), 200),
+        (SERVICE_TOKEN, 200),
+    ],
+)
+async def test_metrics__need_a_token_with_the_metrics_or_service_scope(store, token, status):
     app = create_app(Settings(sweeper=False), store=store)
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://test"
-    ) as http:
-        assert (await http.get("/metrics")).status_code == 403
+    async with client_of(app, token) as http:
+        assert (await http.get("/metrics")).status_code == status
 
 
 async def test_metrics__on_a_separate_port_with_metrics_port(store):
@@ -136,10 +146,7 @@ async def test_metrics__on_a_separate_port_with_metrics_port(store):
 
     port = free_port()
     app = create_app(Settings(sweeper=False, metrics_port=port), store=store)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
-    ):
+    async with app.router.lifespan_context(app), client_of(app) as http:
         await http.post("/graphql", json={"query": "query T { serverTime }"})
         assert (await http.get("/metrics")).status_code == 404
         async with httpx.AsyncClient() as direct:

@@ -1,6 +1,6 @@
 """Rights of the pending-auth, retention and sync-state fields (DESIGN.md 4): each needs its
-scope, checked before the store is touched. The HTTP app still acts as a service viewer, so
-these run the schema with a viewer of chosen scopes."""
+scope, checked before the store is touched. These run the schema with a viewer of chosen
+scopes (the tenant rules are in test_tenancy.py)."""
 
 import dataclasses
 
@@ -21,31 +21,29 @@ FIELDS = {
     "auth:write": [
         '{ pendingAuth(state: "s") { state } }',
         'mutation { consumePendingAuth(input: {state: "s"}) { state } }',
-        "mutation { deleteExpiredPendingAuth(input: {cutoff: 1}) { deleted } }",
         'mutation { createPendingAuth(input: {state: "s", codeVerifier: "v", provider: "p",'
-        ' ownerDID: "o", createdAt: 1, redirectURL: "u", scopes: [], incremental: false,'
+        ' ownerDID: "did:v", createdAt: 1, redirectURL: "u", scopes: [], incremental: false,'
         " expiresAt: 2}) { pendingAuth { state } } }",
     ],
     "service": ["mutation { collectFinishedOperations(input: {olderThan: 1}) { deleted } }"],
     "sync:read": [
-        '{ syncState(connectorName: "c", ownerDID: "o") { version } }',
+        '{ syncState(connectorName: "c", ownerDID: "did:v") { version } }',
         '{ syncStates(connectorName: "c") { edges { cursor } } }',
     ],
     "sync:write": [
-        'mutation { setSyncState(input: {connectorName: "c", ownerDID: "o", lastSyncedAt: '
+        'mutation { setSyncState(input: {connectorName: "c", ownerDID: "did:v", lastSyncedAt: '
         + SYNCED
         + ", entityCount: 0, status: IDLE}) { syncState { version } } }",
-        'mutation { updateSyncProgress(input: {connectorName: "c", ownerDID: "o", lastSyncedAt: '
-        + SYNCED
-        + ", entityCount: 0}) { applied } }",
-        'mutation { deleteSyncState(input: {connectorName: "c", ownerDID: "o"}) { deleted } }',
+        'mutation { updateSyncProgress(input: {connectorName: "c", ownerDID: "did:v", '
+        "lastSyncedAt: " + SYNCED + ", entityCount: 0}) { applied } }",
+        'mutation { deleteSyncState(input: {connectorName: "c", ownerDID: "did:v"}) { deleted } }',
     ],
 }
 CASES = [(scope, document) for scope, documents in FIELDS.items() for document in documents]
 
 
 async def execute(store, document, scopes):
-    viewer = Viewer(did="did:key:viewer", scopes=frozenset(scopes))
+    viewer = Viewer(did="did:v", scopes=frozenset(scopes))
     context = Context(store=store, viewer=viewer, loaders=Loaders(store), request_id="test")
     return await build_schema().execute(document, context_value=context)
 

@@ -18,6 +18,7 @@ from server.settings import Settings
 from server.telemetry import valid_request_id
 from store import ConnectorStore
 from tests.api.conftest import GraphQLClient, claim_input
+from tests.tokens import SERVICE_TOKEN, bearer
 
 
 @pytest.fixture
@@ -37,7 +38,11 @@ def json_log() -> Iterator[io.StringIO]:
 
 def client(store: ConnectorStore, **kwargs: object) -> httpx.AsyncClient:
     app = create_app(Settings(sweeper=False), store=store, **kwargs)  # type: ignore[arg-type]
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://test",
+        headers=bearer(SERVICE_TOKEN),
+    )
 
 
 def request_lines(output: io.StringIO) -> list[dict[str, object]]:
@@ -56,7 +61,7 @@ async def test_request_log_line__has_the_fields_and_the_echoed_request_id(store,
     [line] = request_lines(json_log)
     assert line["request_id"] == "req-42"
     assert line["operation"] == "ServerTime"
-    assert line["viewer_did"] is None
+    assert line["viewer_did"] == "service"
     assert line["outcome"] == "ok"
     assert line["status"] == 200
     assert isinstance(line["duration_ms"], float)
@@ -136,7 +141,11 @@ async def test_tracing__spans_for_the_request_and_its_store_calls(store, clock):
     app = create_app(Settings(sweeper=False, metrics=False), store=store, tracer=tracer)
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://test",
+            headers=bearer(SERVICE_TOKEN),
+        ) as http,
     ):
         await GraphQLClient(http).run("ClaimOperation", input=claim_input())
     spans = exporter.get_finished_spans()

@@ -10,9 +10,10 @@ from sqlalchemy.engine import make_url
 
 from tests.databases import PostgresRun
 from tests.faults.harness import Server, free_port
+from tests.tokens import mint
 
 PASSWORD = "hunter2-db-secret"
-TOKEN = "eyJhbGciOiJIUzI1NiJ9.dG9rZW4.secret-signature"
+TOKEN = mint("did:key:logs", "operations:read", ttl=600)
 
 
 async def test_server_output__json_lines_without_secrets(postgres_run: PostgresRun, tmp_path: Path):
@@ -45,10 +46,13 @@ async def test_server_output__json_lines_without_secrets(postgres_run: PostgresR
     [request] = [entry for entry in entries if entry.get("request_id") == "logs-1"]
     assert request["operation"] == "Now"
     assert request["outcome"] == "ok"
-    assert "viewer_did" in request and request["viewer_did"] is None
+    assert request["viewer_did"] == "did:key:logs"
     assert any(entry["logger"].startswith("uvicorn") for entry in entries)
     # Every log record is a JSON line; only the CLI's own messages (typer.echo) are plain.
     plain = [line for line in output.splitlines() if line and not line.startswith("{")]
     assert all(
-        line.startswith(("database:", "new database", "migrating", "already at")) for line in plain
+        line.startswith(
+            ("database:", "new database", "migrating", "already at", "GraphiQL:", "auth:")
+        )
+        for line in plain
     ), plain

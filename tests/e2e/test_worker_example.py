@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from tests.databases import PostgresRun
+from tests.tokens import SERVICE_TOKEN
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER = REPO / "examples" / "writeback_worker.py"
@@ -147,8 +148,9 @@ async def run_worker(server: Server) -> subprocess.CompletedProcess[str]:
         "--operations",
         str(OPERATIONS),
     ]
+    env = os.environ | {"CONNECTOR_STORE_TOKEN": SERVICE_TOKEN}
     return await asyncio.to_thread(
-        subprocess.run, command, capture_output=True, text=True, timeout=120, cwd=REPO
+        subprocess.run, command, capture_output=True, text=True, timeout=120, cwd=REPO, env=env
     )
 
 

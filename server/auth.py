@@ -1,0 +1,232 @@
+"""Authentication: settings → a JWT verifier → the request's ``Viewer``.
+
+``Authorization: Bearer <JWT>``, checked with PyJWT against a key and an algorithm list fixed
+by configuration (never by the token): HS256 with ``JWT_SECRET``, or RS256/EdDSA with
+``JWT_PUBLIC_KEY`` (PEM text or a file path; the algorithm follows the key's type). ``exp``
+and ``sub`` are required; ``nbf`` is checked when present, ``iss``/``aud`` when
+``JWT_ISSUER``/``JWT_AUDIENCE`` are set, with ``JWT_LEEWAY_SECONDS`` of leeway.
+
+With no key configured, a random secret is created in ``DATA_DIR`` (mode 0600) on first use
+and reused after; only then can the server mint its own admin token at startup.
+
+Neither the key nor any token is ever logged: a refused token is answered with 401 and a
+fixed message, and only the reason's class name reaches the debug log.
+"""
+
+import json
+import logging
+import os
+import secrets
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jwt
+from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
+from cryptography.hazmat.primitives.serialization import load_pem_public_key
+from starlette.datastructures import QueryParams
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from resolvers.permissions import Viewer
+from server.settings import Settings
+
+log = logging.getLogger("connector_store.auth")
+
+SECRET_FILE = "jwt-secret"
+STARTUP_TOKEN_TTL_SECONDS = 12 * 3600
+OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+OPEN_PREFIXES = ("/graphiql/",)
+
+
+class AuthError(Exception):
+    """The configuration cannot produce a verifier (a bad key, say); one line for the CLI."""
+
+
+class Unauthenticated(Exception):
+    """The request carries no usable token; the message is safe to show to the client."""
+
+
+@dataclass(frozen=True)
+class Authenticator:
+    """Verifies tokens (and, with a shared secret, mints them) for one configuration.
+
+    ``generated`` is True when the secret was created by the server in ``DATA_DIR``.
+    """
+
+    key: Any
+    algorithms: tuple[str, ...]
+    issuer: str | None
+    audience: str | None
+    leeway: float
+    signing_key: str | None
+    generated: bool
+
+    def viewer(self, authorization: str | None) -> Viewer:
+        """The viewer of an ``Authorization`` header; raises ``Unauthenticated``."""
+        if not authorization:
+            raise Unauthenticated("this request needs a bearer token (Authorization: Bearer …)")
+        scheme, _, token = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthenticated("the Authorization header must be 'Bearer <token>'")
+        return self.verify(token.strip())
+
+    def verify(self, token: str) -> Viewer:
+        """The viewer a token names; raises ``Unauthenticated`` when it is not valid."""
+        try:
+            claims = jwt.decode(
+                token,
+                self.key,
+                algorithms=list(self.algorithms),
+                issuer=self.issuer,
+                audience=self.audience,
+                leeway=self.leeway,
+                options={"require": ["exp", "sub"], "verify_aud": self.audience is not None},
+            )
+        except jwt.PyJWTError as error:
+            log.debug("token refused: %s", type(error).__name__)
+            raise Unauthenticated("the bearer token is not valid") from None
+        sub, scope = claims.get("sub"), claims.get("scope", "")
+        if not isinstance(sub, str) or not sub or not isinstance(scope, str):
+            raise Unauthenticated("the bearer token is not valid")
+        return Viewer.of_token(sub, scope)
+
+    def mint(self, sub: str, scopes: Iterable[str], ttl_seconds: int) -> str:
+        """A token for ``sub`` with ``scopes``, valid ``ttl_seconds``; only with a secret."""
+        if self.signing_key is None:
+            raise AuthError(
+                "JWT_PUBLIC_KEY is set: tokens are minted by whoever holds the private key"
+            )
+        now = int(time.time())
+        claims: dict[str, Any] = {
+            "sub": sub,
+            "scope": " ".join(scopes),
+            "iat": now,
+            "nbf": now,
+            "exp": now + ttl_seconds,
+        }
+        if self.issuer:
+            claims["iss"] = self.issuer
+        if self.audience:
+            claims["aud"] = self.audience
+        return jwt.encode(claims, self.signing_key, algorithm="HS256")
+
+
+def public_key(text: str) -> tuple[Any, tuple[str, ...]]:
+    """The key of ``JWT_PUBLIC_KEY`` (PEM text, or the path of a PEM file) and its algorithms."""
+    pem = text if "-----BEGIN" in text else read_key_file(Path(text))
+    try:
+        key = load_pem_public_key(pem.encode())
+    except ValueError as error:
+        raise AuthError(f"JWT_PUBLIC_KEY: not a PEM public key ({error})") from None
+    if isinstance(key, rsa.RSAPublicKey):
+        return key, ("RS256",)
+    if isinstance(key, ed25519.Ed25519PublicKey):
+        return key, ("EdDSA",)
+    raise AuthError("JWT_PUBLIC_KEY: only RSA (RS256) and Ed25519 (EdDSA) keys are supported")
+
+
+def read_key_file(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as error:
+        raise AuthError(f"JWT_PUBLIC_KEY: cannot read {path} ({error.strerror})") from None
+
+
+def generated_secret(data_dir: Path) -> str:
+    """The secret in ``DATA_DIR``, created (mode 0600) when absent."""
+    path = data_dir / SECRET_FILE
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    except OSError as error:
+        raise AuthError(f"cannot create {path} ({error.strerror}); set JWT_SECRET") from None
+    else:
+        with os.fdopen(fd, "w") as file:
+            file.write(secrets.token_urlsafe(48))
+    try:
+        secret = path.read_text().strip()
+    except OSError as error:
+        raise AuthError(f"cannot read {path} ({error.strerror}); set JWT_SECRET") from None
+    if len(secret) < 32:
+        raise AuthError(f"{path} holds no usable secret; delete it to make a new one")
+    return secret
+
+
+def authenticator(settings: Settings) -> Authenticator:
+    """The verifier the settings describe."""
+    common: dict[str, Any] = {
+        "issuer": settings.jwt_issuer or None,
+        "audience": settings.jwt_audience or None,
+        "leeway": settings.jwt_leeway_seconds,
+    }
+    if settings.jwt_secret is not None:
+        secret = settings.jwt_secret.get_secret_value()
+        return Authenticator(
+            key=secret, algorithms=("HS256",), signing_key=secret, generated=False, **common
+        )
+    if settings.jwt_public_key:
+        key, algorithms = public_key(settings.jwt_public_key)
+        return Authenticator(
+            key=key, algorithms=algorithms, signing_key=None, generated=False, **common
+        )
+    secret = generated_secret(settings.data_dir)
+    return Authenticator(
+        key=secret, algorithms=("HS256",), signing_key=secret, generated=True, **common
+    )
+
+
+def unauthenticated(message: str) -> JSONResponse:
+    """401 with ``WWW-Authenticate: Bearer`` and the usual GraphQL error body."""
+    return JSONResponse(
+        {"errors": [{"message": message, "extensions": {"code": "UNAUTHENTICATED"}}]},
+        status_code=401,
+        headers={"WWW-Authenticate": 'Bearer realm="connector-store"'},
+    )
+
+
+def is_graphiql_page(scope: Scope) -> bool:
+    """A browser asking for the GraphiQL page: GET /graphql with no query, accepting HTML
+    (Strawberry's own test for rendering the IDE)."""
+    if scope["method"] != "GET" or scope["path"] != "/graphql":
+        return False
+    if "query" in QueryParams(scope.get("query_string", b"")):
+        return False
+    accept = dict(scope["headers"]).get(b"accept", b"").decode("latin-1")
+    return "text/html" in accept or "*/*" in accept
+
+
+class Authentication:
+    """ASGI middleware: every HTTP request but ``/healthz``, ``/readyz``, the GraphiQL page
+    and its assets needs a valid bearer token; its viewer goes to ``scope["viewer"]``."""
+
+    def __init__(self, app: ASGIApp, authenticator: Authenticator) -> None:
+        self.app = app
+        self.authenticator = authenticator
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES) or is_graphiql_page(scope):
+            await self.app(scope, receive, send)
+            return
+        header = dict(scope["headers"]).get(b"authorization")
+        try:
+            scope["viewer"] = self.authenticator.viewer(
+                None if header is None else header.decode("latin-1")
+            )
+        except Unauthenticated as refused:
+            await unauthenticated(str(refused))(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def startup_headers(token: str) -> str:
+    """The GraphiQL header editor's text carrying ``token``."""
+    return json.dumps({"Authorization": f"Bearer {token}"}, indent=2)

@@ -1,0 +1,235 @@
+"""Authentication (server/auth.py): bad tokens are 401 ``UNAUTHENTICATED`` with no data,
+public keys work, open endpoints stay open, GraphiQL gets the startup token on loopback
+only, CORS is opt-in, secrets stay out of logs, and a failing store is masked."""
+
+import base64
+import hashlib
+import hmac
+import json
+import logging
+import time
+
+import httpx
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
+from pydantic import SecretStr
+
+from server.app import create_app
+from server.auth import authenticator
+from server.settings import Settings
+from store import ConnectorStore
+from tests.api.conftest import app_client, claim_input, error_codes
+from tests.tokens import SERVICE_TOKEN, TEST_JWT_SECRET, bearer, mint
+
+QUERY = {"query": "{ serverTime operations { edges { node { operationID } } } }"}
+NOW = int(time.time())
+UNSIGNED = jwt.encode({"sub": "x", "scope": "service", "exp": NOW + 60}, None, algorithm="none")
+BAD_HEADERS = {
+    "missing": {},
+    "not bearer": {"Authorization": f"Basic {SERVICE_TOKEN}"},
+    "empty bearer": {"Authorization": "Bearer "},
+    "malformed": bearer("not.a.jwt"),
+    "garbage": bearer("x" * 40),
+    "expired": bearer(mint(exp=NOW - 3600)),
+    "no exp": bearer(mint(exp=None)),
+    "no sub": bearer(mint(sub=None)),
+    "not yet valid": bearer(mint(nbf=NOW + 3600)),
+    "wrong signature": bearer(mint(key="another-secret-of-at-least-32-bytes!!")),
+    "alg none": bearer(UNSIGNED),
+    "alg none, unsigned edit": bearer(SERVICE_TOKEN.rsplit(".", 1)[0] + "."),
+    "HS512 not configured": bearer(mint(algorithm="HS512")),
+}
+
+
+def assert_unauthenticated(response: httpx.Response) -> None:
+    assert response.status_code == 401, response.text
+    assert response.headers["www-authenticate"].startswith("Bearer")
+    body = response.json()
+    assert error_codes(body) == ["UNAUTHENTICATED"]
+    assert "data" not in body
+
+
+@pytest.mark.parametrize("headers", BAD_HEADERS.values(), ids=BAD_HEADERS.keys())
+async def test_bad_tokens__401_unauthenticated_and_no_data(store, headers):
+    async with app_client(store, token=None) as http:
+        assert_unauthenticated(await http.post("/graphql", json=QUERY, headers=headers))
+        assert_unauthenticated(
+            await http.get("/graphql", params={"query": "{ serverTime }"}, headers=headers)
+        )
+
+
+@pytest.mark.parametrize(
+    ("claims", "ok"),
+    [
+        ({"iss": "issuer-1", "aud": "api-1"}, True),
+        ({"iss": "issuer-2", "aud": "api-1"}, False),
+        ({"aud": "api-1"}, False),
+        ({"iss": "issuer-1", "aud": "api-2"}, False),
+        ({"iss": "issuer-1"}, False),
+        ({"iss": "issuer-1", "aud": "api-1", "exp": NOW - 10}, True),  # within the leeway
+        ({"iss": "issuer-1", "aud": "api-1", "exp": NOW - 120}, False),
+    ],
+)
+async def test_issuer_audience_and_leeway(store, claims, ok):
+    settings = Settings(jwt_issuer="issuer-1", jwt_audience="api-1", jwt_leeway_seconds=60)
+    async with app_client(store, settings, token=mint(**claims)) as http:
+        response = await http.post("/graphql", json=QUERY)
+    if ok:
+        assert response.status_code == 200 and "errors" not in response.json()
+    else:
+        assert_unauthenticated(response)
+
+
+def hs256_by_hand(claims: dict, key: str) -> str:
+    """An HS256 token made without PyJWT (which refuses a PEM key as an HMAC secret)."""
+
+    def part(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    signed = part(b'{"alg":"HS256","typ":"JWT"}') + "." + part(json.dumps(claims).encode())
+    signature = hmac.new(key.encode(), signed.encode(), hashlib.sha256).digest()
+    return signed + "." + part(signature)
+
+
+def pem(public_key) -> str:
+    return public_key.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    ).decode()
+
+
+@pytest.mark.parametrize("kind", ["RS256", "EdDSA"])
+@pytest.mark.parametrize("as_path", [False, True])
+async def test_public_keys__rs256_and_eddsa(store, tmp_path, kind, as_path):
+    if kind == "RS256":
+        private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    else:
+        private, other = ed25519.Ed25519PrivateKey.generate(), ed25519.Ed25519PrivateKey.generate()
+    key_text = pem(private.public_key())
+    if as_path:
+        (tmp_path / "key.pem").write_text(key_text)
+        key_text = str(tmp_path / "key.pem")
+    settings = Settings(jwt_secret=None, jwt_public_key=key_text)
+    good = mint("did:x", "service", key=private, algorithm=kind)
+    wrong_key = mint("did:x", "service", key=other, algorithm=kind)
+    # The classic confusion: an HS256 token signed with the public key's text.
+    confused = hs256_by_hand(
+        {"sub": "did:x", "scope": "service", "exp": NOW + 60}, pem(private.public_key())
+    )
+    async with app_client(store, settings, token=good) as http:
+        ok = await http.post("/graphql", json=QUERY)
+        for token in (wrong_key, confused, SERVICE_TOKEN):
+            assert_unauthenticated(await http.post("/graphql", json=QUERY, headers=bearer(token)))
+    assert ok.status_code == 200 and "errors" not in ok.json(), ok.text
+
+
+async def test_open_endpoints_and_graphiql_stay_open(store):
+    async with app_client(store, token=None) as http:
+        assert (await http.get("/healthz")).status_code == 200
+        assert (await http.get("/readyz")).status_code == 200
+        page = await http.get("/graphql", headers={"Accept": "text/html"})
+        asset = await http.get("/graphiql/graphiql.min.js")
+        assert_unauthenticated(await http.get("/graphql", params={"query": "{ serverTime }"}))
+    assert page.status_code == 200 and "GraphiQL" in page.text
+    assert "Bearer ey" not in page.text
+    assert asset.status_code == 200
+
+
+def graphiql_client(store: ConnectorStore, client_host: str, token: str | None):
+    app = create_app(Settings(), store=store, startup_token=token)
+    transport = httpx.ASGITransport(app=app, client=(client_host, 5555))
+    return httpx.AsyncClient(transport=transport, base_url="http://test")
+
+
+@pytest.mark.parametrize(
+    ("host", "token", "prefilled"),
+    [
+        ("127.0.0.1", "startup-token", True),
+        ("::1", "startup-token", True),
+        ("203.0.113.7", "startup-token", False),
+        ("127.0.0.1", None, False),
+    ],
+)
+async def test_graphiql_page__startup_token_only_on_loopback(store, host, token, prefilled):
+    async with graphiql_client(store, host, token) as http:
+        page = (await http.get("/graphql", headers={"Accept": "text/html"})).text
+    assert ("Bearer startup-token" in page) is prefilled
+    assert "/*STARTUP_HEADERS*/null" in page or prefilled
+
+
+async def test_cors__off_by_default_on_for_configured_origins(store):
+    preflight = {
+        "Origin": "https://app.example",
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization,content-type",
+    }
+    async with app_client(store) as http:
+        off = await http.options("/graphql", headers=preflight)
+        plain = await http.post("/graphql", json=QUERY, headers={"Origin": "https://app.example"})
+    settings = Settings(cors_origins="https://app.example, https://other.example")
+    async with app_client(store, settings) as http:
+        on = await http.options("/graphql", headers=preflight)
+        other = await http.options("/graphql", headers=preflight | {"Origin": "https://evil"})
+        denied = await http.post(
+            "/graphql", json=QUERY, headers={"Origin": "https://app.example", "Authorization": ""}
+        )
+    assert "access-control-allow-origin" not in off.headers
+    assert "access-control-allow-origin" not in plain.headers
+    assert on.status_code == 200
+    assert on.headers["access-control-allow-origin"] == "https://app.example"
+    assert "authorization" in on.headers["access-control-allow-headers"].lower()
+    assert "access-control-allow-origin" not in other.headers
+    assert denied.status_code == 401
+    assert denied.headers["access-control-allow-origin"] == "https://app.example"
+
+
+async def test_secrets_and_tokens_never_reach_the_log(store, caplog):
+    caplog.set_level(logging.DEBUG)
+    async with app_client(store) as http:
+        await http.post("/graphql", json=QUERY)
+        await http.post("/graphql", json=QUERY, headers=bearer(mint(exp=NOW - 3600)))
+        await http.post("/graphql", json=QUERY, headers=bearer(mint(key="x" * 40)))
+        await http.post("/graphql", json={"query": "{ nope }"})
+    for secret in (TEST_JWT_SECRET, SERVICE_TOKEN, SERVICE_TOKEN.split(".")[2]):
+        assert secret not in caplog.text
+
+
+def test_generated_secret__0600_reused_and_signs_startup_tokens(tmp_path):
+    settings = Settings(jwt_secret=None, data_dir=tmp_path / "data")
+    first = authenticator(settings)
+    path = tmp_path / "data" / "jwt-secret"
+    assert first.generated and path.stat().st_mode & 0o777 == 0o600
+    again = authenticator(settings)
+    assert again.key == first.key
+    viewer = again.verify(first.mint("service", ["service"], 60))
+    assert viewer.is_service and viewer.did == "service"
+
+
+def test_jwt_secret_shorter_than_32_is_refused():
+    with pytest.raises(ValueError, match="jwt_secret"):
+        Settings(jwt_secret=SecretStr("short"))
+
+
+async def test_forced_database_failure_in_a_mutation_is_masked(store, monkeypatch, caplog):
+    async def broken(*args, **kwargs):
+        raise RuntimeError("secret-detail")
+
+    monkeypatch.setattr(store.operations, "claim_operation", broken)
+    caplog.set_level(logging.ERROR)
+    async with app_client(store) as http:
+        response = await http.post(
+            "/graphql",
+            json={
+                "query": "mutation($i: ClaimOperationInput!) { claimOperation(input: $i) "
+                "{ __typename } }",
+                "variables": {"i": claim_input()},
+            },
+            headers={"X-Request-ID": "req-broken"},
+        )
+    body = response.json()
+    assert error_codes(body) == ["INTERNAL_SERVER_ERROR"]
+    assert body["errors"][0]["extensions"]["requestId"] == "req-broken"
+    assert "secret-detail" not in response.text and "RuntimeError" not in response.text
+    assert "secret-detail" in caplog.text and "req-broken" in caplog.text

@@ -1,0 +1,145 @@
+"""The command's auth side, in real processes: ``token`` mints tokens for the server's
+settings, ``make token`` prints an admin token alone on its last line, ``serve`` with no
+key makes a secret and prints the GraphiQL URL and a working admin token, and refuses to
+serve beyond loopback without a configured key; bad key settings are one ``error:`` line."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import jwt
+
+from resolvers.permissions import ALL_SCOPES
+from tests.tokens import TEST_JWT_SECRET
+
+COMMAND = Path(sys.executable).with_name("connector-store")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = os.environ | env
+    for name, value in env.items():
+        if value == "":
+            environment.pop(name, None)
+    return subprocess.run(
+        [str(COMMAND), *args],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=cwd,
+    )
+
+
+def test_token__signed_with_jwt_secret_with_sub_scope_and_ttl():
+    done = run("token", "--sub", "did:key:a", "--scope", "operations:read sync:read", "--ttl", "90")
+    assert done.returncode == 0, done.stderr
+    claims = jwt.decode(done.stdout.strip(), TEST_JWT_SECRET, algorithms=["HS256"])
+    assert claims["sub"] == "did:key:a" and claims["scope"] == "operations:read sync:read"
+    assert 80 <= claims["exp"] - time.time() <= 91
+
+
+def test_make_token__an_admin_token_alone_on_the_last_line():
+    done = subprocess.run(
+        ["make", "-s", "token", f"BIN={COMMAND.parent}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    claims = jwt.decode(last, TEST_JWT_SECRET, algorithms=["HS256"])
+    assert claims["sub"] == "service" and claims["scope"] == "service"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_serve__no_key_makes_a_secret_and_prints_url_and_a_working_admin_token(tmp_path):
+    port = free_port()
+    data = tmp_path / "data"
+    env = os.environ | {"DATA_DIR": str(data), "SWEEPER": "false"}
+    env.pop("JWT_SECRET")
+    env.pop("DATABASE_URL", None)
+    log = tmp_path / "serve.log"
+    with log.open("w") as output:
+        process = subprocess.Popen(
+            [str(COMMAND), "serve", "--port", str(port)],
+            env=env,
+            cwd=tmp_path,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(300):
+            try:
+                if httpx.get(url + "/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        lines = log.read_text().splitlines()
+        [graphiql] = [line for line in lines if line.startswith("GraphiQL: ")]
+        [admin] = [line for line in lines if line.startswith("admin token")]
+        token = admin.rsplit(" ", 1)[1]
+        query = {"query": "{ serverTime }"}
+        with_token = httpx.post(
+            url + "/graphql", json=query, headers={"Authorization": f"Bearer {token}"}
+        )
+        without = httpx.post(url + "/graphql", json=query)
+        page = httpx.get(url + "/graphql", headers={"Accept": "text/html"})
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert graphiql == f"GraphiQL: {url}/graphql"
+    assert with_token.status_code == 200 and "serverTime" in with_token.json()["data"]
+    assert without.status_code == 401
+    assert f"Bearer {token}" in page.text  # served on loopback, secret made by the server
+    secret = (data / "jwt-secret").read_text().strip()
+    assert (data / "jwt-secret").stat().st_mode & 0o777 == 0o600
+    assert secret not in log.read_text()
+    assert jwt.decode(token, secret, algorithms=["HS256"])["scope"] == "service"
+    assert token in admin and log.read_text().count(token) == 1
+    again = run(
+        "token",
+        "--sub",
+        "service",
+        "--scope",
+        " ".join(ALL_SCOPES),
+        cwd=tmp_path,
+        DATA_DIR=str(data),
+        JWT_SECRET="",
+    )
+    assert jwt.decode(again.stdout.strip(), secret, algorithms=["HS256"])
+
+
+def test_serve__beyond_loopback_without_a_key_is_refused(tmp_path):
+    done = run("serve", "--host", "0.0.0.0", DATA_DIR=str(tmp_path), JWT_SECRET="")
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: bad setting: serving on 0.0.0.0 needs JWT_SECRET")
+    assert not (tmp_path / "jwt-secret").exists()
+
+
+def test_bad_key_settings__one_line_and_the_secret_not_echoed(tmp_path):
+    short = run("token", "--sub", "s", "--scope", "service", JWT_SECRET="hunter2-short")
+    assert short.returncode == 1 and "JWT_SECRET" in short.stderr
+    assert "hunter2" not in short.stderr and len(short.stderr.strip().splitlines()) == 1
+    missing = run(
+        "serve", JWT_SECRET="", JWT_PUBLIC_KEY=str(tmp_path / "none.pem"), DATA_DIR=str(tmp_path)
+    )
+    assert missing.returncode == 1 and missing.stderr.startswith(
+        "error: bad setting: JWT_PUBLIC_KEY"
+    )
+    garbage = run("serve", JWT_SECRET="", JWT_PUBLIC_KEY="-----BEGIN PUBLIC KEY-----\nxx")
+    assert garbage.returncode == 1 and "not a PEM public key" in garbage.stderr
