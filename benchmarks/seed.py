@@ -32,8 +32,9 @@ WATCH_VALUES = (
 )
 
 
-def seed_statements(is_postgres: bool, rows: int, now: int) -> list[str]:
-    """The statements that insert ``rows`` operations and ``rows`` watches, then ANALYZE."""
+def seed_statements(is_postgres: bool, rows: int, now: int, start: int = 0) -> list[str]:
+    """The statements that insert ``rows`` operations and ``rows`` watches (numbered from
+    ``start + 1``), then ANALYZE."""
     statements = []
     for table, columns, values in [
         ("kubun_connector_operation", OPERATION_COLUMNS, OPERATION_VALUES),
@@ -43,12 +44,13 @@ def seed_statements(is_postgres: bool, rows: int, now: int) -> list[str]:
         if is_postgres:
             statements.append(
                 f"INSERT INTO {table} ({columns}) SELECT {select}"
-                f" FROM generate_series(1, {int(rows)}) AS g(i)"
+                f" FROM generate_series({int(start) + 1}, {int(start) + int(rows)}) AS g(i)"
             )
         else:
             statements.append(
-                f"WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g"
-                f" WHERE i < {int(rows)}) INSERT INTO {table} ({columns}) SELECT {select} FROM g"
+                f"WITH RECURSIVE g(i) AS (SELECT {int(start) + 1} UNION ALL SELECT i + 1 FROM g"
+                f" WHERE i < {int(start) + int(rows)})"
+                f" INSERT INTO {table} ({columns}) SELECT {select} FROM g"
             )
     statements.append("ANALYZE")
     return statements
