@@ -1,12 +1,14 @@
 """The Starlette application: ``/graphql``, ``/healthz`` and ``/readyz``."""
 
 import contextlib
+import json
 import logging
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 from cross_web import HTTPException
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -39,6 +41,14 @@ class GraphQLApp(GraphQL):
 
     def __init__(self, schema: BaseSchema, *, graphiql: bool) -> None:
         super().__init__(schema, graphql_ide="graphiql" if graphiql else None)
+
+    def encode_json(self, data: object) -> bytes:
+        """A response body, by orjson (several times faster than ``json.dumps``); a value
+        orjson refuses (an integer past 64 bits) falls back to the standard encoder."""
+        try:
+            return orjson.dumps(data)
+        except TypeError:
+            return json.dumps(data).encode()
 
     def parse_json(self, data: str | bytes) -> Any:
         """A JSON request body, or GET's ``variables``/``extensions``: each must be an object
