@@ -370,6 +370,7 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             "SWEEPER": "false",
             "GRAPHIQL": "false",
             "LOG_LEVEL": "warning",
+            "DB_POOL_SIZE": str(TASKS),
         }
         server_command = [str(ROOT / ".venv/bin/connector-store"), "serve", "--no-migrate"]
         server = start([*server_command, "--port", str(SERVER_PORT)], env, SERVER_PORT)
@@ -380,7 +381,7 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         floor = start(floor_command, floor_env, FLOOR_PORT)
         processes.append(floor)
 
-        pg_db = Database(pg_url, pool_size=TASKS + 4)
+        pg_db = Database(pg_url, pool_size=TASKS)
         await pg_db.connect()
         sqlite_db = Database(sqlite_url)
         await sqlite_db.connect()
