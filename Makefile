@@ -36,5 +36,6 @@ test-faults: install
 schema: install
 	$(BIN)/connector-store schema > graphql/schema.graphql
 
+# Every path beside its floor, in one run (BENCH_ARGS=--million adds the 1M-row sizes).
 bench: install
-	$(BIN)/python -m benchmarks.run
+	$(BIN)/python -m benchmarks.side_by_side $(BENCH_ARGS)

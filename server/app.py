@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 from cross_web import HTTPException
 from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
@@ -51,6 +52,14 @@ class GraphQLApp(GraphQL):
     ) -> None:
         super().__init__(schema, graphql_ide="graphiql" if graphiql else None)
         self.startup_token = startup_token
+
+    def encode_json(self, data: object) -> bytes:
+        """A response body, by orjson (several times faster than ``json.dumps``); a value
+        orjson refuses (an integer past 64 bits) falls back to the standard encoder."""
+        try:
+            return orjson.dumps(data)
+        except TypeError:
+            return json.dumps(data).encode()
 
     def parse_json(self, data: str | bytes) -> Any:
         """A JSON request body, or GET's ``variables``/``extensions``: each must be an object

@@ -23,12 +23,29 @@ def parse_cached(query: str, max_tokens: int | None) -> DocumentNode:
     return parse(query, max_tokens=max_tokens)
 
 
-@lru_cache(maxsize=CACHE_ENTRIES)
+_validated: dict[
+    tuple[int, int, tuple[type, ...]], tuple[GraphQLSchema, DocumentNode, list[GraphQLError]]
+] = {}
+
+
 def validate_cached(
     schema: GraphQLSchema, document: DocumentNode, rules: tuple[type, ...]
 ) -> list[GraphQLError]:
-    """The validation errors of a cached ``document`` under ``rules``."""
-    return validate_document(schema, document, rules)
+    """The validation errors of a cached ``document`` under ``rules``.
+
+    Keyed by the identity of the schema and of the parsed document (``parse_cached`` hands
+    out one object per text; the entry holds both, so their ids stay their own): hashing a
+    document hashes its whole tree, which cost more than half a millisecond a request.
+    """
+    key = (id(schema), id(document), rules)
+    entry = _validated.get(key)
+    if entry is not None and entry[0] is schema and entry[1] is document:
+        return entry[2]
+    errors = validate_document(schema, document, rules)
+    if len(_validated) >= CACHE_ENTRIES:
+        _validated.clear()
+    _validated[key] = (schema, document, errors)
+    return errors
 
 
 class DocumentCache(SchemaExtension):

@@ -104,6 +104,25 @@ def measure(document: DocumentNode) -> Shape:
     return ShapeMeter(document).largest_operation(document)
 
 
+MEASURED_ENTRIES = 256
+_measured: dict[int, tuple[DocumentNode, Shape]] = {}
+
+
+def measure_once(document: DocumentNode) -> Shape:
+    """``measure(document)``, kept per document object: the document cache hands the same
+    parsed document to every request with the same text, so each is measured once. Keyed
+    by identity (the entry holds the document, so its id stays its own); at most
+    ``MEASURED_ENTRIES`` kept."""
+    entry = _measured.get(id(document))
+    if entry is not None and entry[0] is document:
+        return entry[1]
+    shape = measure(document)
+    if len(_measured) >= MEASURED_ENTRIES:
+        _measured.clear()
+    _measured[id(document)] = (document, shape)
+    return shape
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """The most depth, expanded fields and aliases one operation may have."""
@@ -136,7 +155,7 @@ class QueryLimits(SchemaExtension):
     def on_validate(self) -> Iterator[None]:
         context = self.execution_context
         if context.graphql_document is not None:
-            problems = self.limits.problems(measure(context.graphql_document))
+            problems = self.limits.problems(measure_once(context.graphql_document))
             if problems:
                 context.pre_execution_errors = [
                     GraphQLError(problem, extensions={"code": "GRAPHQL_VALIDATION_FAILED"})

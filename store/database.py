@@ -8,23 +8,32 @@ IMMEDIATE`` on SQLite) so two writers never both read and then write.
 Every database URL is parsed here, by SQLAlchemy's ``make_url``, so the server, the
 migrations and the tests agree on which file or server a URL names. Driver errors become
 typed store errors here, once (``translate_driver_error``).
+
+Statements run near the driver: each statement shape is compiled once
+(``CompiledStatements``) and its SQL and values go straight to the driver's connection:
+on PostgreSQL the asyncpg connection ``databases`` holds for the task (``raw_connection``,
+so its transactions and pool stay ``databases``'), on SQLite our own aiosqlite
+connections (``SQLiteConnections``), the writer queue's and the readers'.
 """
 
 import asyncio
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import aiosqlite
 import asyncpg
 import databases
 import filelock
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql import asyncpg as postgresql_asyncpg
+from sqlalchemy.dialects.sqlite import aiosqlite as sqlite_aiosqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.sql import ClauseElement
@@ -33,9 +42,22 @@ from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput, StoreE
 
 Row = Mapping[str, Any]
 
+
+class ResultRow(dict[Any, Any]):
+    """A result row: its columns by name, and by position (``row[0]``) like a record."""
+
+    def __missing__(self, key: Any) -> Any:
+        if isinstance(key, int):
+            return list(self.values())[key]
+        raise KeyError(key)
+
+
 IN_LIST_CHUNK = 500
 _writing: ContextVar[object] = ContextVar("connector_store_writing", default=None)
 _holding: ContextVar[object] = ContextVar("connector_store_holding", default=None)
+_sqlite_held: ContextVar[tuple[object, Any] | None] = ContextVar(
+    "connector_store_sqlite_connection", default=None
+)
 _T = TypeVar("_T")
 
 
@@ -202,40 +224,85 @@ def driver_errors() -> Iterator[None]:
         raise typed from error
 
 
-class ReusedSQLiteConnections:
-    """Keeps up to ``size`` idle SQLite connections open for the next statement.
+class SQLiteConnections:
+    """Our own aiosqlite connections to one SQLite file, kept open for the next statement.
 
-    ``databases`` opens a new aiosqlite connection, with a thread of its own, for every
-    statement run outside a connection block; reusing them doubles the store's throughput
-    on SQLite. A connection given back inside a transaction is closed (rolling it back),
-    never reused. Wraps the backend's own pool: ``acquire``/``release`` keep its shape.
+    Opened with ``aiosqlite.connect`` (autocommit: ``isolation_level=None``; the busy
+    timeout is ``timeout``), at most ``size`` kept idle. A connection given back inside a
+    transaction is closed (rolling it back), never reused. ``opener`` makes a connection
+    (tests pass a fake).
     """
 
-    def __init__(self, pool: Any, size: int) -> None:
-        self._pool = pool
+    def __init__(self, opener: Callable[[], Awaitable[Any]], size: int) -> None:
+        self._open = opener
         self._size = size
         self._idle: list[Any] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._pool, name)
 
     async def acquire(self) -> Any:
         """An idle connection, or a new one."""
         if self._idle:
             return self._idle.pop()
-        return await self._pool.acquire()
+        return await self._open()
 
     async def release(self, connection: Any) -> None:
         """Keep ``connection`` for reuse, or close it (in a transaction, or too many idle)."""
         if connection.in_transaction or len(self._idle) >= self._size:
-            await self._pool.release(connection)
+            await connection.close()
         else:
             self._idle.append(connection)
 
     async def close(self) -> None:
         """Close every idle connection."""
         while self._idle:
-            await self._pool.release(self._idle.pop())
+            await self._idle.pop().close()
+
+
+class CompiledStatements:
+    """Each statement shape compiled once, for one dialect.
+
+    SQLAlchemy's cache key of a statement names its shape (the same for every call that
+    builds the same statement with other values) and carries this call's bound values;
+    ``Compiled.construct_params(extracted_parameters=…)`` puts them in the place of the
+    values the shape was compiled with. Statements whose SQL depends on their values (an
+    ``IN`` list, literal-rendered parameters) or that have no cache key are compiled each
+    time. Returns the SQL in the driver's paramstyle and the positional values.
+    """
+
+    def __init__(self, dialect: Any, size: int = 2000) -> None:
+        self._dialect = dialect
+        self._size = size
+        self._cache: dict[Any, Any] = {}
+
+    def __call__(self, query: ClauseElement) -> tuple[str, list[Any]]:
+        key = query._generate_cache_key()
+        if key is None or any(b.expanding or b.literal_execute for b in key.bindparams):
+            return self._once(query)
+        compiled: Any = self._cache.get(key.key)
+        if compiled is None:
+            compiled = self._dialect.statement_compiler(self._dialect, query, cache_key=key)
+            if compiled.post_compile_params:
+                return self._once(query)
+            if len(self._cache) >= self._size:
+                self._cache.clear()
+            self._cache[key.key] = compiled
+        params = compiled.construct_params(extracted_parameters=key.bindparams)
+        return compiled.string, self._values(compiled, params)
+
+    def _once(self, query: ClauseElement) -> tuple[str, list[Any]]:
+        compiled: Any = query.compile(
+            dialect=self._dialect, compile_kwargs={"render_postcompile": True}
+        )
+        return compiled.string, self._values(compiled, compiled.construct_params())
+
+    @staticmethod
+    def _values(compiled: Any, params: Mapping[str, Any]) -> list[Any]:
+        processors = compiled._bind_processors
+        values = []
+        for name in compiled.positiontup:
+            value = params[name]
+            processor = processors.get(name)
+            values.append(value if processor is None else processor(value))
+        return values
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,15 +350,20 @@ class Database:
             # asyncpg's prepared-statement cache; 0 behind pgbouncer in transaction mode.
             options["statement_cache_size"] = statement_cache_size
         self._db = databases.Database(self.url, **options)
-        self._sqlite_pool: ReusedSQLiteConnections | None = None
         self._sqlite_file = sqlite_path(self.url)
         self._sqlite_identity: tuple[int, int] | None = None
+        self._sqlite: SQLiteConnections | None = None
+        if self._sqlite_file is not None:
+            path, timeout = str(self._sqlite_file), wait_timeout_s
+            self._sqlite = SQLiteConnections(
+                lambda: aiosqlite.connect(path, timeout=timeout, isolation_level=None),
+                size=8,
+            )
+        self._compile = CompiledStatements(
+            postgresql_asyncpg.dialect() if self.is_postgres else sqlite_aiosqlite.dialect()
+        )
         self._write_lock = None if self.is_postgres else asyncio.Lock()
         self._connections = asyncio.Semaphore(pool_size) if self.is_postgres else None
-        if not self.is_postgres:
-            backend = self._db._backend
-            self._sqlite_pool = ReusedSQLiteConnections(backend._pool, size=8)  # type: ignore[attr-defined]
-            backend._pool = self._sqlite_pool  # type: ignore[attr-defined]
 
     def pool_stats(self) -> PoolStats:
         """Read-only counts of the connection gate, for metrics: on PostgreSQL the pool's
@@ -311,17 +383,19 @@ class Database:
 
         Raises ``DatabaseUnavailable`` when it does not.
         """
-        with driver_errors():
-            await self._db.connect()
-            await self._db.fetch_one(sa.text("SELECT 1"))
+        if self._sqlite is None:
+            with driver_errors():
+                await self._db.connect()
+        await self.fetch_one(sa.text("SELECT 1"))
         if self._sqlite_file is not None:
             self._sqlite_identity = self._file_identity()
 
     async def disconnect(self) -> None:
         """Close every connection."""
-        if self._sqlite_pool is not None:
-            await self._sqlite_pool.close()
-        await self._db.disconnect()
+        if self._sqlite is not None:
+            await self._sqlite.close()
+        else:
+            await self._db.disconnect()
 
     def _file_identity(self) -> tuple[int, int]:
         """The SQLite file's (device, inode); ``DatabaseUnavailable`` when it is gone."""
@@ -368,19 +442,49 @@ class Database:
 
     async def fetch_one(self, query: ClauseElement) -> Row | None:
         """Run ``query`` and return its first row as a mapping, or None."""
-        self._check_file()
-        async with self._connection_slot():
-            with driver_errors():
-                row = await self._db.fetch_one(query)
-        return None if row is None else row._mapping
+        rows = await self._run(query, one=True)
+        return rows[0] if rows else None
 
     async def fetch_all(self, query: ClauseElement) -> list[Row]:
         """Run ``query`` and return every row as a mapping."""
+        return await self._run(query, one=False)
+
+    async def _run(self, query: ClauseElement, *, one: bool) -> list[Row]:
+        """Run ``query`` (compiled once per shape) on the driver's own connection: the
+        task's connection of ``databases`` on PostgreSQL (its transaction, if any), ours
+        on SQLite (the write transaction's, if this task is in one)."""
         self._check_file()
-        async with self._connection_slot():
-            with driver_errors():
-                rows = await self._db.fetch_all(query)
-        return [row._mapping for row in rows]
+        sql, values = self._compile(query)
+        if self._sqlite is None:
+            async with self._connection_slot():
+                with driver_errors():
+                    async with self._db.connection() as connection:
+                        raw = connection.raw_connection
+                        if one:
+                            record = await raw.fetchrow(sql, *values)
+                            return [] if record is None else [ResultRow(record.items())]
+                        return [
+                            ResultRow(record.items()) for record in await raw.fetch(sql, *values)
+                        ]
+        held = _sqlite_held.get()
+        if held is not None and held[0] is self:
+            return await self._sqlite_run(held[1], sql, values, one)
+        with driver_errors():
+            connection = await self._sqlite.acquire()
+        try:
+            return await self._sqlite_run(connection, sql, values, one)
+        finally:
+            await self._sqlite.release(connection)
+
+    @staticmethod
+    async def _sqlite_run(connection: Any, sql: str, values: list[Any], one: bool) -> list[Row]:
+        with driver_errors():
+            async with connection.execute(sql, values) as cursor:
+                rows = await (cursor.fetchmany(1) if one else cursor.fetchall())
+                if not rows:
+                    return []
+                names = [column[0] for column in cursor.description]
+        return [ResultRow(zip(names, row, strict=True)) for row in rows]
 
     def insert(self, table: sa.Table) -> Any:
         """An INSERT in this backend's dialect, so ``on_conflict_do_*`` is available."""
@@ -429,6 +533,9 @@ class Database:
         that connection, so a session-level lock taken in the block (an advisory lock on
         PostgreSQL) lasts until the block ends; transactions opened in it run on it too.
         Raises ``DatabaseUnavailable``/``DatabaseBusy`` as ``fetch_one`` does."""
+        if self._sqlite is not None:
+            yield
+            return
         async with self._connection_slot():
             with driver_errors():
                 async with self._db.connection():
@@ -456,15 +563,27 @@ class Database:
                     async with self._db.transaction():
                         yield
             return
+        assert self._sqlite is not None
+        held = _sqlite_held.get()
+        if held is not None and held[0] is self:
+            yield
+            return
         self._check_file()
-        async with self._writer(), self._db.connection() as connection:
+        async with self._writer():
             with driver_errors():
-                await connection.execute("BEGIN IMMEDIATE")
+                connection = await self._sqlite.acquire()
+            token = _sqlite_held.set((self, connection))
             try:
-                yield
-            except BaseException:
                 with driver_errors():
-                    await connection.execute("ROLLBACK")
-                raise
-            with driver_errors():
-                await connection.execute("COMMIT")
+                    await connection.execute("BEGIN IMMEDIATE")
+                try:
+                    yield
+                except BaseException:
+                    with driver_errors():
+                        await connection.execute("ROLLBACK")
+                    raise
+                with driver_errors():
+                    await connection.execute("COMMIT")
+            finally:
+                _sqlite_held.reset(token)
+                await self._sqlite.release(connection)

@@ -45,19 +45,33 @@ class RetentionStore:
         """
         check.epoch_ms("now", now)
         check.count("limit", limit, minimum=1, maximum=MAX_LIMIT)
-        due_at = sa.func.coalesce(op.c.next_attempt_at, op.c.created_at)
-        query = (
+        live = op.c.state == sa.literal_column(f"'{ATTEMPTED}'")
+        lease_free = sa.or_(op.c.lease_token.is_(None), op.c.lease_expires_at < now)
+        never_deferred = (
             sa.select(op)
-            .where(
-                op.c.state == ATTEMPTED,
-                sa.or_(op.c.next_attempt_at.is_(None), op.c.next_attempt_at <= now),
-                sa.or_(op.c.lease_token.is_(None), op.c.lease_expires_at < now),
-            )
-            .order_by(due_at, op.c.caller_did, op.c.operation_id)
+            .where(live, op.c.next_attempt_at.is_(None), lease_free)
+            .order_by(op.c.created_at, op.c.caller_did, op.c.operation_id)
+            .limit(limit)
+        )
+        next_attempt = (
+            sa.select(op)
+            .where(live, op.c.next_attempt_at.is_not(None), op.c.next_attempt_at <= now, lease_free)
+            .order_by(op.c.next_attempt_at, op.c.caller_did, op.c.operation_id)
             .limit(limit)
         )
         if connector_name is not None:
-            query = query.where(op.c.connector_name == check.key("connectorName", connector_name))
+            connector = op.c.connector_name == check.key("connectorName", connector_name)
+            never_deferred = never_deferred.where(connector)
+            next_attempt = next_attempt.where(connector)
+        # Each half walks its partial index in due order and stops at ``limit``; the
+        # union of the two is ordered again (at most 2 * limit rows).
+        both = sa.union_all(
+            sa.select(never_deferred.subquery()), sa.select(next_attempt.subquery())
+        ).subquery()
+        due_at = sa.func.coalesce(both.c.next_attempt_at, both.c.created_at)
+        query = (
+            sa.select(both).order_by(due_at, both.c.caller_did, both.c.operation_id).limit(limit)
+        )
         return [OperationRecord.from_row(row) for row in await self._db.fetch_all(query)]
 
     async def collect_finished_operations(

@@ -54,6 +54,24 @@ operation = sa.Table(
     sa.Index("kubun_connector_operation_state_due_idx", "state", "next_attempt_at"),
     sa.Index("kubun_connector_operation_defer_idx", "defer_reason", "owner_did", "connector_name"),
     sa.Index("kubun_connector_operation_finished_idx", "state", "updated_at"),
+    # The due list, in due order, over live rows only (``store.retention``): one index for
+    # operations never deferred (due at creation), one for those with a next attempt.
+    sa.Index(
+        "kubun_connector_operation_due_new_idx",
+        "created_at",
+        "caller_did",
+        "operation_id",
+        postgresql_where=sa.text("state = 'attempted' AND next_attempt_at IS NULL"),
+        sqlite_where=sa.text("state = 'attempted' AND next_attempt_at IS NULL"),
+    ),
+    sa.Index(
+        "kubun_connector_operation_due_next_idx",
+        "next_attempt_at",
+        "caller_did",
+        "operation_id",
+        postgresql_where=sa.text("state = 'attempted' AND next_attempt_at IS NOT NULL"),
+        sqlite_where=sa.text("state = 'attempted' AND next_attempt_at IS NOT NULL"),
+    ),
 )
 
 projection_watch = sa.Table(

@@ -333,7 +333,8 @@ class WatchesStore:
         query = (
             sa.select(watch)
             .where(
-                watch.c.verification_status == PENDING_VERIFICATION,
+                # A literal, so the planner can match the partial index on pending watches.
+                watch.c.verification_status == sa.literal_column(f"'{PENDING_VERIFICATION}'"),
                 watch.c.next_attempt_at.is_not(None),
                 watch.c.next_attempt_at <= now,
                 sa.or_(watch.c.claimed_until.is_(None), watch.c.claimed_until <= now),

@@ -16,7 +16,7 @@ from sqlalchemy.engine import make_url
 from store import ConnectorStore
 from store.database import (
     Database,
-    ReusedSQLiteConnections,
+    SQLiteConnections,
     normalize_url,
     parse_url,
     sqlite_path,
@@ -33,23 +33,23 @@ class FakeConnection:
         self.in_transaction = in_transaction
         self.closed = False
 
+    async def close(self) -> None:
+        self.closed = True
+
 
 class FakePool:
     def __init__(self) -> None:
         self.opened: list[FakeConnection] = []
 
-    async def acquire(self) -> FakeConnection:
+    async def open(self) -> FakeConnection:
         connection = FakeConnection()
         self.opened.append(connection)
         return connection
 
-    async def release(self, connection: FakeConnection) -> None:
-        connection.closed = True
-
 
 async def test_reused_connections__idle_one_is_reused():
     pool = FakePool()
-    reuse = ReusedSQLiteConnections(pool, size=2)
+    reuse = SQLiteConnections(pool.open, size=2)
     first = await reuse.acquire()
     await reuse.release(first)
     assert await reuse.acquire() is first
@@ -58,7 +58,7 @@ async def test_reused_connections__idle_one_is_reused():
 
 async def test_reused_connections__in_transaction_is_closed_not_reused():
     pool = FakePool()
-    reuse = ReusedSQLiteConnections(pool, size=2)
+    reuse = SQLiteConnections(pool.open, size=2)
     connection = await reuse.acquire()
     connection.in_transaction = True
     await reuse.release(connection)
@@ -68,7 +68,7 @@ async def test_reused_connections__in_transaction_is_closed_not_reused():
 
 async def test_reused_connections__idle_capped_and_closed_at_the_end():
     pool = FakePool()
-    reuse = ReusedSQLiteConnections(pool, size=2)
+    reuse = SQLiteConnections(pool.open, size=2)
     connections = [await reuse.acquire() for _ in range(3)]
     for connection in connections:
         await reuse.release(connection)

@@ -1,0 +1,56 @@
+"""Bulk rows for plan tests and size benchmarks: one ``INSERT … SELECT`` per table over
+``generate_series`` (PostgreSQL) or a recursive CTE (SQLite).
+
+Of ``rows`` operations, 1 in 10 is live (``attempted``; half of those never deferred, half
+with a next attempt spread over the past), the rest committed; of ``rows`` watches, 1 in 10
+is pending verification, the rest verified. Times are epoch ms before ``now``.
+"""
+
+OPERATION_COLUMNS = (
+    "caller_did, operation_id, node_key, owner_did, connector_name, model, op, account_key,"
+    " target, source_id, deterministic_event_id, payload_hash, reissue_intent, document_id,"
+    " state, attempts, next_attempt_at, version, incarnation, created_at, updated_at"
+)
+OPERATION_VALUES = (
+    "'did:seed:caller', 'seed-' || i, 'node-seed-' || i, 'did:seed:owner-' || (i % 50),"
+    " 'seed', 'CalendarEvent', 'create', 'account', 'calendars/primary', 'source-' || i,"
+    " 'event-' || i, 'sha256:0', 'null', 'doc-seed-' || i,"
+    " CASE WHEN i % 10 = 0 THEN 'attempted' ELSE 'committed' END, 1,"
+    " CASE WHEN i % 20 = 0 THEN {now} - 1000 - i ELSE NULL END,"
+    " 1, 'seed', {now} - 10000000 + i, {now} - 10000000 + i"
+)
+WATCH_COLUMNS = (
+    "owner_did, connector_name, model, account_key, source_id, document_id,"
+    " repair_generation, verification_status, verification_attempts, next_attempt_at,"
+    " version, created_at, updated_at"
+)
+WATCH_VALUES = (
+    "'did:seed:owner', 'seed', 'CalendarEvent', 'account', 'source-' || i, 'doc-seed-' || i,"
+    " 1, CASE WHEN i % 10 = 0 THEN 'pending_verification' ELSE 'verified' END, 0,"
+    " CASE WHEN i % 10 = 0 THEN {now} - 1000 - i ELSE NULL END,"
+    " 1, {now} - 10000000 + i, {now} - 10000000 + i"
+)
+
+
+def seed_statements(is_postgres: bool, rows: int, now: int, start: int = 0) -> list[str]:
+    """The statements that insert ``rows`` operations and ``rows`` watches (numbered from
+    ``start + 1``), then ANALYZE."""
+    statements = []
+    for table, columns, values in [
+        ("kubun_connector_operation", OPERATION_COLUMNS, OPERATION_VALUES),
+        ("kubun_connector_projection_watch", WATCH_COLUMNS, WATCH_VALUES),
+    ]:
+        select = values.format(now=int(now))
+        if is_postgres:
+            statements.append(
+                f"INSERT INTO {table} ({columns}) SELECT {select}"
+                f" FROM generate_series({int(start) + 1}, {int(start) + int(rows)}) AS g(i)"
+            )
+        else:
+            statements.append(
+                f"WITH RECURSIVE g(i) AS (SELECT {int(start) + 1} UNION ALL SELECT i + 1 FROM g"
+                f" WHERE i < {int(start) + int(rows)})"
+                f" INSERT INTO {table} ({columns}) SELECT {select} FROM g"
+            )
+    statements.append("ANALYZE")
+    return statements

@@ -1,0 +1,530 @@
+"""``make bench``: every path side by side in one run, each beside its floor.
+
+    .venv/bin/python -m benchmarks.side_by_side [--lifecycles N] [--rounds 3] [--million]
+
+Rows (lifecycles/s = claim → markSendStarted → finalize, each on a fresh operation id):
+the store's recorded statements on raw asyncpg (pool, prepared statements) and our store
+in process on PostgreSQL, 1 and 16 tasks; the same on raw ``sqlite3`` (WAL) and our store
+on SQLite; over HTTP with 16 clients, a minimal Starlette + asyncpg service
+(``benchmarks/floor_service.py``) and our server (uvicorn, GraphQL, ``worker.graphql``);
+``{ serverTime }`` against a plain Starlette endpoint. Rounds interleave every row; each
+number is the median over rounds. Then ``dueOperations``/``operations(filter)`` latency
+at 10k and 100k operations (1M with ``--million``), and the server's peak RSS.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import secrets
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from benchmarks.seed import seed_statements
+from benchmarks.template import groups, record, recording_ids, values_for
+from store import ConnectorStore
+from store.database import Database
+from store.migrate import upgrade
+from store.operations import OperationClaim, OperationFilter
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCUMENTS = (ROOT / "graphql" / "operations" / "worker.graphql").read_text()
+LEASE_MS = 60_000
+TASKS = 16
+SERVER_PORT = 18931
+FLOOR_PORT = 18932
+
+
+def claim_for(operation_id: str, token: str, now: int) -> OperationClaim:
+    return OperationClaim(
+        caller_did="did:bench:caller",
+        operation_id=operation_id,
+        owner_did="did:bench:owner",
+        connector_name="bench",
+        model="CalendarEvent",
+        op="create",
+        account_key="account",
+        target="calendars/primary",
+        source_id=f"source-{operation_id}",
+        deterministic_event_id=f"event-{operation_id}",
+        payload_hash="sha256:0",
+        lease_token=token,
+        lease_expires_at=now + LEASE_MS,
+        document_id=f"doc-{operation_id}",
+    )
+
+
+def store_lifecycle(store: ConnectorStore) -> Callable[..., Awaitable[None]]:
+    operations = store.operations
+
+    async def lifecycle(operation_id: str, token: str, step_done: Callable[[], Any] = int) -> None:
+        claimed = await operations.claim_operation(claim_for(operation_id, token, store.clock()))
+        assert claimed.status == "claimed", claimed
+        step_done()
+        marked = await operations.mark_send_started(
+            "did:bench:caller", operation_id, token, f"run-{token}"
+        )
+        assert marked is not None
+        step_done()
+        done = await operations.finalize_operation_and_arm_watch(
+            "did:bench:caller",
+            operation_id,
+            version=marked.version,
+            lease_token=token,
+            due_at=store.clock() + LEASE_MS,
+            result_entity={"id": operation_id},
+            provider_etag="etag-1",
+        )
+        assert done is not None and done.operation.state == "committed"
+
+    return lifecycle
+
+
+async def rate(run: Callable[[int], Awaitable[None]], count: int, tasks: int) -> float:
+    """``count`` runs over ``tasks`` tasks (after a few warm-up runs): runs per second."""
+    for i in range(5):
+        await run(-1 - i)
+    numbers = iter(range(count))
+
+    async def task() -> None:
+        for i in numbers:
+            await run(i)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(task() for _ in range(tasks)))
+    return count / (time.perf_counter() - started)
+
+
+def fresh_id(prefix: str, i: int) -> str:
+    return f"{prefix}-{i}-{secrets.token_hex(4)}"
+
+
+# --- floors ----------------------------------------------------------------------------------
+
+
+def asyncpg_floor(pool: asyncpg.Pool, steps: list[Any]) -> Callable[[int], Awaitable[None]]:
+    async def run(i: int) -> None:
+        operation_id, token = fresh_id("pg", i), secrets.token_hex(8)
+        for step in steps:
+            async with pool.acquire() as connection:
+                for tx, statements in groups(step):
+                    if tx is None:
+                        for _, sql, values in statements:
+                            await connection.fetch(sql, *values_for(values, operation_id, token))
+                        continue
+                    async with connection.transaction():
+                        for _, sql, values in statements:
+                            await connection.fetch(sql, *values_for(values, operation_id, token))
+
+    return run
+
+
+def sqlite3_floor(path: str, steps: list[Any], count: int) -> float:
+    """The recorded statements on one ``sqlite3`` connection (WAL, autocommit; the
+    transactions with ``BEGIN IMMEDIATE``), one after the other: lifecycles per second."""
+    connection = sqlite3.connect(path, isolation_level=None)
+    try:
+        started = time.perf_counter()
+        for i in range(count):
+            operation_id, token = fresh_id("sq", i), secrets.token_hex(8)
+            for step in steps:
+                for tx, statements in groups(step):
+                    if tx is not None:
+                        connection.execute("BEGIN IMMEDIATE")
+                    for _, sql, values in statements:
+                        connection.execute(sql, values_for(values, operation_id, token)).fetchall()
+                    if tx is not None:
+                        connection.execute("COMMIT")
+        return count / (time.perf_counter() - started)
+    finally:
+        connection.close()
+
+
+# --- HTTP ------------------------------------------------------------------------------------
+
+
+def start(command: list[str], env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(command, cwd=ROOT, env=os.environ | env)
+    for _ in range(200):
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/", timeout=0.5)
+            return process
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    process.kill()
+    raise SystemExit(f"the server on port {port} did not start")
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def memory_mib(pid: int) -> dict[str, float]:
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmHWM", "VmRSS"):
+            fields[name] = int(value.split()[0]) / 1024
+    return fields
+
+
+def graphql_http(client: httpx.AsyncClient) -> Callable[[int], Awaitable[None]]:
+    async def call(name: str, **variables: Any) -> dict[str, Any]:
+        payload = {"query": DOCUMENTS, "operationName": name, "variables": variables}
+        response = await client.post("/graphql", json=payload)
+        body = response.json()
+        assert response.status_code == 200 and not body.get("errors"), body
+        return body["data"]
+
+    async def run(i: int) -> None:
+        operation_id, token = fresh_id("gql", i), secrets.token_hex(8)
+        now = int(time.time() * 1000)
+        claim = claim_for(operation_id, token, now)
+        claimed = await call(
+            "ClaimOperation",
+            input={
+                "callerDID": claim.caller_did,
+                "operationID": claim.operation_id,
+                "ownerDID": claim.owner_did,
+                "connectorName": claim.connector_name,
+                "model": claim.model,
+                "op": claim.op,
+                "accountKey": claim.account_key,
+                "target": claim.target,
+                "sourceID": claim.source_id,
+                "deterministicEventID": claim.deterministic_event_id,
+                "payloadHash": claim.payload_hash,
+                "leaseToken": claim.lease_token,
+                "leaseExpiresAt": claim.lease_expires_at,
+                "documentID": claim.document_id,
+            },
+        )
+        assert claimed["claimOperation"]["__typename"] == "OperationClaimed", claimed
+        key = {"callerDID": claim.caller_did, "operationID": operation_id}
+        marked = await call(
+            "MarkSendStarted", input=key | {"leaseToken": token, "marker": f"run-{token}"}
+        )
+        version = marked["markSendStarted"]["operation"]["version"]
+        done = await call(
+            "FinalizeOperation",
+            input=key
+            | {
+                "version": version,
+                "leaseToken": token,
+                "dueAt": now + LEASE_MS,
+                "resultEntity": {"id": operation_id},
+                "providerEtag": "etag-1",
+            },
+        )
+        assert done["finalizeOperation"]["applied"], done
+
+    return run
+
+
+def floor_http(client: httpx.AsyncClient, steps: int) -> Callable[[int], Awaitable[None]]:
+    async def run(i: int) -> None:
+        body = {"id": fresh_id("floor", i), "token": secrets.token_hex(8)}
+        for number in range(steps):
+            response = await client.post(f"/step/{number}", json=body)
+            assert response.status_code == 200 and response.json()["rows"] == 1, response.text
+
+    return run
+
+
+def server_time_http(client: httpx.AsyncClient) -> Callable[[int], Awaitable[None]]:
+    async def run(i: int) -> None:
+        response = await client.post("/graphql", json={"query": "{ serverTime }"})
+        assert response.status_code == 200 and "serverTime" in response.json()["data"]
+
+    return run
+
+
+def plain_time_http(client: httpx.AsyncClient) -> Callable[[int], Awaitable[None]]:
+    async def run(i: int) -> None:
+        response = await client.get("/time")
+        assert response.status_code == 200
+
+    return run
+
+
+def http_client(port: int) -> httpx.AsyncClient:
+    limits = httpx.Limits(max_connections=TASKS, max_keepalive_connections=TASKS)
+    return httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", limits=limits, timeout=30)
+
+
+# --- queries at size -------------------------------------------------------------------------
+
+
+async def p50_ms(call: Callable[[], Awaitable[Any]], repeats: int = 30) -> float:
+    for _ in range(3):
+        await call()
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        await call()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
+async def queries_at_size(url: str, sizes: list[int]) -> list[dict[str, float]]:
+    db = Database(url, pool_size=4)
+    await db.connect()
+    store = ConnectorStore(db)
+    now = int(time.time() * 1000)
+    where = OperationFilter(connector_name="seed")
+    results = []
+    seeded = 0
+    try:
+        for size in sizes:
+            for statement in seed_statements(True, size - seeded, now, start=seeded):
+                await db.write_all(sa.text(statement))
+            seeded = size
+            results.append(
+                {
+                    "rows": size,
+                    "due_operations_ms": await p50_ms(
+                        lambda: store.retention.list_due_operations(now, 100)
+                    ),
+                    "due_watches_ms": await p50_ms(
+                        lambda: store.watches.list_due_watches(now, 100)
+                    ),
+                    "operations_filter_ms": await p50_ms(
+                        lambda: store.operations.list_tracked_operations(where, limit=100)
+                    ),
+                }
+            )
+    finally:
+        await db.disconnect()
+    return results
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+async def create_database(admin_url: str) -> tuple[str, str]:
+    name = f"bench_{secrets.token_hex(6)}"
+    admin = await asyncpg.connect(admin_url, timeout=5)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    return name, make_url(admin_url).set(database=name).render_as_string(False)
+
+
+async def drop_database(admin_url: str, name: str) -> None:
+    admin = await asyncpg.connect(admin_url, timeout=5)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+async def record_steps(url: str) -> list[Any]:
+    db = Database(url)
+    await db.connect()
+    try:
+        return await record(db, store_lifecycle(ConnectorStore(db, new_id=recording_ids())))
+    finally:
+        await db.disconnect()
+
+
+async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    admin_url = make_url(args.postgres_url).set(drivername="postgresql").render_as_string(False)
+    names: list[str] = []
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        name, dsn = await create_database(admin_url)
+        names.append(name)
+        pg_url = dsn.replace("postgresql://", "postgresql+asyncpg://", 1)
+        await asyncio.to_thread(upgrade, pg_url)
+        sqlite_file = folder / "bench.db"
+        sqlite_url = f"sqlite+aiosqlite:///{sqlite_file}"
+        await asyncio.to_thread(upgrade, sqlite_url)
+
+        pg_steps = await record_steps(pg_url)
+        sqlite_steps = await record_steps(sqlite_url)
+        template = folder / "steps.json"
+        template.write_text(json.dumps(pg_steps))
+
+        env = {
+            "DATABASE_URL": pg_url,
+            "SWEEPER": "false",
+            "GRAPHIQL": "false",
+            "LOG_LEVEL": "warning",
+            "DB_POOL_SIZE": str(TASKS),
+        }
+        server_command = [str(ROOT / ".venv/bin/connector-store"), "serve", "--no-migrate"]
+        server = start([*server_command, "--port", str(SERVER_PORT)], env, SERVER_PORT)
+        processes.append(server)
+        floor_command = [sys.executable, "-m", "uvicorn", "benchmarks.floor_service:app"]
+        floor_command += ["--port", str(FLOOR_PORT), "--log-level", "warning"]
+        floor_env = {"BENCH_DSN": dsn, "BENCH_TEMPLATE": str(template)}
+        floor = start(floor_command, floor_env, FLOOR_PORT)
+        processes.append(floor)
+
+        pg_db = Database(pg_url, pool_size=TASKS)
+        await pg_db.connect()
+        sqlite_db = Database(sqlite_url)
+        await sqlite_db.connect()
+        pool = await asyncpg.create_pool(dsn, min_size=TASKS, max_size=TASKS)
+        pg_store, sqlite_store = ConnectorStore(pg_db), ConnectorStore(sqlite_db)
+        server_client, floor_client = http_client(SERVER_PORT), http_client(FLOOR_PORT)
+
+        def store_run(store: ConnectorStore, prefix: str) -> Callable[[int], Awaitable[None]]:
+            lifecycle = store_lifecycle(store)
+
+            async def run(i: int) -> None:
+                await lifecycle(fresh_id(prefix, i), secrets.token_hex(8))
+
+            return run
+
+        count = args.lifecycles
+        rows: dict[str, Callable[[], Awaitable[float]]] = {
+            "asyncpg_1": lambda: rate(asyncpg_floor(pool, pg_steps), count, 1),
+            "store_pg_1": lambda: rate(store_run(pg_store, "spg"), count, 1),
+            "asyncpg_16": lambda: rate(asyncpg_floor(pool, pg_steps), count, TASKS),
+            "store_pg_16": lambda: rate(store_run(pg_store, "spg"), count, TASKS),
+            "sqlite3_1": lambda: asyncio.to_thread(
+                sqlite3_floor, str(sqlite_file), sqlite_steps, count
+            ),
+            "store_sqlite_1": lambda: rate(store_run(sqlite_store, "ssq"), count, 1),
+            "store_sqlite_16": lambda: rate(store_run(sqlite_store, "ssq"), count, TASKS),
+            "floor_http_16": lambda: rate(floor_http(floor_client, len(pg_steps)), count, TASKS),
+            "server_http_16": lambda: rate(graphql_http(server_client), count, TASKS),
+            "plain_time_16": lambda: rate(plain_time_http(floor_client), count * 5, TASKS),
+            "server_time_16": lambda: rate(server_time_http(server_client), count * 5, TASKS),
+        }
+        measured: dict[str, list[float]] = {key: [] for key in rows}
+        memory: list[dict[str, float]] = []
+        for round_number in range(args.rounds):
+            for key, run in rows.items():
+                measured[key].append(await run())
+            memory.append(memory_mib(server.pid))
+            print(f"round {round_number + 1}: {json.dumps(measured)}", file=sys.stderr)
+        await server_client.aclose()
+        await floor_client.aclose()
+        await pool.close()
+        await pg_db.disconnect()
+        await sqlite_db.disconnect()
+
+        sizes = [10_000, 100_000] + ([1_000_000] if args.million else [])
+        name2, dsn2 = await create_database(admin_url)
+        names.append(name2)
+        sized_url = dsn2.replace("postgresql://", "postgresql+asyncpg://", 1)
+        await asyncio.to_thread(upgrade, sized_url)
+        sizes_measured = await queries_at_size(sized_url, sizes)
+        return {
+            "medians": {key: statistics.median(values) for key, values in measured.items()},
+            "all": measured,
+            "memory": memory,
+            "sizes": sizes_measured,
+        }
+    finally:
+        for process in processes:
+            stop(process)
+        for name in names:
+            await drop_database(admin_url, name)
+
+
+RATIOS = [
+    ("asyncpg_1", "the store's SQL on raw asyncpg (pool, prepared statements), 1 task", None),
+    ("store_pg_1", "our store in process, PostgreSQL, 1 task", "asyncpg_1"),
+    ("asyncpg_16", f"the store's SQL on raw asyncpg, {TASKS} tasks", None),
+    ("store_pg_16", f"our store in process, PostgreSQL, {TASKS} tasks", "asyncpg_16"),
+    ("sqlite3_1", "the store's SQL on raw sqlite3 (WAL), 1 thread", None),
+    ("store_sqlite_1", "our store in process, SQLite, 1 task", "sqlite3_1"),
+    ("store_sqlite_16", f"our store in process, SQLite, {TASKS} tasks", "sqlite3_1"),
+    ("floor_http_16", f"minimal Starlette + asyncpg service over HTTP, {TASKS} clients", None),
+    (
+        "server_http_16",
+        f"our server over HTTP (GraphQL, uvicorn), {TASKS} clients",
+        "floor_http_16",
+    ),
+    ("plain_time_16", f"plain Starlette JSON endpoint, {TASKS} clients (requests/s)", None),
+    (
+        "server_time_16",
+        f"`{{ serverTime }}` over HTTP, {TASKS} clients (requests/s)",
+        "plain_time_16",
+    ),
+]
+
+
+def report(results: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str:
+    medians = results["medians"]
+    lines = [
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs ({platform.machine()},"
+        f" {platform.system()} {platform.release()}), Python {platform.python_version()},"
+        f" SQLite {sqlite3.sqlite_version}, {args.lifecycles} lifecycles per row,"
+        f" median of {args.rounds} interleaved rounds, {elapsed:.0f} s in all",
+        "",
+        "| path | per second | ratio | to |",
+        "| --- | ---: | ---: | --- |",
+    ]
+    for key, title, floor in RATIOS:
+        ratio = "1" if floor is None else f"{medians[key] / medians[floor]:.2f}"
+        lines.append(f"| {title} | {medians[key]:.0f} | {ratio} | {floor or 'floor'} |")
+    extra = [
+        ("server over HTTP / store in process (PostgreSQL, 16)", "server_http_16", "store_pg_16"),
+    ]
+    for title, key, floor in extra:
+        lines.append(f"| {title} | | {medians[key] / medians[floor]:.2f} | {floor} |")
+    lines += [
+        "",
+        "| operations (and watches) | dueOperations p50 ms | dueWatches p50 ms"
+        " | operations(filter) p50 ms |",
+        "| ---: | ---: | ---: | ---: |",
+    ]
+    for size in results["sizes"]:
+        lines.append(
+            f"| {size['rows']:,} | {size['due_operations_ms']:.2f} | {size['due_watches_ms']:.2f}"
+            f" | {size['operations_filter_ms']:.2f} |"
+        )
+    memory = results["memory"]
+    lines += [
+        "",
+        "Server memory after each round (MiB): "
+        + ", ".join(f"RSS {m['VmRSS']:.0f} / peak {m['VmHWM']:.0f}" for m in memory),
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--lifecycles", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--million", action="store_true", help="also 1M rows (slow)")
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"),
+    )
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-") as folder:
+        results = asyncio.run(main_async(args, Path(folder)))
+    print(report(results, args, time.perf_counter() - started))
+    if args.json:
+        print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""The exact statements one store lifecycle sends, recorded once and replayed by the floors.
+
+``record`` runs one lifecycle (claim → markSendStarted → finalize) through the store and
+keeps, per step, each statement's SQL (in the driver's paramstyle), its values and the
+transaction it ran in. ``values_for`` substitutes another operation id and lease token, so
+the floors run the same SQL, values and transactions as the store, on the bare driver.
+"""
+
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from store.database import Database
+
+Statement = tuple[int | None, str, list[Any]]
+"""(transaction number or None, SQL, values)"""
+
+RECORDED_ID = "templateop0001"
+RECORDED_TOKEN = "templatetoken001"
+RECORDED_NEW_ID = "templatenewid"
+"""The prefix of the ids the store draws while recording (``recording_ids``); each replay
+puts its own random prefix in their place (node keys are unique)."""
+
+
+def recording_ids() -> Any:
+    """A ``new_id`` for the recording store: ``templatenewid0``, ``templatenewid1``, …"""
+    counter = iter(range(1_000_000))
+    return lambda: f"{RECORDED_NEW_ID}{next(counter)}"
+
+
+async def record(db: Database, lifecycle: Any) -> list[list[Statement]]:
+    """The statements of one lifecycle, per step (``lifecycle(id, token, step_done)``)."""
+    steps: list[list[Statement]] = [[]]
+    state: dict[str, Any] = {"tx": None, "next_tx": 0}
+    compile_ = db._compile
+    write_transaction = db.write_transaction
+
+    def recording(query: Any) -> tuple[str, list[Any]]:
+        sql, values = compile_(query)
+        steps[-1].append((state["tx"], sql, list(values)))
+        return sql, values
+
+    @asynccontextmanager
+    async def transaction() -> AsyncIterator[None]:
+        state["tx"], state["next_tx"] = state["next_tx"], state["next_tx"] + 1
+        try:
+            async with write_transaction():
+                yield
+        finally:
+            state["tx"] = None
+
+    db._compile = recording  # type: ignore[assignment]
+    db.write_transaction = transaction  # type: ignore[method-assign]
+    try:
+        await lifecycle(RECORDED_ID, RECORDED_TOKEN, lambda: steps.append([]))
+    finally:
+        db._compile = compile_  # type: ignore[method-assign]
+        del db.write_transaction
+    return [step for step in steps if step]
+
+
+def values_for(values: list[Any], operation_id: str, token: str) -> list[Any]:
+    """The recorded ``values`` for another operation id and lease token (``token`` also
+    stands in for the store's random ids)."""
+    return [
+        value.replace(RECORDED_ID, operation_id)
+        .replace(RECORDED_TOKEN, token)
+        .replace(RECORDED_NEW_ID, token)
+        if isinstance(value, str)
+        else value
+        for value in values
+    ]
+
+
+def groups(step: list[Statement]) -> list[tuple[int | None, list[Statement]]]:
+    """The step's statements as runs: each transaction's together, others one by one."""
+    runs: list[tuple[int | None, list[Statement]]] = []
+    for statement in step:
+        tx = statement[0]
+        if tx is not None and runs and runs[-1][0] == tx:
+            runs[-1][1].append(statement)
+        else:
+            runs.append((tx, [statement]))
+    return runs
+
+
+def new_token() -> str:
+    return secrets.token_hex(8)
