@@ -364,19 +364,36 @@ class Database:
         )
         self._write_lock = None if self.is_postgres else asyncio.Lock()
         self._connections = asyncio.Semaphore(pool_size) if self.is_postgres else None
+        self._gate_size = pool_size if self.is_postgres else 1
+        self._gate_in_use = 0
+        self._gate_waiting = 0
 
     def pool_stats(self) -> PoolStats:
         """Read-only counts of the connection gate, for metrics: on PostgreSQL the pool's
         connections in use and idle and the calls waiting for one; on SQLite the write
         queue (the lock held or not, the writers waiting)."""
-        gate: asyncio.Semaphore | asyncio.Lock | None = self._connections or self._write_lock
-        waiters = getattr(gate, "_waiters", None) or ()
-        waiting = sum(1 for waiter in waiters if not waiter.done())
-        if self._connections is not None:
-            in_use = self.pool_size - self._connections._value  # type: ignore[attr-defined]
-            return PoolStats(self.pool_size, in_use, self.pool_size - in_use, waiting)
-        held = 1 if self._write_lock is not None and self._write_lock.locked() else 0
-        return PoolStats(1, held, 1 - held, waiting)
+        in_use = self._gate_in_use
+        return PoolStats(self._gate_size, in_use, self._gate_size - in_use, self._gate_waiting)
+
+    @asynccontextmanager
+    async def _gate(self, gate: asyncio.Semaphore | asyncio.Lock, busy: str) -> AsyncIterator[None]:
+        """Hold ``gate`` for the block, waiting at most ``wait_timeout_s`` for it (then
+        ``DatabaseBusy`` with ``busy``), and count the holders and waiters for
+        ``pool_stats``."""
+        self._gate_waiting += 1
+        try:
+            async with asyncio.timeout(self.wait_timeout_s):
+                await gate.acquire()
+        except TimeoutError:
+            raise DatabaseBusy(f"{busy} within {self.wait_timeout_s:g} s") from None
+        finally:
+            self._gate_waiting -= 1
+        self._gate_in_use += 1
+        try:
+            yield
+        finally:
+            self._gate_in_use -= 1
+            gate.release()
 
     async def connect(self) -> None:
         """Open the pool (PostgreSQL) or the file (SQLite), and check that it answers.
@@ -426,19 +443,12 @@ class Database:
         if self._connections is None or _holding.get() == holder:
             yield
             return
-        try:
-            async with asyncio.timeout(self.wait_timeout_s):
-                await self._connections.acquire()
-        except TimeoutError:
-            raise DatabaseBusy(
-                f"no database connection came free within {self.wait_timeout_s:g} s"
-            ) from None
-        token = _holding.set(holder)
-        try:
-            yield
-        finally:
-            _holding.reset(token)
-            self._connections.release()
+        async with self._gate(self._connections, "no database connection came free"):
+            token = _holding.set(holder)
+            try:
+                yield
+            finally:
+                _holding.reset(token)
 
     async def fetch_one(self, query: ClauseElement) -> Row | None:
         """Run ``query`` and return its first row as a mapping, or None."""
@@ -503,19 +513,12 @@ class Database:
         if self._write_lock is None or _writing.get() is self:
             yield
             return
-        try:
-            async with asyncio.timeout(self.wait_timeout_s):
-                await self._write_lock.acquire()
-        except TimeoutError:
-            raise DatabaseBusy(
-                f"the SQLite write lock did not come free within {self.wait_timeout_s:g} s"
-            ) from None
-        token = _writing.set(self)
-        try:
-            yield
-        finally:
-            _writing.reset(token)
-            self._write_lock.release()
+        async with self._gate(self._write_lock, "the SQLite write lock did not come free"):
+            token = _writing.set(self)
+            try:
+                yield
+            finally:
+                _writing.reset(token)
 
     async def write_one(self, query: ClauseElement) -> Row | None:
         """Run a writing ``query`` (``… RETURNING``) and return its first row, or None."""
