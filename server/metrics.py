@@ -16,7 +16,6 @@ import re
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -32,9 +31,7 @@ from starlette.responses import Response
 
 from resolvers.permissions import METRICS_SCOPE
 from store import ConnectorStore
-from store.records import ATTEMPTED, PENDING_VERIFICATION
 from store.records import OPERATION_STATES as OPERATION_STATES_ALL
-from store.tables import operation, projection_watch
 
 if TYPE_CHECKING:
     from server.sweeper import SweepResult
@@ -181,38 +178,16 @@ class Metrics:
             self.swept_rows.labels("pending_auth").inc(result.pending_auth)
 
     async def refresh_tables(self) -> None:
-        """Count operations by state and the due operations and watches (indexed queries)."""
+        """Count operations by state and the due operations and watches (the store's
+        ``count_backlog``: indexed queries)."""
         assert self.store is not None
-        store = self.store
-        now = store.clock()
-        rows = await store.db.fetch_all(
-            sa.select(operation.c.state, sa.func.count().label("n")).group_by(operation.c.state)
-        )
-        counts = {row["state"]: row["n"] for row in rows}
+        now = self.store.clock()
+        backlog = await self.store.retention.count_backlog(now)
+        counts = backlog.operations_by_state
         for state in set(OPERATION_STATES) | set(counts):
             self.operations.labels(state).set(counts.get(state, 0))
-        due = await store.db.fetch_one(
-            sa.select(sa.func.count().label("n"))
-            .select_from(operation)
-            .where(
-                operation.c.state == ATTEMPTED,
-                sa.or_(operation.c.next_attempt_at.is_(None), operation.c.next_attempt_at <= now),
-                sa.or_(operation.c.lease_token.is_(None), operation.c.lease_expires_at < now),
-            )
-        )
-        self.due_operations.set(due["n"] if due else 0)
-        watches = await store.db.fetch_one(
-            sa.select(sa.func.count().label("n"))
-            .select_from(projection_watch)
-            .where(
-                projection_watch.c.verification_status == PENDING_VERIFICATION,
-                sa.or_(
-                    projection_watch.c.next_attempt_at.is_(None),
-                    projection_watch.c.next_attempt_at <= now,
-                ),
-            )
-        )
-        self.due_watches.set(watches["n"] if watches else 0)
+        self.due_operations.set(backlog.due_operations)
+        self.due_watches.set(backlog.due_watches)
         self.refreshed.set(now / 1000)
 
     def exposition(self) -> bytes:

@@ -3,6 +3,7 @@
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -11,6 +12,8 @@ from store import validation as check
 from store.context import StoreContext
 from store.records import ATTEMPTED, TERMINAL_STATES, OperationRecord
 from store.tables import operation as op
+from store.tables import projection_watch as watch
+from store.watches import due_watch
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 500
@@ -18,6 +21,25 @@ DEFAULT_COLLECT_LIMIT = 1000
 MAX_COLLECT_LIMIT = 10_000
 SWEEP_LOCK_KEY = 0x6B75_6275_6E5F_7377
 """The PostgreSQL advisory lock key one sweep holds across replicas (any fixed bigint)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """``count_backlog``: operations per state, and the operations and watches due."""
+
+    operations_by_state: dict[str, int]
+    due_operations: int
+    due_watches: int
+
+
+def _due_operation(now: int) -> sa.ColumnElement[bool]:
+    """A live operation a worker may pick up at ``now``: due (``next_attempt_at`` null or
+    at most ``now``) with its lease free or expired."""
+    return sa.and_(
+        op.c.state == ATTEMPTED,
+        sa.or_(op.c.next_attempt_at.is_(None), op.c.next_attempt_at <= now),
+        sa.or_(op.c.lease_token.is_(None), op.c.lease_expires_at < now),
+    )
 
 
 def _finished_before(older_than: int) -> sa.ColumnElement[bool]:
@@ -104,6 +126,26 @@ class RetentionStore:
             chosen = sa.select(keys).select_from(op).where(finished).limit(size)
         delete = sa.delete(op).where(keys.in_(chosen))
         return len(await self._db.write_all(delete.returning(op.c.version)))
+
+    async def count_backlog(self, now: int) -> Backlog:
+        """How many operations are in each state, and how many operations and watches are
+        due at ``now`` (epoch ms) by the predicates of ``list_due_operations`` and
+        ``list_due_watches``: three counting statements, for the metrics gauges."""
+        check.epoch_ms("now", now)
+        by_state = await self._db.fetch_all(
+            sa.select(op.c.state, sa.func.count().label("n")).group_by(op.c.state)
+        )
+        due_operations = await self._db.fetch_one(
+            sa.select(sa.func.count().label("n")).select_from(op).where(_due_operation(now))
+        )
+        due_watches = await self._db.fetch_one(
+            sa.select(sa.func.count().label("n")).select_from(watch).where(due_watch(now))
+        )
+        return Backlog(
+            operations_by_state={row["state"]: int(row["n"]) for row in by_state},
+            due_operations=int(due_operations["n"]) if due_operations else 0,
+            due_watches=int(due_watches["n"]) if due_watches else 0,
+        )
 
     async def count_finished_operations(self, older_than: int) -> int:
         """How many operations ``collect_finished_operations(older_than, …)`` would delete in

@@ -202,6 +202,18 @@ def _opened(stored: WatchRecord, current_winner: str | None, due_at: int) -> dic
     }
 
 
+def due_watch(now: int) -> sa.ColumnElement[bool]:
+    """A watch a verifier may claim at ``now`` (epoch ms): pending verification, due
+    (``next_attempt_at`` set and at most ``now``), its claim absent or lapsed."""
+    return sa.and_(
+        # A literal, so the planner can match the partial index on pending watches.
+        watch.c.verification_status == sa.literal_column(f"'{PENDING_VERIFICATION}'"),
+        watch.c.next_attempt_at.is_not(None),
+        watch.c.next_attempt_at <= now,
+        sa.or_(watch.c.claimed_until.is_(None), watch.c.claimed_until <= now),
+    )
+
+
 class WatchesStore:
     """The watch methods of the seed's ``createProjectionWatchesMethods``, the due list,
     filtered pages, ingress, and the finalize half of ``finalizeOperationAndArmWatch``.
@@ -332,13 +344,7 @@ class WatchesStore:
         check.count("limit", limit, minimum=1, maximum=MAX_DUE_LIMIT)
         query = (
             sa.select(watch)
-            .where(
-                # A literal, so the planner can match the partial index on pending watches.
-                watch.c.verification_status == sa.literal_column(f"'{PENDING_VERIFICATION}'"),
-                watch.c.next_attempt_at.is_not(None),
-                watch.c.next_attempt_at <= now,
-                sa.or_(watch.c.claimed_until.is_(None), watch.c.claimed_until <= now),
-            )
+            .where(due_watch(now))
             .order_by(watch.c.next_attempt_at, *IDENTITY_COLUMNS)
             .limit(limit)
         )

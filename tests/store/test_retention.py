@@ -10,6 +10,8 @@ from store.retention import MAX_COLLECT_LIMIT, MAX_LIMIT
 from tests.factories import (
     bulk_finished_operations,
     claimed_operation,
+    claimed_watch,
+    pending_watch,
     released_operation,
     terminal_operation,
 )
@@ -287,3 +289,21 @@ async def test_exclusive_sweep__one_holder_at_a_time(store, database, database_u
             assert after_release is True
     finally:
         await other.disconnect()
+
+
+# --- count_backlog (the metrics gauges) -------------------------------------------------------
+
+
+async def test_count_backlog__states_and_due_work_by_the_due_lists_predicates(store, clock):
+    await pending_watch(store, operation_id="op-1", source_id="evt-1")
+    await claimed_watch(store, clock, operation_id="op-2", source_id="evt-2")
+    await released_operation(store, operation_id="op-3", source_id="evt-3")
+    await claimed_operation(store, operation_id="op-4", source_id="evt-4")
+
+    backlog = await store.retention.count_backlog(clock.now)
+
+    assert backlog.operations_by_state == {"committed": 2, "attempted": 2}
+    due_operations = await store.retention.list_due_operations(clock.now)
+    due_watches = await store.watches.list_due_watches(clock.now)
+    assert backlog.due_operations == len(due_operations) == 1
+    assert backlog.due_watches == len(due_watches) == 1
