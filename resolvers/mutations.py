@@ -6,7 +6,6 @@ from typing import Protocol
 import strawberry
 
 from resolvers.context import Info
-from resolvers.permissions import owns
 from resolvers.queries import to_watch_identity
 from schema.enums import ArmOutcome, VerificationOutcome, value_of
 from schema.inputs import (
@@ -409,13 +408,10 @@ class Mutation:
     async def consume_pending_auth(
         self, info: Info, input: ConsumePendingAuthInput
     ) -> ConsumedPendingAuth | None:
-        pending = info.context.store.pending_auth
-        if not info.context.viewer.is_service:
-            # Read the owner first: another tenant's state reads as absent, and stays stored.
-            held = await pending.get_pending_auth(input.state)
-            if held is None or not owns(info.context.viewer, held.owner_did):
-                return None
-        record = await pending.consume_pending_auth(input.state)
+        viewer = info.context.viewer
+        record = await info.context.store.pending_auth.consume_pending_auth(
+            input.state, owner_did=None if viewer.is_service else viewer.did or ""
+        )
         return None if record is None else ConsumedPendingAuth.from_record(record)
 
     @strawberry.mutation(description="Delete pending authorizations with `expiresAt < cutoff`.")

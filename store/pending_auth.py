@@ -66,14 +66,20 @@ class PendingAuthStore:
         row = await self._db.fetch_one(query)
         return None if row is None else PendingAuthRecord.from_row(row)
 
-    async def consume_pending_auth(self, state: str) -> PendingAuthRecord | None:
-        """Delete the record under ``state`` and return it, or None when absent or already
-        consumed (seed ``consumePendingAuth``).
+    async def consume_pending_auth(
+        self, state: str, owner_did: str | None = None
+    ) -> PendingAuthRecord | None:
+        """Delete the record under ``state`` and return it, or None when absent, already
+        consumed, or (``owner_did`` given) another owner's (seed ``consumePendingAuth``).
 
         One ``DELETE … RETURNING``: of two callbacks racing on one state, exactly one gets
-        the record. Raises ``InvalidInput`` (``state``) for a bad key.
+        the record, and another owner's record is never deleted. Raises ``InvalidInput``
+        (``state``, ``ownerDID``) for a bad key.
         """
-        delete = sa.delete(pa).where(pa.c.state == check.key("state", state)).returning(pa)
+        where = pa.c.state == check.key("state", state)
+        if owner_did is not None:
+            where = sa.and_(where, pa.c.owner_did == check.key("ownerDID", owner_did))
+        delete = sa.delete(pa).where(where).returning(pa)
         row = await self._db.write_one(delete)
         return None if row is None else PendingAuthRecord.from_row(row)
 

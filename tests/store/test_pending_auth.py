@@ -78,6 +78,15 @@ async def test_consume_pending_auth__returns_record_once(store):
     assert await store.pending_auth.get_pending_auth("state-1") is None
 
 
+async def test_consume_pending_auth__other_owner_none_and_record_kept(store):
+    stored = await created_pending_auth(store)
+
+    assert await store.pending_auth.consume_pending_auth(stored.state, "did:key:other") is None
+    assert await store.pending_auth.get_pending_auth(stored.state) == stored
+    consumed = await store.pending_auth.consume_pending_auth(stored.state, stored.owner_did)
+    assert consumed == stored
+
+
 async def test_consume_pending_auth__absent_none(store):
     assert await store.pending_auth.consume_pending_auth("nope") is None
 
