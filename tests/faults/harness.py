@@ -23,11 +23,19 @@ from typing import Any
 
 import httpx
 
+from tests.tokens import SERVICE_TOKEN, bearer
+
 REPO = Path(__file__).resolve().parents[2]
 SERVE = Path(sys.executable).with_name("connector-store")
 WORKER_DOCUMENT = (REPO / "graphql" / "operations" / "worker.graphql").read_text()
 PORTS = range(19000, 19100)
 CALLER = "did:key:fault-caller"
+
+
+def service_client(**options: Any) -> httpx.AsyncClient:
+    """An HTTP client that sends a ``service`` token (the servers share the suite's
+    ``JWT_SECRET``)."""
+    return httpx.AsyncClient(headers=bearer(SERVICE_TOKEN), **options)
 
 
 def free_port(exclude: set[int] | None = None) -> int:
@@ -182,7 +190,7 @@ async def seed(urls: list[str], count: int, prefix: str, ledger: Ledger) -> list
     """Claim ``count`` operations, due now, their claim leases already lapsed."""
     ids = [f"{prefix}-{i:05d}" for i in range(count)]
     semaphore = asyncio.Semaphore(16)
-    async with httpx.AsyncClient() as http:
+    async with service_client() as http:
 
         async def claim(index: int, operation_id: str) -> None:
             async with semaphore:
@@ -234,7 +242,7 @@ async def worker(
     """A bounded worker loop: runs until ``stop`` or the deadline; a simulated death ends
     this run and a new run (fresh tokens and markers) starts in its place."""
     rng = random.Random(name)
-    async with httpx.AsyncClient() as http:
+    async with service_client() as http:
         run = 0
         while not stop.is_set() and time.monotonic() < plan.deadline:
             run += 1
@@ -329,7 +337,7 @@ async def operations_state(urls: list[str], ids: list[str]) -> dict[str, dict[st
     ledger = Ledger()
     result: dict[str, dict[str, Any]] = {}
     semaphore = asyncio.Semaphore(16)
-    async with httpx.AsyncClient() as http:
+    async with service_client() as http:
 
         async def get(operation_id: str) -> None:
             async with semaphore:
@@ -356,7 +364,7 @@ async def wait_all_committed(urls: list[str], ids: list[str], timeout_s: float) 
     deadline = time.monotonic() + timeout_s
     states: dict[str, Any] = {}
     while time.monotonic() < deadline:
-        async with httpx.AsyncClient() as http:
+        async with service_client() as http:
             ledger = Ledger()
             due = await call(http, urls[0], "DueOperations", ledger, now=now_ms() + 10**7, limit=1)
         if due is not None and not due["dueOperations"]:

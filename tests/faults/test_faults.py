@@ -29,6 +29,7 @@ from tests.faults.harness import (
     free_port,
     run_workers,
     seed,
+    service_client,
     wait_all_committed,
 )
 
@@ -137,7 +138,7 @@ async def test_postgres_backends_terminated__fail_fast_with_a_code_then_recover(
     try:
         await asyncio.sleep(0.5)
         end = time.monotonic() + 3.0
-        async with httpx.AsyncClient() as http:
+        async with service_client() as http:
             while time.monotonic() < end:
                 terminated += await terminate_backends(fresh_postgres.name)
                 started = time.monotonic()
@@ -290,7 +291,7 @@ async def test_sigterm__finishes_in_flight_requests_stops_the_sweeper_closes_the
 
     signalled_at = 0.0
 
-    async with httpx.AsyncClient(timeout=20) as http:
+    async with service_client(timeout=20) as http:
 
         async def one(operation_id: str, n: int) -> tuple[int, float]:
             response = await http.post(
