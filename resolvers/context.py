@@ -15,8 +15,9 @@ MAX_ROWS_PER_REQUEST = 1000
 
 @dataclass
 class RowBudget:
-    """How many more rows this request may ask lists for (``first``, ``limit``), so aliases
-    cannot multiply one page into an unbounded response."""
+    """How many more rows this request may ask lists for (``first``, ``limit``) or nested
+    lists may return (``Watch.operations``), so aliases and nesting cannot multiply one page
+    into an unbounded response."""
 
     left: int = MAX_ROWS_PER_REQUEST
 

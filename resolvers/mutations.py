@@ -284,7 +284,9 @@ class Mutation:
             return FinalizeOperationPayload(
                 applied=True,
                 operation=Operation.from_record(done.operation),
-                watch=Watch.from_record(done.watch),
+                watch=Watch.from_record(done.watch)
+                if info.context.owns(done.watch.owner_did)
+                else None,
             )
         return FinalizeOperationPayload(
             applied=False, operation=await operation_at(info, input), watch=None

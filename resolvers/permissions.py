@@ -2,11 +2,12 @@
 
 Every root field has a ``Rule`` in ``RULES``; ``Authorization`` (a schema extension) applies
 it before the field's resolver runs, and refuses a root field that has none. A rule names
-the scopes the field needs and, for a write, the input argument holding the DID the viewer
-must be (``actor``): a viewer without ``service`` writes only its own rows, checked before
-anything is written. Reads of rows go through ``visible_operation``/``visible_watch``/
-``owns`` (and the store filters built from ``Viewer.visible_to``), so a row of another
-tenant reads as null, or is absent from a list.
+the scopes the field needs and, for a write, the input arguments holding the DIDs the
+viewer must be (``actors``): a viewer without ``service`` writes only its own rows, checked
+before anything is written (a claim names the viewer as caller and as owner, since the
+owner's watch is what finalize arms). Reads of rows go through ``visible_operation``/
+``visible_watch``/``owns`` (and the store filters built from ``Viewer.visible_to``), so a
+row of another tenant reads as null, or is absent from a list.
 
 Lease tokens: a non-service viewer sees an operation's ``leaseToken`` only when it is the
 operation's caller (the one that holds and presents the lease); an owner that is not the
@@ -108,12 +109,13 @@ def assert_acts_as(viewer: Viewer, did: str, what: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """What a root field needs: every scope in ``scopes``; for a write, ``actor`` is the
-    path of the input argument (GraphQL names, as coerced) that must equal the viewer's DID
-    unless the viewer is a service. ``rows`` says how the resolver narrows what it returns."""
+    """What a root field needs: every scope in ``scopes``; for a write, ``actors`` are the
+    paths of the input arguments (GraphQL names, as coerced) that must each equal the
+    viewer's DID unless the viewer is a service. ``rows`` says how the resolver narrows what
+    it returns."""
 
     scopes: tuple[str, ...]
-    actor: tuple[str, ...] | None = None
+    actors: tuple[tuple[str, ...], ...] = ()
     rows: str = ""
 
 
@@ -128,7 +130,9 @@ QUERY_RULES: dict[str, Rule] = {
     "operation": Rule(OPS_READ, rows="caller or owner, else null"),
     "operations": Rule(OPS_READ, rows="caller or owner (store filter)"),
     "node": Rule((), rows="per type: as operation/watch, else NOT_FOUND"),
-    "hasNewerOperationOnDocument": Rule(OPS_READ, rows="caller or owner, else false"),
+    "hasNewerOperationOnDocument": Rule(
+        OPS_READ, rows="caller or owner, counting only newer ones of the viewer (store filter)"
+    ),
     "dueOperations": Rule((SERVICE,)),
     "watch": Rule(("watches:read",), rows="owner, else null"),
     "watchByDocument": Rule(("watches:read",), rows="owner (store filter), else null"),
@@ -139,30 +143,31 @@ QUERY_RULES: dict[str, Rule] = {
     "syncStates": Rule(("sync:read",), rows="owner only"),
 }
 MUTATION_RULES: dict[str, Rule] = {
-    "claimOperation": Rule(OPS_WRITE, actor=CALLER),
-    "acquireLease": Rule(OPS_WRITE, actor=CALLER),
-    "renewLease": Rule(OPS_WRITE, actor=CALLER),
-    "releaseLease": Rule(OPS_WRITE, actor=CALLER),
-    "markSendStarted": Rule(OPS_WRITE, actor=CALLER),
-    "deferOperation": Rule(OPS_WRITE, actor=CALLER),
-    "recordOperation": Rule(OPS_WRITE, actor=CALLER),
-    "finalizeOperation": Rule(OPS_WRITE, actor=CALLER),
-    "armWatch": Rule(("watches:write",), actor=WATCH_OWNER),
-    "claimWatchAttempt": Rule(("watches:write",), actor=WATCH_OWNER),
-    "deferWatch": Rule(("watches:write",), actor=WATCH_OWNER),
-    "recordVerification": Rule(("watches:write",), actor=WATCH_OWNER),
+    # The owner too: finalize arms the owner's watch, so a tenant claims only its own work.
+    "claimOperation": Rule(OPS_WRITE, actors=(CALLER, OWNER)),
+    "acquireLease": Rule(OPS_WRITE, actors=(CALLER,)),
+    "renewLease": Rule(OPS_WRITE, actors=(CALLER,)),
+    "releaseLease": Rule(OPS_WRITE, actors=(CALLER,)),
+    "markSendStarted": Rule(OPS_WRITE, actors=(CALLER,)),
+    "deferOperation": Rule(OPS_WRITE, actors=(CALLER,)),
+    "recordOperation": Rule(OPS_WRITE, actors=(CALLER,)),
+    "finalizeOperation": Rule(OPS_WRITE, actors=(CALLER,)),
+    "armWatch": Rule(("watches:write",), actors=(WATCH_OWNER,)),
+    "claimWatchAttempt": Rule(("watches:write",), actors=(WATCH_OWNER,)),
+    "deferWatch": Rule(("watches:write",), actors=(WATCH_OWNER,)),
+    "recordVerification": Rule(("watches:write",), actors=(WATCH_OWNER,)),
     # A document's ingress arms the watches of every owner of it: a service's act.
     "recordIngress": Rule(("watches:write", SERVICE)),
     "resumeOfflineDeferred": Rule(("watches:write", "operations:write", SERVICE)),
-    "resumeAuthDeferred": Rule(("watches:write", "operations:write"), actor=OWNER),
-    "createPendingAuth": Rule(("auth:write",), actor=OWNER),
+    "resumeAuthDeferred": Rule(("watches:write", "operations:write"), actors=(OWNER,)),
+    "createPendingAuth": Rule(("auth:write",), actors=(OWNER,)),
     "consumePendingAuth": Rule(("auth:write",), rows="owner (read first), else null"),
     # Deletes expired records of every owner: a service's act.
     "deleteExpiredPendingAuth": Rule(("auth:write", SERVICE)),
     "collectFinishedOperations": Rule((SERVICE,)),
-    "setSyncState": Rule(("sync:write",), actor=OWNER),
-    "updateSyncProgress": Rule(("sync:write",), actor=OWNER),
-    "deleteSyncState": Rule(("sync:write",), actor=OWNER),
+    "setSyncState": Rule(("sync:write",), actors=(OWNER,)),
+    "updateSyncProgress": Rule(("sync:write",), actors=(OWNER,)),
+    "deleteSyncState": Rule(("sync:write",), actors=(OWNER,)),
 }
 RULES: dict[str, dict[str, Rule]] = {"Query": QUERY_RULES, "Mutation": MUTATION_RULES}
 # Federation's root fields, when the schema has them: entities are resolved through the
@@ -191,11 +196,11 @@ def authorize(viewer: Viewer, type_name: str, field_name: str, kwargs: dict[str,
     rule = rule_for(type_name, field_name)
     for scope in rule.scopes:
         require(viewer, scope)
-    if rule.actor is not None:
-        did = argument(kwargs, rule.actor)
+    for actor in rule.actors:
+        did = argument(kwargs, actor)
         if not isinstance(did, str):
-            raise forbidden(f"{field_name}: no DID to check at {'.'.join(rule.actor)}")
-        assert_acts_as(viewer, did, rule.actor[-1])
+            raise forbidden(f"{field_name}: no DID to check at {'.'.join(actor)}")
+        assert_acts_as(viewer, did, actor[-1])
 
 
 class Authorization(SchemaExtension):

@@ -178,13 +178,9 @@ class Query:
     async def has_newer_operation_on_document(
         self, info: Info, caller_did: str, operation_id: str
     ) -> bool:
-        operations = info.context.store.operations
-        viewer = info.context.viewer
-        if not viewer.is_service:
-            record = await operations.get_operation(caller_did, operation_id)
-            if record is None or not can_see(viewer, record.caller_did, record.owner_did):
-                return False
-        return await operations.has_newer_operation_on_document(caller_did, operation_id)
+        return await info.context.store.operations.has_newer_operation_on_document(
+            caller_did, operation_id, visible_to=info.context.viewer.visible_to
+        )
 
     @strawberry.field(description="Live operations a worker may pick up now, oldest due first.")
     async def due_operations(

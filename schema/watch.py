@@ -37,7 +37,7 @@ class Watch(Node):
     @strawberry.field(
         description="The operations whose watch this is (same owner, connector, model, "
         "account and source), oldest first; only those the viewer may see. Needs the right "
-        "operations:read."
+        "operations:read. Its rows count against the request's 1000 rows."
     )
     async def operations(
         self, info: strawberry.Info
@@ -49,7 +49,9 @@ class Watch(Node):
             self.owner_did, self.connector_name, self.model, self.account_key, self.source_id
         )
         records = await info.context.loaders.watch_operations.load(identity)
-        return [Operation.from_record(record) for record in records if info.context.can_see(record)]
+        visible = [record for record in records if info.context.can_see(record)]
+        info.context.rows.take("operations", len(visible))
+        return [Operation.from_record(record) for record in visible]
 
     @classmethod
     def from_record(cls, record: WatchRecord) -> "Watch":

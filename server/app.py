@@ -40,6 +40,7 @@ log = logging.getLogger("connector_store")
 
 GRAPHIQL_ASSETS = Path(__file__).parent / "static" / "graphiql"
 LOOPBACK = frozenset({"127.0.0.1", "::1"})
+LOOPBACK_NAMES = LOOPBACK | {"localhost"}
 HEADERS_SLOT = "/*STARTUP_HEADERS*/null"
 
 
@@ -92,10 +93,13 @@ class GraphQLApp(GraphQL):
 
     async def render_graphql_ide(self, request: Request) -> Response:
         """The GraphiQL page; its header editor is prefilled with the startup admin token
-        only when the server made its own secret and the browser is on this machine."""
+        only when the server made its own secret and the browser is on this machine: the
+        connection comes from loopback and the page was asked for by a loopback name (a
+        ``Host`` of another name is a page of another site, e.g. by DNS rebinding)."""
         page = (GRAPHIQL_ASSETS / "index.html").read_text()
         client = request.client.host if request.client else None
-        if self.startup_token is not None and client in LOOPBACK:
+        host = request.url.hostname
+        if self.startup_token is not None and client in LOOPBACK and host in LOOPBACK_NAMES:
             headers = startup_headers(self.startup_token)
             page = page.replace(HEADERS_SLOT, json.dumps(headers).replace("<", "\\u003c"))
         return HTMLResponse(page, headers={"Cache-Control": "no-store"})

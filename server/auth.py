@@ -32,6 +32,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from resolvers.permissions import Viewer
 from server.settings import Settings
+from store import validation as check
+from store.errors import InvalidInput
 
 log = logging.getLogger("connector_store.auth")
 
@@ -89,9 +91,15 @@ class Authenticator:
             log.debug("token refused: %s", type(error).__name__)
             raise Unauthenticated("the bearer token is not valid") from None
         sub, scope = claims.get("sub"), claims.get("scope", "")
-        if not isinstance(sub, str) or not sub or not isinstance(scope, str):
+        if not isinstance(scope, str):
             raise Unauthenticated("the bearer token is not valid")
-        return Viewer.of_token(sub, scope)
+        try:
+            did = check.key("sub", sub)
+        except InvalidInput:
+            raise Unauthenticated("the bearer token's sub is not a DID") from None
+        if not did.strip():
+            raise Unauthenticated("the bearer token's sub is not a DID")
+        return Viewer.of_token(did, scope)
 
     def mint(self, sub: str, scopes: Iterable[str], ttl_seconds: int) -> str:
         """A token for ``sub`` with ``scopes``, valid ``ttl_seconds``; only with a secret."""
@@ -216,10 +224,12 @@ class Authentication:
         if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES) or is_graphiql_page(scope):
             await self.app(scope, receive, send)
             return
-        header = dict(scope["headers"]).get(b"authorization")
+        headers = [value for name, value in scope["headers"] if name == b"authorization"]
         try:
+            if len(headers) > 1:
+                raise Unauthenticated("send one Authorization header")
             scope["viewer"] = self.authenticator.viewer(
-                None if header is None else header.decode("latin-1")
+                headers[0].decode("latin-1") if headers else None
             )
         except Unauthenticated as refused:
             await unauthenticated(str(refused))(scope, receive, send)

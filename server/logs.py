@@ -18,6 +18,8 @@ FIELDS = ("request_id", "operation", "viewer_did", "method", "path", "status", "
 FIELDS_WITH_DURATION = (*FIELDS, "duration_ms")
 URL_PASSWORD = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^:/@\s]*):[^@\s]*@")
 CREDENTIAL = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+")
+QUIET_LIBRARIES = ("aiosqlite", "databases", "asyncpg", "sqlalchemy")
+"""Loggers kept at INFO or above whatever ``LOG_LEVEL`` says."""
 SECRET_PAIR = re.compile(r"(?i)\b(password|passwd|token|secret|authorization)=([^\s&;,]+)")
 
 
@@ -27,6 +29,12 @@ def redact(text: str) -> str:
     text = URL_PASSWORD.sub(r"\g<scheme>\g<user>:***@", text)
     text = CREDENTIAL.sub(r"\1 ***", text)
     return SECRET_PAIR.sub(r"\1=***", text)
+
+
+def redacted(value: Any) -> Any:
+    """``value`` passed through ``redact`` when it is text (before any encoding, so a
+    redaction can never cut into the quoting of the line)."""
+    return redact(value) if isinstance(value, str) else value
 
 
 class JsonFormatter(logging.Formatter):
@@ -45,7 +53,7 @@ class JsonFormatter(logging.Formatter):
                 entry[name] = getattr(record, name)
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return redact(json.dumps(entry, default=str))
+        return json.dumps({name: redacted(value) for name, value in entry.items()}, default=str)
 
 
 class TextFormatter(logging.Formatter):
@@ -55,15 +63,15 @@ class TextFormatter(logging.Formatter):
         super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
+        line = redact(super().format(record))
         pairs = [
-            f"{name}={json.dumps(getattr(record, name), default=str)}"
+            f"{name}={json.dumps(redacted(getattr(record, name)), default=str)}"
             for name in FIELDS
             if hasattr(record, name)
         ]
         if pairs:
             line += " " + " ".join(pairs)
-        return redact(line)
+        return line
 
 
 def formatter(log_format: str) -> logging.Formatter:
@@ -81,6 +89,9 @@ def configure_logging(level: str = "info", log_format: str = "text") -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(numeric)
+    for name in QUIET_LIBRARIES:
+        # At debug they log every statement with its values: PKCE verifiers, lease tokens.
+        logging.getLogger(name).setLevel(max(numeric, logging.INFO))
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         uvicorn_logger = logging.getLogger(name)
         uvicorn_logger.handlers.clear()

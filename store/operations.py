@@ -383,11 +383,16 @@ class OperationsStore:
         found.sort(key=lambda record: record.order_key)
         return found if limit is None else found[:limit]
 
-    async def has_newer_operation_on_document(self, caller_did: str, operation_id: str) -> bool:
+    async def has_newer_operation_on_document(
+        self, caller_did: str, operation_id: str, visible_to: str | None = None
+    ) -> bool:
         """True when another operation on the same document sorts after this one.
 
         The order is created_at, then caller, then operation id (seed
         ``hasNewerOperationOnDocument``). An absent operation or a null document is False.
+        ``visible_to`` (a DID) counts only operations that DID called or owns, this one
+        included: a tenant learns nothing of other tenants' writes. Raises ``InvalidInput``
+        for a malformed key.
         """
         this = op.alias("this")
         newer = op.alias("newer")
@@ -402,6 +407,12 @@ class OperationsStore:
             )
             .limit(1)
         )
+        if visible_to is not None:
+            did = check.key("visibleTo", visible_to)
+            query = query.where(
+                sa.or_(this.c.caller_did == did, this.c.owner_did == did),
+                sa.or_(newer.c.caller_did == did, newer.c.owner_did == did),
+            )
         return await self._db.fetch_one(query) is not None
 
     async def mark_send_started(

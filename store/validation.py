@@ -1,6 +1,7 @@
 """Checks on values before any SQL runs. Each raises ``InvalidInput`` naming the field."""
 
 import json
+import re
 from collections.abc import Collection
 from datetime import datetime
 from typing import Any
@@ -147,11 +148,20 @@ def optional_json_text(field: str, value: Any) -> str | None:
     return None if value is None else json_text(field, value)
 
 
+ISO_DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})")
+
+
 def iso_datetime(field: str, value: Any) -> str:
-    """An ISO-8601 date and time as text (``2026-11-30T14:00:00.000Z``), kept as given."""
+    """An ISO-8601 date and time with seconds and an offset, as text
+    (``2026-11-30T14:00:00.000Z``, ``2026-11-30T15:00:00+01:00``), kept as given: one
+    shape, so every stored value reads alike. Raises ``InvalidInput`` otherwise (a date
+    alone, week dates, no offset, a lowercase ``t`` or ``z``, an impossible date)."""
     checked = key(field, value)
+    problem = "must be an ISO-8601 date and time like 2026-11-30T14:00:00.000Z"
+    if not ISO_DATETIME.fullmatch(checked):
+        raise InvalidInput(field, problem)
     try:
         datetime.fromisoformat(checked)
     except ValueError as error:
-        raise InvalidInput(field, "must be an ISO-8601 date and time") from error
+        raise InvalidInput(field, problem) from error
     return checked

@@ -40,7 +40,16 @@ BAD_HEADERS = {
     "alg none": bearer(UNSIGNED),
     "alg none, unsigned edit": bearer(SERVICE_TOKEN.rsplit(".", 1)[0] + "."),
     "HS512 not configured": bearer(mint(algorithm="HS512")),
+    "sub with NUL": bearer(mint(sub="did:key:a\x00b")),
+    "sub too long": bearer(mint(sub="did:key:" + "a" * 100_000)),
+    "sub blank": bearer(mint(sub=" ")),
 }
+
+
+async def test_bad_tokens__two_authorization_headers_refused(store):
+    headers = [("Authorization", f"Bearer {SERVICE_TOKEN}")] * 2
+    async with app_client(store, token=None) as http:
+        assert_unauthenticated(await http.post("/graphql", json=QUERY, headers=headers))
 
 
 def assert_unauthenticated(response: httpx.Response) -> None:
@@ -137,23 +146,30 @@ async def test_open_endpoints_and_graphiql_stay_open(store):
     assert asset.status_code == 200
 
 
-def graphiql_client(store: ConnectorStore, client_host: str, token: str | None):
+def graphiql_client(
+    store: ConnectorStore, client_host: str, token: str | None, base_url: str
+) -> httpx.AsyncClient:
     app = create_app(Settings(), store=store, startup_token=token)
     transport = httpx.ASGITransport(app=app, client=(client_host, 5555))
-    return httpx.AsyncClient(transport=transport, base_url="http://test")
+    return httpx.AsyncClient(transport=transport, base_url=base_url)
 
 
 @pytest.mark.parametrize(
-    ("host", "token", "prefilled"),
+    ("host", "base_url", "token", "prefilled"),
     [
-        ("127.0.0.1", "startup-token", True),
-        ("::1", "startup-token", True),
-        ("203.0.113.7", "startup-token", False),
-        ("127.0.0.1", None, False),
+        ("127.0.0.1", "http://127.0.0.1:8000", "startup-token", True),
+        ("127.0.0.1", "http://localhost:8000", "startup-token", True),
+        ("::1", "http://[::1]:8000", "startup-token", True),
+        ("203.0.113.7", "http://127.0.0.1:8000", "startup-token", False),
+        ("127.0.0.1", "http://127.0.0.1:8000", None, False),
+        # DNS rebinding: a page of another site, resolved to this machine.
+        ("127.0.0.1", "http://evil.example:8000", "startup-token", False),
     ],
 )
-async def test_graphiql_page__startup_token_only_on_loopback(store, host, token, prefilled):
-    async with graphiql_client(store, host, token) as http:
+async def test_graphiql_page__startup_token_only_on_loopback(
+    store, host, base_url, token, prefilled
+):
+    async with graphiql_client(store, host, token, base_url) as http:
         page = (await http.get("/graphql", headers={"Accept": "text/html"})).text
     assert ("Bearer startup-token" in page) is prefilled
     assert "/*STARTUP_HEADERS*/null" in page or prefilled

@@ -276,3 +276,25 @@ async def test_watches_page__nested_operations_bounded_statements(gql, store, mo
         {"operationID": f"op-{watches - 1}"}
     ]
     assert counter.count == 3
+
+
+# --- nested lists count against the request's rows ------------------------------------------
+
+
+async def test_watch_operations__nested_rows_count_against_the_request_budget(gql, store):
+    for n in range(30):
+        await claimed_operation(store, operation_id=f"op-{n:02}")
+    await pending_watch(store, operation_id="op-final")
+    nested = (
+        "{ operations(first: 50) { edges { node { watch { operations { "
+        "watch { operations { operationID } } } } } } } }"
+    )
+
+    response = await gql.http.post("/graphql", json={"query": nested})
+
+    body = response.json()
+    assert len(response.content) < 1_000_000
+    codes = {
+        (error["extensions"]["code"], error["extensions"].get("field")) for error in body["errors"]
+    }
+    assert codes == {("BAD_USER_INPUT", "operations")}

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from server.app import create_app
-from server.logs import JsonFormatter, TextFormatter, redact
+from server.logs import JsonFormatter, TextFormatter, configure_logging, redact
 from server.settings import Settings
 from server.telemetry import valid_request_id
 from store import ConnectorStore
@@ -161,3 +161,25 @@ def test_tracing__off_without_an_endpoint():
     from server.tracing import tracer_for
 
     assert tracer_for("") is None
+
+
+@pytest.mark.parametrize("formatter", [JsonFormatter(), TextFormatter()])
+def test_redaction__a_secret_looking_field_keeps_the_line_parseable(formatter):
+    record = logging.LogRecord("connector_store.request", logging.INFO, "", 0, "POST", (), None)
+    record.request_id = "token=abc"
+    record.operation = "password=x"
+    line = formatter.format(record)
+    if isinstance(formatter, JsonFormatter):
+        entry = json.loads(line)
+        assert (entry["request_id"], entry["operation"]) == ("token=***", "password=***")
+    else:
+        assert 'request_id="token=***" operation="password=***"' in line
+
+
+def test_configure_logging__libraries_never_log_statements_at_debug():
+    configure_logging("debug", "text")
+    try:
+        assert logging.getLogger("aiosqlite").getEffectiveLevel() == logging.INFO
+        assert logging.getLogger("connector_store").getEffectiveLevel() == logging.DEBUG
+    finally:
+        configure_logging("info", "text")

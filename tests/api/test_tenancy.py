@@ -328,9 +328,9 @@ async def test_a_service_token_reaches_b(store, kind, name):
 
 
 async def test_lease_token_only_to_the_caller_and_nested_fields_filtered(store):
-    """Caller A, owner B: both see the operation, only A its lease token; the watch A's
-    finalize armed is B's (owner B), so null under A's view of the operation; B's watch
-    lists the operation for B."""
+    """Caller A, owner B (claimed by a service for them): both see the operation, only A its
+    lease token; the watch A's finalize armed is B's (owner B), so null in A's finalize
+    payload and under A's view of the operation; B's watch lists the operation for B."""
     token_b = mint(B, TENANT_SCOPES)
     claim = claim_input(callerDID=A, ownerDID=B, operationID="op-ab", leaseToken="lease-a")
     query = (
@@ -343,7 +343,7 @@ async def test_lease_token_only_to_the_caller_and_nested_fields_filtered(store):
         app_client(store, token=token_b) as as_b,
         app_client(store) as service,
     ):
-        claimed = await as_a.post(
+        claimed = await service.post(
             "/graphql",
             json={
                 "query": "mutation($i: ClaimOperationInput!) { claimOperation(input: $i) "
@@ -363,10 +363,11 @@ async def test_lease_token_only_to_the_caller_and_nested_fields_filtered(store):
         ).json()["data"]["operation"]["version"]
         finalize = (
             f'mutation {{ finalizeOperation(input: {{callerDID: "{A}", operationID: "op-ab", '
-            f'version: {version}, leaseToken: "lease-a", dueAt: 1}}) {{ applied }} }}'
+            f'version: {version}, leaseToken: "lease-a", dueAt: 1}}) '
+            "{ applied watch { ownerDID } } }"
         )
         finalized = (await as_a.post("/graphql", json={"query": finalize})).json()
-        assert finalized == {"data": {"finalizeOperation": {"applied": True}}}
+        assert finalized == {"data": {"finalizeOperation": {"applied": True, "watch": None}}}
         seen_by = {
             who: (await client.post("/graphql", json={"query": query})).json()
             for who, client in (("a", as_a), ("b", as_b), ("service", service))
@@ -386,6 +387,25 @@ async def test_lease_token_only_to_the_caller_and_nested_fields_filtered(store):
     assert edge["node"]["operations"] == [{"operationID": "op-ab"}]
 
 
+async def test_claim_operation__a_tenant_cannot_claim_for_another_owner(store):
+    """The owner's watch is what a finalize arms: a tenant's claim names it as the owner too,
+    or it is refused and nothing is written."""
+    claim = claim_input(callerDID=A, ownerDID=B, operationID="op-ab")
+    async with app_client(store, token=TOKEN_A) as as_a:
+        response = await as_a.post(
+            "/graphql",
+            json={
+                "query": "mutation($i: ClaimOperationInput!) { claimOperation(input: $i) "
+                "{ __typename } }",
+                "variables": {"i": claim},
+            },
+        )
+    body = response.json()
+    assert body["data"] is None
+    assert [error["extensions"]["code"] for error in body["errors"]] == ["FORBIDDEN"]
+    assert await store.operations.get_operation(A, "op-ab") is None
+
+
 async def test_a_tenant_writes_its_own_operations(store):
     """The other side of the rules: A claims and leases as caller A."""
     claim = claim_input(callerDID=A, ownerDID=A, operationID="op-a")
@@ -401,3 +421,18 @@ async def test_a_tenant_writes_its_own_operations(store):
     assert response.json() == {
         "data": {"claimOperation": {"operation": {"callerDID": A, "leaseToken": "lease-A"}}}
     }
+
+
+async def test_has_newer_operation_on_document__counts_only_the_viewers_operations(store):
+    """A learns nothing of B's writes on a document id they share."""
+    mine = claim_input(callerDID=A, ownerDID=A, operationID="op-a", documentID="doc-shared")
+    theirs = claim_input(callerDID=B, ownerDID=B, operationID="op-b", documentID="doc-shared")
+    query = f'{{ hasNewerOperationOnDocument(callerDID: "{A}", operationID: "op-a") }}'
+    claim = "mutation($i: ClaimOperationInput!) { claimOperation(input: $i) { __typename } }"
+    async with app_client(store, token=TOKEN_A) as as_a, app_client(store) as service:
+        for document in (mine, theirs):
+            await service.post("/graphql", json={"query": claim, "variables": {"i": document}})
+        seen_by_a = (await as_a.post("/graphql", json={"query": query})).json()
+        seen_by_service = (await service.post("/graphql", json={"query": query})).json()
+    assert seen_by_a == {"data": {"hasNewerOperationOnDocument": False}}
+    assert seen_by_service == {"data": {"hasNewerOperationOnDocument": True}}

@@ -180,6 +180,11 @@ async def test_update_sync_progress__half_or_bad_guard_refused(store, version, i
     ("overrides", "field"),
     [
         ({"last_synced_at": "yesterday"}, "lastSyncedAt"),
+        ({"last_synced_at": "2025-01-01"}, "lastSyncedAt"),
+        ({"last_synced_at": "2025-W01-1T00:00:00Z"}, "lastSyncedAt"),
+        ({"last_synced_at": "2025-01-01t00:00:00Z"}, "lastSyncedAt"),
+        ({"last_synced_at": "2025-01-01T00:00:00"}, "lastSyncedAt"),
+        ({"last_synced_at": "2025-02-30T00:00:00Z"}, "lastSyncedAt"),
         ({"last_synced_at": ""}, "lastSyncedAt"),
         ({"last_synced_at": 1_750_000_000_000}, "lastSyncedAt"),
         ({"entity_count": -1}, "entityCount"),
