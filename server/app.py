@@ -14,14 +14,17 @@ from cross_web import HTTPException
 from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from strawberry.asgi import GraphQL
+from strawberry.http import GraphQLHTTPResponse
 from strawberry.schema import BaseSchema
+from strawberry.types.execution import ExecutionResult
 
 from resolvers.context import Context
+from resolvers.errors import RequestError
 from resolvers.loaders import Loaders
 from resolvers.permissions import Viewer
 from server.auth import Authentication, Authenticator, authenticator, startup_headers
@@ -80,15 +83,36 @@ class GraphQLApp(GraphQL):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Strawberry's view, but a request it refuses (400, 405) gets a JSON error with a
-        code, like every other error, rather than plain text."""
+        code, like every other error, rather than plain text; and the response is
+        ``application/graphql-response+json`` when the client accepts it (GraphQL over HTTP),
+        with 400 when the request failed before execution."""
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
             return
+        request = Request(scope, receive)
+        graphql_response = accepts_graphql_response(request.headers.get("accept"))
         try:
-            response = await self.run(Request(scope, receive))
+            response = await self.run(request)
         except HTTPException as refused:
             response = request_error(refused.status_code, refused.reason)
+        else:
+            if graphql_response and scope.get(REQUEST_FAILED):
+                response.status_code = 400
+        if graphql_response and response.media_type in (None, "application/json"):
+            response.headers["content-type"] = GRAPHQL_RESPONSE_JSON
         await response(scope, receive, send)
+
+    async def process_result(  # type: ignore[override]
+        self, request: Request, result: ExecutionResult
+    ) -> GraphQLHTTPResponse:
+        """The response body; a request that failed before execution (every error a
+        ``RequestError``) has no ``data`` entry, as GraphQL over HTTP says."""
+        body = await super().process_result(request, result)
+        errors = result.errors or []
+        if result.data is None and errors and all(isinstance(e, RequestError) for e in errors):
+            body.pop("data", None)  # type: ignore[misc]
+            request.scope[REQUEST_FAILED] = True
+        return body
 
     async def render_graphql_ide(self, request: Request) -> Response:
         """The GraphiQL page; its header editor is prefilled with the startup admin token
@@ -116,6 +140,27 @@ def request_id() -> str:
     return info.request_id if info is not None else uuid.uuid4().hex
 
 
+GRAPHQL_RESPONSE_JSON = "application/graphql-response+json; charset=utf-8"
+REQUEST_FAILED = "connector_store.request_failed"
+"""Set in the ASGI scope when the request failed before execution."""
+UNSUPPORTED_CONTENT_TYPE = (
+    "Unsupported content type: send application/json (or use GET with query parameters)"
+)
+
+
+def accepts_graphql_response(accept: str | None) -> bool:
+    """Whether the ``Accept`` header prefers ``application/graphql-response+json`` (listed,
+    and before ``application/json`` when both are)."""
+    if not accept:
+        return False
+    types = [part.split(";", 1)[0].strip().lower() for part in accept.split(",")]
+    if "application/graphql-response+json" not in types:
+        return False
+    if "application/json" not in types:
+        return True
+    return types.index("application/graphql-response+json") < types.index("application/json")
+
+
 MAX_ECHOED_CHARS = 200
 MUTATION_OVER_GET = "mutations are not allowed when using GET"
 
@@ -127,6 +172,8 @@ def request_error(status: int, message: str) -> JSONResponse:
     is cut to 200 characters, since some echo what the client sent.
     """
     headers = {}
+    if message == "Unsupported content type":
+        message = UNSUPPORTED_CONTENT_TYPE
     if message == MUTATION_OVER_GET:
         status, headers = 405, {"Allow": "POST"}
     code = {405: "METHOD_NOT_ALLOWED", 413: "PAYLOAD_TOO_LARGE"}.get(status, "BAD_REQUEST")
@@ -176,6 +223,11 @@ class BodySizeLimit:
 
 class BodyTooLarge(Exception):
     """Raised inside ``BodySizeLimit`` when a streamed body passes the limit."""
+
+
+async def graphql_redirect(_: Request) -> Response:
+    """``GET /`` leads to the API (and its GraphiQL page in a browser)."""
+    return RedirectResponse("/graphql", status_code=308)
 
 
 async def healthz(_: Request) -> Response:
@@ -321,6 +373,7 @@ def create_app(
     )
     app = Starlette(
         routes=[
+            Route("/", graphql_redirect),
             Route("/graphql", graphql, methods=["GET", "POST"]),
             Route("/healthz", healthz),
             Route("/readyz", readyz),

@@ -37,7 +37,7 @@ log = logging.getLogger("connector_store.auth")
 
 SECRET_FILE = "jwt-secret"
 STARTUP_TOKEN_TTL_SECONDS = 12 * 3600
-OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+OPEN_PATHS = frozenset({"/", "/healthz", "/readyz"})
 OPEN_PREFIXES = ("/graphiql/",)
 
 

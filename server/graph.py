@@ -12,7 +12,7 @@ from strawberry.extensions import (
 )
 from strawberry.schema.config import StrawberryConfig
 
-from resolvers.errors import ErrorCodes
+from resolvers.errors import CodedValidation, ErrorCodes
 from resolvers.mutations import Mutation
 from resolvers.permissions import Authorization
 from resolvers.queries import Query
@@ -52,7 +52,7 @@ def build_schema(settings: Settings | None = None) -> strawberry.Schema:
     ]
     if not settings.introspection:
         extensions.append(lambda: AddValidationRules([NoSchemaIntrospectionCustomRule]))
-    extensions.append(DocumentCache)
+    extensions += [CodedValidation, DocumentCache]
     return ConnectorSchema(
         query=Query,
         mutation=Mutation,
