@@ -150,7 +150,7 @@ class Query:
         )
 
     @strawberry.field(description="The object behind a global id.")
-    async def node(self, info: Info, id: strawberry.ID) -> Node:
+    async def node(self, info: Info, id: strawberry.ID) -> Node | None:
         decoded = decode_global_id(id)
         store = info.context.store
         viewer = info.context.viewer

@@ -1,7 +1,7 @@
 """The Strawberry ``Schema``, built from the root types and the limits in ``Settings``."""
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import strawberry
 from graphql import GraphQLError, NoSchemaIntrospectionCustomRule
@@ -25,15 +25,18 @@ from server.query_limits import Limits, QueryLimits
 from server.settings import Settings
 from server.telemetry import OperationTelemetry
 
+FEDERATION_VERSION: Literal["2.7"] = "2.7"
 
-class ConnectorSchema(strawberry.Schema):
-    """The schema; errors are logged by ``ErrorCodes`` (only the masked ones), not here."""
+
+class ConnectorSchema(strawberry.federation.Schema):
+    """The schema, a Federation 2 subgraph (``_service``, ``_entities``); errors are logged
+    by ``ErrorCodes`` (only the masked ones), not here."""
 
     def process_errors(self, errors: list[GraphQLError], execution_context: Any = None) -> None:
         return None
 
 
-def build_schema(settings: Settings | None = None) -> strawberry.Schema:
+def build_schema(settings: Settings | None = None) -> strawberry.federation.Schema:
     """The API's schema; ``settings`` bound depth, tokens and aliases and may switch off
     introspection. The validation rules are the same classes on every request, so
     ``DocumentCache`` can reuse the validation of a document it has seen."""
@@ -59,4 +62,5 @@ def build_schema(settings: Settings | None = None) -> strawberry.Schema:
         types=[Operation, Watch],
         extensions=extensions,
         config=StrawberryConfig(name_converter=SeedNameConverter(), scalar_map=SCALAR_MAP),
+        federation_version=FEDERATION_VERSION,
     )
