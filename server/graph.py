@@ -16,6 +16,7 @@ from resolvers.errors import CodedValidation, ErrorCodes
 from resolvers.mutations import Mutation
 from resolvers.permissions import Authorization
 from resolvers.queries import Query
+from schema.descriptions import describe
 from schema.names import SeedNameConverter
 from schema.operation import Operation
 from schema.scalars import SCALAR_MAP
@@ -56,7 +57,7 @@ def build_schema(settings: Settings | None = None) -> strawberry.federation.Sche
     if not settings.introspection:
         extensions.append(lambda: AddValidationRules([NoSchemaIntrospectionCustomRule]))
     extensions += [CodedValidation, DocumentCache]
-    return ConnectorSchema(
+    schema = ConnectorSchema(
         query=Query,
         mutation=Mutation,
         types=[Operation, Watch],
@@ -64,3 +65,5 @@ def build_schema(settings: Settings | None = None) -> strawberry.federation.Sche
         config=StrawberryConfig(name_converter=SeedNameConverter(), scalar_map=SCALAR_MAP),
         federation_version=FEDERATION_VERSION,
     )
+    describe(schema._schema)
+    return schema
