@@ -2,8 +2,10 @@
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
+import re
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,7 +21,7 @@ from starlette.routing import Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from strawberry.asgi import GraphQL
-from strawberry.http import GraphQLHTTPResponse
+from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.schema import BaseSchema
 from strawberry.types.execution import ExecutionResult
 
@@ -37,6 +39,7 @@ from server.tracing import trace_store, tracer_for
 from store import ConnectorStore
 from store.database import Database
 from store.errors import DatabaseUnavailable
+from store.persisted_queries import sha256_hex
 
 log = logging.getLogger("connector_store")
 
@@ -95,6 +98,17 @@ class GraphQLApp(GraphQL):
             response = await self.run(request)
         except HTTPException as refused:
             response = request_error(refused.status_code, refused.reason)
+        except PersistedQueryNotFound:
+            response = JSONResponse(
+                {
+                    "errors": [
+                        {
+                            "message": "PersistedQueryNotFound",
+                            "extensions": {"code": "PERSISTED_QUERY_NOT_FOUND"},
+                        }
+                    ]
+                }
+            )
         else:
             if graphql_response and scope.get(REQUEST_FAILED):
                 response.status_code = 400
@@ -114,6 +128,59 @@ class GraphQLApp(GraphQL):
             request.scope[REQUEST_FAILED] = True
         return body
 
+    async def execute_single(  # type: ignore[override]
+        self,
+        request: Request,
+        request_adapter: Any,
+        sub_response: Response,
+        context: Context,
+        root_value: Any,
+        request_data: GraphQLRequestData,
+    ) -> Any:
+        """Strawberry's execution, after Apollo's automatic persisted queries: a request
+        with ``extensions.persistedQuery.sha256Hash`` and no query runs the registered text
+        (or gets ``PERSISTED_QUERY_NOT_FOUND``); with its query, the hash must match it and
+        the text is registered for every instance on the database."""
+        persisted = (request_data.extensions or {}).get("persistedQuery")
+        if persisted is not None:
+            request_data = await self.persisted(request, request_data, persisted)
+        return await super().execute_single(
+            request=request,
+            request_adapter=request_adapter,
+            sub_response=sub_response,
+            context=context,  # type: ignore[arg-type]
+            root_value=root_value,
+            request_data=request_data,
+        )
+
+    async def persisted(
+        self, request: Request, request_data: GraphQLRequestData, persisted: Any
+    ) -> GraphQLRequestData:
+        """``request_data`` with the query of its persisted-query hash."""
+        if not isinstance(persisted, dict) or persisted.get("version") != 1:
+            raise HTTPException(400, "persistedQuery: only version 1 is supported")
+        sha = persisted.get("sha256Hash")
+        if not isinstance(sha, str) or not SHA256_HEX.fullmatch(sha):
+            raise HTTPException(400, "persistedQuery: sha256Hash must be 64 hex digits")
+        store: ConnectorStore = request.app.state.store
+        if request_data.query is None:
+            query = await store.persisted_queries.get(sha)
+            if query is None:
+                raise PersistedQueryNotFound
+            return dataclasses.replace(request_data, query=query)
+        if sha256_hex(request_data.query) != sha.lower():
+            raise HTTPException(400, "provided sha does not match query")
+        if len(request_data.query) <= MAX_PERSISTED_QUERY_CHARS:
+            await store.persisted_queries.register(request_data.query)
+        return request_data
+
+    def should_render_graphql_ide(self, request: Any) -> bool:
+        """The page only for what ``is_graphiql_page`` lets through without a token: a GET
+        with a persisted query's hash (``extensions``) and no ``query`` is a request."""
+        return super().should_render_graphql_ide(request) and (
+            request.query_params.get("extensions") is None
+        )
+
     async def render_graphql_ide(self, request: Request) -> Response:
         """The GraphiQL page; its header editor is prefilled with the startup admin token
         only when the server made its own secret and the browser is on this machine."""
@@ -132,6 +199,15 @@ class GraphQLApp(GraphQL):
             loaders=Loaders(store),
             request_id=request_id(),
         )
+
+
+SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
+MAX_PERSISTED_QUERY_CHARS = 64 * 1024
+"""Longer texts run but are not registered (the table stays small)."""
+
+
+class PersistedQueryNotFound(Exception):
+    """No query is registered under the hash a request sent alone."""
 
 
 def request_id() -> str:
