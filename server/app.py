@@ -198,6 +198,7 @@ class GraphQLApp(GraphQL):
             viewer=request.scope.get("viewer") or Viewer.anonymous(),
             loaders=Loaders(store),
             request_id=request_id(),
+            request=request,
         )
 
 

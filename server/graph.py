@@ -10,6 +10,7 @@ from strawberry.extensions import (
     MaxTokensLimiter,
     SchemaExtension,
 )
+from strawberry.extensions.tracing.apollo_federation import ApolloFederationTracingExtension
 from strawberry.schema.config import StrawberryConfig
 
 from resolvers.errors import CodedValidation, ErrorCodes
@@ -25,6 +26,24 @@ from server.document_cache import DocumentCache
 from server.query_limits import Limits, QueryLimits
 from server.settings import Settings
 from server.telemetry import OperationTelemetry
+
+
+class FederatedTracing(ApolloFederationTracingExtension):
+    """Strawberry's federated tracing (ftv1), for service tokens only (a gateway's): a trace
+    carries resolver timings and the raw messages of errors, which the client may not see
+    otherwise. Untraced requests pay no coroutine per field."""
+
+    def _check_should_trace(self) -> bool:
+        viewer = getattr(self.execution_context.context, "viewer", None)
+        return viewer is not None and viewer.is_service and super()._check_should_trace()
+
+    def resolve(  # type: ignore[override]
+        self, _next: Callable[..., Any], root: Any, info: Any, *args: Any, **kwargs: Any
+    ) -> Any:
+        if not self._should_trace:
+            return _next(root, info, *args, **kwargs)
+        return super().resolve(_next, root, info, *args, **kwargs)
+
 
 FEDERATION_VERSION: Literal["2.7"] = "2.7"
 
@@ -49,6 +68,9 @@ def build_schema(settings: Settings | None = None) -> strawberry.federation.Sche
     )
     extensions: list[Callable[[], SchemaExtension]] = [
         OperationTelemetry,
+        # Federated tracing: a trace in ``extensions.ftv1`` only when the request carries
+        # ``apollo-federation-include-trace: ftv1`` (a gateway that reports usage).
+        FederatedTracing,
         ErrorCodes,
         Authorization,
         lambda: MaxTokensLimiter(max_token_count=settings.max_query_tokens),

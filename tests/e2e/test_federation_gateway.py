@@ -3,7 +3,8 @@
 JS subgraph that extends ``Operation`` by its key, then queries through the gateway: (a) an
 ``Operation`` field of ours joined with the JS subgraph's ``reviewNote``; (b) ``Operation``
 references returned by the JS subgraph, resolved by the gateway through our ``_entities``
-(an unknown key resolves to null)."""
+(an unknown key resolves to null). And federated tracing: with
+``apollo-federation-include-trace: ftv1`` our response carries a trace Apollo's decoder reads."""
 
 import json
 from pathlib import Path
@@ -31,6 +32,8 @@ def test_gateway__joins_and_resolves_operation_references(tmp_path: Path) -> Non
     assert run.returncode == 0, run.stdout + run.stderr
     result = json.loads(run.stdout.strip().splitlines()[-1])
     assert result["sdlHasKey"]
+    assert result["ftv1"]["rootFields"] == ["serverTime"]
+    assert result["ftv1"]["durationNs"] > 0
     assert result["joined"] == {
         "data": {
             "operation": {

@@ -5,12 +5,16 @@
 //   references: Operation references returned by the reviews subgraph, resolved by the
 //               gateway through our `_entities`.
 // Usage: node gateway.mjs STORE_URL REVIEWS_PORT TOKEN CALLER_DID OPERATION_ID
-// Prints one JSON line: {sdlHasKey, joined, references}; exits 1 on a failure.
+// And federated tracing: our ftv1 trace, decoded by Apollo's protobuf Trace.
+// Prints one JSON line: {ftv1, sdlHasKey, joined, references}; exits 1 on a failure.
 import { ApolloServer } from '@apollo/server';
 import { startStandaloneServer } from '@apollo/server/standalone';
 import { buildSubgraphSchema } from '@apollo/subgraph';
 import { ApolloGateway, IntrospectAndCompose, RemoteGraphQLDataSource } from '@apollo/gateway';
 import { parse } from 'graphql';
+import usageReporting from '@apollo/usage-reporting-protobuf';
+
+const { Trace } = usageReporting;
 
 const [storeUrl, reviewsPort, token, callerDID, operationID] = process.argv.slice(2);
 
@@ -96,8 +100,25 @@ try {
   const references = await run(
     `{ recentReviews { id operation { operationID state connectorName reviewNote } } }`,
   );
+  // Federated tracing, asked for as a gateway that reports usage asks: the trace must be
+  // a protobuf Trace that Apollo's own decoder reads.
+  const traced = await fetch(storeUrl, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      authorization: `Bearer ${token}`,
+      'apollo-federation-include-trace': 'ftv1',
+    },
+    body: JSON.stringify({ query: '{ serverTime }' }),
+  }).then((r) => r.json());
+  const trace = Trace.decode(Buffer.from(traced.extensions.ftv1, 'base64'));
+  const ftv1 = {
+    rootFields: trace.root.child.map((node) => node.responseName),
+    durationNs: Number(trace.durationNs),
+  };
   console.log(
     JSON.stringify({
+      ftv1,
       sdlHasKey: sdl.data._service.sdl.includes('@key(fields: "callerDID operationID")'),
       joined,
       references,
