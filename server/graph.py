@@ -11,9 +11,11 @@ from strawberry.extensions import (
     SchemaExtension,
 )
 from strawberry.extensions.tracing.apollo_federation import ApolloFederationTracingExtension
+from strawberry.federation.schema import FederationAny
 from strawberry.schema.config import StrawberryConfig
+from strawberry.types.info import Info
 
-from resolvers.errors import CodedValidation, ErrorCodes
+from resolvers.errors import CodedValidation, ErrorCodes, bad_input
 from resolvers.mutations import Mutation
 from resolvers.permissions import Authorization
 from resolvers.queries import Query
@@ -48,12 +50,33 @@ class FederatedTracing(ApolloFederationTracingExtension):
 FEDERATION_VERSION: Literal["2.7"] = "2.7"
 
 
+ENTITY_TYPES = frozenset({"Operation", "Watch"})
+"""The types other subgraphs may refer to by key (``_entities``)."""
+
+
 class ConnectorSchema(strawberry.federation.Schema):
     """The schema, a Federation 2 subgraph (``_service``, ``_entities``); errors are logged
     by ``ErrorCodes`` (only the masked ones), not here."""
 
     def process_errors(self, errors: list[GraphQLError], execution_context: Any = None) -> None:
         return None
+
+    def entities_resolver(
+        self, info: Info, representations: list[FederationAny]
+    ) -> list[FederationAny]:
+        """Strawberry's ``_entities``, after a check of each representation: an object whose
+        ``__typename`` is one of our entities, else ``BAD_USER_INPUT`` (Strawberry would fail
+        on a missing or unknown type name with an internal error)."""
+        for index, representation in enumerate(representations):
+            if not isinstance(representation, dict) or (
+                representation.get("__typename") not in ENTITY_TYPES
+            ):
+                raise bad_input(
+                    "representations",
+                    f"item {index} must be an object whose __typename is one of "
+                    f"{', '.join(sorted(ENTITY_TYPES))}",
+                )
+        return super().entities_resolver(info, representations)
 
 
 def build_schema(settings: Settings | None = None) -> strawberry.federation.Schema:
