@@ -37,3 +37,17 @@ async def test_entities__the_caller_sees_its_own_a_stranger_gets_null(store, gql
 async def test_entities__not_our_entity_is_bad_user_input(gql, representation):
     body = await gql.query(ENTITIES, {"r": [representation]})
     assert error_codes(body) == ["BAD_USER_INPUT"]
+
+
+@pytest.mark.parametrize(
+    "key",
+    [["Operation", ""], ["Operation", "x" * 2000], ["Watch", ["", "c", "m", "a", "s"]], "junk"],
+)
+async def test_node__forged_id_is_not_found_naming_no_field(gql, key):
+    from schema.node import encode_opaque
+
+    forged = key if isinstance(key, str) else encode_opaque(key)
+    body = await gql.query("query($id: ID!) { node(id: $id) { id } }", {"id": forged})
+    assert body["data"] == {"node": None}
+    assert error_codes(body) == ["NOT_FOUND"]
+    assert "field" not in body["errors"][0]["extensions"]
