@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install run test test-faults lint schema bench token
+.PHONY: install run test test-faults lint schema bench token node
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,6 +12,15 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 install: $(VENV)/.installed
+
+# The Node harness of the tests (federation gateway, graphql-http audit): pinned by its
+# lockfile, installed again only when the lockfile changes.
+NODE_DIR := tests/node
+$(NODE_DIR)/node_modules/.installed: $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+node: $(NODE_DIR)/node_modules/.installed
 
 run: install
 	$(BIN)/connector-store serve
@@ -25,7 +34,7 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint
+test: lint node
 	$(BIN)/pytest
 
 # The long fault tests (real processes: SIGKILL, terminated backends, replicas, pgbouncer,

@@ -1,6 +1,7 @@
 """The typed request context every resolver receives."""
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import strawberry
 
@@ -45,6 +46,9 @@ class Context:
     events: list[str] = field(default_factory=list)
     """Store events this request saw, for the metrics: ``lease_takeover``,
     ``contested_send``."""
+    request: Any = None
+    """The HTTP request (federated tracing reads its ``apollo-federation-include-trace``
+    header); None outside HTTP."""
 
     def require(self, scope: str) -> None:
         """Raise ``FORBIDDEN`` unless the viewer holds ``scope`` (for nested fields, which

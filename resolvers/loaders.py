@@ -23,17 +23,29 @@ def watch_identity_of(record: OperationRecord) -> WatchIdentity:
 class Loaders:
     """The loaders of one request; never shared between requests.
 
-    ``watch``: a watch by identity (``Operation.watch``). ``watch_operations``: the
+    ``operation``: an operation by ``(caller_did, operation_id)`` (federation's
+    ``_entities``). ``watch``: a watch by identity (``Operation.watch``). ``watch_operations``: the
     operations of a watch identity, oldest first (``Watch.operations``).
     """
 
     store: ConnectorStore
+    operation: DataLoader[tuple[str, str], OperationRecord | None] = field(init=False)
     watch: DataLoader[WatchIdentity, WatchRecord | None] = field(init=False)
     watch_operations: DataLoader[WatchIdentity, list[OperationRecord]] = field(init=False)
 
     def __post_init__(self) -> None:
+        self.operation = DataLoader(load_fn=self._load_operations)
         self.watch = DataLoader(load_fn=self._load_watches)
         self.watch_operations = DataLoader(load_fn=self._load_watch_operations)
+
+    async def _load_operations(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> list[OperationRecord | None]:
+        found = {
+            (record.caller_did, record.operation_id): record
+            for record in await self.store.operations.list_operations(keys)
+        }
+        return [found.get(key) for key in keys]
 
     async def _load_watches(self, identities: Sequence[WatchIdentity]) -> list[WatchRecord | None]:
         found = {
@@ -56,11 +68,13 @@ class Loaders:
             if isinstance(record, WatchRecord):
                 self.watch.prime(record.identity, record, force=True)
             elif isinstance(record, OperationRecord):
+                self.operation.prime((record.caller_did, record.operation_id), record, force=True)
                 # DataLoader.clear raises KeyError for a key it never loaded.
                 with suppress(KeyError):
                     self.watch_operations.clear(watch_identity_of(record))
 
     def forget_all(self) -> None:
         """Drop every cached row, after a write that changed rows it did not return."""
+        self.operation.clear_all()
         self.watch.clear_all()
         self.watch_operations.clear_all()

@@ -141,6 +141,10 @@ QUERY_RULES: dict[str, Rule] = {
     "pendingAuth": Rule(("auth:write",), rows="owner, else null"),
     "syncState": Rule(("sync:read",), rows="owner, else null"),
     "syncStates": Rule(("sync:read",), rows="owner only"),
+    # Federation: the subgraph's SDL (what introspection shows), and entities by key, each
+    # through its type's ``resolve_reference`` with the checks of ``operation``/``watch``.
+    "_service": Rule(()),
+    "_entities": Rule((), rows="per type: as operation/watch (null when not visible)"),
 }
 MUTATION_RULES: dict[str, Rule] = {
     # The owner too: finalize arms the owner's watch, so a tenant claims only its own work.
@@ -170,9 +174,7 @@ MUTATION_RULES: dict[str, Rule] = {
     "deleteSyncState": Rule(("sync:write",), actors=(OWNER,)),
 }
 RULES: dict[str, dict[str, Rule]] = {"Query": QUERY_RULES, "Mutation": MUTATION_RULES}
-# Federation's root fields, when the schema has them: entities are resolved through the
-# same per-type checks as ``node``.
-OPEN_ROOT_FIELDS = frozenset({"__typename", "__schema", "__type", "_service"})
+OPEN_ROOT_FIELDS = frozenset({"__typename", "__schema", "__type"})
 
 
 def rule_for(type_name: str, field_name: str) -> Rule:

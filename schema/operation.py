@@ -1,4 +1,7 @@
-"""The ``Operation`` type: the write-back envelope of one change."""
+"""The ``Operation`` type: the write-back envelope of one change; a federation entity keyed
+by ``callerDID operationID``."""
+
+from typing import Any
 
 import strawberry
 
@@ -7,10 +10,16 @@ from schema.node import Node, encode_global_id
 from schema.records import from_record
 from schema.scalars import JSON, EpochMillis
 from schema.watch import Watch
+from store import validation as check
+from store.errors import InvalidInput
 from store.records import OperationRecord, WatchIdentity
 
 
-@strawberry.type(description="The durable, exactly-once write-back envelope of one change.")
+@strawberry.federation.type(
+    keys=["callerDID operationID"],
+    description="The durable, exactly-once write-back envelope of one change. A federation "
+    "entity: other subgraphs refer to it by `callerDID` and `operationID`.",
+)
 class Operation(Node):
     caller_did: str
     operation_id: str
@@ -62,6 +71,24 @@ class Operation(Node):
         if record is None or not info.context.owns(record.owner_did):
             return None
         return Watch.from_record(record)
+
+    @classmethod
+    async def resolve_reference(cls, info: strawberry.Info, **key: Any) -> "Operation | None":
+        """The entity a gateway asks for by its key (``_entities``): through the request's
+        loader, with the checks of every other read (the right operations:read; the viewer
+        must be the caller or the owner). A malformed, unknown or foreign key reads null."""
+        info.context.require("operations:read")
+        try:
+            wanted = (
+                check.key("callerDID", key.get("callerDID")),
+                check.key("operationID", key.get("operationID")),
+            )
+        except InvalidInput:
+            return None
+        record = await info.context.loaders.operation.load(wanted)
+        if record is None or not info.context.can_see(record):
+            return None
+        return cls.from_record(record)
 
     @classmethod
     def from_record(cls, record: OperationRecord) -> "Operation":

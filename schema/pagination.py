@@ -6,7 +6,7 @@ from schema.operation import Operation
 from schema.watch import Watch
 
 
-@strawberry.type(description="Where a page stands in the whole list.")
+@strawberry.federation.type(shareable=True, description="Where a page stands in the whole list.")
 class PageInfo:
     has_next_page: bool
     has_previous_page: bool

@@ -9,6 +9,10 @@ from strawberry.types.scalar import ScalarDefinition
 
 MAX_EPOCH_MS = 2**53 - 1
 
+EPOCH_MILLIS_SPEC = "docs/scalars.md#epochmillis"
+"""Where ``EpochMillis`` is defined: this repository's ``docs/scalars.md`` (a relative URL, so
+the schema names no host)."""
+
 EpochMillis = NewType("EpochMillis", int)
 """Milliseconds since the Unix epoch, 0 to 2^53-1 (GraphQL ``Int`` is 32-bit)."""
 
@@ -32,6 +36,7 @@ def parse_epoch_millis_literal(node: ValueNode, _variables: Any = None) -> int:
 EPOCH_MILLIS = strawberry.scalar(
     name="EpochMillis",
     description="Milliseconds since the Unix epoch, as a JSON integer from 0 to 2^53-1.",
+    specified_by_url=EPOCH_MILLIS_SPEC,
     serialize=int,
     parse_value=parse_epoch_millis,
     parse_literal=parse_epoch_millis_literal,

@@ -1,6 +1,6 @@
 """The ``Watch`` type: one verify/repair state machine per provider entity."""
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import strawberry
 
@@ -8,13 +8,22 @@ from schema.enums import DeferReason, VerificationStatus
 from schema.node import Node, encode_global_id
 from schema.records import from_record
 from schema.scalars import EpochMillis
+from store import validation as check
+from store.errors import InvalidInput
 from store.records import WatchIdentity, WatchRecord
 
 if TYPE_CHECKING:
     from schema.operation import Operation
 
 
-@strawberry.type(description="The verify/repair watch of one provider entity.")
+KEY_FIELDS = ("ownerDID", "connectorName", "model", "accountKey", "sourceID")
+
+
+@strawberry.federation.type(
+    keys=[" ".join(KEY_FIELDS)],
+    description="The verify/repair watch of one provider entity. A federation entity: other "
+    "subgraphs refer to it by its identity (owner, connector, model, account, source).",
+)
 class Watch(Node):
     owner_did: str
     connector_name: str
@@ -52,6 +61,21 @@ class Watch(Node):
         visible = [record for record in records if info.context.can_see(record)]
         info.context.rows.take("operations", len(visible))
         return [Operation.from_record(record) for record in visible]
+
+    @classmethod
+    async def resolve_reference(cls, info: strawberry.Info, **key: Any) -> "Watch | None":
+        """The entity a gateway asks for by its identity (``_entities``): through the
+        request's loader, with the checks of every other read (the right watches:read; the
+        viewer must own it). A malformed, unknown or foreign key reads null."""
+        info.context.require("watches:read")
+        try:
+            identity = WatchIdentity(*(check.key(name, key.get(name)) for name in KEY_FIELDS))
+        except InvalidInput:
+            return None
+        record = await info.context.loaders.watch.load(identity)
+        if record is None or not info.context.owns(record.owner_did):
+            return None
+        return cls.from_record(record)
 
     @classmethod
     def from_record(cls, record: WatchRecord) -> "Watch":

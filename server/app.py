@@ -2,8 +2,10 @@
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
+import re
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,14 +16,17 @@ from cross_web import HTTPException
 from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from strawberry.asgi import GraphQL
+from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.schema import BaseSchema
+from strawberry.types.execution import ExecutionResult
 
 from resolvers.context import Context
+from resolvers.errors import RequestError
 from resolvers.loaders import Loaders
 from resolvers.permissions import Viewer
 from server.auth import Authentication, Authenticator, authenticator, startup_headers
@@ -34,6 +39,7 @@ from server.tracing import trace_store, tracer_for
 from store import ConnectorStore
 from store.database import Database
 from store.errors import DatabaseUnavailable
+from store.persisted_queries import sha256_hex
 
 log = logging.getLogger("connector_store")
 
@@ -81,15 +87,100 @@ class GraphQLApp(GraphQL):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Strawberry's view, but a request it refuses (400, 405) gets a JSON error with a
-        code, like every other error, rather than plain text."""
+        code, like every other error, rather than plain text; and the response is
+        ``application/graphql-response+json`` when the client accepts it (GraphQL over HTTP),
+        with 400 when the request failed before execution."""
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
             return
+        request = Request(scope, receive)
+        graphql_response = accepts_graphql_response(request.headers.get("accept"))
         try:
-            response = await self.run(Request(scope, receive))
+            response = await self.run(request)
         except HTTPException as refused:
             response = request_error(refused.status_code, refused.reason)
+        except PersistedQueryNotFound:
+            response = JSONResponse(
+                {
+                    "errors": [
+                        {
+                            "message": "PersistedQueryNotFound",
+                            "extensions": {"code": "PERSISTED_QUERY_NOT_FOUND"},
+                        }
+                    ]
+                }
+            )
+        else:
+            if graphql_response and scope.get(REQUEST_FAILED):
+                response.status_code = 400
+        if graphql_response and response.media_type in (None, "application/json"):
+            response.headers["content-type"] = GRAPHQL_RESPONSE_JSON
         await response(scope, receive, send)
+
+    async def process_result(  # type: ignore[override]
+        self, request: Request, result: ExecutionResult
+    ) -> GraphQLHTTPResponse:
+        """The response body; a request that failed before execution (every error a
+        ``RequestError``) has no ``data`` entry, as GraphQL over HTTP says."""
+        body = await super().process_result(request, result)
+        errors = result.errors or []
+        if result.data is None and errors and all(isinstance(e, RequestError) for e in errors):
+            body.pop("data", None)  # type: ignore[misc]
+            request.scope[REQUEST_FAILED] = True
+        return body
+
+    async def execute_single(  # type: ignore[override]
+        self,
+        request: Request,
+        request_adapter: Any,
+        sub_response: Response,
+        context: Context,
+        root_value: Any,
+        request_data: GraphQLRequestData,
+    ) -> Any:
+        """Strawberry's execution, after Apollo's automatic persisted queries: a request
+        with ``extensions.persistedQuery.sha256Hash`` and no query runs the registered text
+        (or gets ``PERSISTED_QUERY_NOT_FOUND``); with its query, the hash must match it and
+        the text is registered for every instance on the database."""
+        persisted = (request_data.extensions or {}).get("persistedQuery")
+        if persisted is not None:
+            request_data = await self.persisted(request, request_data, persisted)
+        return await super().execute_single(
+            request=request,
+            request_adapter=request_adapter,
+            sub_response=sub_response,
+            context=context,  # type: ignore[arg-type]
+            root_value=root_value,
+            request_data=request_data,
+        )
+
+    async def persisted(
+        self, request: Request, request_data: GraphQLRequestData, persisted: Any
+    ) -> GraphQLRequestData:
+        """``request_data`` with the query of its persisted-query hash."""
+        if not isinstance(persisted, dict) or persisted.get("version") != 1:
+            raise HTTPException(400, "persistedQuery: only version 1 is supported")
+        sha = persisted.get("sha256Hash")
+        if not isinstance(sha, str) or not SHA256_HEX.fullmatch(sha):
+            raise HTTPException(400, "persistedQuery: sha256Hash must be 64 hex digits")
+        store: ConnectorStore = request.app.state.store
+        if request_data.query is None:
+            query = await store.persisted_queries.get(sha)
+            if query is None:
+                raise PersistedQueryNotFound
+            return dataclasses.replace(request_data, query=query)
+        if sha256_hex(request_data.query) != sha.lower():
+            raise HTTPException(400, "provided sha does not match query")
+        if len(request_data.query) <= MAX_PERSISTED_QUERY_CHARS:
+            await store.persisted_queries.register(request_data.query)
+        return request_data
+
+    def should_render_graphql_ide(self, request: Any) -> bool:
+        """The page only for what ``is_graphiql_page`` lets through without a token: a GET
+        with a persisted query's hash (``extensions``) and no ``query`` is a request."""
+        return super().should_render_graphql_ide(request) and (
+            request.query_params.get("extensions") is None
+        )
 
     async def render_graphql_ide(self, request: Request) -> Response:
         """The GraphiQL page; its header editor is prefilled with the startup admin token
@@ -111,13 +202,44 @@ class GraphQLApp(GraphQL):
             viewer=request.scope.get("viewer") or Viewer.anonymous(),
             loaders=Loaders(store),
             request_id=request_id(),
+            request=request,
         )
+
+
+SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
+MAX_PERSISTED_QUERY_CHARS = 64 * 1024
+"""Longer texts run but are not registered (the table stays small)."""
+
+
+class PersistedQueryNotFound(Exception):
+    """No query is registered under the hash a request sent alone."""
 
 
 def request_id() -> str:
     """The request id ``RequestTelemetry`` chose (from ``X-Request-ID`` or new)."""
     info = current_request.get()
     return info.request_id if info is not None else uuid.uuid4().hex
+
+
+GRAPHQL_RESPONSE_JSON = "application/graphql-response+json; charset=utf-8"
+REQUEST_FAILED = "connector_store.request_failed"
+"""Set in the ASGI scope when the request failed before execution."""
+UNSUPPORTED_CONTENT_TYPE = (
+    "Unsupported content type: send application/json (or use GET with query parameters)"
+)
+
+
+def accepts_graphql_response(accept: str | None) -> bool:
+    """Whether the ``Accept`` header prefers ``application/graphql-response+json`` (listed,
+    and before ``application/json`` when both are)."""
+    if not accept:
+        return False
+    types = [part.split(";", 1)[0].strip().lower() for part in accept.split(",")]
+    if "application/graphql-response+json" not in types:
+        return False
+    if "application/json" not in types:
+        return True
+    return types.index("application/graphql-response+json") < types.index("application/json")
 
 
 MAX_ECHOED_CHARS = 200
@@ -131,6 +253,8 @@ def request_error(status: int, message: str) -> JSONResponse:
     is cut to 200 characters, since some echo what the client sent.
     """
     headers = {}
+    if message == "Unsupported content type":
+        message = UNSUPPORTED_CONTENT_TYPE
     if message == MUTATION_OVER_GET:
         status, headers = 405, {"Allow": "POST"}
     code = {405: "METHOD_NOT_ALLOWED", 413: "PAYLOAD_TOO_LARGE"}.get(status, "BAD_REQUEST")
@@ -180,6 +304,11 @@ class BodySizeLimit:
 
 class BodyTooLarge(Exception):
     """Raised inside ``BodySizeLimit`` when a streamed body passes the limit."""
+
+
+async def graphql_redirect(_: Request) -> Response:
+    """``GET /`` leads to the API (and its GraphiQL page in a browser)."""
+    return RedirectResponse("/graphql", status_code=308)
 
 
 async def healthz(_: Request) -> Response:
@@ -325,6 +454,7 @@ def create_app(
     )
     app = Starlette(
         routes=[
+            Route("/", graphql_redirect),
             Route("/graphql", graphql, methods=["GET", "POST"]),
             Route("/healthz", healthz),
             Route("/readyz", readyz),

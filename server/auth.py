@@ -39,7 +39,7 @@ log = logging.getLogger("connector_store.auth")
 
 SECRET_FILE = "jwt-secret"
 STARTUP_TOKEN_TTL_SECONDS = 12 * 3600
-OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+OPEN_PATHS = frozenset({"/", "/healthz", "/readyz"})
 OPEN_PREFIXES = ("/graphiql/",)
 
 
@@ -198,11 +198,13 @@ def unauthenticated(message: str) -> JSONResponse:
 
 
 def is_graphiql_page(scope: Scope) -> bool:
-    """A browser asking for the GraphiQL page: GET /graphql with no query, accepting HTML
-    (Strawberry's own test for rendering the IDE)."""
+    """A browser asking for the GraphiQL page: GET /graphql with no query and no extensions
+    (a persisted query sends its hash alone), accepting HTML (``GraphQLApp`` renders the IDE
+    on the same test)."""
     if scope["method"] != "GET" or scope["path"] != "/graphql":
         return False
-    if "query" in QueryParams(scope.get("query_string", b"")):
+    params = QueryParams(scope.get("query_string", b""))
+    if "query" in params or "extensions" in params:
         return False
     accept = dict(scope["headers"]).get(b"accept", b"").decode("latin-1")
     return "text/html" in accept or "*/*" in accept

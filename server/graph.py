@@ -1,7 +1,7 @@
 """The Strawberry ``Schema``, built from the root types and the limits in ``Settings``."""
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import strawberry
 from graphql import GraphQLError, NoSchemaIntrospectionCustomRule
@@ -10,12 +10,16 @@ from strawberry.extensions import (
     MaxTokensLimiter,
     SchemaExtension,
 )
+from strawberry.extensions.tracing.apollo_federation import ApolloFederationTracingExtension
+from strawberry.federation.schema import FederationAny
 from strawberry.schema.config import StrawberryConfig
+from strawberry.types.info import Info
 
-from resolvers.errors import ErrorCodes
+from resolvers.errors import CodedValidation, ErrorCodes, bad_input
 from resolvers.mutations import Mutation
 from resolvers.permissions import Authorization
 from resolvers.queries import Query
+from schema.descriptions import describe
 from schema.names import SeedNameConverter
 from schema.operation import Operation
 from schema.scalars import SCALAR_MAP
@@ -26,14 +30,56 @@ from server.settings import Settings
 from server.telemetry import OperationTelemetry
 
 
-class ConnectorSchema(strawberry.Schema):
-    """The schema; errors are logged by ``ErrorCodes`` (only the masked ones), not here."""
+class FederatedTracing(ApolloFederationTracingExtension):
+    """Strawberry's federated tracing (ftv1), for service tokens only (a gateway's): a trace
+    carries resolver timings and the raw messages of errors, which the client may not see
+    otherwise. Untraced requests pay no coroutine per field."""
+
+    def _check_should_trace(self) -> bool:
+        viewer = getattr(self.execution_context.context, "viewer", None)
+        return viewer is not None and viewer.is_service and super()._check_should_trace()
+
+    def resolve(  # type: ignore[override]
+        self, _next: Callable[..., Any], root: Any, info: Any, *args: Any, **kwargs: Any
+    ) -> Any:
+        if not self._should_trace:
+            return _next(root, info, *args, **kwargs)
+        return super().resolve(_next, root, info, *args, **kwargs)
+
+
+FEDERATION_VERSION: Literal["2.7"] = "2.7"
+
+
+ENTITY_TYPES = frozenset({"Operation", "Watch"})
+"""The types other subgraphs may refer to by key (``_entities``)."""
+
+
+class ConnectorSchema(strawberry.federation.Schema):
+    """The schema, a Federation 2 subgraph (``_service``, ``_entities``); errors are logged
+    by ``ErrorCodes`` (only the masked ones), not here."""
 
     def process_errors(self, errors: list[GraphQLError], execution_context: Any = None) -> None:
         return None
 
+    def entities_resolver(
+        self, info: Info, representations: list[FederationAny]
+    ) -> list[FederationAny]:
+        """Strawberry's ``_entities``, after a check of each representation: an object whose
+        ``__typename`` is one of our entities, else ``BAD_USER_INPUT`` (Strawberry would fail
+        on a missing or unknown type name with an internal error)."""
+        for index, representation in enumerate(representations):
+            if not isinstance(representation, dict) or (
+                representation.get("__typename") not in ENTITY_TYPES
+            ):
+                raise bad_input(
+                    "representations",
+                    f"item {index} must be an object whose __typename is one of "
+                    f"{', '.join(sorted(ENTITY_TYPES))}",
+                )
+        return super().entities_resolver(info, representations)
 
-def build_schema(settings: Settings | None = None) -> strawberry.Schema:
+
+def build_schema(settings: Settings | None = None) -> strawberry.federation.Schema:
     """The API's schema; ``settings`` bound depth, tokens and aliases and may switch off
     introspection. The validation rules are the same classes on every request, so
     ``DocumentCache`` can reuse the validation of a document it has seen."""
@@ -45,6 +91,9 @@ def build_schema(settings: Settings | None = None) -> strawberry.Schema:
     )
     extensions: list[Callable[[], SchemaExtension]] = [
         OperationTelemetry,
+        # Federated tracing: a trace in ``extensions.ftv1`` only when the request carries
+        # ``apollo-federation-include-trace: ftv1`` (a gateway that reports usage).
+        FederatedTracing,
         ErrorCodes,
         Authorization,
         lambda: MaxTokensLimiter(max_token_count=settings.max_query_tokens),
@@ -52,11 +101,14 @@ def build_schema(settings: Settings | None = None) -> strawberry.Schema:
     ]
     if not settings.introspection:
         extensions.append(lambda: AddValidationRules([NoSchemaIntrospectionCustomRule]))
-    extensions.append(DocumentCache)
-    return ConnectorSchema(
+    extensions += [CodedValidation, DocumentCache]
+    schema = ConnectorSchema(
         query=Query,
         mutation=Mutation,
         types=[Operation, Watch],
         extensions=extensions,
         config=StrawberryConfig(name_converter=SeedNameConverter(), scalar_map=SCALAR_MAP),
+        federation_version=FEDERATION_VERSION,
     )
+    describe(schema._schema)
+    return schema

@@ -6,6 +6,7 @@ from store.context import Clock, ReadWinner, StoreContext, random_id, system_clo
 from store.database import Database
 from store.operations import OperationsStore
 from store.pending_auth import PendingAuthStore
+from store.persisted_queries import PersistedQueriesStore
 from store.retention import RetentionStore
 from store.sync_state import SyncStateStore
 from store.watches import WatchesStore
@@ -19,7 +20,7 @@ class ConnectorStore:
     system time by default. ``read_winner``: the current winner digest of a document,
     by default the ``kubun_connector_document_winner`` table. ``new_id``: mints node keys
     and incarnations. Parts: ``operations``, ``watches``, ``winners``, ``retention``,
-    ``pending_auth``, ``sync_state``.
+    ``pending_auth``, ``sync_state``, ``persisted_queries``.
     """
 
     def __init__(
@@ -39,4 +40,5 @@ class ConnectorStore:
         self.retention = RetentionStore(context)
         self.pending_auth = PendingAuthStore(context)
         self.sync_state = SyncStateStore(context)
+        self.persisted_queries = PersistedQueriesStore(context)
         self.clock = clock

@@ -580,6 +580,18 @@ class OperationsStore:
             )
         return Finalization(committed, armed)
 
+    async def list_operations(self, keys: Sequence[tuple[str, str]]) -> list[OperationRecord]:
+        """The operations at ``(caller_did, operation_id)`` of ``keys`` that exist, in no
+        particular order; one statement per 100 keys (for DataLoaders). Raises
+        ``InvalidInput`` for a malformed key."""
+        found: list[OperationRecord] = []
+        for chunk in chunked(keys, 100):
+            rows = await self._db.fetch_all(
+                sa.select(op).where(sa.or_(*(_by_key(*key) for key in chunk)))
+            )
+            found.extend(OperationRecord.from_row(row) for row in rows)
+        return found
+
     async def list_operations_of_watches(
         self, identities: Sequence[WatchIdentity]
     ) -> list[OperationRecord]:

@@ -150,3 +150,13 @@ document_winner = sa.Table(
     sa.Column("winner_digest", sa.Text, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
 )
+
+persisted_query = sa.Table(
+    "kubun_connector_persisted_query",
+    metadata,
+    sa.Column("sha256_hash", sa.Text, primary_key=True),
+    sa.Column("query", sa.Text, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+)
+"""Automatic persisted queries: a query text under its SHA-256 (hex), shared by every server
+instance on the database."""

@@ -76,6 +76,13 @@ QUERIES: dict[str, tuple[str, str]] = {
         '{ syncStates(connectorName: "calendar") { edges { node { ownerDID } } } }',
         "null",
     ),
+    "_service": ("{ _service { sdl } }", "open"),
+    "_entities": (
+        f'{{ _entities(representations: [{{__typename: "Operation", {OP_B}}}, '
+        f'{{__typename: "Watch", {IDENT_B[1:-1]}}}]) '
+        "{ ... on Operation { operationID leaseToken } ... on Watch { sourceID } } }",
+        "null",
+    ),
 }
 MUTATIONS: dict[str, tuple[str, str]] = {
     "claimOperation": (
@@ -282,6 +289,8 @@ def is_empty(value: Any) -> bool:
     """Null, false, or a page/list/object holding nothing of B's."""
     if value is None or value is False or value == []:
         return True
+    if isinstance(value, list):
+        return all(is_empty(item) for item in value)
     if isinstance(value, dict):
         return all(is_empty(item) for item in value.values()) or B not in json.dumps(value)
     return False

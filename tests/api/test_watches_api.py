@@ -50,7 +50,7 @@ async def refused(gql: GraphQLClient, mutation: str, input_type: str, value: Any
         f"mutation($input: {input_type}!) {{ {mutation}(input: $input) {{ __typename }} }}",
         {"input": value},
     )
-    assert body["data"] is None, body
+    assert body.get("data") is None, body
     [error] = body["errors"]
     return error
 

@@ -268,8 +268,10 @@ async def terminate_backends(database_url: str) -> None:
     admin = await asyncpg.connect(postgres_admin_url())
     others = "FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()"
     try:
-        await admin.execute(f"SELECT pg_terminate_backend(pid) {others}", name)
+        # Terminated again while any is left: a pool may open a connection meanwhile (seen
+        # under load, where the wait below otherwise never ended).
         while await admin.fetchval(f"SELECT count(*) {others}", name):
+            await admin.execute(f"SELECT pg_terminate_backend(pid) {others}", name)
             await asyncio.sleep(0.01)
     finally:
         await admin.close()

@@ -1,0 +1,254 @@
+"""The descriptions of fields, arguments, input fields, enum values and types that are not
+written beside their definition: most are keys and values shared by many types (``callerDID``
+means the same everywhere), so each is said once here, by name, with ``Type.name`` entries
+where one type's field means something of its own. ``describe`` fills in only what the
+definitions left empty; ``tests/test_schema_descriptions.py`` fails on anything still empty.
+
+Times are ``EpochMillis`` (milliseconds since the Unix epoch) unless said otherwise.
+"""
+
+from graphql import (
+    GraphQLEnumType,
+    GraphQLInputObjectType,
+    GraphQLInterfaceType,
+    GraphQLObjectType,
+    GraphQLSchema,
+)
+
+MUTATION_ERRORS = (
+    " Errors: UNAUTHENTICATED (no valid token); FORBIDDEN (a right is missing, or the input "
+    "names another DID than the token's and the token is not a service's); BAD_USER_INPUT "
+    "(a malformed value; `extensions.field` names it); CONFLICT (a compare-and-set lost every "
+    "retry; nothing was written, send it again); SERVICE_UNAVAILABLE (the database could not "
+    "serve the call; retry); INTERNAL_SERVER_ERROR (a bug; `extensions.requestId` finds it in "
+    "the log)."
+)
+
+BY_NAME: dict[str, str] = {
+    "id": "The global id: opaque; `node(id:)` fetches the object again.",
+    "callerDID": "The DID of the caller that claimed the operation (first half of its key).",
+    "operationID": "The caller's id of the operation (second half of its key).",
+    "nodeKey": "The operation's single-string key (the one its global id carries).",
+    "ownerDID": "The DID of the owner of the data.",
+    "connectorName": "The connector's name (e.g. `calendar`).",
+    "model": "The provider model of the entity (e.g. `Event`).",
+    "op": "The kind of write, as the connector names it (e.g. `update`).",
+    "accountKey": "The provider account the entity belongs to.",
+    "target": "Where the write goes at the provider (a path or resource name).",
+    "sourceID": "The provider's id of the entity.",
+    "deterministicEventID": "An id derived from the change, the same on every retry.",
+    "payloadHash": "A digest of the payload to write; the envelope's identity.",
+    "reissueIntent": "What a reissue must carry (JSON); null when there is nothing to reissue.",
+    "providerEtag": "The provider's ETag of the entity after the last write; null when unknown.",
+    "documentID": "The id of the document the entity belongs to; null when there is none.",
+    "resultEntity": "The entity the provider returned on commit (JSON); null until committed.",
+    "state": "Where the operation is in its life; all but ATTEMPTED are final.",
+    "attempts": "How many attempts were counted (see `recordOperation`'s `countAttempt`).",
+    "nextAttemptAt": "When the next attempt is due (epoch ms); null when none is planned.",
+    "deferReason": "Why it waits (OFFLINE or AUTH); null when it does not wait.",
+    "lastKind": "The kind of the last recorded outcome (the worker's word); null before one.",
+    "lastHttpStatus": "The provider's HTTP status of the last attempt; null when none.",
+    "sendMarker": "The run that marked the current attempt as sent; null when unmarked.",
+    "version": "The row's version, raised by every write; compare-and-set writes present it.",
+    "incarnation": "The row's incarnation: new when the row is created again after a delete.",
+    "leaseExpiresAt": "When the lease ends (epoch ms); null when no lease is held.",
+    "createdAt": "When the row was created (epoch ms).",
+    "updatedAt": "When the row was last written (epoch ms).",
+    "repairGeneration": "The number of the current repair generation (an arm that opens one "
+    "raises it).",
+    "verificationStatus": "Where the watch's verification stands.",
+    "verificationAttempts": "How many verification attempts the current generation has had.",
+    "observedWinnerDigest": "The digest of the winning document state last observed; null "
+    "before one.",
+    "verifiedStateDigest": "The digest the provider was last verified to hold; null before.",
+    "claimedUntil": "Until when a verifier holds the attempt (epoch ms); null when unclaimed.",
+    "cursor": "An opaque cursor: pass it as `after` for the items past this one.",
+    "node": "The item.",
+    "edges": "The items of this page, each with its cursor.",
+    "pageInfo": "Where this page stands in the whole list.",
+    "hasNextPage": "True when items follow this page.",
+    "hasPreviousPage": "True when items come before this page (a page after a cursor).",
+    "startCursor": "The cursor of the page's first item; null for an empty page.",
+    "endCursor": "The cursor of the page's last item; null for an empty page.",
+    "filter": "Which items to list; omitted: all the viewer may see.",
+    "first": "At most this many items (1 to 500, default 50).",
+    "after": "The cursor of the last item already seen; omitted: from the start.",
+    "now": "The time to compare against (epoch ms); pass `serverTime` or the worker's clock.",
+    "limit": "At most this many items (1 to 500, default 100).",
+    "identity": "The watch's key: owner, connector, model, account and source.",
+    "documentIDs": "Only these documents; an empty list matches nothing.",
+    "status": "The status to match or set.",
+    "input": "The mutation's input.",
+    "provider": "The OAuth provider's name.",
+    "ownerWrappableDID": "The owner's DID for wrapping the grant; null when not given.",
+    "controllerWrappableDID": "The controller's DID for wrapping the grant; null when not given.",
+    "redirectURL": "Where the OAuth callback redirects.",
+    "scopes": "The OAuth scopes asked for.",
+    "incremental": "Whether it adds scopes to a grant the owner already has.",
+    "codeVerifier": "The PKCE code verifier (a secret).",
+    "expiresAt": "When it expires (epoch ms).",
+    "checkpoint": "The connector's sync checkpoint (JSON); null when none.",
+    "entityCount": "How many entities the sync has seen.",
+    "error": "The last sync error (JSON); null when none.",
+    "recovery": "What recovering from the last error needs (JSON); null when nothing.",
+    "lastSyncedAt": "When the last sync finished, as the connector writes it (an ISO-8601 "
+    "string); null when never.",
+    "token": "The lease token: the caller's secret for this attempt.",
+    "leaseToken": "The lease token the caller holds.",
+    "marker": "The id of the run that sends the attempt.",
+    "reason": "Why it waits: OFFLINE or AUTH.",
+    "fromState": "The state the operation must be in.",
+    "toState": "The state to move it to.",
+    "countAttempt": "Count this attempt (default true).",
+    "refundAttempt": "Take one counted attempt back instead of counting one (only when "
+    "attempts > 0 and the marker is absent or `sendMarker`; default false).",
+    "kind": "The kind of outcome, in the worker's words (kept as `lastKind`).",
+    "httpStatus": "The provider's HTTP status of this attempt.",
+    "dueAt": "When the watch's next verification is due (epoch ms).",
+    "triggeringWinner": "The digest of the document state that triggered the arm; null when none.",
+    "generation": "The repair generation the caller works on; a stale one is not applied.",
+    "until": "Until when to hold the attempt (epoch ms).",
+    "fetchedDigest": "The digest of what the provider holds now; null when the entity is gone.",
+    "maxAttempts": "When the attempts reach this many, the watch becomes REPAIR_FAILED.",
+    "winnerDigest": "The digest of the document's new winning state.",
+    "connectorNames": "The connectors whose AUTH-deferred work to resume.",
+    "cutoff": "Records with `expiresAt` before this time (epoch ms) are deleted.",
+    "olderThan": "Finished operations last updated before this time (epoch ms) are deleted.",
+    "applied": "True when the write was applied; false when its guard did not hold (nothing "
+    "was written).",
+    "operation": "The operation as it now stands; null when there is none the viewer may see.",
+    "watch": "The watch as it now stands; null when there is none the viewer may see.",
+    "outcome": "What the call did.",
+    "results": "What the ingress did to each watch of the document.",
+    "resumedOperations": "How many operations were made due.",
+    "resumedWatches": "How many watches were made due.",
+    "pendingAuth": "The pending authorization as stored (without the code verifier).",
+    "deleted": "How many rows were deleted (or, for one row, whether it was).",
+    "syncState": "The sync state as it now stands.",
+    "message": "What conflicts, in words.",
+}
+
+BY_FIELD: dict[str, str] = {
+    "Operation.state": "Where the operation is in its life; all but ATTEMPTED are final.",
+    "Watch.nextAttemptAt": "When the next verification is due (epoch ms); null when none.",
+    "Watch.deferReason": "Why verification waits (OFFLINE or AUTH); null when it does not.",
+    "Watch.version": "The watch's version, raised by every write.",
+    "SyncState.status": "The sync's status.",
+    "WatchFilter.status": "Only watches with this verification status.",
+    "WatchFilter.ownerDID": "Only this owner's watches.",
+    "WatchFilter.connectorName": "Only this connector's watches.",
+    "WatchFilter.model": "Only watches of this model.",
+    "OperationFilter.nodeKey": "Only the operation with this node key.",
+    "OperationFilter.callerDID": "Only operations of this caller.",
+    "OperationFilter.operationID": "Only operations with this operation id.",
+    "OperationFilter.connectorName": "Only operations of this connector.",
+    "SetSyncStateInput.status": "The sync's status.",
+    "Query.operation(callerDID)": "The caller's DID (first half of the key).",
+    "Query.node(id)": "A global id from an `id` field. A malformed, unknown or foreign id "
+    "gives null and a NOT_FOUND error.",
+    "Query.pendingAuth(state)": "The OAuth `state` naming the authorization.",
+    "Query.watchByDocument(documentID)": "The document's id.",
+    "Query.syncState(ownerDID)": "The owner's DID.",
+    "Query.dueOperations(connectorName)": "Only this connector's operations; omitted: all.",
+    "Query.dueWatches(connectorName)": "Only this connector's watches; omitted: all.",
+    "Query.syncStates(connectorName)": "The connector's name.",
+    "ConsumePendingAuthInput.state": "The OAuth `state` the callback received.",
+    "CreatePendingAuthInput.state": "The OAuth `state` naming this authorization.",
+    "CreatePendingAuthInput.createdAt": "When the authorization began (epoch ms).",
+    "ConsumedPendingAuth.createdAt": "When the authorization began (epoch ms).",
+    "PendingAuth.createdAt": "When the authorization began (epoch ms).",
+    "DeferOperationInput.leaseToken": "The lease token, when the caller holds the lease; "
+    "omitted: the lease must be free.",
+    "DeferOperationInput.nextAttemptAt": "When the operation is due again (epoch ms).",
+    "DeferWatchInput.nextAttemptAt": "When the attempt is due again (epoch ms).",
+    "DeferWatchInput.claimedUntil": "The claim's `claimedUntil` the caller holds.",
+    "RecordVerificationInput.claimedUntil": "The claim's `claimedUntil`, when the attempt "
+    "was claimed.",
+    "RecordOperationInput.nextAttemptAt": "When the operation is due again (epoch ms); null "
+    "leaves it as is.",
+    "RecordOperationInput.deferReason": "Why it waits; null when it does not.",
+    "RecordOperationInput.providerEtag": "The provider's ETag after this attempt, if known.",
+    "RecordOperationInput.sendMarker": "The run that marked the attempt, when it did.",
+    "FinalizeOperationInput.version": "The operation's version the caller read.",
+    "FinalizeOperationInput.resultEntity": "The entity the provider returned (JSON).",
+    "FinalizeOperationInput.dueAt": "When the armed watch's verification is due (epoch ms).",
+    "FinalizeOperationInput.documentID": "The document id to record, when it became known.",
+    "FinalizeOperationInput.providerEtag": "The provider's ETag after the write, if known.",
+    "ClaimOperationInput.leaseExpiresAt": "When the first lease ends (epoch ms).",
+    "ClaimOperationInput.leaseToken": "The lease token of the first attempt (the claim takes "
+    "the lease).",
+    "ClaimOperationInput.reissueIntent": "What a reissue must carry (JSON), if anything.",
+    "ClaimOperationInput.providerEtag": "The provider's ETag the write starts from, if known.",
+    "ClaimOperationInput.documentID": "The document the entity belongs to, if known.",
+    "RecordIngressInput.dueAt": "When the armed watches are due (epoch ms); omitted: now.",
+    "RecordIngressInput.documentID": "The document that has a new winner.",
+    "ArmWatchInput.reason": "Why it is armed: INGRESS or MANUAL.",
+    "ArmWatchPayload.watch": "The watch as it now stands; null when there is no watch.",
+    "FinalizeOperationPayload.watch": "The watch the finalize armed; null when the finalize "
+    "was not applied.",
+    "OperationClaimed.operation": "The operation this claim created.",
+    "OperationExists.operation": "The operation claimed before with the same envelope.",
+    "OperationConflict.callerDID": "The caller's DID of the key.",
+    "OperationConflict.operationID": "The operation id of the key.",
+    "DeleteSyncStatePayload.deleted": "Whether a sync state was deleted.",
+    "SetSyncStatePayload.syncState": "The sync state as written.",
+    "UpdateSyncProgressInput.version": "The sync state's version the caller read.",
+    "UpdateSyncProgressInput.incarnation": "The sync state's incarnation the caller read.",
+    "UpdateSyncProgressPayload.syncState": "The sync state as it now stands; null when there "
+    "is none.",
+    "SyncState.connectorName": "The connector's name.",
+    "SyncState.ownerDID": "The owner's DID.",
+}
+
+TYPES: dict[str, str] = {
+    "Query": "Reads. Every field needs a bearer token; rows of other tenants read as null or "
+    "are left out of lists.",
+    "Mutation": "Writes. A tenant writes only rows of its own DID; a service token writes any.",
+    "OperationEdge": "An operation in a page, with its cursor.",
+    "WatchEdge": "A watch in a page, with its cursor.",
+    "SyncStateEdge": "A sync state in a page, with its cursor.",
+    "ClaimOperationResult": "What a claim did: OperationClaimed, OperationExists or "
+    "OperationConflict.",
+}
+
+ENUM_VALUES: dict[str, str] = {
+    "OperationState.ATTEMPTED": "Live: being written, or due to be tried again.",
+    "OperationState.COMMITTED": "Final: the provider has the write.",
+    "OperationState.FAILED": "Final: given up.",
+    "OperationState.SUPERSEDED": "Final: a later operation on the same entity replaced it.",
+    "DeferReason.OFFLINE": "The provider was unreachable; resumed by `resumeOfflineDeferred`.",
+    "DeferReason.AUTH": "The owner's authorization is missing or expired; resumed by "
+    "`resumeAuthDeferred`.",
+    "VerificationStatus.PENDING_VERIFICATION": "A repair generation waits to be verified.",
+    "VerificationStatus.VERIFIED": "The provider holds what the document says.",
+    "VerificationStatus.REPAIR_FAILED": "Verification failed `maxAttempts` times.",
+    "SyncStatus.IDLE": "Not syncing.",
+    "SyncStatus.SYNCING": "A sync is running.",
+    "SyncStatus.ERROR": "The last sync failed; `error` says why.",
+    "ArmReason.INGRESS": "The document has a new winner.",
+    "ArmReason.MANUAL": "Asked for by hand: always opens a repair generation.",
+}
+
+
+def describe(schema: GraphQLSchema) -> None:
+    """Fill in the empty descriptions of ``schema`` from the tables above; a mutation's
+    description gets the errors it can give."""
+    for name, type_ in schema.type_map.items():
+        if name.startswith("_"):
+            continue
+        if not type_.description and name in TYPES:
+            type_.description = TYPES[name]
+        if isinstance(type_, GraphQLEnumType):
+            for value_name, value in type_.values.items():
+                value.description = value.description or ENUM_VALUES.get(f"{name}.{value_name}")
+        if not isinstance(type_, GraphQLObjectType | GraphQLInterfaceType | GraphQLInputObjectType):
+            continue
+        for field_name, field in type_.fields.items():
+            if not field.description:
+                field.description = BY_FIELD.get(f"{name}.{field_name}") or BY_NAME.get(field_name)
+            if name == "Mutation" and field.description and "Errors:" not in field.description:
+                field.description += MUTATION_ERRORS
+            for arg_name, arg in getattr(field, "args", {}).items():
+                arg.description = arg.description or (
+                    BY_FIELD.get(f"{name}.{field_name}({arg_name})") or BY_NAME.get(arg_name)
+                )
