@@ -22,7 +22,9 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from strawberry.asgi import GraphQL
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
+from strawberry.http.parse_content_type import parse_content_type
 from strawberry.schema import BaseSchema
+from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.types.execution import ExecutionResult
 
 from resolvers.context import Context
@@ -32,6 +34,7 @@ from resolvers.permissions import Viewer
 from server.auth import Authentication, Authenticator, authenticator, startup_headers
 from server.graph import build_schema
 from server.metrics import Metrics, metrics_endpoint, refreshing
+from server.responses import method_not_allowed, request_error
 from server.settings import Settings
 from server.sweeper import Sweeper
 from server.telemetry import RequestTelemetry, current_request
@@ -79,6 +82,15 @@ class GraphQLApp(GraphQL):
             raise HTTPException(400, "The JSON must be an object")
         return value
 
+    async def parse_http_body(self, request: Any) -> Any:
+        """The request's GraphQL parameters; a POST whose body is not JSON is refused here,
+        with a message that says what is expected (Strawberry's says only "unsupported")."""
+        if request.method != "GET":
+            content_type, _ = parse_content_type(request.content_type or "")
+            if content_type != "application/json":
+                raise HTTPException(400, UNSUPPORTED_CONTENT_TYPE)
+        return await super().parse_http_body(request)
+
     def parse_query_params(self, params: Any) -> dict[str, Any]:
         """GET's parameters; ``variables=null`` or ``extensions=null`` mean absent, as in a
         POST body."""
@@ -98,7 +110,10 @@ class GraphQLApp(GraphQL):
         try:
             response = await self.run(request)
         except HTTPException as refused:
-            response = request_error(refused.status_code, refused.reason)
+            if isinstance(refused.__cause__, InvalidOperationTypeError):
+                response = method_not_allowed(refused.reason)
+            else:
+                response = request_error(refused.status_code, refused.reason)
         except PersistedQueryNotFound:
             response = JSONResponse(
                 {
@@ -240,31 +255,6 @@ def accepts_graphql_response(accept: str | None) -> bool:
     if "application/json" not in types:
         return True
     return types.index("application/graphql-response+json") < types.index("application/json")
-
-
-MAX_ECHOED_CHARS = 200
-MUTATION_OVER_GET = "mutations are not allowed when using GET"
-
-
-def request_error(status: int, message: str) -> JSONResponse:
-    """A GraphQL-shaped error response for a request refused before execution.
-
-    A mutation sent by GET gets 405 with ``Allow: POST`` (GraphQL over HTTP); the message
-    is cut to 200 characters, since some echo what the client sent.
-    """
-    headers = {}
-    if message == "Unsupported content type":
-        message = UNSUPPORTED_CONTENT_TYPE
-    if message == MUTATION_OVER_GET:
-        status, headers = 405, {"Allow": "POST"}
-    code = {405: "METHOD_NOT_ALLOWED", 413: "PAYLOAD_TOO_LARGE"}.get(status, "BAD_REQUEST")
-    if len(message) > MAX_ECHOED_CHARS:
-        message = message[:MAX_ECHOED_CHARS] + "…"
-    return JSONResponse(
-        {"errors": [{"message": message, "extensions": {"code": code}}]},
-        status_code=status,
-        headers=headers,
-    )
 
 
 class BodySizeLimit:

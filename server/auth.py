@@ -31,6 +31,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from resolvers.permissions import Viewer
+from server.responses import request_error
 from server.settings import Settings
 from store import validation as check
 from store.errors import InvalidInput
@@ -190,10 +191,8 @@ def authenticator(settings: Settings) -> Authenticator:
 
 def unauthenticated(message: str) -> JSONResponse:
     """401 with ``WWW-Authenticate: Bearer`` and the usual GraphQL error body."""
-    return JSONResponse(
-        {"errors": [{"message": message, "extensions": {"code": "UNAUTHENTICATED"}}]},
-        status_code=401,
-        headers={"WWW-Authenticate": 'Bearer realm="connector-store"'},
+    return request_error(
+        401, message, headers={"WWW-Authenticate": 'Bearer realm="connector-store"'}
     )
 
 

@@ -19,7 +19,8 @@ FIELDS_WITH_DURATION = (*FIELDS, "duration_ms")
 URL_PASSWORD = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^:/@\s]*):[^@\s]*@")
 CREDENTIAL = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+")
 QUIET_LIBRARIES = ("aiosqlite", "databases", "asyncpg", "sqlalchemy")
-"""Loggers kept at INFO or above whatever ``LOG_LEVEL`` says."""
+"""Libraries' loggers kept at WARNING or above whatever ``LOG_LEVEL`` says (SQLAlchemy's own
+default)."""
 SECRET_PAIR = re.compile(r"(?i)\b(password|passwd|token|secret|authorization)=([^\s&;,]+)")
 
 
@@ -91,7 +92,7 @@ def configure_logging(level: str = "info", log_format: str = "text") -> None:
     root.setLevel(numeric)
     for name in QUIET_LIBRARIES:
         # At debug they log every statement with its values: PKCE verifiers, lease tokens.
-        logging.getLogger(name).setLevel(max(numeric, logging.INFO))
+        logging.getLogger(name).setLevel(max(numeric, logging.WARNING))
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         uvicorn_logger = logging.getLogger(name)
         uvicorn_logger.handlers.clear()

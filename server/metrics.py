@@ -30,6 +30,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from resolvers.permissions import METRICS_SCOPE
+from server.responses import request_error
 from store import ConnectorStore
 from store.records import OPERATION_STATES as OPERATION_STATES_ALL
 
@@ -197,7 +198,7 @@ class Metrics:
 async def metrics_endpoint(request: Request) -> Response:
     """``GET /metrics``: the Prometheus text format; 403 when ``metrics_allowed`` refuses."""
     if not metrics_allowed(request):
-        return Response("forbidden\n", status_code=403, media_type="text/plain")
+        return request_error(403, "scraping /metrics needs a token with the metrics scope")
     metrics: Metrics = request.app.state.metrics
     return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 

@@ -138,7 +138,11 @@ async def test_metrics__switched_off(store):
 async def test_metrics__need_a_token_with_the_metrics_or_service_scope(store, token, status):
     app = create_app(Settings(sweeper=False), store=store)
     async with client_of(app, token) as http:
-        assert (await http.get("/metrics")).status_code == status
+        response = await http.get("/metrics")
+    assert response.status_code == status
+    if status != 200:
+        code = {401: "UNAUTHENTICATED", 403: "FORBIDDEN"}[status]
+        assert response.json()["errors"][0]["extensions"]["code"] == code
 
 
 async def test_metrics__on_a_separate_port_with_metrics_port(store):

@@ -179,7 +179,7 @@ def test_redaction__a_secret_looking_field_keeps_the_line_parseable(formatter):
 def test_configure_logging__libraries_never_log_statements_at_debug():
     configure_logging("debug", "text")
     try:
-        assert logging.getLogger("aiosqlite").getEffectiveLevel() == logging.INFO
+        assert logging.getLogger("aiosqlite").getEffectiveLevel() == logging.WARNING
         assert logging.getLogger("connector_store").getEffectiveLevel() == logging.DEBUG
     finally:
         configure_logging("info", "text")

@@ -1,0 +1,32 @@
+"""JSON error responses for requests refused before any GraphQL runs, in the shape every
+GraphQL error has: ``{"errors": [{"message": …, "extensions": {"code": …}}]}``."""
+
+from starlette.responses import JSONResponse
+
+MAX_ECHOED_CHARS = 200
+STATUS_CODES = {
+    401: "UNAUTHENTICATED",
+    403: "FORBIDDEN",
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    413: "PAYLOAD_TOO_LARGE",
+}
+
+
+def method_not_allowed(message: str) -> JSONResponse:
+    """A mutation sent by GET: 405 with ``Allow: POST`` (GraphQL over HTTP)."""
+    return request_error(405, message, headers={"Allow": "POST"})
+
+
+def request_error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """A GraphQL-shaped error response for a request refused before execution, its code
+    from the HTTP status; the message is cut to 200 characters, since some echo what the
+    client sent."""
+    code = STATUS_CODES.get(status, "BAD_REQUEST")
+    if len(message) > MAX_ECHOED_CHARS:
+        message = message[:MAX_ECHOED_CHARS] + "…"
+    return JSONResponse(
+        {"errors": [{"message": message, "extensions": {"code": code}}]},
+        status_code=status,
+        headers=headers or {},
+    )
