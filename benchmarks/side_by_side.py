@@ -45,6 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = (ROOT / "graphql" / "operations" / "worker.graphql").read_text()
 LEASE_MS = 60_000
 TASKS = 16
+PEERS = ROOT / "benchmarks" / "peers"
 SERVER_PORT = 18931
 FLOOR_PORT = 18932
 
@@ -266,9 +267,49 @@ def plain_time_http(client: httpx.AsyncClient) -> Callable[[int], Awaitable[None
     return run
 
 
-def http_client(port: int) -> httpx.AsyncClient:
+def http_client(port: int, token: str | None = None) -> httpx.AsyncClient:
     limits = httpx.Limits(max_connections=TASKS, max_keepalive_connections=TASKS)
-    return httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", limits=limits, timeout=30)
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    return httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}", limits=limits, timeout=30, headers=headers
+    )
+
+
+def worker_token(command: list[str], env: dict[str, str]) -> str:
+    """A worker's bearer token for the benchmark's caller, signed with the server's secret."""
+    scopes = "operations:read operations:write"
+    minted = subprocess.run(
+        [command[0], "token", "--sub", "did:bench:caller", "--scope", scopes],
+        env=os.environ | env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return minted.stdout.strip().splitlines()[-1]
+
+
+# --- peers ----------------------------------------------------------------------------------
+
+
+async def peer_rate(command: list[str]) -> float:
+    """A peer's benchmark in a child process (``command`` ends with the job count and the
+    concurrency); it prints one JSON line with ``jobs_per_s``: send/defer, then fetch, run
+    and complete, N jobs, 16 at a time."""
+    process = await asyncio.create_subprocess_exec(
+        *command, cwd=ROOT, stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await process.communicate()
+    if process.returncode != 0:
+        raise SystemExit(f"{command[:2]} failed with {process.returncode}")
+    return float(json.loads(out.decode().strip().splitlines()[-1])["jobs_per_s"])
+
+
+def pgboss_command(dsn: str, count: int) -> list[str]:
+    return ["node", str(PEERS / "pgboss.mjs"), dsn, str(count), str(TASKS)]
+
+
+def procrastinate_command(dsn: str, count: int) -> list[str]:
+    return [sys.executable, "-m", "benchmarks.peer_procrastinate", dsn, str(count), str(TASKS)]
 
 
 # --- queries at size -------------------------------------------------------------------------
@@ -360,6 +401,11 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         sqlite_url = f"sqlite+aiosqlite:///{sqlite_file}"
         await asyncio.to_thread(upgrade, sqlite_url)
 
+        pgboss_name, pgboss_dsn = await create_database(admin_url)
+        names.append(pgboss_name)
+        procrastinate_name, procrastinate_dsn = await create_database(admin_url)
+        names.append(procrastinate_name)
+
         pg_steps = await record_steps(pg_url)
         sqlite_steps = await record_steps(sqlite_url)
         template = folder / "steps.json"
@@ -371,9 +417,11 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             "GRAPHIQL": "false",
             "LOG_LEVEL": "warning",
             "DB_POOL_SIZE": str(TASKS),
+            "JWT_SECRET": secrets.token_hex(32),
         }
         server_command = [str(ROOT / ".venv/bin/connector-store"), "serve", "--no-migrate"]
         server = start([*server_command, "--port", str(SERVER_PORT)], env, SERVER_PORT)
+        token = worker_token(server_command, env)
         processes.append(server)
         floor_command = [sys.executable, "-m", "uvicorn", "benchmarks.floor_service:app"]
         floor_command += ["--port", str(FLOOR_PORT), "--log-level", "warning"]
@@ -387,7 +435,7 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         await sqlite_db.connect()
         pool = await asyncpg.create_pool(dsn, min_size=TASKS, max_size=TASKS)
         pg_store, sqlite_store = ConnectorStore(pg_db), ConnectorStore(sqlite_db)
-        server_client, floor_client = http_client(SERVER_PORT), http_client(FLOOR_PORT)
+        server_client, floor_client = http_client(SERVER_PORT, token), http_client(FLOOR_PORT)
 
         def store_run(store: ConnectorStore, prefix: str) -> Callable[[int], Awaitable[None]]:
             lifecycle = store_lifecycle(store)
@@ -412,6 +460,8 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             "server_http_16": lambda: rate(graphql_http(server_client), count, TASKS),
             "plain_time_16": lambda: rate(plain_time_http(floor_client), count * 5, TASKS),
             "server_time_16": lambda: rate(server_time_http(server_client), count * 5, TASKS),
+            "pgboss_16": lambda: peer_rate(pgboss_command(pgboss_dsn, count)),
+            "procrastinate_16": lambda: peer_rate(procrastinate_command(procrastinate_dsn, count)),
         }
         measured: dict[str, list[float]] = {key: [] for key in rows}
         memory: list[dict[str, float]] = []
@@ -465,6 +515,16 @@ RATIOS = [
         f"`{{ serverTime }}` over HTTP, {TASKS} clients (requests/s)",
         "plain_time_16",
     ),
+    (
+        "pgboss_16",
+        f"peer: pg-boss (Node), send then fetch + complete, {TASKS} workers (jobs/s)",
+        None,
+    ),
+    (
+        "procrastinate_16",
+        f"peer: procrastinate, defer then a no-op task, concurrency {TASKS} (jobs/s)",
+        None,
+    ),
 ]
 
 
@@ -481,9 +541,18 @@ def report(results: dict[str, Any], args: argparse.Namespace, elapsed: float) ->
     ]
     for key, title, floor in RATIOS:
         ratio = "1" if floor is None else f"{medians[key] / medians[floor]:.2f}"
-        lines.append(f"| {title} | {medians[key]:.0f} | {ratio} | {floor or 'floor'} |")
+        kind = "peer" if key in ("pgboss_16", "procrastinate_16") else "floor"
+        lines.append(f"| {title} | {medians[key]:.0f} | {ratio} | {floor or kind} |")
     extra = [
         ("server over HTTP / store in process (PostgreSQL, 16)", "server_http_16", "store_pg_16"),
+        ("our store in process (PostgreSQL, 16) / pg-boss", "store_pg_16", "pgboss_16"),
+        ("our server over HTTP (16) / pg-boss", "server_http_16", "pgboss_16"),
+        (
+            "our store in process (PostgreSQL, 16) / procrastinate",
+            "store_pg_16",
+            "procrastinate_16",
+        ),
+        ("our server over HTTP (16) / procrastinate", "server_http_16", "procrastinate_16"),
     ]
     for title, key, floor in extra:
         lines.append(f"| {title} | | {medians[key] / medians[floor]:.2f} | {floor} |")
