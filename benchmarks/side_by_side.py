@@ -14,6 +14,7 @@ at 10k and 100k operations (1M with ``--million``), and the server's peak RSS.
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -358,6 +359,24 @@ async def queries_at_size(url: str, sizes: list[int]) -> list[dict[str, float]]:
     return results
 
 
+async def soak_server(
+    run: Callable[[int], Awaitable[None]], pid: int, minutes: float
+) -> list[dict[str, float]]:
+    """The HTTP lifecycle load (16 clients) on the server for ``minutes``, in batches of
+    about 30 s: after each batch, the elapsed minutes, the batch's lifecycles/s and the
+    server's VmRSS/VmHWM (MiB)."""
+    started = time.monotonic()
+    samples = []
+    batch = 300
+    while time.monotonic() - started < minutes * 60:
+        per_s = await rate(run, batch, TASKS)
+        batch = max(50, int(per_s * 30))
+        sample = {"minutes": (time.monotonic() - started) / 60, "per_s": per_s}
+        samples.append(sample | memory_mib(pid))
+        print(f"soak: {json.dumps(samples[-1])}", file=sys.stderr)
+    return samples
+
+
 # --- the run ---------------------------------------------------------------------------------
 
 
@@ -392,6 +411,9 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     admin_url = make_url(args.postgres_url).set(drivername="postgresql").render_as_string(False)
     names: list[str] = []
     processes: list[subprocess.Popen[bytes]] = []
+    # Closed in `finally` also when a row fails: an open asyncpg pool would go on
+    # reconnecting to the dropped database and keep the run from ending.
+    closers: list[Callable[[], Awaitable[Any]]] = []
     try:
         name, dsn = await create_database(admin_url)
         names.append(name)
@@ -431,11 +453,15 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
 
         pg_db = Database(pg_url, pool_size=TASKS)
         await pg_db.connect()
+        closers.append(pg_db.disconnect)
         sqlite_db = Database(sqlite_url)
         await sqlite_db.connect()
+        closers.append(sqlite_db.disconnect)
         pool = await asyncpg.create_pool(dsn, min_size=TASKS, max_size=TASKS)
+        closers.append(pool.close)
         pg_store, sqlite_store = ConnectorStore(pg_db), ConnectorStore(sqlite_db)
         server_client, floor_client = http_client(SERVER_PORT, token), http_client(FLOOR_PORT)
+        closers += [server_client.aclose, floor_client.aclose]
 
         def store_run(store: ConnectorStore, prefix: str) -> Callable[[int], Awaitable[None]]:
             lifecycle = store_lifecycle(store)
@@ -470,11 +496,12 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
                 measured[key].append(await run())
             memory.append(memory_mib(server.pid))
             print(f"round {round_number + 1}: {json.dumps(measured)}", file=sys.stderr)
-        await server_client.aclose()
-        await floor_client.aclose()
-        await pool.close()
-        await pg_db.disconnect()
-        await sqlite_db.disconnect()
+        soak = []
+        if args.minutes:
+            soak = await soak_server(graphql_http(server_client), server.pid, args.minutes)
+        for close in reversed(closers):
+            await close()
+        closers.clear()
 
         sizes = [10_000, 100_000] + ([1_000_000] if args.million else [])
         name2, dsn2 = await create_database(admin_url)
@@ -487,8 +514,12 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             "all": measured,
             "memory": memory,
             "sizes": sizes_measured,
+            "soak": soak,
         }
     finally:
+        for close in reversed(closers):
+            with contextlib.suppress(Exception):
+                await close()
         for process in processes:
             stop(process)
         for name in names:
@@ -573,6 +604,17 @@ def report(results: dict[str, Any], args: argparse.Namespace, elapsed: float) ->
         "Server memory after each round (MiB): "
         + ", ".join(f"RSS {m['VmRSS']:.0f} / peak {m['VmHWM']:.0f}" for m in memory),
     ]
+    soak = results["soak"]
+    if soak:
+        first, last = soak[0], soak[-1]
+        lines += [
+            "",
+            f"Server under the HTTP load for {last['minutes']:.1f} min ({len(soak)} samples):"
+            f" RSS {first['VmRSS']:.0f} MiB after {first['minutes']:.1f} min,"
+            f" {last['VmRSS']:.0f} MiB at the end, peak {max(s['VmHWM'] for s in soak):.0f} MiB;"
+            f" lifecycles/s {statistics.median(s['per_s'] for s in soak):.0f} (median of"
+            " the samples)",
+        ]
     return "\n".join(lines)
 
 
@@ -584,6 +626,12 @@ def main() -> None:
     parser.add_argument(
         "--postgres-url",
         default=os.environ.get("BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"),
+    )
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=0,
+        help="after the rounds, keep the HTTP load on the server this long, sampling its RSS",
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
