@@ -268,6 +268,54 @@ FINALIZE = Prepared(
 """``finalize_operation_and_arm_watch``'s compare-and-set to committed."""
 
 
+def _lease_statement(guard: Any, values: dict[str, Any]) -> Prepared:
+    return Prepared(lambda _: sa.update(op).where(_key_guard(), guard).values(values).returning(op))
+
+
+_ABANDONED_SEND = sa.and_(
+    op.c.lease_token.is_not(None),
+    op.c.lease_token != _param("p_token", op.c.lease_token),
+    op.c.lease_expires_at < _param("p_now", op.c.lease_expires_at),
+    op.c.send_marker.is_not(None),
+    op.c.send_marker != ABANDONED_SEND_MARKER,
+)
+ACQUIRE_LEASE = _lease_statement(
+    sa.and_(
+        op.c.state == ATTEMPTED,
+        sa.or_(
+            op.c.lease_token.is_(None),
+            op.c.lease_expires_at < _param("p_now", op.c.lease_expires_at),
+            op.c.lease_token == _param("p_token", op.c.lease_token),
+        ),
+    ),
+    {
+        "lease_token": _param("p_token", op.c.lease_token),
+        "lease_expires_at": _param("p_expires_at", op.c.lease_expires_at),
+        "attempts": sa.case((_ABANDONED_SEND, op.c.attempts + 1), else_=op.c.attempts),
+        "send_marker": sa.case(
+            (_ABANDONED_SEND, sa.literal(ABANDONED_SEND_MARKER)), else_=op.c.send_marker
+        ),
+        "updated_at": _param("p_now", op.c.updated_at),
+    },
+)
+"""``acquire_lease``'s guarded update (``lease_free_or_held`` with the token)."""
+
+RENEW_LEASE = _lease_statement(
+    op.c.lease_token == _param("p_token", op.c.lease_token),
+    {
+        "lease_expires_at": _param("p_expires_at", op.c.lease_expires_at),
+        "updated_at": _param("p_now", op.c.updated_at),
+    },
+)
+"""``renew_lease``'s update, for the lease's holder."""
+
+RELEASE_LEASE = _lease_statement(
+    sa.or_(op.c.lease_token.is_(None), op.c.lease_token == _param("p_token", op.c.lease_token)),
+    {"lease_token": None, "lease_expires_at": None, "updated_at": _param("p_now", op.c.updated_at)},
+)
+"""``release_lease``'s update, for the holder or when there is no lease."""
+
+
 def _reject_reserved_marker(field: str, marker: str | None) -> None:
     if marker in RESERVED_SEND_MARKERS:
         raise ReservedValue(field, f"{marker!r} is reserved")
@@ -288,6 +336,12 @@ class OperationsStore:
         self, guard: sa.ColumnElement[bool], values: dict[str, Any]
     ) -> OperationRecord | None:
         row = await self._db.write_one(sa.update(op).where(guard).values(values).returning(op))
+        return None if row is None else OperationRecord.from_row(row)
+
+    async def _update_prepared(
+        self, statement: Prepared, params: dict[str, Any]
+    ) -> OperationRecord | None:
+        row = await self._db.write_prepared(statement, params)
         return None if row is None else OperationRecord.from_row(row)
 
     async def claim_operation(self, claim: OperationClaim) -> ClaimResult:
@@ -356,28 +410,14 @@ class OperationsStore:
         """
         now = self._ctx.clock()
         check.key("token", token)
-        abandoned_send = sa.and_(
-            op.c.lease_token.is_not(None),
-            op.c.lease_token != token,
-            op.c.lease_expires_at < now,
-            op.c.send_marker.is_not(None),
-            op.c.send_marker != ABANDONED_SEND_MARKER,
-        )
-        values = {
-            "lease_token": token,
-            "lease_expires_at": check.epoch_ms("expiresAt", expires_at),
-            "attempts": sa.case((abandoned_send, op.c.attempts + 1), else_=op.c.attempts),
-            "send_marker": sa.case(
-                (abandoned_send, sa.literal(ABANDONED_SEND_MARKER)), else_=op.c.send_marker
-            ),
-            "updated_at": now,
+        params = {
+            "p_token": token,
+            "p_expires_at": check.epoch_ms("expiresAt", expires_at),
+            "p_now": now,
+            "k_caller": check.key("callerDID", caller_did),
+            "k_operation": check.key("operationID", operation_id),
         }
-        guard = sa.and_(
-            _by_key(caller_did, operation_id),
-            op.c.state == ATTEMPTED,
-            lease_free_or_held(token, now),
-        )
-        return await self._update(guard, values)
+        return await self._update_prepared(ACQUIRE_LEASE, params)
 
     async def renew_lease(
         self, caller_did: str, operation_id: str, token: str, expires_at: int
@@ -390,11 +430,14 @@ class OperationsStore:
         None when refused or absent. Raises ``InvalidInput`` for a malformed field.
         """
         now = self._ctx.clock()
-        values = {"lease_expires_at": check.epoch_ms("expiresAt", expires_at), "updated_at": now}
-        guard = sa.and_(
-            _by_key(caller_did, operation_id), op.c.lease_token == check.key("token", token)
-        )
-        return await self._update(guard, values)
+        params = {
+            "p_expires_at": check.epoch_ms("expiresAt", expires_at),
+            "p_now": now,
+            "k_caller": check.key("callerDID", caller_did),
+            "k_operation": check.key("operationID", operation_id),
+            "p_token": check.key("token", token),
+        }
+        return await self._update_prepared(RENEW_LEASE, params)
 
     async def release_lease(
         self, caller_did: str, operation_id: str, token: str
@@ -409,12 +452,13 @@ class OperationsStore:
         """
         now = self._ctx.clock()
         check.key("token", token)
-        values = {"lease_token": None, "lease_expires_at": None, "updated_at": now}
-        guard = sa.and_(
-            _by_key(caller_did, operation_id),
-            sa.or_(op.c.lease_token.is_(None), op.c.lease_token == token),
-        )
-        return await self._update(guard, values)
+        params = {
+            "p_token": token,
+            "p_now": now,
+            "k_caller": check.key("callerDID", caller_did),
+            "k_operation": check.key("operationID", operation_id),
+        }
+        return await self._update_prepared(RELEASE_LEASE, params)
 
     async def get_operation(self, caller_did: str, operation_id: str) -> OperationRecord | None:
         """The operation at ``(caller_did, operation_id)``, or None (seed ``getOperation``)."""
