@@ -14,6 +14,7 @@ at 10k and 100k operations (1M with ``--million``), and the server's peak RSS.
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -45,6 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = (ROOT / "graphql" / "operations" / "worker.graphql").read_text()
 LEASE_MS = 60_000
 TASKS = 16
+PEERS = ROOT / "benchmarks" / "peers"
 SERVER_PORT = 18931
 FLOOR_PORT = 18932
 
@@ -266,9 +268,49 @@ def plain_time_http(client: httpx.AsyncClient) -> Callable[[int], Awaitable[None
     return run
 
 
-def http_client(port: int) -> httpx.AsyncClient:
+def http_client(port: int, token: str | None = None) -> httpx.AsyncClient:
     limits = httpx.Limits(max_connections=TASKS, max_keepalive_connections=TASKS)
-    return httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", limits=limits, timeout=30)
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    return httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}", limits=limits, timeout=30, headers=headers
+    )
+
+
+def worker_token(command: list[str], env: dict[str, str]) -> str:
+    """A worker's bearer token for the benchmark's caller, signed with the server's secret."""
+    scopes = "operations:read operations:write"
+    minted = subprocess.run(
+        [command[0], "token", "--sub", "did:bench:caller", "--scope", scopes],
+        env=os.environ | env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return minted.stdout.strip().splitlines()[-1]
+
+
+# --- peers ----------------------------------------------------------------------------------
+
+
+async def peer_rate(command: list[str]) -> float:
+    """A peer's benchmark in a child process (``command`` ends with the job count and the
+    concurrency); it prints one JSON line with ``jobs_per_s``: send/defer, then fetch, run
+    and complete, N jobs, 16 at a time."""
+    process = await asyncio.create_subprocess_exec(
+        *command, cwd=ROOT, stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await process.communicate()
+    if process.returncode != 0:
+        raise SystemExit(f"{command[:2]} failed with {process.returncode}")
+    return float(json.loads(out.decode().strip().splitlines()[-1])["jobs_per_s"])
+
+
+def pgboss_command(dsn: str, count: int) -> list[str]:
+    return ["node", str(PEERS / "pgboss.mjs"), dsn, str(count), str(TASKS)]
+
+
+def procrastinate_command(dsn: str, count: int) -> list[str]:
+    return [sys.executable, "-m", "benchmarks.peer_procrastinate", dsn, str(count), str(TASKS)]
 
 
 # --- queries at size -------------------------------------------------------------------------
@@ -317,6 +359,24 @@ async def queries_at_size(url: str, sizes: list[int]) -> list[dict[str, float]]:
     return results
 
 
+async def soak_server(
+    run: Callable[[int], Awaitable[None]], pid: int, minutes: float
+) -> list[dict[str, float]]:
+    """The HTTP lifecycle load (16 clients) on the server for ``minutes``, in batches of
+    about 30 s: after each batch, the elapsed minutes, the batch's lifecycles/s and the
+    server's VmRSS/VmHWM (MiB)."""
+    started = time.monotonic()
+    samples = []
+    batch = 300
+    while time.monotonic() - started < minutes * 60:
+        per_s = await rate(run, batch, TASKS)
+        batch = max(50, int(per_s * 30))
+        sample = {"minutes": (time.monotonic() - started) / 60, "per_s": per_s}
+        samples.append(sample | memory_mib(pid))
+        print(f"soak: {json.dumps(samples[-1])}", file=sys.stderr)
+    return samples
+
+
 # --- the run ---------------------------------------------------------------------------------
 
 
@@ -351,6 +411,9 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     admin_url = make_url(args.postgres_url).set(drivername="postgresql").render_as_string(False)
     names: list[str] = []
     processes: list[subprocess.Popen[bytes]] = []
+    # Closed in `finally` also when a row fails: an open asyncpg pool would go on
+    # reconnecting to the dropped database and keep the run from ending.
+    closers: list[Callable[[], Awaitable[Any]]] = []
     try:
         name, dsn = await create_database(admin_url)
         names.append(name)
@@ -359,6 +422,11 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         sqlite_file = folder / "bench.db"
         sqlite_url = f"sqlite+aiosqlite:///{sqlite_file}"
         await asyncio.to_thread(upgrade, sqlite_url)
+
+        pgboss_name, pgboss_dsn = await create_database(admin_url)
+        names.append(pgboss_name)
+        procrastinate_name, procrastinate_dsn = await create_database(admin_url)
+        names.append(procrastinate_name)
 
         pg_steps = await record_steps(pg_url)
         sqlite_steps = await record_steps(sqlite_url)
@@ -371,9 +439,11 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             "GRAPHIQL": "false",
             "LOG_LEVEL": "warning",
             "DB_POOL_SIZE": str(TASKS),
+            "JWT_SECRET": secrets.token_hex(32),
         }
         server_command = [str(ROOT / ".venv/bin/connector-store"), "serve", "--no-migrate"]
         server = start([*server_command, "--port", str(SERVER_PORT)], env, SERVER_PORT)
+        token = worker_token(server_command, env)
         processes.append(server)
         floor_command = [sys.executable, "-m", "uvicorn", "benchmarks.floor_service:app"]
         floor_command += ["--port", str(FLOOR_PORT), "--log-level", "warning"]
@@ -383,11 +453,15 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
 
         pg_db = Database(pg_url, pool_size=TASKS)
         await pg_db.connect()
+        closers.append(pg_db.disconnect)
         sqlite_db = Database(sqlite_url)
         await sqlite_db.connect()
+        closers.append(sqlite_db.disconnect)
         pool = await asyncpg.create_pool(dsn, min_size=TASKS, max_size=TASKS)
+        closers.append(pool.close)
         pg_store, sqlite_store = ConnectorStore(pg_db), ConnectorStore(sqlite_db)
-        server_client, floor_client = http_client(SERVER_PORT), http_client(FLOOR_PORT)
+        server_client, floor_client = http_client(SERVER_PORT, token), http_client(FLOOR_PORT)
+        closers += [server_client.aclose, floor_client.aclose]
 
         def store_run(store: ConnectorStore, prefix: str) -> Callable[[int], Awaitable[None]]:
             lifecycle = store_lifecycle(store)
@@ -412,6 +486,8 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             "server_http_16": lambda: rate(graphql_http(server_client), count, TASKS),
             "plain_time_16": lambda: rate(plain_time_http(floor_client), count * 5, TASKS),
             "server_time_16": lambda: rate(server_time_http(server_client), count * 5, TASKS),
+            "pgboss_16": lambda: peer_rate(pgboss_command(pgboss_dsn, count)),
+            "procrastinate_16": lambda: peer_rate(procrastinate_command(procrastinate_dsn, count)),
         }
         measured: dict[str, list[float]] = {key: [] for key in rows}
         memory: list[dict[str, float]] = []
@@ -420,11 +496,12 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
                 measured[key].append(await run())
             memory.append(memory_mib(server.pid))
             print(f"round {round_number + 1}: {json.dumps(measured)}", file=sys.stderr)
-        await server_client.aclose()
-        await floor_client.aclose()
-        await pool.close()
-        await pg_db.disconnect()
-        await sqlite_db.disconnect()
+        soak = []
+        if args.minutes:
+            soak = await soak_server(graphql_http(server_client), server.pid, args.minutes)
+        for close in reversed(closers):
+            await close()
+        closers.clear()
 
         sizes = [10_000, 100_000] + ([1_000_000] if args.million else [])
         name2, dsn2 = await create_database(admin_url)
@@ -437,8 +514,12 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             "all": measured,
             "memory": memory,
             "sizes": sizes_measured,
+            "soak": soak,
         }
     finally:
+        for close in reversed(closers):
+            with contextlib.suppress(Exception):
+                await close()
         for process in processes:
             stop(process)
         for name in names:
@@ -465,6 +546,16 @@ RATIOS = [
         f"`{{ serverTime }}` over HTTP, {TASKS} clients (requests/s)",
         "plain_time_16",
     ),
+    (
+        "pgboss_16",
+        f"peer: pg-boss (Node), send then fetch + complete, {TASKS} workers (jobs/s)",
+        None,
+    ),
+    (
+        "procrastinate_16",
+        f"peer: procrastinate, defer then a no-op task, concurrency {TASKS} (jobs/s)",
+        None,
+    ),
 ]
 
 
@@ -481,9 +572,18 @@ def report(results: dict[str, Any], args: argparse.Namespace, elapsed: float) ->
     ]
     for key, title, floor in RATIOS:
         ratio = "1" if floor is None else f"{medians[key] / medians[floor]:.2f}"
-        lines.append(f"| {title} | {medians[key]:.0f} | {ratio} | {floor or 'floor'} |")
+        kind = "peer" if key in ("pgboss_16", "procrastinate_16") else "floor"
+        lines.append(f"| {title} | {medians[key]:.0f} | {ratio} | {floor or kind} |")
     extra = [
         ("server over HTTP / store in process (PostgreSQL, 16)", "server_http_16", "store_pg_16"),
+        ("our store in process (PostgreSQL, 16) / pg-boss", "store_pg_16", "pgboss_16"),
+        ("our server over HTTP (16) / pg-boss", "server_http_16", "pgboss_16"),
+        (
+            "our store in process (PostgreSQL, 16) / procrastinate",
+            "store_pg_16",
+            "procrastinate_16",
+        ),
+        ("our server over HTTP (16) / procrastinate", "server_http_16", "procrastinate_16"),
     ]
     for title, key, floor in extra:
         lines.append(f"| {title} | | {medians[key] / medians[floor]:.2f} | {floor} |")
@@ -504,6 +604,17 @@ def report(results: dict[str, Any], args: argparse.Namespace, elapsed: float) ->
         "Server memory after each round (MiB): "
         + ", ".join(f"RSS {m['VmRSS']:.0f} / peak {m['VmHWM']:.0f}" for m in memory),
     ]
+    soak = results["soak"]
+    if soak:
+        first, last = soak[0], soak[-1]
+        lines += [
+            "",
+            f"Server under the HTTP load for {last['minutes']:.1f} min ({len(soak)} samples):"
+            f" RSS {first['VmRSS']:.0f} MiB after {first['minutes']:.1f} min,"
+            f" {last['VmRSS']:.0f} MiB at the end, peak {max(s['VmHWM'] for s in soak):.0f} MiB;"
+            f" lifecycles/s {statistics.median(s['per_s'] for s in soak):.0f} (median of"
+            " the samples)",
+        ]
     return "\n".join(lines)
 
 
@@ -515,6 +626,12 @@ def main() -> None:
     parser.add_argument(
         "--postgres-url",
         default=os.environ.get("BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"),
+    )
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=0,
+        help="after the rounds, keep the HTTP load on the server this long, sampling its RSS",
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

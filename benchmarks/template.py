@@ -33,13 +33,14 @@ async def record(db: Database, lifecycle: Any) -> list[list[Statement]]:
     """The statements of one lifecycle, per step (``lifecycle(id, token, step_done)``)."""
     steps: list[list[Statement]] = [[]]
     state: dict[str, Any] = {"tx": None, "next_tx": 0}
-    compile_ = db._compile
+    execute = db._execute
     write_transaction = db.write_transaction
 
-    def recording(query: Any) -> tuple[str, list[Any]]:
-        sql, values = compile_(query)
+    # Every statement reaches the driver through ``_execute``, the ones compiled per shape
+    # and the ``Prepared`` hot statements alike.
+    async def recording(sql: str, values: list[Any], *, one: bool) -> Any:
         steps[-1].append((state["tx"], sql, list(values)))
-        return sql, values
+        return await execute(sql, values, one=one)
 
     @asynccontextmanager
     async def transaction() -> AsyncIterator[None]:
@@ -50,12 +51,12 @@ async def record(db: Database, lifecycle: Any) -> list[list[Statement]]:
         finally:
             state["tx"] = None
 
-    db._compile = recording  # type: ignore[assignment]
+    db._execute = recording  # type: ignore[method-assign]
     db.write_transaction = transaction  # type: ignore[method-assign]
     try:
         await lifecycle(RECORDED_ID, RECORDED_TOKEN, lambda: steps.append([]))
     finally:
-        db._compile = compile_  # type: ignore[method-assign]
+        del db._execute
         del db.write_transaction
     return [step for step in steps if step]
 

@@ -10,7 +10,9 @@ migrations and the tests agree on which file or server a URL names. Driver error
 typed store errors here, once (``translate_driver_error``).
 
 Statements run near the driver: each statement shape is compiled once
-(``CompiledStatements``) and its SQL and values go straight to the driver's connection:
+(``CompiledStatements``); the lifecycle's hot statements are built once, at import
+(``Prepared``), and cost no statement object or cache key per call. Either way the SQL and
+values go straight to the driver's connection:
 on PostgreSQL the asyncpg connection ``databases`` holds for the task (``raw_connection``,
 so its transactions and pool stay ``databases``'), on SQLite our own aiosqlite
 connections (``SQLiteConnections``), the writer queue's and the readers'.
@@ -305,6 +307,46 @@ class CompiledStatements:
         return values
 
 
+class Prepared:
+    """A hot statement built once, at import, and run with its values by name.
+
+    ``build(insert)`` returns the statement, given the backend's ``insert`` (for
+    ``on_conflict_*``); every per-call value in it is a named ``sa.bindparam`` (name it
+    apart from the columns: SQLAlchemy reserves column names in VALUES and SET). Each
+    dialect builds and compiles it once, on first use, keeping the SQL, the order of its
+    parameters with their bind processors, and the values bound at build time (literals).
+    A call then costs one lookup per parameter: no statement object, no cache key, no
+    compile. ``bind`` raises ``KeyError`` for a per-call value missing from ``params``.
+    """
+
+    def __init__(self, build: Callable[[Callable[[sa.Table], Any]], ClauseElement]) -> None:
+        self._build = build
+        self._compiled: dict[str, tuple[str, list[tuple[str, Any]], dict[str, Any]]] = {}
+
+    def _compile(self, dialect: Any) -> tuple[str, list[tuple[str, Any]], dict[str, Any]]:
+        insert = postgresql.insert if dialect.name == "postgresql" else sqlite.insert
+        compiled: Any = self._build(insert).compile(dialect=dialect)
+        if compiled.post_compile_params:
+            raise TypeError("a Prepared statement cannot expand parameters per call")
+        processors = compiled._bind_processors
+        order = [(name, processors.get(name)) for name in compiled.positiontup]
+        every = compiled.construct_params(_check=False)
+        bound = {name: value for name, value in every.items() if not compiled.binds[name].required}
+        result = (compiled.string, order, bound)
+        self._compiled[dialect.name] = result
+        return result
+
+    def bind(self, dialect: Any, params: Mapping[str, Any]) -> tuple[str, list[Any]]:
+        """The SQL for ``dialect`` and the positional values of ``params`` (by name)."""
+        found = self._compiled.get(dialect.name)
+        sql, order, bound = self._compile(dialect) if found is None else found
+        values = []
+        for name, processor in order:
+            value = params[name] if name in params else bound[name]
+            values.append(value if processor is None else processor(value))
+        return sql, values
+
+
 @dataclass(frozen=True, slots=True)
 class PoolStats:
     """``Database.pool_stats``: the gate's size and its slots in use, idle and waited for."""
@@ -359,9 +401,10 @@ class Database:
                 lambda: aiosqlite.connect(path, timeout=timeout, isolation_level=None),
                 size=8,
             )
-        self._compile = CompiledStatements(
+        self._dialect = (
             postgresql_asyncpg.dialect() if self.is_postgres else sqlite_aiosqlite.dialect()
         )
+        self._compile = CompiledStatements(self._dialect)
         self._write_lock = None if self.is_postgres else asyncio.Lock()
         self._connections = asyncio.Semaphore(pool_size) if self.is_postgres else None
         self._gate_size = pool_size if self.is_postgres else 1
@@ -463,8 +506,11 @@ class Database:
         """Run ``query`` (compiled once per shape) on the driver's own connection: the
         task's connection of ``databases`` on PostgreSQL (its transaction, if any), ours
         on SQLite (the write transaction's, if this task is in one)."""
-        self._check_file()
         sql, values = self._compile(query)
+        return await self._execute(sql, values, one=one)
+
+    async def _execute(self, sql: str, values: list[Any], *, one: bool) -> list[Row]:
+        self._check_file()
         if self._sqlite is None:
             async with self._connection_slot():
                 with driver_errors():
@@ -524,6 +570,14 @@ class Database:
         """Run a writing ``query`` (``… RETURNING``) and return its first row, or None."""
         async with self._writer():
             return await self.fetch_one(query)
+
+    async def write_prepared(self, statement: Prepared, params: Mapping[str, Any]) -> Row | None:
+        """Run a writing ``Prepared`` statement (``… RETURNING``) with ``params`` (its
+        values by name) and return its first row, or None; as ``write_one`` does."""
+        sql, values = statement.bind(self._dialect, params)
+        async with self._writer():
+            rows = await self._execute(sql, values, one=True)
+            return rows[0] if rows else None
 
     async def write_all(self, query: ClauseElement) -> list[Row]:
         """Run a writing ``query`` (``… RETURNING``) and return every row it returned."""

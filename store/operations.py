@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from store import validation as check
 from store.context import ReadWinner, StoreContext
-from store.database import chunked
+from store.database import Prepared, chunked
 from store.errors import InvalidInput, ReservedValue
 from store.records import (
     ATTEMPTED,
@@ -159,6 +159,163 @@ def lease_free_or_held(token: str | None, now: int) -> sa.ColumnElement[bool]:
     return sa.or_(*arms)
 
 
+def _param(name: str, column: sa.Column[Any]) -> sa.BindParameter[Any]:
+    """A per-call value of a ``Prepared`` statement, of ``column``'s type."""
+    return sa.bindparam(name, type_=column.type)
+
+
+def _key_guard() -> sa.ColumnElement[bool]:
+    """``_by_key`` with the key as the parameters ``k_caller`` and ``k_operation``."""
+    return sa.and_(
+        op.c.caller_did == _param("k_caller", op.c.caller_did),
+        op.c.operation_id == _param("k_operation", op.c.operation_id),
+    )
+
+
+CLAIM_COLUMNS = (
+    "caller_did",
+    "operation_id",
+    "owner_did",
+    "connector_name",
+    "model",
+    "op",
+    "account_key",
+    "target",
+    "source_id",
+    "deterministic_event_id",
+    "payload_hash",
+    "reissue_intent",
+    "provider_etag",
+    "document_id",
+    "lease_token",
+    "lease_expires_at",
+    "node_key",
+    "incarnation",
+    "result_entity",
+    "state",
+    "attempts",
+    "version",
+    "created_at",
+    "updated_at",
+)
+"""The columns ``claim_operation`` writes, each from the parameter ``v_<column>``."""
+
+CLAIM = Prepared(
+    lambda insert: (
+        insert(op)
+        .values({name: _param(f"v_{name}", op.c[name]) for name in CLAIM_COLUMNS})
+        .on_conflict_do_nothing(index_elements=[op.c.caller_did, op.c.operation_id])
+        .returning(op)
+    )
+)
+"""``claim_operation``'s insert-if-absent."""
+
+MARK_SEND_STARTED = Prepared(
+    lambda _: (
+        sa.update(op)
+        .where(
+            _key_guard(),
+            op.c.state == ATTEMPTED,
+            op.c.lease_token == _param("k_token", op.c.lease_token),
+        )
+        .values(
+            send_marker=sa.case(
+                (
+                    sa.or_(
+                        op.c.send_marker.is_(None),
+                        op.c.send_marker == _param("p_marker", op.c.send_marker),
+                    ),
+                    _param("p_marker", op.c.send_marker),
+                ),
+                else_=sa.literal(CONTESTED_SEND_MARKER),
+            ),
+            updated_at=_param("p_now", op.c.updated_at),
+        )
+        .returning(op)
+    )
+)
+"""``mark_send_started``'s guarded update."""
+
+FINALIZE = Prepared(
+    lambda _: (
+        sa.update(op)
+        .where(
+            _key_guard(),
+            op.c.state == ATTEMPTED,
+            op.c.version == _param("k_version", op.c.version),
+            op.c.lease_token == _param("k_token", op.c.lease_token),
+        )
+        .values(
+            state=COMMITTED,
+            result_entity=_param("p_result_entity", op.c.result_entity),
+            attempts=op.c.attempts + 1,
+            send_marker=None,
+            next_attempt_at=None,
+            defer_reason=None,
+            version=op.c.version + 1,
+            # Replaced when given, kept when None.
+            provider_etag=sa.func.coalesce(
+                _param("p_provider_etag", op.c.provider_etag), op.c.provider_etag
+            ),
+            document_id=sa.func.coalesce(
+                _param("p_document_id", op.c.document_id), op.c.document_id
+            ),
+            updated_at=_param("p_now", op.c.updated_at),
+        )
+        .returning(op)
+    )
+)
+"""``finalize_operation_and_arm_watch``'s compare-and-set to committed."""
+
+
+def _lease_statement(guard: Any, values: dict[str, Any]) -> Prepared:
+    return Prepared(lambda _: sa.update(op).where(_key_guard(), guard).values(values).returning(op))
+
+
+_ABANDONED_SEND = sa.and_(
+    op.c.lease_token.is_not(None),
+    op.c.lease_token != _param("p_token", op.c.lease_token),
+    op.c.lease_expires_at < _param("p_now", op.c.lease_expires_at),
+    op.c.send_marker.is_not(None),
+    op.c.send_marker != ABANDONED_SEND_MARKER,
+)
+ACQUIRE_LEASE = _lease_statement(
+    sa.and_(
+        op.c.state == ATTEMPTED,
+        sa.or_(
+            op.c.lease_token.is_(None),
+            op.c.lease_expires_at < _param("p_now", op.c.lease_expires_at),
+            op.c.lease_token == _param("p_token", op.c.lease_token),
+        ),
+    ),
+    {
+        "lease_token": _param("p_token", op.c.lease_token),
+        "lease_expires_at": _param("p_expires_at", op.c.lease_expires_at),
+        "attempts": sa.case((_ABANDONED_SEND, op.c.attempts + 1), else_=op.c.attempts),
+        "send_marker": sa.case(
+            (_ABANDONED_SEND, sa.literal(ABANDONED_SEND_MARKER)), else_=op.c.send_marker
+        ),
+        "updated_at": _param("p_now", op.c.updated_at),
+    },
+)
+"""``acquire_lease``'s guarded update (``lease_free_or_held`` with the token)."""
+
+RENEW_LEASE = _lease_statement(
+    op.c.lease_token == _param("p_token", op.c.lease_token),
+    {
+        "lease_expires_at": _param("p_expires_at", op.c.lease_expires_at),
+        "updated_at": _param("p_now", op.c.updated_at),
+    },
+)
+"""``renew_lease``'s update, for the lease's holder."""
+
+RELEASE_LEASE = _lease_statement(
+    sa.or_(op.c.lease_token.is_(None), op.c.lease_token == _param("p_token", op.c.lease_token)),
+    {"lease_token": None, "lease_expires_at": None, "updated_at": _param("p_now", op.c.updated_at)},
+)
+"""``release_lease``'s update, for the holder or when there is no lease."""
+
+
 def _reject_reserved_marker(field: str, marker: str | None) -> None:
     if marker in RESERVED_SEND_MARKERS:
         raise ReservedValue(field, f"{marker!r} is reserved")
@@ -179,6 +336,12 @@ class OperationsStore:
         self, guard: sa.ColumnElement[bool], values: dict[str, Any]
     ) -> OperationRecord | None:
         row = await self._db.write_one(sa.update(op).where(guard).values(values).returning(op))
+        return None if row is None else OperationRecord.from_row(row)
+
+    async def _update_prepared(
+        self, statement: Prepared, params: dict[str, Any]
+    ) -> OperationRecord | None:
+        row = await self._db.write_prepared(statement, params)
         return None if row is None else OperationRecord.from_row(row)
 
     async def claim_operation(self, claim: OperationClaim) -> ClaimResult:
@@ -221,13 +384,8 @@ class OperationsStore:
             "created_at": now,
             "updated_at": now,
         }
-        insert = (
-            self._db.insert(op)
-            .values(values)
-            .on_conflict_do_nothing(index_elements=[op.c.caller_did, op.c.operation_id])
-            .returning(op)
-        )
-        inserted = await self._db.write_one(insert)
+        params = {f"v_{name}": values[name] for name in CLAIM_COLUMNS}
+        inserted = await self._db.write_prepared(CLAIM, params)
         if inserted is not None:
             return ClaimResult("claimed", OperationRecord.from_row(inserted))
         stored = await self.get_operation(claim.caller_did, claim.operation_id)
@@ -252,28 +410,14 @@ class OperationsStore:
         """
         now = self._ctx.clock()
         check.key("token", token)
-        abandoned_send = sa.and_(
-            op.c.lease_token.is_not(None),
-            op.c.lease_token != token,
-            op.c.lease_expires_at < now,
-            op.c.send_marker.is_not(None),
-            op.c.send_marker != ABANDONED_SEND_MARKER,
-        )
-        values = {
-            "lease_token": token,
-            "lease_expires_at": check.epoch_ms("expiresAt", expires_at),
-            "attempts": sa.case((abandoned_send, op.c.attempts + 1), else_=op.c.attempts),
-            "send_marker": sa.case(
-                (abandoned_send, sa.literal(ABANDONED_SEND_MARKER)), else_=op.c.send_marker
-            ),
-            "updated_at": now,
+        params = {
+            "p_token": token,
+            "p_expires_at": check.epoch_ms("expiresAt", expires_at),
+            "p_now": now,
+            "k_caller": check.key("callerDID", caller_did),
+            "k_operation": check.key("operationID", operation_id),
         }
-        guard = sa.and_(
-            _by_key(caller_did, operation_id),
-            op.c.state == ATTEMPTED,
-            lease_free_or_held(token, now),
-        )
-        return await self._update(guard, values)
+        return await self._update_prepared(ACQUIRE_LEASE, params)
 
     async def renew_lease(
         self, caller_did: str, operation_id: str, token: str, expires_at: int
@@ -286,11 +430,14 @@ class OperationsStore:
         None when refused or absent. Raises ``InvalidInput`` for a malformed field.
         """
         now = self._ctx.clock()
-        values = {"lease_expires_at": check.epoch_ms("expiresAt", expires_at), "updated_at": now}
-        guard = sa.and_(
-            _by_key(caller_did, operation_id), op.c.lease_token == check.key("token", token)
-        )
-        return await self._update(guard, values)
+        params = {
+            "p_expires_at": check.epoch_ms("expiresAt", expires_at),
+            "p_now": now,
+            "k_caller": check.key("callerDID", caller_did),
+            "k_operation": check.key("operationID", operation_id),
+            "p_token": check.key("token", token),
+        }
+        return await self._update_prepared(RENEW_LEASE, params)
 
     async def release_lease(
         self, caller_did: str, operation_id: str, token: str
@@ -305,12 +452,13 @@ class OperationsStore:
         """
         now = self._ctx.clock()
         check.key("token", token)
-        values = {"lease_token": None, "lease_expires_at": None, "updated_at": now}
-        guard = sa.and_(
-            _by_key(caller_did, operation_id),
-            sa.or_(op.c.lease_token.is_(None), op.c.lease_token == token),
-        )
-        return await self._update(guard, values)
+        params = {
+            "p_token": token,
+            "p_now": now,
+            "k_caller": check.key("callerDID", caller_did),
+            "k_operation": check.key("operationID", operation_id),
+        }
+        return await self._update_prepared(RELEASE_LEASE, params)
 
     async def get_operation(self, caller_did: str, operation_id: str) -> OperationRecord | None:
         """The operation at ``(caller_did, operation_id)``, or None (seed ``getOperation``)."""
@@ -428,19 +576,16 @@ class OperationsStore:
         check.key("marker", marker)
         _reject_reserved_marker("marker", marker)
         check.key("leaseToken", lease_token)
-        unmarked_or_ours = sa.or_(op.c.send_marker.is_(None), op.c.send_marker == marker)
-        values = {
-            "send_marker": sa.case(
-                (unmarked_or_ours, sa.literal(marker)), else_=sa.literal(CONTESTED_SEND_MARKER)
-            ),
-            "updated_at": self._ctx.clock(),
+        now = self._ctx.clock()
+        params = {
+            "k_caller": check.key("callerDID", caller_did),
+            "k_operation": check.key("operationID", operation_id),
+            "k_token": lease_token,
+            "p_marker": marker,
+            "p_now": now,
         }
-        guard = sa.and_(
-            _by_key(caller_did, operation_id),
-            op.c.state == ATTEMPTED,
-            op.c.lease_token == lease_token,
-        )
-        return await self._update(guard, values)
+        row = await self._db.write_prepared(MARK_SEND_STARTED, params)
+        return None if row is None else OperationRecord.from_row(row)
 
     async def defer_operation(
         self,
@@ -539,32 +684,27 @@ class OperationsStore:
         current winner. Returns both records, or None (and writes nothing) when the CAS
         refused or the operation is absent. Ports ``finalizeOperationAndArmWatch``.
         """
-        values: dict[str, Any] = {
-            "state": COMMITTED,
-            "result_entity": None
+        params: dict[str, Any] = {
+            "p_result_entity": None
             if result_entity is None
             else check.json_text("resultEntity", result_entity),
-            "attempts": op.c.attempts + 1,
-            "send_marker": None,
-            "next_attempt_at": None,
-            "defer_reason": None,
-            "version": op.c.version + 1,
+            "p_provider_etag": None
+            if provider_etag is None
+            else check.key("providerEtag", provider_etag),
+            "p_document_id": None if document_id is None else check.key("documentID", document_id),
         }
-        if provider_etag is not None:
-            values["provider_etag"] = check.key("providerEtag", provider_etag)
-        if document_id is not None:
-            values["document_id"] = check.key("documentID", document_id)
         check.epoch_ms("dueAt", due_at)
-        guard = sa.and_(
-            _by_key(caller_did, operation_id),
-            op.c.state == ATTEMPTED,
-            op.c.version == check.count("version", version),
-            op.c.lease_token == check.key("leaseToken", lease_token),
-        )
+        params |= {
+            "k_caller": check.key("callerDID", caller_did),
+            "k_operation": check.key("operationID", operation_id),
+            "k_version": check.count("version", version),
+            "k_token": check.key("leaseToken", lease_token),
+        }
         async with self._db.write_transaction():
-            committed = await self._update(guard, values | {"updated_at": self._ctx.clock()})
-            if committed is None:
+            row = await self._db.write_prepared(FINALIZE, params | {"p_now": self._ctx.clock()})
+            if row is None:
                 return None
+            committed = OperationRecord.from_row(row)
             identity = WatchIdentity(
                 committed.owner_did,
                 committed.connector_name,

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from store import validation as check
 from store.context import ReadWinner, StoreContext
-from store.database import chunked
+from store.database import Prepared, chunked
 from store.errors import CasRetriesExhausted, InvalidInput, ReservedValue
 from store.records import (
     ATTEMPTED,
@@ -214,6 +214,57 @@ def due_watch(now: int) -> sa.ColumnElement[bool]:
     )
 
 
+OPEN_GENERATION_COLUMNS = (
+    "owner_did",
+    "connector_name",
+    "model",
+    "account_key",
+    "source_id",
+    "document_id",
+    "repair_generation",
+    "verification_status",
+    "verification_attempts",
+    "observed_winner_digest",
+    "verified_state_digest",
+    "next_attempt_at",
+    "claimed_until",
+    "defer_reason",
+    "version",
+    "created_at",
+    "updated_at",
+)
+"""The columns ``open_generation`` inserts, each from the parameter ``v_<column>``."""
+
+
+def _open_generation(insert: Any) -> Any:
+    upsert = insert(watch).values(
+        {
+            name: sa.bindparam(f"v_{name}", type_=watch.c[name].type)
+            for name in OPEN_GENERATION_COLUMNS
+        }
+    )
+    fresh = upsert.excluded
+    return upsert.on_conflict_do_update(
+        index_elements=list(watch.primary_key.columns),
+        set_={
+            "document_id": fresh.document_id,
+            "repair_generation": watch.c.repair_generation + 1,
+            "verification_status": fresh.verification_status,
+            "verification_attempts": fresh.verification_attempts,
+            "observed_winner_digest": fresh.observed_winner_digest,
+            "next_attempt_at": fresh.next_attempt_at,
+            "claimed_until": None,
+            "defer_reason": None,
+            "version": watch.c.version + 1,
+            "updated_at": fresh.updated_at,
+        },
+    ).returning(watch)
+
+
+OPEN_GENERATION = Prepared(_open_generation)
+"""``open_generation``'s upsert (the finalize half), built once."""
+
+
 class WatchesStore:
     """The watch methods of the seed's ``createProjectionWatchesMethods``, the due list,
     filtered pages, ingress, and the finalize half of ``finalizeOperationAndArmWatch``.
@@ -390,24 +441,8 @@ class WatchesStore:
             "created_at": now,
             "updated_at": now,
         }
-        upsert = self._db.insert(watch).values(values)
-        fresh = upsert.excluded
-        upsert = upsert.on_conflict_do_update(
-            index_elements=list(watch.primary_key.columns),
-            set_={
-                "document_id": fresh.document_id,
-                "repair_generation": watch.c.repair_generation + 1,
-                "verification_status": fresh.verification_status,
-                "verification_attempts": fresh.verification_attempts,
-                "observed_winner_digest": fresh.observed_winner_digest,
-                "next_attempt_at": fresh.next_attempt_at,
-                "claimed_until": None,
-                "defer_reason": None,
-                "version": watch.c.version + 1,
-                "updated_at": fresh.updated_at,
-            },
-        )
-        row = await self._db.write_one(upsert.returning(watch))
+        params = {f"v_{name}": values[name] for name in OPEN_GENERATION_COLUMNS}
+        row = await self._db.write_prepared(OPEN_GENERATION, params)
         assert row is not None, "an upsert always returns its row"
         return WatchRecord.from_row(row)
 
