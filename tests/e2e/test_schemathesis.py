@@ -3,8 +3,6 @@ mutations for every root field of the introspected schema and sends them with an
 token to ``connector-store serve`` in its own process (SQLite). No response may be a 5xx
 or carry ``INTERNAL_SERVER_ERROR``. Bounded: a few examples per field and a time budget."""
 
-import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +14,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis.graphql import nodes
 
-from tests.e2e.test_worker_example import SERVE, Server, free_port
+from tests.e2e.live import Server, live_server
 from tests.tokens import SERVICE_TOKEN, bearer
 
 EXAMPLES_PER_FIELD = 20
@@ -62,34 +60,13 @@ def fuzz(operation, http: httpx.Client, url: str, stats: dict, failures: list[st
 
 
 @pytest.fixture
-def live_server(tmp_path: Path) -> Iterator[Server]:
-    port = free_port()
-    log = tmp_path / "server.log"
-    env = os.environ | {
-        "DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'fuzz.db'}",
-        "DATA_DIR": str(tmp_path / "data"),
-        "SWEEPER": "false",
-        "LOG_LEVEL": "warning",
-    }
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            [str(SERVE), "serve", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=tmp_path,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-    server = Server(process, f"http://127.0.0.1:{port}", log)
-    try:
-        server.wait_ready()
-        yield server
-    finally:
-        server.stop()
+def server(tmp_path: Path) -> Iterator[Server]:
+    with live_server(tmp_path, name="fuzz") as running:
+        yield running
 
 
-def test_schemathesis__no_server_errors_with_an_admin_token(live_server: Server) -> None:
-    url = live_server.url + "/graphql"
+def test_schemathesis__no_server_errors_with_an_admin_token(server: Server) -> None:
+    url = server.url + "/graphql"
     schema = schemathesis.graphql.from_url(url, headers=bearer(SERVICE_TOKEN), timeout=10)
     operations = [result.ok() for result in schema.get_all_operations()]
     fields = {operation.label for operation in operations}
@@ -109,4 +86,4 @@ def test_schemathesis__no_server_errors_with_an_admin_token(live_server: Server)
         f"{time.monotonic() - started:.1f} s; server errors: {len(failures)}"
     )
     assert stats["requests"] >= len(operations)
-    assert failures == [], "\n".join(failures[:20]) + "\n" + live_server.output()[-3000:]
+    assert failures == [], "\n".join(failures[:20]) + "\n" + server.output()[-3000:]

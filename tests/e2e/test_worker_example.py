@@ -10,84 +10,20 @@ SIGTERM and expects a clean exit, the sweeper having run and stopped.
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.databases import PostgresRun
+from tests.e2e.live import Server, live_server
 from tests.tokens import SERVICE_TOKEN
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER = REPO / "examples" / "writeback_worker.py"
-SERVE = Path(sys.executable).with_name("connector-store")
-READY_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 10.0
 OPERATIONS = 5
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@dataclass
-class Server:
-    """A ``connector-store serve`` process and the file its output goes to."""
-
-    process: subprocess.Popen[bytes]
-    url: str
-    log: Path
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def explain(self, worker: subprocess.CompletedProcess[str] | None = None) -> str:
-        """Everything worth reading when something failed."""
-        parts = []
-        if worker is not None:
-            parts += [
-                f"worker exit code {worker.returncode}",
-                f"--- worker stdout ---\n{worker.stdout}",
-                f"--- worker stderr ---\n{worker.stderr}",
-            ]
-        parts.append(f"--- server output ---\n{self.output()}")
-        return "\n".join(parts)
-
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                pytest.fail(f"the server exited with {self.process.returncode}\n{self.explain()}")
-            try:
-                if httpx.get(self.url + "/readyz", timeout=1.0).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        pytest.fail(f"the server was not ready in {READY_TIMEOUT_S} s\n{self.explain()}")
-
-    def stop(self) -> int:
-        """SIGTERM, then SIGKILL if it lingers; returns the exit code.
-
-        Uvicorn shuts down gracefully on SIGTERM, then re-raises the signal it caught, so a
-        clean stop exits with -SIGTERM (143 in a shell), not 0.
-        """
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return self.process.returncode
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -105,32 +41,12 @@ async def server_database_url(
 
 @pytest.fixture
 def server(server_database_url: str, tmp_path: Path) -> Iterator[Server]:
-    assert SERVE.exists(), f"no connector-store script beside {sys.executable}"
-    port = free_port()
-    log = tmp_path / "server.log"
-    env = os.environ | {
-        "DATABASE_URL": server_database_url,
-        "DATA_DIR": str(tmp_path / "data"),
-        "LOG_LEVEL": "info",
-        "SWEEP_INTERVAL_SECONDS": "0.5",
-    }
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            [str(SERVE), "serve", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=tmp_path,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-    running = Server(process, f"http://127.0.0.1:{port}", log)
-    try:
-        running.wait_ready()
+    with live_server(
+        tmp_path,
+        server_database_url,
+        env={"LOG_LEVEL": "info", "SWEEPER": "true", "SWEEP_INTERVAL_SECONDS": "0.5"},
+    ) as running:
         yield running
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait()
 
 
 def summary(stdout: str) -> dict[str, str]:
