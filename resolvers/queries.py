@@ -1,6 +1,6 @@
 """The root ``Query``: thin resolvers that check rights, call the store and map records."""
 
-from typing import cast
+from typing import Any, cast
 
 import strawberry
 
@@ -39,6 +39,32 @@ def page_size(field: str, value: int | None, default: int) -> int:
     if not 1 <= value <= MAX_PAGE:
         raise bad_input(field, f"must be between 1 and {MAX_PAGE}")
     return value
+
+
+def page_request(
+    info: Info, first: int | None, after: str | None, arity: int, kind: type | None = None
+) -> tuple[int, list[Any] | None]:
+    """A connection's page: its size (``first``, 1 to 500, counted against the request's
+    rows) and the key behind ``after`` (``arity`` parts, each a ``kind`` when given), or
+    ``BAD_USER_INPUT`` naming the argument."""
+    size = page_size("first", first, DEFAULT_PAGE)
+    info.context.rows.take("first", size)
+    if after is None:
+        return size, None
+    key = decode_cursor(after, arity)
+    if key is None or (kind is not None and not all(isinstance(part, kind) for part in key)):
+        raise bad_input("after", "is not a cursor from this connection")
+    return size, key
+
+
+def page_info(cursors: list[str], has_next_page: bool, after: str | None) -> PageInfo:
+    """Where a page of ``cursors`` stands: more after it, and whether it began after one."""
+    return PageInfo(
+        has_next_page=has_next_page,
+        has_previous_page=after is not None,
+        start_cursor=cursors[0] if cursors else None,
+        end_cursor=cursors[-1] if cursors else None,
+    )
 
 
 def to_store_filter(where: OperationFilter | None, visible_to: str | None) -> ops.OperationFilter:
@@ -150,30 +176,18 @@ class Query:
         after: str | None = None,
     ) -> OperationConnection:
         viewer = info.context.viewer
-        size = page_size("first", first, DEFAULT_PAGE)
-        info.context.rows.take("first", size)
-        after_key = None
-        if after is not None:
-            after_key = decode_cursor(after, 3)
-            if after_key is None:
-                raise bad_input("after", "is not a cursor from this connection")
+        size, after_key = page_request(info, first, after, 3)
         records = await info.context.store.operations.list_tracked_operations(
             to_store_filter(filter, viewer.visible_to),
             after=None if after_key is None else tuple(after_key),
             limit=size + 1,
         )
-        page = records[:size]
         edges = [
-            OperationEdge(cursor=operation_cursor(r), node=Operation.from_record(r)) for r in page
+            OperationEdge(cursor=operation_cursor(r), node=Operation.from_record(r))
+            for r in records[:size]
         ]
         return OperationConnection(
-            edges=edges,
-            page_info=PageInfo(
-                has_next_page=len(records) > size,
-                has_previous_page=after is not None,
-                start_cursor=edges[0].cursor if edges else None,
-                end_cursor=edges[-1].cursor if edges else None,
-            ),
+            edges=edges, page_info=page_info([e.cursor for e in edges], len(records) > size, after)
         )
 
     @strawberry.field(description="The object behind a global id.")
@@ -235,13 +249,7 @@ class Query:
         after: str | None = None,
     ) -> WatchConnection:
         viewer = info.context.viewer
-        size = page_size("first", first, DEFAULT_PAGE)
-        info.context.rows.take("first", size)
-        after_key = None
-        if after is not None:
-            after_key = decode_cursor(after, 5)
-            if after_key is None or not all(isinstance(part, str) for part in after_key):
-                raise bad_input("after", "is not a cursor from this connection")
+        size, after_key = page_request(info, first, after, 5, str)
         where = to_watch_filter(filter, viewer.visible_to)
         records = (
             []
@@ -252,16 +260,11 @@ class Query:
                 limit=size + 1,
             )
         )
-        page = records[:size]
-        edges = [WatchEdge(cursor=watch_cursor(r), node=Watch.from_record(r)) for r in page]
+        edges = [
+            WatchEdge(cursor=watch_cursor(r), node=Watch.from_record(r)) for r in records[:size]
+        ]
         return WatchConnection(
-            edges=edges,
-            page_info=PageInfo(
-                has_next_page=len(records) > size,
-                has_previous_page=after is not None,
-                start_cursor=edges[0].cursor if edges else None,
-                end_cursor=edges[-1].cursor if edges else None,
-            ),
+            edges=edges, page_info=page_info([e.cursor for e in edges], len(records) > size, after)
         )
 
     @strawberry.field(
@@ -290,14 +293,8 @@ class Query:
         after: str | None = None,
     ) -> SyncStateConnection:
         viewer = info.context.viewer
-        size = page_size("first", first, DEFAULT_PAGE)
-        info.context.rows.take("first", size)
-        after_owner = None
-        if after is not None:
-            decoded = decode_cursor(after, 1)
-            if decoded is None or not isinstance(decoded[0], str):
-                raise bad_input("after", "is not a cursor from this connection")
-            after_owner = decoded[0]
+        size, after_key = page_request(info, first, after, 1, str)
+        after_owner = None if after_key is None else after_key[0]
         store = info.context.store.sync_state
         if viewer.is_service:
             records = await store.list_sync_states_for_connector(
@@ -314,13 +311,7 @@ class Query:
             for r in records[:size]
         ]
         return SyncStateConnection(
-            edges=edges,
-            page_info=PageInfo(
-                has_next_page=len(records) > size,
-                has_previous_page=after is not None,
-                start_cursor=edges[0].cursor if edges else None,
-                end_cursor=edges[-1].cursor if edges else None,
-            ),
+            edges=edges, page_info=page_info([e.cursor for e in edges], len(records) > size, after)
         )
 
     @strawberry.field(
