@@ -405,7 +405,8 @@ class Mutation:
 
     @strawberry.mutation(
         description="Take a pending authorization once, code verifier included; null when "
-        "absent or already consumed."
+        "absent, already consumed, or another owner's. An expired record is still returned "
+        "(as the seed): compare its expiresAt with the time of the callback."
     )
     async def consume_pending_auth(
         self, info: Info, input: ConsumePendingAuthInput
