@@ -24,11 +24,11 @@ from strawberry.asgi import GraphQL
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.http.parse_content_type import parse_content_type
 from strawberry.schema import BaseSchema
-from strawberry.schema.exceptions import InvalidOperationTypeError
+from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types.execution import ExecutionResult
 
 from resolvers.context import Context
-from resolvers.errors import RequestError
+from resolvers.errors import OPERATION_RESOLUTION_FAILURE, RequestError
 from resolvers.loaders import Loaders
 from resolvers.permissions import Viewer
 from server.auth import Authentication, Authenticator, authenticator, startup_headers
@@ -84,12 +84,17 @@ class GraphQLApp(GraphQL):
 
     async def parse_http_body(self, request: Any) -> Any:
         """The request's GraphQL parameters; a POST whose body is not JSON is refused here,
-        with a message that says what is expected (Strawberry's says only "unsupported")."""
+        with a message that says what is expected (Strawberry's says only "unsupported"), and
+        so is an ``operationName`` that is not a string."""
         if request.method != "GET":
             content_type, _ = parse_content_type(request.content_type or "")
             if content_type != "application/json":
                 raise HTTPException(400, UNSUPPORTED_CONTENT_TYPE)
-        return await super().parse_http_body(request)
+        data = await super().parse_http_body(request)
+        name = getattr(data, "operation_name", None)
+        if name is not None and not isinstance(name, str):
+            raise HTTPException(400, "operationName must be a string")
+        return data
 
     def parse_query_params(self, params: Any) -> dict[str, Any]:
         """GET's parameters; ``variables=null`` or ``extensions=null`` mean absent, as in a
@@ -112,6 +117,14 @@ class GraphQLApp(GraphQL):
         except HTTPException as refused:
             if isinstance(refused.__cause__, InvalidOperationTypeError):
                 response = method_not_allowed(refused.reason)
+            elif isinstance(refused.__cause__, CannotGetOperationTypeError):
+                # No operation of that name: a request error, in the shape and status the
+                # several-operations case has (200 for application/json).
+                response = request_error(
+                    400 if graphql_response else 200,
+                    refused.reason,
+                    code=OPERATION_RESOLUTION_FAILURE,
+                )
             else:
                 response = request_error(refused.status_code, refused.reason)
         except PersistedQueryNotFound:
@@ -136,12 +149,17 @@ class GraphQLApp(GraphQL):
         self, request: Request, result: ExecutionResult
     ) -> GraphQLHTTPResponse:
         """The response body; a request that failed before execution (every error a
-        ``RequestError``) has no ``data`` entry, as GraphQL over HTTP says."""
+        ``RequestError``) has no ``data`` entry, as GraphQL over HTTP says. A persisted
+        query sent in full is registered here, once it parsed and validated."""
         body = await super().process_result(request, result)
         errors = result.errors or []
+        to_register = request.scope.pop(TO_REGISTER, None)
         if result.data is None and errors and all(isinstance(e, RequestError) for e in errors):
             body.pop("data", None)  # type: ignore[misc]
             request.scope[REQUEST_FAILED] = True
+        elif to_register is not None:
+            store: ConnectorStore = request.app.state.store
+            await store.persisted_queries.register(to_register)
         return body
 
     async def execute_single(  # type: ignore[override]
@@ -187,7 +205,7 @@ class GraphQLApp(GraphQL):
         if sha256_hex(request_data.query) != sha.lower():
             raise HTTPException(400, "provided sha does not match query")
         if len(request_data.query) <= MAX_PERSISTED_QUERY_CHARS:
-            await store.persisted_queries.register(request_data.query)
+            request.scope[TO_REGISTER] = request_data.query
         return request_data
 
     def should_render_graphql_ide(self, request: Any) -> bool:
@@ -238,6 +256,7 @@ def request_id() -> str:
 
 GRAPHQL_RESPONSE_JSON = "application/graphql-response+json; charset=utf-8"
 REQUEST_FAILED = "connector_store.request_failed"
+TO_REGISTER = "connector_store.persisted_query_to_register"
 """Set in the ASGI scope when the request failed before execution."""
 UNSUPPORTED_CONTENT_TYPE = (
     "Unsupported content type: send application/json (or use GET with query parameters)"

@@ -66,7 +66,9 @@ class ConnectorSchema(strawberry.federation.Schema):
     ) -> list[FederationAny]:
         """Strawberry's ``_entities``, after a check of each representation: an object whose
         ``__typename`` is one of our entities, else ``BAD_USER_INPUT`` (Strawberry would fail
-        on a missing or unknown type name with an internal error)."""
+        on a missing or unknown type name with an internal error). The representations count
+        against the request's rows (at most 1000), like every list."""
+        info.context.rows.take("representations", len(representations))
         for index, representation in enumerate(representations):
             if not isinstance(representation, dict) or (
                 representation.get("__typename") not in ENTITY_TYPES

@@ -18,11 +18,13 @@ def method_not_allowed(message: str) -> JSONResponse:
     return request_error(405, message, headers={"Allow": "POST"})
 
 
-def request_error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+def request_error(
+    status: int, message: str, headers: dict[str, str] | None = None, code: str | None = None
+) -> JSONResponse:
     """A GraphQL-shaped error response for a request refused before execution, its code
-    from the HTTP status; the message is cut to 200 characters, since some echo what the
-    client sent."""
-    code = STATUS_CODES.get(status, "BAD_REQUEST")
+    ``code`` or the HTTP status's; the message is cut to 200 characters, since some echo
+    what the client sent."""
+    code = code or STATUS_CODES.get(status, "BAD_REQUEST")
     if len(message) > MAX_ECHOED_CHARS:
         message = message[:MAX_ECHOED_CHARS] + "…"
     return JSONResponse(

@@ -10,6 +10,9 @@ from store.context import StoreContext
 from store.tables import persisted_query as pq
 
 MAX_QUERY_CHARS = 1024 * 1024
+MAX_REGISTERED = 10_000
+"""The most query texts the table keeps; past it a registration is skipped (the client's
+query still runs, sent in full), so no client can grow the table without bound."""
 
 
 def sha256_hex(query: str) -> str:
@@ -31,15 +34,18 @@ class PersistedQueriesStore:
         )
         return None if row is None else str(row["query"])
 
-    async def register(self, query: str) -> str:
-        """Store ``query`` under its hash (a second registration changes nothing); returns
-        the hash."""
+    async def register(self, query: str, limit: int = MAX_REGISTERED) -> bool:
+        """Store ``query`` under its hash, in one statement, while fewer than ``limit`` texts
+        are stored (a second registration changes nothing); True when a row was written."""
         sha = sha256_hex(query)
+        stored = sa.select(sa.func.count()).select_from(pq).scalar_subquery()
+        chosen = sa.select(
+            sa.literal(sha), sa.literal(query), sa.literal(self._clock(), sa.BigInteger)
+        ).where(stored < limit)
         insert = (
             self._db.insert(pq)
-            .values(sha256_hash=sha, query=query, created_at=self._clock())
+            .from_select([pq.c.sha256_hash, pq.c.query, pq.c.created_at], chosen)
             .on_conflict_do_nothing(index_elements=[pq.c.sha256_hash])
             .returning(pq.c.sha256_hash)
         )
-        await self._db.write_one(insert)
-        return sha
+        return await self._db.write_one(insert) is not None

@@ -67,6 +67,22 @@ async def test_several_operations_without_name__refused_and_nothing_written(gql)
     assert "serverTime" in named.json()["data"]
 
 
+@pytest.mark.parametrize(
+    ("accept", "status"),
+    [("application/json", 200), ("application/graphql-response+json", 400)],
+)
+async def test_unknown_operation_name__operation_resolution_failure(gql, accept, status):
+    response = await gql.http.post(
+        "/graphql",
+        json={"query": "query B { serverTime }", "operationName": "Z"},
+        headers={"Accept": accept},
+    )
+    assert response.status_code == status
+    body = response.json()
+    assert "data" not in body
+    assert error_codes(body) == ["OPERATION_RESOLUTION_FAILURE"]
+
+
 async def test_wrong_content_type__says_json_expected(gql):
     response = await gql.http.post(
         "/graphql", content=b"{ serverTime }", headers={"Content-Type": "text/plain"}

@@ -51,3 +51,12 @@ async def test_node__forged_id_is_not_found_naming_no_field(gql, key):
     assert body["data"] == {"node": None}
     assert error_codes(body) == ["NOT_FOUND"]
     assert "field" not in body["errors"][0]["extensions"]
+
+
+async def test_entities__representations_count_against_the_request_rows(gql):
+    many = [KEY | {"operationID": f"op-{n}"} for n in range(1001)]
+    body = await gql.query(ENTITIES, {"r": many})
+    assert error_codes(body) == ["BAD_USER_INPUT"]
+    assert body["errors"][0]["extensions"]["field"] == "representations"
+    fits = await gql.query(ENTITIES, {"r": many[:1000]})
+    assert "errors" not in fits and len(fits["data"]["_entities"]) == 1000

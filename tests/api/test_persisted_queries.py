@@ -54,6 +54,22 @@ async def test_apq__mismatched_hash_refused_and_not_registered(http, method):
     assert error_codes(miss.json()) == ["PERSISTED_QUERY_NOT_FOUND"]
 
 
+@pytest.mark.parametrize("query", ["{ serverTime ", "{ noSuchField }"])
+async def test_apq__a_document_that_fails_to_parse_or_validate_is_not_registered(http, query):
+    sha = hashlib.sha256(query.encode()).hexdigest()
+    failed = await http.post("/graphql", json={"query": query, "extensions": extensions(sha)})
+    assert "data" not in failed.json()
+    miss = await http.post("/graphql", json={"extensions": extensions(sha)})
+    assert error_codes(miss.json()) == ["PERSISTED_QUERY_NOT_FOUND"]
+
+
+async def test_apq__registrations_stop_at_the_limit(store):
+    assert await store.persisted_queries.register("{ a }", limit=2)
+    assert await store.persisted_queries.register("{ b }", limit=2)
+    assert not await store.persisted_queries.register("{ c }", limit=2)
+    assert await store.persisted_queries.get(hashlib.sha256(b"{ c }").hexdigest()) is None
+
+
 async def test_apq__malformed_hash_refused(http):
     response = await http.post("/graphql", json={"extensions": extensions("not-a-hash")})
     assert response.status_code == 400
