@@ -22,7 +22,7 @@ import asyncio
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -617,8 +617,20 @@ class Database:
         if self.is_postgres:
             async with self._connection_slot():
                 with driver_errors():
-                    async with self._db.transaction():
-                        yield
+                    async with self._db.connection() as connection:
+                        transaction = connection.raw_connection.transaction()
+                        await transaction.start()
+                        try:
+                            yield
+                        except BaseException:
+                            # On a connection whose backend is gone the rollback fails too;
+                            # the connection block still hands it back to the pool (through
+                            # ``databases``' Transaction a failed rollback kept it checked
+                            # out for good, and the pool ran dry).
+                            with suppress(Exception):
+                                await transaction.rollback()
+                            raise
+                        await transaction.commit()
             return
         assert self._sqlite is not None
         held = _sqlite_held.get()
