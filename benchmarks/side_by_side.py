@@ -277,8 +277,10 @@ def http_client(port: int, token: str | None = None) -> httpx.AsyncClient:
 
 
 def worker_token(command: list[str], env: dict[str, str]) -> str:
-    """A worker's bearer token for the benchmark's caller, signed with the server's secret."""
-    scopes = "operations:read operations:write"
+    """A worker's bearer token, signed with the server's secret: a ``service`` token, as a
+    connector worker writing back for its tenants holds (a tenant token may only claim its
+    own work, and the benchmark's operations are owned by another DID)."""
+    scopes = "service"
     minted = subprocess.run(
         [command[0], "token", "--sub", "did:bench:caller", "--scope", scopes],
         env=os.environ | env,
