@@ -69,6 +69,27 @@ def chunked(items: Sequence[_T], size: int = IN_LIST_CHUNK) -> Iterator[Sequence
         yield items[start : start + size]
 
 
+async def fetch_in_chunks(
+    db: "Database",
+    query: sa.Select[Any],
+    column: sa.ColumnElement[Any],
+    values: Sequence[Any] | None,
+    record: Callable[[Row], _T],
+    order: Callable[[_T], Any],
+    limit: int | None,
+) -> list[_T]:
+    """``query``'s rows as records, with ``column IN values`` when ``values`` is given:
+    ``IN_LIST_CHUNK`` values a statement, the chunks' records merged back into ``order``
+    and cut to ``limit`` (each chunk's statement carries the limit too)."""
+    if values is None:
+        return [record(row) for row in await db.fetch_all(query)]
+    found: list[_T] = []
+    for chunk in chunked(values):
+        found.extend(record(row) for row in await db.fetch_all(query.where(column.in_(chunk))))
+    found.sort(key=order)
+    return found if limit is None else found[:limit]
+
+
 SQLITE_DRIVERS = {"sqlite": "sqlite+aiosqlite", "sqlite+aiosqlite": "sqlite+aiosqlite"}
 POSTGRES_DRIVERS = {
     "postgres": "postgresql+asyncpg",

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from store import validation as check
 from store.context import ReadWinner, StoreContext
-from store.database import Prepared, chunked
+from store.database import Prepared, chunked, fetch_in_chunks
 from store.errors import InvalidInput, ReservedValue
 from store.records import (
     ATTEMPTED,
@@ -522,14 +522,15 @@ class OperationsStore:
             )
         if limit is not None:
             query = query.limit(limit)
-        if document_ids is None:
-            return [OperationRecord.from_row(row) for row in await self._db.fetch_all(query)]
-        found: list[OperationRecord] = []
-        for chunk in chunked(document_ids):
-            rows = await self._db.fetch_all(query.where(op.c.document_id.in_(chunk)))
-            found.extend(OperationRecord.from_row(row) for row in rows)
-        found.sort(key=lambda record: record.order_key)
-        return found if limit is None else found[:limit]
+        return await fetch_in_chunks(
+            self._db,
+            query,
+            op.c.document_id,
+            document_ids,
+            OperationRecord.from_row,
+            lambda record: record.order_key,
+            limit,
+        )
 
     async def has_newer_operation_on_document(
         self, caller_did: str, operation_id: str, visible_to: str | None = None

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from store import validation as check
 from store.context import ReadWinner, StoreContext
-from store.database import Prepared, chunked
+from store.database import Prepared, chunked, fetch_in_chunks
 from store.errors import CasRetriesExhausted, InvalidInput, ReservedValue
 from store.records import (
     ATTEMPTED,
@@ -372,14 +372,15 @@ class WatchesStore:
             query = query.where(sa.tuple_(*IDENTITY_COLUMNS) > sa.tuple_(*key))
         if limit is not None:
             query = query.limit(limit)
-        if document_ids is None:
-            return [WatchRecord.from_row(row) for row in await self._db.fetch_all(query)]
-        found: list[WatchRecord] = []
-        for chunk in chunked(document_ids):
-            rows = await self._db.fetch_all(query.where(watch.c.document_id.in_(chunk)))
-            found.extend(WatchRecord.from_row(row) for row in rows)
-        found.sort(key=lambda record: record.order_key)
-        return found if limit is None else found[:limit]
+        return await fetch_in_chunks(
+            self._db,
+            query,
+            watch.c.document_id,
+            document_ids,
+            WatchRecord.from_row,
+            lambda record: record.order_key,
+            limit,
+        )
 
     async def list_due_watches(
         self, now: int, limit: int = DEFAULT_DUE_LIMIT, connector_name: str | None = None
