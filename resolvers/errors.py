@@ -46,18 +46,20 @@ from graphql.validation import ASTValidationRule
 from strawberry.extensions import SchemaExtension
 from strawberry.types.execution import ExecutionResult
 
+from resolvers.codes import (
+    BAD_USER_INPUT,
+    CONFLICT,
+    GRAPHQL_PARSE_FAILED,
+    GRAPHQL_VALIDATION_FAILED,
+    INTERNAL_SERVER_ERROR,
+    NOT_FOUND,
+    OPERATION_RESOLUTION_FAILURE,
+    SERVICE_UNAVAILABLE,
+)
 from store.errors import CasRetriesExhausted, DatabaseBusy, DatabaseUnavailable, InvalidInput
 
 log = logging.getLogger("connector_store.errors")
 
-BAD_USER_INPUT = "BAD_USER_INPUT"
-SERVICE_UNAVAILABLE = "SERVICE_UNAVAILABLE"
-CONFLICT = "CONFLICT"
-"""A decision lost its compare-and-set on every retry under contention; nothing was written
-and the client may send the same request again."""
-PARSE_FAILED = "GRAPHQL_PARSE_FAILED"
-VALIDATION_FAILED = "GRAPHQL_VALIDATION_FAILED"
-OPERATION_RESOLUTION_FAILURE = "OPERATION_RESOLUTION_FAILURE"
 INPUT_VALUE_RULES: tuple[type[ASTValidationRule], ...] = (
     ValuesOfCorrectTypeRule,
     ProvidedRequiredArgumentsRule,
@@ -86,7 +88,7 @@ def bad_input(field: str, problem: str) -> GraphQLError:
 
 def not_found(message: str) -> GraphQLError:
     """A ``NOT_FOUND`` error."""
-    return GraphQLError(message, extensions={"code": "NOT_FOUND"})
+    return GraphQLError(message, extensions={"code": NOT_FOUND})
 
 
 @functools.cache
@@ -123,7 +125,7 @@ def coded_rule(rule: type[ASTValidationRule]) -> type[ASTValidationRule]:
                         f"{field}: {error.message}", nodes=error.nodes, extensions=extensions
                     )
             else:
-                extensions["code"] = VALIDATION_FAILED
+                extensions["code"] = GRAPHQL_VALIDATION_FAILED
             super().report_error(request_error(error, extensions))
 
     Coded.__name__ = Coded.__qualname__ = f"Coded{rule.__name__}"
@@ -295,9 +297,9 @@ class ErrorCodes(SchemaExtension):
         if "code" in extensions:
             pass
         elif phase is Phase.PARSE:
-            extensions["code"] = PARSE_FAILED
+            extensions["code"] = GRAPHQL_PARSE_FAILED
         elif phase is Phase.VALIDATION:
-            extensions["code"] = VALIDATION_FAILED
+            extensions["code"] = GRAPHQL_VALIDATION_FAILED
         elif phase is Phase.VARIABLES:
             extensions["code"] = BAD_USER_INPUT
         elif isinstance(original, InvalidInput):
@@ -352,7 +354,7 @@ class ErrorCodes(SchemaExtension):
             "Internal server error",
             nodes=error.nodes,
             path=error.path,
-            extensions={"code": "INTERNAL_SERVER_ERROR", "requestId": request_id},
+            extensions={"code": INTERNAL_SERVER_ERROR, "requestId": request_id},
         )
 
 

@@ -21,6 +21,8 @@ from typing import Any
 from graphql import GraphQLError
 from strawberry.extensions import SchemaExtension
 
+from resolvers.codes import FORBIDDEN
+
 SERVICE = "service"
 METRICS_SCOPE = "metrics"
 """The right to scrape ``/metrics`` (a ``service`` token may too); no GraphQL field needs it."""
@@ -74,7 +76,7 @@ class Viewer:
 
 
 def forbidden(message: str) -> GraphQLError:
-    return GraphQLError(message, extensions={"code": "FORBIDDEN"})
+    return GraphQLError(message, extensions={"code": FORBIDDEN})
 
 
 def require(viewer: Viewer, scope: str) -> None:

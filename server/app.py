@@ -27,8 +27,9 @@ from strawberry.schema import BaseSchema
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types.execution import ExecutionResult
 
+from resolvers.codes import OPERATION_RESOLUTION_FAILURE, PERSISTED_QUERY_NOT_FOUND
 from resolvers.context import Context
-from resolvers.errors import OPERATION_RESOLUTION_FAILURE, RequestError
+from resolvers.errors import RequestError
 from resolvers.loaders import Loaders
 from resolvers.permissions import Viewer
 from server.auth import Authentication, Authenticator, authenticator, startup_headers
@@ -133,7 +134,7 @@ class GraphQLApp(GraphQL):
                     "errors": [
                         {
                             "message": "PersistedQueryNotFound",
-                            "extensions": {"code": "PERSISTED_QUERY_NOT_FOUND"},
+                            "extensions": {"code": PERSISTED_QUERY_NOT_FOUND},
                         }
                     ]
                 }

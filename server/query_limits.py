@@ -21,6 +21,8 @@ from graphql import (
 )
 from strawberry.extensions import SchemaExtension
 
+from resolvers.codes import GRAPHQL_VALIDATION_FAILED
+
 
 @dataclass(frozen=True, slots=True)
 class Shape:
@@ -158,7 +160,7 @@ class QueryLimits(SchemaExtension):
             problems = self.limits.problems(measure_once(context.graphql_document))
             if problems:
                 context.pre_execution_errors = [
-                    GraphQLError(problem, extensions={"code": "GRAPHQL_VALIDATION_FAILED"})
+                    GraphQLError(problem, extensions={"code": GRAPHQL_VALIDATION_FAILED})
                     for problem in problems
                 ]
         yield

@@ -3,13 +3,22 @@ GraphQL error has: ``{"errors": [{"message": …, "extensions": {"code": …}}]}
 
 from starlette.responses import JSONResponse
 
+from resolvers.codes import (
+    BAD_REQUEST,
+    FORBIDDEN,
+    METHOD_NOT_ALLOWED,
+    NOT_FOUND,
+    PAYLOAD_TOO_LARGE,
+    UNAUTHENTICATED,
+)
+
 MAX_ECHOED_CHARS = 200
 STATUS_CODES = {
-    401: "UNAUTHENTICATED",
-    403: "FORBIDDEN",
-    404: "NOT_FOUND",
-    405: "METHOD_NOT_ALLOWED",
-    413: "PAYLOAD_TOO_LARGE",
+    401: UNAUTHENTICATED,
+    403: FORBIDDEN,
+    404: NOT_FOUND,
+    405: METHOD_NOT_ALLOWED,
+    413: PAYLOAD_TOO_LARGE,
 }
 
 
@@ -24,7 +33,7 @@ def request_error(
     """A GraphQL-shaped error response for a request refused before execution, its code
     ``code`` or the HTTP status's; the message is cut to 200 characters, since some echo
     what the client sent."""
-    code = code or STATUS_CODES.get(status, "BAD_REQUEST")
+    code = code or STATUS_CODES.get(status, BAD_REQUEST)
     if len(message) > MAX_ECHOED_CHARS:
         message = message[:MAX_ECHOED_CHARS] + "…"
     return JSONResponse(

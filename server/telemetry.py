@@ -19,6 +19,7 @@ from typing import Any
 
 from strawberry.extensions import SchemaExtension
 
+from resolvers.codes import INTERNAL_SERVER_ERROR
 from server.metrics import Metrics
 
 log = logging.getLogger("connector_store.request")
@@ -163,6 +164,6 @@ class OperationTelemetry(SchemaExtension):
         result = self.execution_context.result
         if result is not None and result.errors:
             code = (result.errors[0].extensions or {}).get("code")
-            info.outcome = str(code or "INTERNAL_SERVER_ERROR")
+            info.outcome = str(code or INTERNAL_SERVER_ERROR)
         else:
             info.outcome = "ok"

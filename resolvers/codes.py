@@ -1,0 +1,48 @@
+"""Every ``extensions.code`` an error of this API can carry, each spelled once, here.
+
+The codes live in ``resolvers/``, not ``server/``: imports go server → resolvers → schema →
+store, and the resolvers coin codes themselves (``BAD_USER_INPUT`` naming a field,
+``FORBIDDEN``, ``NOT_FOUND``), so the one module that defines them must be one the resolvers
+may import. ``server/`` imports them from here. A test fails when any other module of
+``server/``, ``resolvers/``, ``schema/`` or ``store/`` spells a code as a string literal.
+
+Which error gets which code is decided in ``resolvers.errors`` (GraphQL errors) and
+``server.responses`` (requests refused before GraphQL runs).
+"""
+
+from typing import Final
+
+BAD_USER_INPUT: Final = "BAD_USER_INPUT"
+"""A value the client sent is refused; ``extensions.field`` names it."""
+FORBIDDEN: Final = "FORBIDDEN"
+"""The viewer's token lacks the right (a scope, or the row is another tenant's)."""
+NOT_FOUND: Final = "NOT_FOUND"
+"""A malformed or unknown Relay id; an HTTP path that does not exist."""
+UNAUTHENTICATED: Final = "UNAUTHENTICATED"
+"""No bearer token, or one that is not valid (HTTP 401)."""
+SERVICE_UNAVAILABLE: Final = "SERVICE_UNAVAILABLE"
+"""The database is unavailable or busy; ``retryable: true``."""
+CONFLICT: Final = "CONFLICT"
+"""A decision lost its compare-and-set on every retry under contention; nothing was written
+and the client may send the same request again (``retryable: true``)."""
+INTERNAL_SERVER_ERROR: Final = "INTERNAL_SERVER_ERROR"
+"""Anything unexpected, masked; the log has it under the request id."""
+BAD_REQUEST: Final = "BAD_REQUEST"
+"""An HTTP request refused before GraphQL runs (a body that is not JSON, …)."""
+PAYLOAD_TOO_LARGE: Final = "PAYLOAD_TOO_LARGE"
+"""A request body over ``MAX_BODY_BYTES`` (HTTP 413)."""
+METHOD_NOT_ALLOWED: Final = "METHOD_NOT_ALLOWED"
+"""A mutation sent by GET (HTTP 405)."""
+GRAPHQL_PARSE_FAILED: Final = "GRAPHQL_PARSE_FAILED"
+"""The query text is not GraphQL."""
+GRAPHQL_VALIDATION_FAILED: Final = "GRAPHQL_VALIDATION_FAILED"
+"""The document does not validate against the schema, or is over the query limits."""
+OPERATION_RESOLUTION_FAILURE: Final = "OPERATION_RESOLUTION_FAILURE"
+"""The document has no operation of the given ``operationName``, or several and no name."""
+PERSISTED_QUERY_NOT_FOUND: Final = "PERSISTED_QUERY_NOT_FOUND"
+"""A persisted query's hash sent alone that no query is registered under (Apollo's APQ)."""
+
+CODES: Final = frozenset(
+    value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str)
+)
+"""Every code above."""
