@@ -95,3 +95,40 @@ async def test_root__redirects_to_graphql(gql):
     response = await gql.http.get("/")
     assert response.status_code == 308
     assert response.headers["location"] == "/graphql"
+
+
+@pytest.mark.parametrize(
+    ("query", "fields"),
+    [
+        ("mutation { acquireLease { applied } }", ["input"]),
+        ('{ operation(callerDID: "a") { id } }', ["operationID"]),
+        ("{ serverTime @include }", ["if"]),
+        (
+            f"mutation {{ acquireLease(input: {{{LEASE}}}) {{ applied }} }}",
+            ["expiresAt"],
+        ),
+        (
+            'mutation { armWatch(input: {identity: {ownerDID: "o"}, reason: MANUAL}) { outcome } }',
+            ["connectorName", "model", "accountKey", "sourceID", "dueAt"],
+        ),
+        (
+            f"mutation {{ acquireLease(input: {{{LEASE}, expiresAt: 1, later: 2}}) "
+            "{ applied } }",
+            ["later"],
+        ),
+    ],
+    ids=[
+        "missing-argument",
+        "second-argument",
+        "directive-argument",
+        "missing-input-field",
+        "several-missing-in-nested-inputs",
+        "unknown-input-field",
+    ],
+)
+async def test_missing_or_unknown_values__bad_user_input_naming_each(gql, query, fields):
+    body = await gql.query(query)
+    assert "data" not in body
+    assert error_codes(body) == ["BAD_USER_INPUT"] * len(fields)
+    assert [error["extensions"]["field"] for error in body["errors"]] == fields
+    assert [error["message"].split(":", 1)[0] for error in body["errors"]] == fields
