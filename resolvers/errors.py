@@ -1,7 +1,7 @@
 """The error boundary: every GraphQL error leaves with an ``extensions.code``, decided in one
-pipeline from where the error was raised and the type of what raised it.
+place from where the error was raised and the type of what raised it.
 
-The pipeline's order (``ErrorCodes.coded``):
+The steps, in order (``ErrorCodes.coded``):
 
 1. A code given where the error was raised stays: our resolvers' ``NOT_FOUND`` and
    ``FORBIDDEN``, the limits' ``GRAPHQL_VALIDATION_FAILED``, and the codes the validation rules
@@ -26,6 +26,7 @@ import enum
 import functools
 import logging
 from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
 from graphql import (
@@ -66,6 +67,7 @@ from resolvers.codes import (
     OPERATION_RESOLUTION_FAILURE,
     SERVICE_UNAVAILABLE,
 )
+from resolvers.strawberry_internals import graphql_schema
 from store.errors import CasRetriesExhausted, DatabaseBusy, DatabaseUnavailable, InvalidInput
 
 log = logging.getLogger("connector_store.errors")
@@ -75,6 +77,14 @@ INPUT_VALUE_RULES: tuple[type[ASTValidationRule], ...] = (
     ProvidedRequiredArgumentsRule,
 )
 """Validation rules whose errors are about the client's values, not the document's shape."""
+
+
+requested_operation_name: ContextVar[str | None] = ContextVar(
+    "requested_operation_name", default=None
+)
+"""The ``operationName`` the client sent, set for the request by the schema's ``execute``:
+Strawberry's public ``ExecutionContext.operation_name`` falls back to the first operation's
+name, and the several-operations rule is about the name the client gave."""
 
 
 class Phase(enum.Enum):
@@ -328,10 +338,9 @@ class ErrorCodes(SchemaExtension):
 
     def on_validate(self) -> Iterator[None]:
         context = self.execution_context
-        # Strawberry's ``operation_name`` falls back to the first operation's; the rule is
-        # about the name the client gave.
-        given = getattr(context, "_provided_operation_name", context.operation_name)
-        refused = several_operations_unnamed(given, context.graphql_document)
+        refused = several_operations_unnamed(
+            requested_operation_name.get(), context.graphql_document
+        )
         if refused is not None:
             context.pre_execution_errors = [refused]
         yield
@@ -341,7 +350,7 @@ class ErrorCodes(SchemaExtension):
         context = self.execution_context
         operation = operation_of(context)
         if operation is not None and context.result is None:
-            errors = check_variables(context.schema._schema, operation, context.variables)
+            errors = check_variables(graphql_schema(context.schema), operation, context.variables)
             if errors:
                 for error in errors:
                     self.phases[id(error)] = Phase.VARIABLES

@@ -13,6 +13,8 @@ from graphql import DocumentNode, GraphQLError, GraphQLSchema, parse
 from strawberry.extensions import SchemaExtension
 from strawberry.schema.schema import validate_document
 
+from resolvers.strawberry_internals import graphql_schema
+
 MAX_CACHED_QUERY_CHARS = 64 * 1024
 CACHE_ENTRIES = 256
 
@@ -76,7 +78,7 @@ class DocumentCache(SchemaExtension):
             and len(query) <= MAX_CACHED_QUERY_CHARS
         ):
             context.pre_execution_errors = validate_cached(
-                context.schema._schema,
+                graphql_schema(context.schema),
                 context.graphql_document,
                 tuple(context.validation_rules),
             )

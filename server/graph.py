@@ -1,6 +1,6 @@
 """The Strawberry ``Schema``, built from the root types and the limits in ``Settings``."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 import strawberry
@@ -10,42 +10,27 @@ from strawberry.extensions import (
     MaxTokensLimiter,
     SchemaExtension,
 )
-from strawberry.extensions.tracing.apollo_federation import ApolloFederationTracingExtension
 from strawberry.federation.schema import FederationAny
 from strawberry.schema.config import StrawberryConfig
+from strawberry.types import ExecutionResult
+from strawberry.types.graphql import OperationType
 from strawberry.types.info import Info
 
-from resolvers.errors import CodedValidation, ErrorCodes, bad_input
+from resolvers.errors import CodedValidation, ErrorCodes, bad_input, requested_operation_name
 from resolvers.mutations import Mutation
 from resolvers.permissions import Authorization
 from resolvers.queries import Query
+from resolvers.strawberry_internals import graphql_schema
 from schema.descriptions import describe
 from schema.names import SeedNameConverter
 from schema.operation import Operation
 from schema.scalars import SCALAR_MAP
 from schema.watch import Watch
 from server.document_cache import DocumentCache
+from server.federated_tracing import FederatedTracing
 from server.query_limits import Limits, QueryLimits
 from server.settings import Settings
 from server.telemetry import OperationTelemetry
-
-
-class FederatedTracing(ApolloFederationTracingExtension):
-    """Strawberry's federated tracing (ftv1), for service tokens only (a gateway's): a trace
-    carries resolver timings and the raw messages of errors, which the client may not see
-    otherwise. Untraced requests pay no coroutine per field."""
-
-    def _check_should_trace(self) -> bool:
-        viewer = getattr(self.execution_context.context, "viewer", None)
-        return viewer is not None and viewer.is_service and super()._check_should_trace()
-
-    def resolve(  # type: ignore[override]
-        self, _next: Callable[..., Any], root: Any, info: Any, *args: Any, **kwargs: Any
-    ) -> Any:
-        if not self._should_trace:
-            return _next(root, info, *args, **kwargs)
-        return super().resolve(_next, root, info, *args, **kwargs)
-
 
 FEDERATION_VERSION: Literal["2.7"] = "2.7"
 
@@ -60,6 +45,32 @@ class ConnectorSchema(strawberry.federation.Schema):
 
     def process_errors(self, errors: list[GraphQLError], execution_context: Any = None) -> None:
         return None
+
+    async def execute(
+        self,
+        query: str | None,
+        variable_values: dict[str, Any] | None = None,
+        context_value: Any | None = None,
+        root_value: Any | None = None,
+        operation_name: str | None = None,
+        allowed_operation_types: Iterable[OperationType] | None = None,
+        operation_extensions: dict[str, Any] | None = None,
+    ) -> ExecutionResult:
+        """Strawberry's ``execute``, with the ``operationName`` the client gave kept for the
+        request's extensions (``requested_operation_name``)."""
+        given = requested_operation_name.set(operation_name)
+        try:
+            return await super().execute(
+                query,
+                variable_values,
+                context_value,
+                root_value,
+                operation_name,
+                allowed_operation_types,
+                operation_extensions,
+            )
+        finally:
+            requested_operation_name.reset(given)
 
     def entities_resolver(
         self, info: Info, representations: list[FederationAny]
@@ -112,5 +123,5 @@ def build_schema(settings: Settings | None = None) -> strawberry.federation.Sche
         config=StrawberryConfig(name_converter=SeedNameConverter(), scalar_map=SCALAR_MAP),
         federation_version=FEDERATION_VERSION,
     )
-    describe(schema._schema)
+    describe(graphql_schema(schema))
     return schema

@@ -1,0 +1,18 @@
+"""The one place the GraphQL front reaches past Strawberry's public API.
+
+Strawberry builds a graphql-core ``GraphQLSchema`` from the root types and runs every request
+against it, but has no public way to hand it out: it is the private ``Schema._schema``. The
+document cache validates against it, ``ErrorCodes`` checks variables against its types and
+``schema.descriptions.describe`` writes descriptions into it; each gets it here.
+``tests/api/test_pipeline.py`` pins the internal: the object returned is the schema Strawberry
+validates and executes against.
+"""
+
+from graphql import GraphQLSchema
+from strawberry.schema.schema import Schema
+
+
+def graphql_schema(schema: Schema) -> GraphQLSchema:
+    """The graphql-core schema Strawberry runs ``schema``'s requests against."""
+    built: GraphQLSchema = schema._schema
+    return built
