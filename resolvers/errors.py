@@ -437,7 +437,7 @@ class ErrorCodes(SchemaExtension):
 
 class CodedValidation(SchemaExtension):
     """Swaps each validation rule for its ``coded_rule``, so every validation error is born
-    with its code. List it after the extensions that add rules, before ``DocumentCache``."""
+    with its code (its place in the pipeline: ``server.pipeline``)."""
 
     def on_validate(self) -> Iterator[None]:
         context = self.execution_context

@@ -54,8 +54,8 @@ class DocumentCache(SchemaExtension):
     """Serves the parsed document and its validation from the caches above.
 
     A text that does not parse is left to Strawberry, which parses it again and reports the
-    syntax error the usual way. List this extension after those that add validation rules;
-    those rules must be the same classes on every request for the validation cache to hit.
+    syntax error the usual way. The validation rules must be the same classes on every
+    request for the validation cache to hit. Its place in the pipeline: ``server.pipeline``.
     """
 
     def on_parse(self) -> Iterator[None]:

@@ -1,24 +1,18 @@
-"""The Strawberry ``Schema``, built from the root types and the limits in ``Settings``."""
+"""The Strawberry ``Schema``, built from the root types and the pipeline of ``server.pipeline``."""
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, Literal
 
 import strawberry
-from graphql import GraphQLError, NoSchemaIntrospectionCustomRule
-from strawberry.extensions import (
-    AddValidationRules,
-    MaxTokensLimiter,
-    SchemaExtension,
-)
+from graphql import GraphQLError
 from strawberry.federation.schema import FederationAny
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 from strawberry.types.info import Info
 
-from resolvers.errors import CodedValidation, ErrorCodes, bad_input, requested_operation_name
+from resolvers.errors import bad_input, requested_operation_name
 from resolvers.mutations import Mutation
-from resolvers.permissions import Authorization
 from resolvers.queries import Query
 from resolvers.strawberry_internals import graphql_schema
 from schema.descriptions import describe
@@ -26,11 +20,8 @@ from schema.names import SeedNameConverter
 from schema.operation import Operation
 from schema.scalars import SCALAR_MAP
 from schema.watch import Watch
-from server.document_cache import DocumentCache
-from server.federated_tracing import FederatedTracing
-from server.query_limits import Limits, QueryLimits
+from server.pipeline import pipeline
 from server.settings import Settings
-from server.telemetry import OperationTelemetry
 
 FEDERATION_VERSION: Literal["2.7"] = "2.7"
 
@@ -93,33 +84,13 @@ class ConnectorSchema(strawberry.federation.Schema):
 
 
 def build_schema(settings: Settings | None = None) -> strawberry.federation.Schema:
-    """The API's schema; ``settings`` bound depth, tokens and aliases and may switch off
-    introspection. The validation rules are the same classes on every request, so
-    ``DocumentCache`` can reuse the validation of a document it has seen."""
+    """The API's schema, its extensions the pipeline ``settings`` give (``server.pipeline``)."""
     settings = settings or Settings()
-    limits = Limits(
-        depth=settings.max_query_depth,
-        fields=settings.max_query_fields,
-        aliases=settings.max_aliases,
-    )
-    extensions: list[Callable[[], SchemaExtension]] = [
-        OperationTelemetry,
-        # Federated tracing: a trace in ``extensions.ftv1`` only when the request carries
-        # ``apollo-federation-include-trace: ftv1`` (a gateway that reports usage).
-        FederatedTracing,
-        ErrorCodes,
-        Authorization,
-        lambda: MaxTokensLimiter(max_token_count=settings.max_query_tokens),
-        lambda: QueryLimits(limits),
-    ]
-    if not settings.introspection:
-        extensions.append(lambda: AddValidationRules([NoSchemaIntrospectionCustomRule]))
-    extensions += [CodedValidation, DocumentCache]
     schema = ConnectorSchema(
         query=Query,
         mutation=Mutation,
         types=[Operation, Watch],
-        extensions=extensions,
+        extensions=pipeline(settings),
         config=StrawberryConfig(name_converter=SeedNameConverter(), scalar_map=SCALAR_MAP),
         federation_version=FEDERATION_VERSION,
     )

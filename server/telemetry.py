@@ -147,9 +147,8 @@ class RequestTelemetry:
 
 
 class OperationTelemetry(SchemaExtension):
-    """Tells the request's telemetry its operation name, viewer, outcome and store events.
-
-    Listed before ``ErrorCodes``, so it sees the errors' codes."""
+    """Tells the request's telemetry its operation name, viewer, outcome and store events
+    (its place in the pipeline: ``server.pipeline``)."""
 
     def on_operation(self) -> Iterator[None]:
         yield

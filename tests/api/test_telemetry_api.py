@@ -92,6 +92,23 @@ async def test_request_log_line__carries_the_error_code_and_masked_request_id(st
     assert line["outcome"] == "GRAPHQL_VALIDATION_FAILED"
 
 
+async def test_request_log_line__outcome_is_the_code_error_codes_gave(store, json_log):
+    async with client(store) as http:
+        body = (
+            await http.post(
+                "/graphql",
+                json={
+                    "query": "mutation($input: ClaimOperationInput!) "
+                    "{ claimOperation(input: $input) { __typename } }",
+                    "variables": {"input": claim_input(callerDID="")},
+                },
+            )
+        ).json()
+    assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    [line] = request_lines(json_log)
+    assert line["outcome"] == "BAD_USER_INPUT"
+
+
 async def test_logs__no_token_or_password_in_any_line(store, json_log, caplog):
     secret_token = "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0.s1gnature"
     async with client(store) as http:
