@@ -1,12 +1,12 @@
 """The root ``Mutation``: one field per store write, each taking ``input: <Name>Input!``."""
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import strawberry
 
 from resolvers.context import Info
-from resolvers.queries import to_watch_identity
 from schema.enums import ArmOutcome, VerificationOutcome, value_of
 from schema.inputs import (
     AcquireLeaseInput,
@@ -58,11 +58,16 @@ from schema.watch import Watch
 from store.operations import (
     ABANDONED_SEND_MARKER,
     CONTESTED_SEND_MARKER,
-    OperationClaim,
     OperationsStore,
     OperationTransition,
 )
-from store.records import OperationRecord, PendingAuthRecord, WatchIdentity, WatchRecord
+from store.records import (
+    OperationClaim,
+    OperationRecord,
+    PendingAuthRecord,
+    WatchIdentity,
+    WatchRecord,
+)
 from store.retention import DEFAULT_COLLECT_LIMIT
 from store.sync_state import SyncProgress
 from store.watches import ArmResult, Resumed, WatchesStore
@@ -74,6 +79,15 @@ WatchWrite = Callable[[WatchesStore], Awaitable[WatchRecord | None]]
 class OperationKey(Protocol):
     caller_did: str
     operation_id: str
+
+
+CLAIM_FIELDS = tuple(field.name for field in dataclasses.fields(OperationClaim))
+
+
+def to_claim(input: ClaimOperationInput) -> OperationClaim:
+    """The store's claim for a ``claimOperation`` input, field by field of the claim
+    (``ClaimOperationInput`` mirrors it): a field the input lacks raises AttributeError."""
+    return OperationClaim(**{name: getattr(input, name) for name in CLAIM_FIELDS})
 
 
 def fresh(info: Info, *records: OperationRecord | WatchRecord | None) -> None:
@@ -114,8 +128,8 @@ async def observed(
     if (
         payload.applied
         and operation is not None
-        and operation.send_marker == marker
-        and operation.lease_token_held == token
+        and operation.record.send_marker == marker
+        and operation.record.lease_token == token
     ):
         info.context.events.append(event)
     return payload
@@ -155,12 +169,13 @@ def resumed_payload(info: Info, resumed: Resumed) -> ResumeDeferredPayload:
 class Mutation:
     @strawberry.mutation(description="Claim an operation key: claimed, exists or conflict.")
     async def claim_operation(self, info: Info, input: ClaimOperationInput) -> ClaimOperationResult:
-        result = await info.context.store.operations.claim_operation(OperationClaim(**vars(input)))
+        claim = to_claim(input)
+        result = await info.context.store.operations.claim_operation(claim)
         fresh(info, result.operation)
         if result.status == "conflict" or result.operation is None:
             return OperationConflict(
-                caller_did=input.caller_did,
-                operation_id=input.operation_id,
+                caller_did=claim.caller_did,
+                operation_id=claim.operation_id,
                 message="the key holds an operation with a different envelope",
             )
         operation = Operation.from_record(result.operation)
@@ -298,7 +313,7 @@ class Mutation:
     )
     async def arm_watch(self, info: Info, input: ArmWatchInput) -> ArmWatchPayload:
         result = await info.context.store.watches.arm_watch(
-            to_watch_identity(input.identity),
+            WatchIdentity.of(input.identity),
             input.reason.value,
             input.due_at,
             input.triggering_winner,
@@ -309,7 +324,7 @@ class Mutation:
     async def claim_watch_attempt(
         self, info: Info, input: ClaimWatchAttemptInput
     ) -> WatchWritePayload:
-        identity = to_watch_identity(input.identity)
+        identity = WatchIdentity.of(input.identity)
         return await watch_write(
             info,
             identity,
@@ -320,7 +335,7 @@ class Mutation:
 
     @strawberry.mutation(description="Reschedule a claimed verification attempt.")
     async def defer_watch(self, info: Info, input: DeferWatchInput) -> WatchWritePayload:
-        identity = to_watch_identity(input.identity)
+        identity = WatchIdentity.of(input.identity)
         return await watch_write(
             info,
             identity,
@@ -341,7 +356,7 @@ class Mutation:
         self, info: Info, input: RecordVerificationInput
     ) -> RecordVerificationPayload:
         result = await info.context.store.watches.record_verification(
-            to_watch_identity(input.identity),
+            WatchIdentity.of(input.identity),
             generation=input.generation,
             fetched_digest=input.fetched_digest,
             max_attempts=input.max_attempts,

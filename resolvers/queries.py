@@ -88,17 +88,6 @@ def operation_cursor(record: OperationRecord) -> str:
     return encode_opaque(list(record.order_key))
 
 
-def to_watch_identity(identity: WatchIdentityInput) -> WatchIdentity:
-    """The store's watch identity for a GraphQL one."""
-    return WatchIdentity(
-        owner_did=identity.owner_did,
-        connector_name=identity.connector_name,
-        model=identity.model,
-        account_key=identity.account_key,
-        source_id=identity.source_id,
-    )
-
-
 def to_watch_filter(where: WatchFilter | None, visible_to: str | None) -> wat.WatchFilter | None:
     """The store's watch filter for a GraphQL one, narrowed to the watches of ``visible_to``
     (a viewer without ``service``); None when that leaves nothing to list."""
@@ -223,7 +212,7 @@ class Query:
 
     @strawberry.field(description="One watch by its identity, or null.")
     async def watch(self, info: Info, identity: WatchIdentityInput) -> Watch | None:
-        record = await info.context.store.watches.get_watch(to_watch_identity(identity))
+        record = await info.context.store.watches.get_watch(WatchIdentity.of(identity))
         return visible_watch(info, record)
 
     @strawberry.field(
