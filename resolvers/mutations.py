@@ -32,7 +32,7 @@ from schema.inputs import (
     SetSyncStateInput,
     UpdateSyncProgressInput,
 )
-from schema.operation import Operation, operation_or_none
+from schema.operation import Operation
 from schema.pending_auth import ConsumedPendingAuth, PendingAuth
 from schema.results import (
     ArmWatchPayload,
@@ -54,7 +54,6 @@ from schema.results import (
     WatchWritePayload,
 )
 from schema.sync_state import SyncState, sync_state_or_none
-from schema.watch import Watch
 from store.operations import (
     ABANDONED_SEND_MARKER,
     CONTESTED_SEND_MARKER,
@@ -100,7 +99,7 @@ async def operation_at(info: Info, key: OperationKey) -> Operation | None:
     """The operation at ``key`` as it now stands, after a CAS that did not apply."""
     current = await info.context.store.operations.get_operation(key.caller_did, key.operation_id)
     fresh(info, current)
-    return operation_or_none(current)
+    return info.context.visible.operation(current)
 
 
 async def operation_write(info: Info, key: OperationKey, write: Write) -> OperationWritePayload:
@@ -109,7 +108,7 @@ async def operation_write(info: Info, key: OperationKey, write: Write) -> Operat
     record = await write(info.context.store.operations)
     if record is not None:
         fresh(info, record)
-        return OperationWritePayload(applied=True, operation=Operation.from_record(record))
+        return OperationWritePayload(applied=True, operation=info.context.visible.operation(record))
     return OperationWritePayload(applied=False, operation=await operation_at(info, key))
 
 
@@ -143,18 +142,15 @@ async def watch_write(info: Info, identity: WatchIdentity, write: WatchWrite) ->
     if record is None:
         record = await info.context.store.watches.get_watch(identity)
     fresh(info, record)
-    return WatchWritePayload(applied=applied, watch=watch_or_none(record))
-
-
-def watch_or_none(record: WatchRecord | None) -> Watch | None:
-    """``Watch.from_record`` that lets None through."""
-    return None if record is None else Watch.from_record(record)
+    return WatchWritePayload(applied=applied, watch=info.context.visible.watch(record))
 
 
 def arm_payload(info: Info, result: ArmResult) -> ArmWatchPayload:
     """The payload of one arm, its watch remembered by the request's loaders."""
     fresh(info, result.watch)
-    return ArmWatchPayload(outcome=ArmOutcome(result.outcome), watch=watch_or_none(result.watch))
+    return ArmWatchPayload(
+        outcome=ArmOutcome(result.outcome), watch=info.context.visible.watch(result.watch)
+    )
 
 
 def resumed_payload(info: Info, resumed: Resumed) -> ResumeDeferredPayload:
@@ -170,15 +166,16 @@ class Mutation:
     @strawberry.mutation(description="Claim an operation key: claimed, exists or conflict.")
     async def claim_operation(self, info: Info, input: ClaimOperationInput) -> ClaimOperationResult:
         claim = to_claim(input)
+        visible = info.context.visible
         result = await info.context.store.operations.claim_operation(claim)
         fresh(info, result.operation)
-        if result.status == "conflict" or result.operation is None:
+        operation = None if result.status == "conflict" else visible.operation(result.operation)
+        if operation is None:
             return OperationConflict(
                 caller_did=claim.caller_did,
                 operation_id=claim.operation_id,
                 message="the key holds an operation with a different envelope",
             )
-        operation = Operation.from_record(result.operation)
         if result.status == "claimed":
             return OperationClaimed(operation=operation)
         return OperationExists(operation=operation)
@@ -298,10 +295,8 @@ class Mutation:
             fresh(info, done.operation, done.watch)
             return FinalizeOperationPayload(
                 applied=True,
-                operation=Operation.from_record(done.operation),
-                watch=Watch.from_record(done.watch)
-                if info.context.owns(done.watch.owner_did)
-                else None,
+                operation=info.context.visible.operation(done.operation),
+                watch=info.context.visible.watch(done.watch),
             )
         return FinalizeOperationPayload(
             applied=False, operation=await operation_at(info, input), watch=None
@@ -365,7 +360,8 @@ class Mutation:
         )
         fresh(info, result.watch)
         return RecordVerificationPayload(
-            outcome=VerificationOutcome(result.outcome), watch=watch_or_none(result.watch)
+            outcome=VerificationOutcome(result.outcome),
+            watch=info.context.visible.watch(result.watch),
         )
 
     @strawberry.mutation(

@@ -6,7 +6,6 @@ import strawberry
 
 from resolvers.context import Info
 from resolvers.errors import bad_input, not_found
-from resolvers.permissions import can_see, owns, require
 from schema.enums import value_of
 from schema.inputs import OperationFilter, WatchFilter, WatchIdentityInput
 from schema.node import Node, decode_cursor, decode_global_id, encode_opaque
@@ -109,25 +108,17 @@ def watch_cursor(record: WatchRecord) -> str:
     return encode_opaque(list(record.order_key))
 
 
-def visible_watch(info: Info, record: WatchRecord | None) -> Watch | None:
-    """The GraphQL view of ``record`` when the viewer may see it, else None."""
-    if record is None or not owns(info.context.viewer, record.owner_did):
-        return None
-    return Watch.from_record(record)
-
-
 async def node_of(info: Info, id: str) -> Node | None:
     """The object behind ``id`` when the viewer may see it, else None."""
     decoded = decode_global_id(id)
     store = info.context.store
-    viewer = info.context.viewer
+    visible = info.context.visible
     if decoded is not None and decoded[0] == "Operation" and isinstance(decoded[1], str):
-        require(viewer, "operations:read")
+        visible.require("operations:read")
         found = await store.operations.list_tracked_operations(
-            ops.OperationFilter(node_key=decoded[1], visible_to=viewer.visible_to)
+            ops.OperationFilter(node_key=decoded[1], visible_to=info.context.viewer.visible_to)
         )
-        if found:
-            return Operation.from_record(found[0])
+        return visible.operation(found[0] if found else None)
     elif (
         decoded is not None
         and decoded[0] == "Watch"
@@ -135,10 +126,8 @@ async def node_of(info: Info, id: str) -> Node | None:
         and len(decoded[1]) == 5
         and all(isinstance(part, str) for part in decoded[1])
     ):
-        require(viewer, "watches:read")
-        record = await store.watches.get_watch(WatchIdentity(*decoded[1]))
-        if record is not None and owns(viewer, record.owner_did):
-            return Watch.from_record(record)
+        visible.require("watches:read")
+        return visible.watch(await store.watches.get_watch(WatchIdentity(*decoded[1])))
     return None
 
 
@@ -150,11 +139,8 @@ class Query:
 
     @strawberry.field(description="One operation by its key, or null.")
     async def operation(self, info: Info, caller_did: str, operation_id: str) -> Operation | None:
-        viewer = info.context.viewer
         record = await info.context.store.operations.get_operation(caller_did, operation_id)
-        if record is None or not can_see(viewer, record.caller_did, record.owner_did):
-            return None
-        return Operation.from_record(record)
+        return info.context.visible.operation(record)
 
     @strawberry.field(description="Operations matching the filter, oldest first, by pages.")
     async def operations(
@@ -172,8 +158,9 @@ class Query:
             limit=size + 1,
         )
         edges = [
-            OperationEdge(cursor=operation_cursor(r), node=Operation.from_record(r))
+            OperationEdge(cursor=operation_cursor(r), node=node)
             for r in records[:size]
+            if (node := info.context.visible.operation(r)) is not None
         ]
         return OperationConnection(
             edges=edges, page_info=page_info([e.cursor for e in edges], len(records) > size, after)
@@ -208,12 +195,12 @@ class Query:
         size = page_size("limit", limit, DEFAULT_LIMIT)
         info.context.rows.take("limit", size)
         records = await info.context.store.retention.list_due_operations(now, size, connector_name)
-        return [Operation.from_record(record) for record in records]
+        return info.context.visible.operations(records)
 
     @strawberry.field(description="One watch by its identity, or null.")
     async def watch(self, info: Info, identity: WatchIdentityInput) -> Watch | None:
         record = await info.context.store.watches.get_watch(WatchIdentity.of(identity))
-        return visible_watch(info, record)
+        return info.context.visible.watch(record)
 
     @strawberry.field(
         description="A watch naming the document (the first in identity order when several "
@@ -223,11 +210,11 @@ class Query:
         viewer = info.context.viewer
         watches = info.context.store.watches
         if viewer.is_service:
-            return visible_watch(info, await watches.get_watch_by_document(document_id))
+            return info.context.visible.watch(await watches.get_watch_by_document(document_id))
         mine = await watches.list_watches_matching(
             wat.WatchFilter(document_ids=[document_id], owner_did=viewer.visible_to), limit=1
         )
-        return visible_watch(info, mine[0] if mine else None)
+        return info.context.visible.watch(mine[0] if mine else None)
 
     @strawberry.field(description="Watches matching the filter, in identity order, by pages.")
     async def watches(
@@ -250,7 +237,9 @@ class Query:
             )
         )
         edges = [
-            WatchEdge(cursor=watch_cursor(r), node=Watch.from_record(r)) for r in records[:size]
+            WatchEdge(cursor=watch_cursor(r), node=node)
+            for r in records[:size]
+            if (node := info.context.visible.watch(r)) is not None
         ]
         return WatchConnection(
             edges=edges, page_info=page_info([e.cursor for e in edges], len(records) > size, after)
@@ -262,13 +251,13 @@ class Query:
     )
     async def pending_auth(self, info: Info, state: str) -> PendingAuth | None:
         record = await info.context.store.pending_auth.get_pending_auth(state)
-        if record is None or not owns(info.context.viewer, record.owner_did):
+        if record is None or not info.context.visible.owns(record.owner_did):
             return None
         return PendingAuth.from_record(record)
 
     @strawberry.field(description="The sync state of one connector for one owner, or null.")
     async def sync_state(self, info: Info, connector_name: str, owner_did: str) -> SyncState | None:
-        if not owns(info.context.viewer, owner_did):
+        if not info.context.visible.owns(owner_did):
             return None
         record = await info.context.store.sync_state.get_sync_state(connector_name, owner_did)
         return sync_state_or_none(record)
@@ -317,4 +306,4 @@ class Query:
         size = page_size("limit", limit, DEFAULT_LIMIT)
         info.context.rows.take("limit", size)
         records = await info.context.store.watches.list_due_watches(now, size, connector_name)
-        return [Watch.from_record(record) for record in records]
+        return info.context.visible.watches(records)

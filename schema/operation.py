@@ -9,8 +9,6 @@ from schema.enums import DeferReason, OperationState
 from schema.node import Node, encode_global_id
 from schema.records import mirrors, record_values
 from schema.watch import Watch
-from store import validation as check
-from store.errors import InvalidInput
 from store.records import OperationRecord
 
 
@@ -34,37 +32,20 @@ class Operation(Node):
         "(nor a service)."
     )
     def lease_token(self, info: strawberry.Info) -> str | None:
-        record = self.record
-        return record.lease_token if info.context.can_see_lease(record.caller_did) else None
+        return info.context.visible.lease_token(self.record)
 
     @strawberry.field(
         description="The verify/repair watch of this operation's provider entity; null when "
         "the viewer may not see it. Needs the right watches:read."
     )
     async def watch(self, info: strawberry.Info) -> Watch | None:
-        info.context.require("watches:read")
-        record = await info.context.loaders.watch.load(self.record.identity)
-        if record is None or not info.context.owns(record.owner_did):
-            return None
-        return Watch.from_record(record)
+        return await info.context.visible.watch_of(self.record)
 
     @classmethod
     async def resolve_reference(cls, info: strawberry.Info, **key: Any) -> "Operation | None":
-        """The entity a gateway asks for by its key (``_entities``): through the request's
-        loader, with the checks of every other read (the right operations:read; the viewer
-        must be the caller or the owner). A malformed, unknown or foreign key reads null."""
-        info.context.require("operations:read")
-        try:
-            wanted = (
-                check.key("callerDID", key.get("callerDID")),
-                check.key("operationID", key.get("operationID")),
-            )
-        except InvalidInput:
-            return None
-        record = await info.context.loaders.operation.load(wanted)
-        if record is None or not info.context.can_see(record):
-            return None
-        return cls.from_record(record)
+        """The entity a gateway asks for by its key (``_entities``), through the viewer-scoped
+        reader (``Visible.operation_entity``)."""
+        return await info.context.visible.operation_entity(key)
 
     @classmethod
     def from_record(cls, record: OperationRecord) -> "Operation":
@@ -74,8 +55,3 @@ class Operation(Node):
             record=record,
             **record_values(cls, record),
         )
-
-
-def operation_or_none(record: OperationRecord | None) -> Operation | None:
-    """``Operation.from_record`` that lets None through."""
-    return None if record is None else Operation.from_record(record)

@@ -8,9 +8,7 @@ from schema.enums import DeferReason, VerificationStatus
 from schema.names import to_graphql_name
 from schema.node import Node, encode_global_id
 from schema.records import mirrors, record_values
-from store import validation as check
-from store.errors import InvalidInput
-from store.records import WATCH_IDENTITY, WatchIdentity, WatchRecord
+from store.records import WATCH_IDENTITY, WatchRecord
 
 if TYPE_CHECKING:
     from schema.operation import Operation
@@ -40,28 +38,13 @@ class Watch(Node):
     async def operations(
         self, info: strawberry.Info
     ) -> list[Annotated["Operation", strawberry.lazy("schema.operation")]]:
-        from schema.operation import Operation
-
-        info.context.require("operations:read")
-        records = await info.context.loaders.watch_operations.load(self.record.identity)
-        visible = [record for record in records if info.context.can_see(record)]
-        info.context.rows.take("operations", len(visible))
-        return [Operation.from_record(record) for record in visible]
+        return await info.context.visible.operations_of(self.record)
 
     @classmethod
     async def resolve_reference(cls, info: strawberry.Info, **key: Any) -> "Watch | None":
-        """The entity a gateway asks for by its identity (``_entities``): through the
-        request's loader, with the checks of every other read (the right watches:read; the
-        viewer must own it). A malformed, unknown or foreign key reads null."""
-        info.context.require("watches:read")
-        try:
-            identity = WatchIdentity(*(check.key(name, key.get(name)) for name in KEY_FIELDS))
-        except InvalidInput:
-            return None
-        record = await info.context.loaders.watch.load(identity)
-        if record is None or not info.context.owns(record.owner_did):
-            return None
-        return cls.from_record(record)
+        """The entity a gateway asks for by its identity (``_entities``), through the
+        viewer-scoped reader (``Visible.watch_entity``)."""
+        return await info.context.visible.watch_entity(key)
 
     @classmethod
     def from_record(cls, record: WatchRecord) -> "Watch":
