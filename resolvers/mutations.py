@@ -6,6 +6,7 @@ from typing import Protocol
 
 import strawberry
 
+from resolvers import fields
 from resolvers.context import Info
 from schema.enums import ArmOutcome, VerificationOutcome, value_of
 from schema.inputs import (
@@ -163,7 +164,7 @@ def resumed_payload(info: Info, resumed: Resumed) -> ResumeDeferredPayload:
 
 @strawberry.type
 class Mutation:
-    @strawberry.mutation(description="Claim an operation key: claimed, exists or conflict.")
+    @fields.mutation(description="Claim an operation key: claimed, exists or conflict.")
     async def claim_operation(self, info: Info, input: ClaimOperationInput) -> ClaimOperationResult:
         claim = to_claim(input)
         visible = info.context.visible
@@ -180,7 +181,7 @@ class Mutation:
             return OperationClaimed(operation=operation)
         return OperationExists(operation=operation)
 
-    @strawberry.mutation(description="Take the lease when it is free, expired or already yours.")
+    @fields.mutation(description="Take the lease when it is free, expired or already yours.")
     async def acquire_lease(self, info: Info, input: AcquireLeaseInput) -> OperationWritePayload:
         return await observed(
             info,
@@ -196,7 +197,7 @@ class Mutation:
             ),
         )
 
-    @strawberry.mutation(description="Move the lease's expiry (same guard as acquireLease).")
+    @fields.mutation(description="Move the lease's expiry (same guard as acquireLease).")
     async def renew_lease(self, info: Info, input: RenewLeaseInput) -> OperationWritePayload:
         return await operation_write(
             info,
@@ -206,7 +207,7 @@ class Mutation:
             ),
         )
 
-    @strawberry.mutation(description="Drop the lease (same guard as acquireLease).")
+    @fields.mutation(description="Drop the lease (same guard as acquireLease).")
     async def release_lease(self, info: Info, input: ReleaseLeaseInput) -> OperationWritePayload:
         return await operation_write(
             info,
@@ -216,7 +217,7 @@ class Mutation:
             ),
         )
 
-    @strawberry.mutation(description="Mark the attempt as sent by a run; a second run contests.")
+    @fields.mutation(description="Mark the attempt as sent by a run; a second run contests.")
     async def mark_send_started(
         self, info: Info, input: MarkSendStartedInput
     ) -> OperationWritePayload:
@@ -234,7 +235,7 @@ class Mutation:
             ),
         )
 
-    @strawberry.mutation(description="Reschedule a live operation whose lease is free or yours.")
+    @fields.mutation(description="Reschedule a live operation whose lease is free or yours.")
     async def defer_operation(
         self, info: Info, input: DeferOperationInput
     ) -> OperationWritePayload:
@@ -250,7 +251,7 @@ class Mutation:
             ),
         )
 
-    @strawberry.mutation(description="CAS an operation to another state; counts attempts.")
+    @fields.mutation(description="CAS an operation to another state; counts attempts.")
     async def record_operation(
         self, info: Info, input: RecordOperationInput
     ) -> OperationWritePayload:
@@ -277,7 +278,7 @@ class Mutation:
             ),
         )
 
-    @strawberry.mutation(description="Commit a live operation and arm its entity's watch.")
+    @fields.mutation(description="Commit a live operation and arm its entity's watch.")
     async def finalize_operation(
         self, info: Info, input: FinalizeOperationInput
     ) -> FinalizeOperationPayload:
@@ -302,7 +303,7 @@ class Mutation:
             applied=False, operation=await operation_at(info, input), watch=None
         )
 
-    @strawberry.mutation(
+    @fields.mutation(
         description="Arm a watch: MANUAL opens a repair generation; INGRESS opens, coalesces "
         "or does nothing by the winner gate. Reason finalize is reserved."
     )
@@ -315,7 +316,7 @@ class Mutation:
         )
         return arm_payload(info, result)
 
-    @strawberry.mutation(description="Claim a due verification attempt until `until`.")
+    @fields.mutation(description="Claim a due verification attempt until `until`.")
     async def claim_watch_attempt(
         self, info: Info, input: ClaimWatchAttemptInput
     ) -> WatchWritePayload:
@@ -328,7 +329,7 @@ class Mutation:
             ),
         )
 
-    @strawberry.mutation(description="Reschedule a claimed verification attempt.")
+    @fields.mutation(description="Reschedule a claimed verification attempt.")
     async def defer_watch(self, info: Info, input: DeferWatchInput) -> WatchWritePayload:
         identity = WatchIdentity.of(input.identity)
         return await watch_write(
@@ -343,7 +344,7 @@ class Mutation:
             ),
         )
 
-    @strawberry.mutation(
+    @fields.mutation(
         description="Record what the provider holds: VERIFIED, PENDING, REPAIR_FAILED, or "
         "STALE_GENERATION / STALE_CLAIM with nothing written."
     )
@@ -364,7 +365,7 @@ class Mutation:
             watch=info.context.visible.watch(result.watch),
         )
 
-    @strawberry.mutation(
+    @fields.mutation(
         description="Record a document's new winner and arm each of its watches with reason "
         "INGRESS, in one transaction."
     )
@@ -374,14 +375,14 @@ class Mutation:
         )
         return RecordIngressPayload(results=[arm_payload(info, result) for result in results])
 
-    @strawberry.mutation(description="Make everything deferred OFFLINE due now.")
+    @fields.mutation(description="Make everything deferred OFFLINE due now.")
     async def resume_offline_deferred(
         self, info: Info, input: ResumeOfflineDeferredInput
     ) -> ResumeDeferredPayload:
         resumed = await info.context.store.watches.resume_offline_deferred(input.now)
         return resumed_payload(info, resumed)
 
-    @strawberry.mutation(
+    @fields.mutation(
         description="Make the owner's operations and watches of these connectors deferred "
         "AUTH due now."
     )
@@ -393,7 +394,7 @@ class Mutation:
         )
         return resumed_payload(info, resumed)
 
-    @strawberry.mutation(description="Keep OAuth PKCE state; a state that exists is refused.")
+    @fields.mutation(description="Keep OAuth PKCE state; a state that exists is refused.")
     async def create_pending_auth(
         self, info: Info, input: CreatePendingAuthInput
     ) -> CreatePendingAuthPayload:
@@ -414,7 +415,7 @@ class Mutation:
         )
         return CreatePendingAuthPayload(pending_auth=PendingAuth.from_record(record))
 
-    @strawberry.mutation(
+    @fields.mutation(
         description="Take a pending authorization once, code verifier included; null when "
         "absent, already consumed, or another owner's. An expired record is still returned "
         "(as the seed): compare its expiresAt with the time of the callback."
@@ -428,14 +429,14 @@ class Mutation:
         )
         return None if record is None else ConsumedPendingAuth.from_record(record)
 
-    @strawberry.mutation(description="Delete pending authorizations with `expiresAt < cutoff`.")
+    @fields.mutation(description="Delete pending authorizations with `expiresAt < cutoff`.")
     async def delete_expired_pending_auth(
         self, info: Info, input: DeleteExpiredPendingAuthInput
     ) -> DeleteExpiredPendingAuthPayload:
         deleted = await info.context.store.pending_auth.delete_expired_pending_auth(input.cutoff)
         return DeleteExpiredPendingAuthPayload(deleted=deleted)
 
-    @strawberry.mutation(
+    @fields.mutation(
         description="Delete at most `limit` finished (never ATTEMPTED) operations last "
         "updated before `olderThan`; call again until fewer than `limit` come back."
     )
@@ -449,14 +450,14 @@ class Mutation:
         info.context.loaders.forget_all()
         return CollectFinishedOperationsPayload(deleted=deleted)
 
-    @strawberry.mutation(description="Create or overwrite a sync state.")
+    @fields.mutation(description="Create or overwrite a sync state.")
     async def set_sync_state(self, info: Info, input: SetSyncStateInput) -> SetSyncStatePayload:
         record = await info.context.store.sync_state.set_sync_state(
             input.connector_name, input.owner_did, sync_progress(input), input.status.value
         )
         return SetSyncStatePayload(sync_state=SyncState.from_record(record))
 
-    @strawberry.mutation(
+    @fields.mutation(
         description="Compare-and-swap a sync state's progress on `version` and `incarnation`; "
         "on `applied: false` re-read `syncState`, recompute and retry."
     )
@@ -476,7 +477,7 @@ class Mutation:
         current = await store.get_sync_state(input.connector_name, input.owner_did)
         return UpdateSyncProgressPayload(applied=False, sync_state=sync_state_or_none(current))
 
-    @strawberry.mutation(description="Delete a sync state; a new one gets a new incarnation.")
+    @fields.mutation(description="Delete a sync state; a new one gets a new incarnation.")
     async def delete_sync_state(
         self, info: Info, input: DeleteSyncStateInput
     ) -> DeleteSyncStatePayload:

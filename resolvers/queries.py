@@ -4,6 +4,7 @@ from typing import Any, cast
 
 import strawberry
 
+from resolvers import fields
 from resolvers.context import Info
 from resolvers.errors import bad_input, not_found
 from schema.enums import value_of
@@ -133,16 +134,16 @@ async def node_of(info: Info, id: str) -> Node | None:
 
 @strawberry.type
 class Query:
-    @strawberry.field(description="The server's clock, so workers can set lease expiries.")
+    @fields.query(description="The server's clock, so workers can set lease expiries.")
     def server_time(self, info: Info) -> EpochMillis:
         return EpochMillis(info.context.store.clock())
 
-    @strawberry.field(description="One operation by its key, or null.")
+    @fields.query(description="One operation by its key, or null.")
     async def operation(self, info: Info, caller_did: str, operation_id: str) -> Operation | None:
         record = await info.context.store.operations.get_operation(caller_did, operation_id)
         return info.context.visible.operation(record)
 
-    @strawberry.field(description="Operations matching the filter, oldest first, by pages.")
+    @fields.query(description="Operations matching the filter, oldest first, by pages.")
     async def operations(
         self,
         info: Info,
@@ -166,7 +167,7 @@ class Query:
             edges=edges, page_info=page_info([e.cursor for e in edges], len(records) > size, after)
         )
 
-    @strawberry.field(description="The object behind a global id.")
+    @fields.query(description="The object behind a global id.")
     async def node(self, info: Info, id: strawberry.ID) -> Node | None:
         try:
             found = await node_of(info, id)
@@ -176,7 +177,7 @@ class Query:
             raise not_found("no object has this id")
         return found
 
-    @strawberry.field(description="Whether a later operation exists on the same document.")
+    @fields.query(description="Whether a later operation exists on the same document.")
     async def has_newer_operation_on_document(
         self, info: Info, caller_did: str, operation_id: str
     ) -> bool:
@@ -184,7 +185,7 @@ class Query:
             caller_did, operation_id, visible_to=info.context.viewer.visible_to
         )
 
-    @strawberry.field(description="Live operations a worker may pick up now, oldest due first.")
+    @fields.query(description="Live operations a worker may pick up now, oldest due first.")
     async def due_operations(
         self,
         info: Info,
@@ -197,12 +198,12 @@ class Query:
         records = await info.context.store.retention.list_due_operations(now, size, connector_name)
         return info.context.visible.operations(records)
 
-    @strawberry.field(description="One watch by its identity, or null.")
+    @fields.query(description="One watch by its identity, or null.")
     async def watch(self, info: Info, identity: WatchIdentityInput) -> Watch | None:
         record = await info.context.store.watches.get_watch(WatchIdentity.of(identity))
         return info.context.visible.watch(record)
 
-    @strawberry.field(
+    @fields.query(
         description="A watch naming the document (the first in identity order when several "
         "connectors watch it), or null."
     )
@@ -216,7 +217,7 @@ class Query:
         )
         return info.context.visible.watch(mine[0] if mine else None)
 
-    @strawberry.field(description="Watches matching the filter, in identity order, by pages.")
+    @fields.query(description="Watches matching the filter, in identity order, by pages.")
     async def watches(
         self,
         info: Info,
@@ -245,7 +246,7 @@ class Query:
             edges=edges, page_info=page_info([e.cursor for e in edges], len(records) > size, after)
         )
 
-    @strawberry.field(
+    @fields.query(
         description="A pending OAuth authorization by its state, without the code verifier "
         "(only consumePendingAuth returns that), or null."
     )
@@ -255,14 +256,14 @@ class Query:
             return None
         return PendingAuth.from_record(record)
 
-    @strawberry.field(description="The sync state of one connector for one owner, or null.")
+    @fields.query(description="The sync state of one connector for one owner, or null.")
     async def sync_state(self, info: Info, connector_name: str, owner_did: str) -> SyncState | None:
         if not info.context.visible.owns(owner_did):
             return None
         record = await info.context.store.sync_state.get_sync_state(connector_name, owner_did)
         return sync_state_or_none(record)
 
-    @strawberry.field(description="One connector's sync states, ordered by owner DID, by pages.")
+    @fields.query(description="One connector's sync states, ordered by owner DID, by pages.")
     async def sync_states(
         self,
         info: Info,
@@ -292,7 +293,7 @@ class Query:
             edges=edges, page_info=page_info([e.cursor for e in edges], len(records) > size, after)
         )
 
-    @strawberry.field(
+    @fields.query(
         description="Pending watches a verifier may claim now: nextAttemptAt <= now and the "
         "claim absent or lapsed, ordered by nextAttemptAt then identity."
     )

@@ -9,6 +9,7 @@ from typing import Any, get_args
 import pytest
 import strawberry
 
+from resolvers import fields
 from resolvers.mutations import to_claim
 from schema.names import to_graphql_name
 from schema.records import RecordMismatch, mirrors, record_values
@@ -148,3 +149,26 @@ def test_watch_identity_of__reads_the_five_parts():
 def test_watch_identity_of__refuses_a_holder_missing_a_part():
     with pytest.raises(AttributeError, match="owner_did"):
         WatchIdentity.of(Gadget(name="g", size=1, tags={}))
+
+
+def test_typed_field_decorators__are_strawberrys_own():
+    """resolvers/fields.py only restates the type of Strawberry's decorators: the method
+    still becomes a field with its arguments and description."""
+
+    @strawberry.type
+    class Query:
+        @fields.query(description="Doubles n.")
+        def double(self, n: int) -> int:
+            return 2 * n
+
+    @strawberry.type
+    class Mutation:
+        @fields.mutation(description="Echoes n.")
+        def echo(self, n: int) -> int:
+            return n
+
+    schema = strawberry.Schema(query=Query, mutation=Mutation)
+
+    assert schema.execute_sync("{ double(n: 2) }").data == {"double": 4}
+    assert schema.execute_sync("mutation { echo(n: 3) }").data == {"echo": 3}
+    assert '"""Doubles n."""' in schema.as_str() and '"""Echoes n."""' in schema.as_str()
