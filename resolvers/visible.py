@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 from resolvers.loaders import Loaders
 from resolvers.permissions import Viewer, can_see, can_see_lease, owns, require
-from schema.names import to_graphql_name
+from schema.operation import KEY_FIELDS as OPERATION_KEYS
 from schema.operation import Operation
-from schema.watch import KEY_FIELDS, Watch
+from schema.watch import KEY_FIELDS as WATCH_KEYS
+from schema.watch import Watch
 from store import validation as check
 from store.errors import InvalidInput
-from store.records import OPERATION_KEY, OperationRecord, WatchIdentity, WatchRecord
+from store.records import OperationRecord, WatchIdentity, WatchRecord
 
 if TYPE_CHECKING:
     from resolvers.context import RowBudget
@@ -56,8 +57,6 @@ SERVES: Final = frozenset(
     }
 )
 """(type, field) of every field whose ``Operation``/``Watch`` values come from the reader."""
-
-OPERATION_KEY_FIELDS: Final = tuple(to_graphql_name(name) for name in OPERATION_KEY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,9 +124,7 @@ class Visible:
         operations:read; a malformed, unknown or foreign key reads None."""
         self.require("operations:read")
         try:
-            caller_did, operation_id = (
-                check.key(name, key.get(name)) for name in OPERATION_KEY_FIELDS
-            )
+            caller_did, operation_id = (check.key(name, key.get(name)) for name in OPERATION_KEYS)
         except InvalidInput:
             return None
         return self.operation(await self.loaders.operation.load((caller_did, operation_id)))
@@ -137,7 +134,7 @@ class Visible:
         a malformed, unknown or foreign key reads None."""
         self.require("watches:read")
         try:
-            identity = WatchIdentity(*(check.key(name, key.get(name)) for name in KEY_FIELDS))
+            identity = WatchIdentity(*(check.key(name, key.get(name)) for name in WATCH_KEYS))
         except InvalidInput:
             return None
         return self.watch(await self.loaders.watch.load(identity))

@@ -6,14 +6,18 @@ from typing import Any
 import strawberry
 
 from schema.enums import DeferReason, OperationState
+from schema.names import to_graphql_name
 from schema.node import Node, encode_global_id
 from schema.records import mirrors, record_values
 from schema.watch import Watch
-from store.records import OperationRecord
+from store.records import OPERATION_KEY, OperationRecord
+
+KEY_FIELDS = tuple(to_graphql_name(name) for name in OPERATION_KEY)
+"""The operation's key as GraphQL names: the federation key."""
 
 
 @strawberry.federation.type(
-    keys=["callerDID operationID"],
+    keys=[" ".join(KEY_FIELDS)],
     description="The durable, exactly-once write-back envelope of one change. A federation "
     "entity: other subgraphs refer to it by `callerDID` and `operationID`.",
 )

@@ -24,7 +24,8 @@ from store.records import EpochMs, JsonValue
 _T = TypeVar("_T")
 
 MIRRORED = "__mirrored_fields__"
-"""The class attribute naming the record fields a mirrored class carries, in order."""
+"""The class attribute naming the record fields a mirrored class carries, in order, each
+with the enum its GraphQL type is (or None)."""
 
 
 class RecordMismatch(TypeError):
@@ -83,7 +84,7 @@ def mirrors(
                 setattr(cls, name, field.default)
         annotations |= own
         cls.__annotations__ = annotations
-        setattr(cls, MIRRORED, tuple(mirrored))
+        setattr(cls, MIRRORED, tuple((name, _enum_of(annotations[name])) for name in mirrored))
         return cls
 
     return decorate
@@ -92,17 +93,19 @@ def mirrors(
 def record_values(cls: type, record: object) -> dict[str, Any]:
     """The values of ``cls``'s mirrored fields taken from ``record``, an enum field's as
     its member. Raises ``RecordMismatch`` when ``cls`` mirrors no record."""
-    names = getattr(cls, MIRRORED, None)
-    if names is None:
+    fields = getattr(cls, MIRRORED, None)
+    if fields is None:
         raise RecordMismatch(f"{cls.__name__} mirrors no record")
-    hints = cls.__annotations__
-    return {name: _convert(hints[name], getattr(record, name)) for name in names}
+    values = {name: getattr(record, name) for name, _ in fields}
+    for name, enum in fields:
+        if enum is not None and values[name] is not None:
+            values[name] = enum(values[name])
+    return values
 
 
-def _convert(annotation: Any, value: Any) -> Any:
-    if value is None:
-        return None
+def _enum_of(annotation: Any) -> type[Enum] | None:
+    """The enum ``annotation`` names (alone or as ``Enum | None``), or None."""
     for candidate in (annotation, *get_args(annotation)):
         if isinstance(candidate, type) and issubclass(candidate, Enum):
-            return candidate(value)
-    return value
+            return candidate
+    return None
