@@ -13,9 +13,9 @@ every mirrored field, converts enums by ``types``, and raises for a field it can
 
 import dataclasses
 import inspect
-import types
 from collections.abc import Callable, Collection, Mapping
 from enum import Enum
+from types import NoneType, UnionType
 from typing import Any, TypeVar, Union, get_args, get_origin
 
 from schema.scalars import JSON, EpochMillis
@@ -40,9 +40,9 @@ def graphql_type(python_type: Any) -> Any:
     if python_type == JsonValue:
         return JSON | None
     origin = get_origin(python_type)
-    if origin in (Union, types.UnionType):
-        inner = [arg for arg in get_args(python_type) if arg is not type(None)]
-        if len(inner) == 1 and type(None) in get_args(python_type):
+    if origin in (Union, UnionType):
+        inner = [arg for arg in get_args(python_type) if arg is not NoneType]
+        if len(inner) == 1 and NoneType in get_args(python_type):
             return graphql_type(inner[0]) | None
     if python_type in (str, int, bool) or python_type == list[str]:
         return python_type
