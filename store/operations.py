@@ -28,7 +28,7 @@ from store.records import (
     WatchRecord,
 )
 from store.tables import operation as op
-from store.watches import WatchesStore
+from store.watches import WatchesStore, by_identity
 
 CONTESTED_SEND_MARKER = "*contested*"
 """The send marker of an attempt that more than one run marked: it matches no run's marker,
@@ -671,18 +671,8 @@ class OperationsStore:
         found: list[OperationRecord] = []
         for chunk in chunked(identities, 100):
             rows = await self._db.fetch_all(
-                sa.select(op).where(sa.or_(*(_of_watch(identity) for identity in chunk)))
+                sa.select(op).where(sa.or_(*(by_identity(identity, op) for identity in chunk)))
             )
             found.extend(OperationRecord.from_row(row) for row in rows)
         found.sort(key=lambda record: record.order_key)
         return found
-
-
-def _of_watch(identity: WatchIdentity) -> sa.ColumnElement[bool]:
-    return sa.and_(
-        op.c.owner_did == check.key("ownerDID", identity.owner_did),
-        op.c.connector_name == check.key("connectorName", identity.connector_name),
-        op.c.model == check.key("model", identity.model),
-        op.c.account_key == check.key("accountKey", identity.account_key),
-        op.c.source_id == check.key("sourceID", identity.source_id),
-    )

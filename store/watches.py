@@ -170,14 +170,15 @@ def verification_decision(
     return "pending"
 
 
-def by_identity(identity: WatchIdentity) -> sa.ColumnElement[bool]:
-    """The WHERE clause naming one watch; raises ``InvalidInput`` for a malformed part."""
+def by_identity(identity: WatchIdentity, table: sa.Table = watch) -> sa.ColumnElement[bool]:
+    """The WHERE clause naming one watch (or, over ``operation``, the operations whose
+    watch it is); raises ``InvalidInput`` for a malformed part."""
     return sa.and_(
-        watch.c.owner_did == check.key("ownerDID", identity.owner_did),
-        watch.c.connector_name == check.key("connectorName", identity.connector_name),
-        watch.c.model == check.key("model", identity.model),
-        watch.c.account_key == check.key("accountKey", identity.account_key),
-        watch.c.source_id == check.key("sourceID", identity.source_id),
+        table.c.owner_did == check.key("ownerDID", identity.owner_did),
+        table.c.connector_name == check.key("connectorName", identity.connector_name),
+        table.c.model == check.key("model", identity.model),
+        table.c.account_key == check.key("accountKey", identity.account_key),
+        table.c.source_id == check.key("sourceID", identity.source_id),
     )
 
 
