@@ -7,9 +7,9 @@ import strawberry
 
 from resolvers.errors import bad_input
 from resolvers.loaders import Loaders
-from resolvers.permissions import Viewer, can_see, can_see_lease, owns, require
+from resolvers.permissions import Viewer
+from resolvers.visible import Visible
 from store import ConnectorStore
-from store.records import OperationRecord
 
 MAX_ROWS_PER_REQUEST = 1000
 
@@ -50,22 +50,11 @@ class Context:
     """The HTTP request (federated tracing reads its ``apollo-federation-include-trace``
     header); None outside HTTP."""
 
-    def require(self, scope: str) -> None:
-        """Raise ``FORBIDDEN`` unless the viewer holds ``scope`` (for nested fields, which
-        reach rights through the context)."""
-        require(self.viewer, scope)
+    visible: Visible = field(init=False)
+    """The viewer-scoped reader every resolver and nested field reads rows through."""
 
-    def can_see(self, record: OperationRecord) -> bool:
-        """True when the viewer may see the operation ``record``."""
-        return can_see(self.viewer, record.caller_did, record.owner_did)
-
-    def owns(self, owner_did: str) -> bool:
-        """True when the viewer may see a watch (or other row) of ``owner_did``."""
-        return owns(self.viewer, owner_did)
-
-    def can_see_lease(self, caller_did: str) -> bool:
-        """True when the viewer may see the lease token of an operation of ``caller_did``."""
-        return can_see_lease(self.viewer, caller_did)
+    def __post_init__(self) -> None:
+        self.visible = Visible(self.viewer, self.loaders, self.rows)
 
 
 Info = strawberry.Info[Context, None]

@@ -354,7 +354,7 @@ class ErrorCodes(SchemaExtension):
             if errors:
                 for error in errors:
                     self.phases[id(error)] = Phase.VARIABLES
-                context.result = ExecutionResult(data=None, errors=errors)  # type: ignore[assignment]
+                context.result = ExecutionResult(data=None, errors=errors)
         yield
 
     def on_operation(self) -> Iterator[None]:

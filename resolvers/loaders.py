@@ -12,13 +12,6 @@ from store import ConnectorStore
 from store.records import OperationRecord, WatchIdentity, WatchRecord
 
 
-def watch_identity_of(record: OperationRecord) -> WatchIdentity:
-    """The identity of the watch an operation's finalize arms."""
-    return WatchIdentity(
-        record.owner_did, record.connector_name, record.model, record.account_key, record.source_id
-    )
-
-
 @dataclass
 class Loaders:
     """The loaders of one request; never shared between requests.
@@ -58,7 +51,7 @@ class Loaders:
     ) -> list[list[OperationRecord]]:
         found: dict[WatchIdentity, list[OperationRecord]] = {key: [] for key in identities}
         for record in await self.store.operations.list_operations_of_watches(identities):
-            found[watch_identity_of(record)].append(record)
+            found[record.identity].append(record)
         return [found[identity] for identity in identities]
 
     def remember(self, *records: OperationRecord | WatchRecord | None) -> None:
@@ -71,7 +64,7 @@ class Loaders:
                 self.operation.prime((record.caller_did, record.operation_id), record, force=True)
                 # DataLoader.clear raises KeyError for a key it never loaded.
                 with suppress(KeyError):
-                    self.watch_operations.clear(watch_identity_of(record))
+                    self.watch_operations.clear(record.identity)
 
     def forget_all(self) -> None:
         """Drop every cached row, after a write that changed rows it did not return."""

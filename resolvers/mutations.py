@@ -1,12 +1,13 @@
 """The root ``Mutation``: one field per store write, each taking ``input: <Name>Input!``."""
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import strawberry
 
+from resolvers import fields
 from resolvers.context import Info
-from resolvers.queries import to_watch_identity
 from schema.enums import ArmOutcome, VerificationOutcome, value_of
 from schema.inputs import (
     AcquireLeaseInput,
@@ -32,7 +33,7 @@ from schema.inputs import (
     SetSyncStateInput,
     UpdateSyncProgressInput,
 )
-from schema.operation import Operation, operation_or_none
+from schema.operation import Operation
 from schema.pending_auth import ConsumedPendingAuth, PendingAuth
 from schema.results import (
     ArmWatchPayload,
@@ -54,15 +55,19 @@ from schema.results import (
     WatchWritePayload,
 )
 from schema.sync_state import SyncState, sync_state_or_none
-from schema.watch import Watch
 from store.operations import (
     ABANDONED_SEND_MARKER,
     CONTESTED_SEND_MARKER,
-    OperationClaim,
     OperationsStore,
     OperationTransition,
 )
-from store.records import OperationRecord, PendingAuthRecord, WatchIdentity, WatchRecord
+from store.records import (
+    OperationClaim,
+    OperationRecord,
+    PendingAuthRecord,
+    WatchIdentity,
+    WatchRecord,
+)
 from store.retention import DEFAULT_COLLECT_LIMIT
 from store.sync_state import SyncProgress
 from store.watches import ArmResult, Resumed, WatchesStore
@@ -76,6 +81,15 @@ class OperationKey(Protocol):
     operation_id: str
 
 
+CLAIM_FIELDS = tuple(field.name for field in dataclasses.fields(OperationClaim))
+
+
+def to_claim(input: ClaimOperationInput) -> OperationClaim:
+    """The store's claim for a ``claimOperation`` input, field by field of the claim
+    (``ClaimOperationInput`` mirrors it): a field the input lacks raises AttributeError."""
+    return OperationClaim(**{name: getattr(input, name) for name in CLAIM_FIELDS})
+
+
 def fresh(info: Info, *records: OperationRecord | WatchRecord | None) -> None:
     """Every mutation passes the rows it wrote (or re-read) through here, so the request's
     loaders answer them to any later field of the same request (``Loaders.remember``)."""
@@ -86,7 +100,7 @@ async def operation_at(info: Info, key: OperationKey) -> Operation | None:
     """The operation at ``key`` as it now stands, after a CAS that did not apply."""
     current = await info.context.store.operations.get_operation(key.caller_did, key.operation_id)
     fresh(info, current)
-    return operation_or_none(current)
+    return info.context.visible.operation(current)
 
 
 async def operation_write(info: Info, key: OperationKey, write: Write) -> OperationWritePayload:
@@ -95,7 +109,7 @@ async def operation_write(info: Info, key: OperationKey, write: Write) -> Operat
     record = await write(info.context.store.operations)
     if record is not None:
         fresh(info, record)
-        return OperationWritePayload(applied=True, operation=Operation.from_record(record))
+        return OperationWritePayload(applied=True, operation=info.context.visible.operation(record))
     return OperationWritePayload(applied=False, operation=await operation_at(info, key))
 
 
@@ -114,8 +128,8 @@ async def observed(
     if (
         payload.applied
         and operation is not None
-        and operation.send_marker == marker
-        and operation.lease_token_held == token
+        and operation.record.send_marker == marker
+        and operation.record.lease_token == token
     ):
         info.context.events.append(event)
     return payload
@@ -129,18 +143,15 @@ async def watch_write(info: Info, identity: WatchIdentity, write: WatchWrite) ->
     if record is None:
         record = await info.context.store.watches.get_watch(identity)
     fresh(info, record)
-    return WatchWritePayload(applied=applied, watch=watch_or_none(record))
-
-
-def watch_or_none(record: WatchRecord | None) -> Watch | None:
-    """``Watch.from_record`` that lets None through."""
-    return None if record is None else Watch.from_record(record)
+    return WatchWritePayload(applied=applied, watch=info.context.visible.watch(record))
 
 
 def arm_payload(info: Info, result: ArmResult) -> ArmWatchPayload:
     """The payload of one arm, its watch remembered by the request's loaders."""
     fresh(info, result.watch)
-    return ArmWatchPayload(outcome=ArmOutcome(result.outcome), watch=watch_or_none(result.watch))
+    return ArmWatchPayload(
+        outcome=ArmOutcome(result.outcome), watch=info.context.visible.watch(result.watch)
+    )
 
 
 def resumed_payload(info: Info, resumed: Resumed) -> ResumeDeferredPayload:
@@ -153,22 +164,24 @@ def resumed_payload(info: Info, resumed: Resumed) -> ResumeDeferredPayload:
 
 @strawberry.type
 class Mutation:
-    @strawberry.mutation(description="Claim an operation key: claimed, exists or conflict.")
+    @fields.mutation(description="Claim an operation key: claimed, exists or conflict.")
     async def claim_operation(self, info: Info, input: ClaimOperationInput) -> ClaimOperationResult:
-        result = await info.context.store.operations.claim_operation(OperationClaim(**vars(input)))
+        claim = to_claim(input)
+        visible = info.context.visible
+        result = await info.context.store.operations.claim_operation(claim)
         fresh(info, result.operation)
-        if result.status == "conflict" or result.operation is None:
+        operation = None if result.status == "conflict" else visible.operation(result.operation)
+        if operation is None:
             return OperationConflict(
-                caller_did=input.caller_did,
-                operation_id=input.operation_id,
+                caller_did=claim.caller_did,
+                operation_id=claim.operation_id,
                 message="the key holds an operation with a different envelope",
             )
-        operation = Operation.from_record(result.operation)
         if result.status == "claimed":
             return OperationClaimed(operation=operation)
         return OperationExists(operation=operation)
 
-    @strawberry.mutation(description="Take the lease when it is free, expired or already yours.")
+    @fields.mutation(description="Take the lease when it is free, expired or already yours.")
     async def acquire_lease(self, info: Info, input: AcquireLeaseInput) -> OperationWritePayload:
         return await observed(
             info,
@@ -184,7 +197,7 @@ class Mutation:
             ),
         )
 
-    @strawberry.mutation(description="Move the lease's expiry (same guard as acquireLease).")
+    @fields.mutation(description="Move the lease's expiry (same guard as acquireLease).")
     async def renew_lease(self, info: Info, input: RenewLeaseInput) -> OperationWritePayload:
         return await operation_write(
             info,
@@ -194,7 +207,7 @@ class Mutation:
             ),
         )
 
-    @strawberry.mutation(description="Drop the lease (same guard as acquireLease).")
+    @fields.mutation(description="Drop the lease (same guard as acquireLease).")
     async def release_lease(self, info: Info, input: ReleaseLeaseInput) -> OperationWritePayload:
         return await operation_write(
             info,
@@ -204,7 +217,7 @@ class Mutation:
             ),
         )
 
-    @strawberry.mutation(description="Mark the attempt as sent by a run; a second run contests.")
+    @fields.mutation(description="Mark the attempt as sent by a run; a second run contests.")
     async def mark_send_started(
         self, info: Info, input: MarkSendStartedInput
     ) -> OperationWritePayload:
@@ -222,7 +235,7 @@ class Mutation:
             ),
         )
 
-    @strawberry.mutation(description="Reschedule a live operation whose lease is free or yours.")
+    @fields.mutation(description="Reschedule a live operation whose lease is free or yours.")
     async def defer_operation(
         self, info: Info, input: DeferOperationInput
     ) -> OperationWritePayload:
@@ -238,7 +251,7 @@ class Mutation:
             ),
         )
 
-    @strawberry.mutation(description="CAS an operation to another state; counts attempts.")
+    @fields.mutation(description="CAS an operation to another state; counts attempts.")
     async def record_operation(
         self, info: Info, input: RecordOperationInput
     ) -> OperationWritePayload:
@@ -265,7 +278,7 @@ class Mutation:
             ),
         )
 
-    @strawberry.mutation(description="Commit a live operation and arm its entity's watch.")
+    @fields.mutation(description="Commit a live operation and arm its entity's watch.")
     async def finalize_operation(
         self, info: Info, input: FinalizeOperationInput
     ) -> FinalizeOperationPayload:
@@ -283,33 +296,31 @@ class Mutation:
             fresh(info, done.operation, done.watch)
             return FinalizeOperationPayload(
                 applied=True,
-                operation=Operation.from_record(done.operation),
-                watch=Watch.from_record(done.watch)
-                if info.context.owns(done.watch.owner_did)
-                else None,
+                operation=info.context.visible.operation(done.operation),
+                watch=info.context.visible.watch(done.watch),
             )
         return FinalizeOperationPayload(
             applied=False, operation=await operation_at(info, input), watch=None
         )
 
-    @strawberry.mutation(
+    @fields.mutation(
         description="Arm a watch: MANUAL opens a repair generation; INGRESS opens, coalesces "
         "or does nothing by the winner gate. Reason finalize is reserved."
     )
     async def arm_watch(self, info: Info, input: ArmWatchInput) -> ArmWatchPayload:
         result = await info.context.store.watches.arm_watch(
-            to_watch_identity(input.identity),
+            WatchIdentity.of(input.identity),
             input.reason.value,
             input.due_at,
             input.triggering_winner,
         )
         return arm_payload(info, result)
 
-    @strawberry.mutation(description="Claim a due verification attempt until `until`.")
+    @fields.mutation(description="Claim a due verification attempt until `until`.")
     async def claim_watch_attempt(
         self, info: Info, input: ClaimWatchAttemptInput
     ) -> WatchWritePayload:
-        identity = to_watch_identity(input.identity)
+        identity = WatchIdentity.of(input.identity)
         return await watch_write(
             info,
             identity,
@@ -318,9 +329,9 @@ class Mutation:
             ),
         )
 
-    @strawberry.mutation(description="Reschedule a claimed verification attempt.")
+    @fields.mutation(description="Reschedule a claimed verification attempt.")
     async def defer_watch(self, info: Info, input: DeferWatchInput) -> WatchWritePayload:
-        identity = to_watch_identity(input.identity)
+        identity = WatchIdentity.of(input.identity)
         return await watch_write(
             info,
             identity,
@@ -333,7 +344,7 @@ class Mutation:
             ),
         )
 
-    @strawberry.mutation(
+    @fields.mutation(
         description="Record what the provider holds: VERIFIED, PENDING, REPAIR_FAILED, or "
         "STALE_GENERATION / STALE_CLAIM with nothing written."
     )
@@ -341,7 +352,7 @@ class Mutation:
         self, info: Info, input: RecordVerificationInput
     ) -> RecordVerificationPayload:
         result = await info.context.store.watches.record_verification(
-            to_watch_identity(input.identity),
+            WatchIdentity.of(input.identity),
             generation=input.generation,
             fetched_digest=input.fetched_digest,
             max_attempts=input.max_attempts,
@@ -350,10 +361,11 @@ class Mutation:
         )
         fresh(info, result.watch)
         return RecordVerificationPayload(
-            outcome=VerificationOutcome(result.outcome), watch=watch_or_none(result.watch)
+            outcome=VerificationOutcome(result.outcome),
+            watch=info.context.visible.watch(result.watch),
         )
 
-    @strawberry.mutation(
+    @fields.mutation(
         description="Record a document's new winner and arm each of its watches with reason "
         "INGRESS, in one transaction."
     )
@@ -363,14 +375,14 @@ class Mutation:
         )
         return RecordIngressPayload(results=[arm_payload(info, result) for result in results])
 
-    @strawberry.mutation(description="Make everything deferred OFFLINE due now.")
+    @fields.mutation(description="Make everything deferred OFFLINE due now.")
     async def resume_offline_deferred(
         self, info: Info, input: ResumeOfflineDeferredInput
     ) -> ResumeDeferredPayload:
         resumed = await info.context.store.watches.resume_offline_deferred(input.now)
         return resumed_payload(info, resumed)
 
-    @strawberry.mutation(
+    @fields.mutation(
         description="Make the owner's operations and watches of these connectors deferred "
         "AUTH due now."
     )
@@ -382,7 +394,7 @@ class Mutation:
         )
         return resumed_payload(info, resumed)
 
-    @strawberry.mutation(description="Keep OAuth PKCE state; a state that exists is refused.")
+    @fields.mutation(description="Keep OAuth PKCE state; a state that exists is refused.")
     async def create_pending_auth(
         self, info: Info, input: CreatePendingAuthInput
     ) -> CreatePendingAuthPayload:
@@ -403,7 +415,7 @@ class Mutation:
         )
         return CreatePendingAuthPayload(pending_auth=PendingAuth.from_record(record))
 
-    @strawberry.mutation(
+    @fields.mutation(
         description="Take a pending authorization once, code verifier included; null when "
         "absent, already consumed, or another owner's. An expired record is still returned "
         "(as the seed): compare its expiresAt with the time of the callback."
@@ -417,14 +429,14 @@ class Mutation:
         )
         return None if record is None else ConsumedPendingAuth.from_record(record)
 
-    @strawberry.mutation(description="Delete pending authorizations with `expiresAt < cutoff`.")
+    @fields.mutation(description="Delete pending authorizations with `expiresAt < cutoff`.")
     async def delete_expired_pending_auth(
         self, info: Info, input: DeleteExpiredPendingAuthInput
     ) -> DeleteExpiredPendingAuthPayload:
         deleted = await info.context.store.pending_auth.delete_expired_pending_auth(input.cutoff)
         return DeleteExpiredPendingAuthPayload(deleted=deleted)
 
-    @strawberry.mutation(
+    @fields.mutation(
         description="Delete at most `limit` finished (never ATTEMPTED) operations last "
         "updated before `olderThan`; call again until fewer than `limit` come back."
     )
@@ -438,14 +450,14 @@ class Mutation:
         info.context.loaders.forget_all()
         return CollectFinishedOperationsPayload(deleted=deleted)
 
-    @strawberry.mutation(description="Create or overwrite a sync state.")
+    @fields.mutation(description="Create or overwrite a sync state.")
     async def set_sync_state(self, info: Info, input: SetSyncStateInput) -> SetSyncStatePayload:
         record = await info.context.store.sync_state.set_sync_state(
             input.connector_name, input.owner_did, sync_progress(input), input.status.value
         )
         return SetSyncStatePayload(sync_state=SyncState.from_record(record))
 
-    @strawberry.mutation(
+    @fields.mutation(
         description="Compare-and-swap a sync state's progress on `version` and `incarnation`; "
         "on `applied: false` re-read `syncState`, recompute and retry."
     )
@@ -465,7 +477,7 @@ class Mutation:
         current = await store.get_sync_state(input.connector_name, input.owner_did)
         return UpdateSyncProgressPayload(applied=False, sync_state=sync_state_or_none(current))
 
-    @strawberry.mutation(description="Delete a sync state; a new one gets a new incarnation.")
+    @fields.mutation(description="Delete a sync state; a new one gets a new incarnation.")
     async def delete_sync_state(
         self, info: Info, input: DeleteSyncStateInput
     ) -> DeleteSyncStatePayload:

@@ -5,9 +5,10 @@ it before the field's resolver runs, and refuses a root field that has none. A r
 the scopes the field needs and, for a write, the input arguments holding the DIDs the
 viewer must be (``actors``): a viewer without ``service`` writes only its own rows, checked
 before anything is written (a claim names the viewer as caller and as owner, since the
-owner's watch is what finalize arms). Reads of rows go through ``visible_operation``/
-``visible_watch``/``owns`` (and the store filters built from ``Viewer.visible_to``), so a
-row of another tenant reads as null, or is absent from a list.
+owner's watch is what finalize arms). Every row a resolver or a nested field returns goes
+through the viewer-scoped reader ``resolvers.visible.Visible`` (after the store filters
+built from ``Viewer.visible_to``), so a row of another tenant reads as null, or is absent
+from a list.
 
 Lease tokens: a non-service viewer sees an operation's ``leaseToken`` only when it is the
 operation's caller (the one that holds and presents the lease); an owner that is not the
@@ -93,9 +94,6 @@ def can_see(viewer: Viewer, caller_did: str, owner_did: str) -> bool:
 def owns(viewer: Viewer, owner_did: str) -> bool:
     """True when the viewer may see a row (watch, sync state, pending auth) of this owner."""
     return viewer.is_service or (viewer.did is not None and viewer.did == owner_did)
-
-
-can_see_watch = owns
 
 
 def can_see_lease(viewer: Viewer, caller_did: str) -> bool:

@@ -4,9 +4,9 @@ from typing import Any, cast
 
 import strawberry
 
+from resolvers import fields
 from resolvers.context import Info
 from resolvers.errors import bad_input, not_found
-from resolvers.permissions import can_see, owns, require
 from schema.enums import value_of
 from schema.inputs import OperationFilter, WatchFilter, WatchIdentityInput
 from schema.node import Node, decode_cursor, decode_global_id, encode_opaque
@@ -88,17 +88,6 @@ def operation_cursor(record: OperationRecord) -> str:
     return encode_opaque(list(record.order_key))
 
 
-def to_watch_identity(identity: WatchIdentityInput) -> WatchIdentity:
-    """The store's watch identity for a GraphQL one."""
-    return WatchIdentity(
-        owner_did=identity.owner_did,
-        connector_name=identity.connector_name,
-        model=identity.model,
-        account_key=identity.account_key,
-        source_id=identity.source_id,
-    )
-
-
 def to_watch_filter(where: WatchFilter | None, visible_to: str | None) -> wat.WatchFilter | None:
     """The store's watch filter for a GraphQL one, narrowed to the watches of ``visible_to``
     (a viewer without ``service``); None when that leaves nothing to list."""
@@ -120,25 +109,17 @@ def watch_cursor(record: WatchRecord) -> str:
     return encode_opaque(list(record.order_key))
 
 
-def visible_watch(info: Info, record: WatchRecord | None) -> Watch | None:
-    """The GraphQL view of ``record`` when the viewer may see it, else None."""
-    if record is None or not owns(info.context.viewer, record.owner_did):
-        return None
-    return Watch.from_record(record)
-
-
 async def node_of(info: Info, id: str) -> Node | None:
     """The object behind ``id`` when the viewer may see it, else None."""
     decoded = decode_global_id(id)
     store = info.context.store
-    viewer = info.context.viewer
+    visible = info.context.visible
     if decoded is not None and decoded[0] == "Operation" and isinstance(decoded[1], str):
-        require(viewer, "operations:read")
+        visible.require("operations:read")
         found = await store.operations.list_tracked_operations(
-            ops.OperationFilter(node_key=decoded[1], visible_to=viewer.visible_to)
+            ops.OperationFilter(node_key=decoded[1], visible_to=info.context.viewer.visible_to)
         )
-        if found:
-            return Operation.from_record(found[0])
+        return visible.operation(found[0] if found else None)
     elif (
         decoded is not None
         and decoded[0] == "Watch"
@@ -146,28 +127,23 @@ async def node_of(info: Info, id: str) -> Node | None:
         and len(decoded[1]) == 5
         and all(isinstance(part, str) for part in decoded[1])
     ):
-        require(viewer, "watches:read")
-        record = await store.watches.get_watch(WatchIdentity(*decoded[1]))
-        if record is not None and owns(viewer, record.owner_did):
-            return Watch.from_record(record)
+        visible.require("watches:read")
+        return visible.watch(await store.watches.get_watch(WatchIdentity(*decoded[1])))
     return None
 
 
 @strawberry.type
 class Query:
-    @strawberry.field(description="The server's clock, so workers can set lease expiries.")
+    @fields.query(description="The server's clock, so workers can set lease expiries.")
     def server_time(self, info: Info) -> EpochMillis:
         return EpochMillis(info.context.store.clock())
 
-    @strawberry.field(description="One operation by its key, or null.")
+    @fields.query(description="One operation by its key, or null.")
     async def operation(self, info: Info, caller_did: str, operation_id: str) -> Operation | None:
-        viewer = info.context.viewer
         record = await info.context.store.operations.get_operation(caller_did, operation_id)
-        if record is None or not can_see(viewer, record.caller_did, record.owner_did):
-            return None
-        return Operation.from_record(record)
+        return info.context.visible.operation(record)
 
-    @strawberry.field(description="Operations matching the filter, oldest first, by pages.")
+    @fields.query(description="Operations matching the filter, oldest first, by pages.")
     async def operations(
         self,
         info: Info,
@@ -183,14 +159,15 @@ class Query:
             limit=size + 1,
         )
         edges = [
-            OperationEdge(cursor=operation_cursor(r), node=Operation.from_record(r))
+            OperationEdge(cursor=operation_cursor(r), node=node)
             for r in records[:size]
+            if (node := info.context.visible.operation(r)) is not None
         ]
         return OperationConnection(
             edges=edges, page_info=page_info([e.cursor for e in edges], len(records) > size, after)
         )
 
-    @strawberry.field(description="The object behind a global id.")
+    @fields.query(description="The object behind a global id.")
     async def node(self, info: Info, id: strawberry.ID) -> Node | None:
         try:
             found = await node_of(info, id)
@@ -200,7 +177,7 @@ class Query:
             raise not_found("no object has this id")
         return found
 
-    @strawberry.field(description="Whether a later operation exists on the same document.")
+    @fields.query(description="Whether a later operation exists on the same document.")
     async def has_newer_operation_on_document(
         self, info: Info, caller_did: str, operation_id: str
     ) -> bool:
@@ -208,7 +185,7 @@ class Query:
             caller_did, operation_id, visible_to=info.context.viewer.visible_to
         )
 
-    @strawberry.field(description="Live operations a worker may pick up now, oldest due first.")
+    @fields.query(description="Live operations a worker may pick up now, oldest due first.")
     async def due_operations(
         self,
         info: Info,
@@ -219,14 +196,14 @@ class Query:
         size = page_size("limit", limit, DEFAULT_LIMIT)
         info.context.rows.take("limit", size)
         records = await info.context.store.retention.list_due_operations(now, size, connector_name)
-        return [Operation.from_record(record) for record in records]
+        return info.context.visible.operations(records)
 
-    @strawberry.field(description="One watch by its identity, or null.")
+    @fields.query(description="One watch by its identity, or null.")
     async def watch(self, info: Info, identity: WatchIdentityInput) -> Watch | None:
-        record = await info.context.store.watches.get_watch(to_watch_identity(identity))
-        return visible_watch(info, record)
+        record = await info.context.store.watches.get_watch(WatchIdentity.of(identity))
+        return info.context.visible.watch(record)
 
-    @strawberry.field(
+    @fields.query(
         description="A watch naming the document (the first in identity order when several "
         "connectors watch it), or null."
     )
@@ -234,13 +211,13 @@ class Query:
         viewer = info.context.viewer
         watches = info.context.store.watches
         if viewer.is_service:
-            return visible_watch(info, await watches.get_watch_by_document(document_id))
+            return info.context.visible.watch(await watches.get_watch_by_document(document_id))
         mine = await watches.list_watches_matching(
             wat.WatchFilter(document_ids=[document_id], owner_did=viewer.visible_to), limit=1
         )
-        return visible_watch(info, mine[0] if mine else None)
+        return info.context.visible.watch(mine[0] if mine else None)
 
-    @strawberry.field(description="Watches matching the filter, in identity order, by pages.")
+    @fields.query(description="Watches matching the filter, in identity order, by pages.")
     async def watches(
         self,
         info: Info,
@@ -261,30 +238,32 @@ class Query:
             )
         )
         edges = [
-            WatchEdge(cursor=watch_cursor(r), node=Watch.from_record(r)) for r in records[:size]
+            WatchEdge(cursor=watch_cursor(r), node=node)
+            for r in records[:size]
+            if (node := info.context.visible.watch(r)) is not None
         ]
         return WatchConnection(
             edges=edges, page_info=page_info([e.cursor for e in edges], len(records) > size, after)
         )
 
-    @strawberry.field(
+    @fields.query(
         description="A pending OAuth authorization by its state, without the code verifier "
         "(only consumePendingAuth returns that), or null."
     )
     async def pending_auth(self, info: Info, state: str) -> PendingAuth | None:
         record = await info.context.store.pending_auth.get_pending_auth(state)
-        if record is None or not owns(info.context.viewer, record.owner_did):
+        if record is None or not info.context.visible.owns(record.owner_did):
             return None
         return PendingAuth.from_record(record)
 
-    @strawberry.field(description="The sync state of one connector for one owner, or null.")
+    @fields.query(description="The sync state of one connector for one owner, or null.")
     async def sync_state(self, info: Info, connector_name: str, owner_did: str) -> SyncState | None:
-        if not owns(info.context.viewer, owner_did):
+        if not info.context.visible.owns(owner_did):
             return None
         record = await info.context.store.sync_state.get_sync_state(connector_name, owner_did)
         return sync_state_or_none(record)
 
-    @strawberry.field(description="One connector's sync states, ordered by owner DID, by pages.")
+    @fields.query(description="One connector's sync states, ordered by owner DID, by pages.")
     async def sync_states(
         self,
         info: Info,
@@ -314,7 +293,7 @@ class Query:
             edges=edges, page_info=page_info([e.cursor for e in edges], len(records) > size, after)
         )
 
-    @strawberry.field(
+    @fields.query(
         description="Pending watches a verifier may claim now: nextAttemptAt <= now and the "
         "claim absent or lapsed, ordered by nextAttemptAt then identity."
     )
@@ -328,4 +307,4 @@ class Query:
         size = page_size("limit", limit, DEFAULT_LIMIT)
         info.context.rows.take("limit", size)
         records = await info.context.store.watches.list_due_watches(now, size, connector_name)
-        return [Watch.from_record(record) for record in records]
+        return info.context.visible.watches(records)

@@ -3,27 +3,15 @@
 import strawberry
 
 from schema.enums import ArmReason, DeferReason, OperationState, SyncStatus, VerificationStatus
+from schema.records import mirrors
 from schema.scalars import JSON, EpochMillis
+from store.records import OperationClaim, WatchIdentity
 
 
 @strawberry.input(description="Claim an operation key once; the envelope is then immutable.")
+@mirrors(OperationClaim, defaults=True)
 class ClaimOperationInput:
-    caller_did: str
-    operation_id: str
-    owner_did: str
-    connector_name: str
-    model: str
-    op: str
-    account_key: str
-    target: str
-    source_id: str
-    deterministic_event_id: str
-    payload_hash: str
-    lease_token: str
-    lease_expires_at: EpochMillis
-    reissue_intent: JSON | None = None
-    provider_etag: str | None = None
-    document_id: str | None = None
+    pass
 
 
 @strawberry.input(description="Take the lease (free, expired, or already this token's).")
@@ -114,12 +102,9 @@ class OperationFilter:
 
 
 @strawberry.input(description="The key of a watch: one provider entity of one connector account.")
+@mirrors(WatchIdentity)
 class WatchIdentityInput:
-    owner_did: str
-    connector_name: str
-    model: str
-    account_key: str
-    source_id: str
+    pass
 
 
 @strawberry.input(description="Which watches to list; every field given must match.")

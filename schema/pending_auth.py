@@ -4,7 +4,7 @@ secret, and only ``consumePendingAuth`` returns it."""
 
 import strawberry
 
-from schema.records import from_record
+from schema.records import mirrors, record_values
 from schema.scalars import EpochMillis
 from store.records import PendingAuthRecord
 
@@ -12,15 +12,9 @@ from store.records import PendingAuthRecord
 @strawberry.type(
     description="A pending OAuth authorization (every field but the PKCE `codeVerifier`)."
 )
+@mirrors(PendingAuthRecord, omit={"code_verifier"})  # the secret: ConsumedPendingAuth's alone
 class PendingAuth:
     state: str = strawberry.field(description="The OAuth `state` naming this authorization.")
-    provider: str
-    owner_did: str
-    owner_wrappable_did: str | None
-    controller_wrappable_did: str | None
-    created_at: EpochMillis
-    redirect_url: str
-    scopes: list[str]
     incremental: bool = strawberry.field(description="Whether it adds scopes to a grant.")
     expires_at: EpochMillis = strawberry.field(
         description="Expired when `expiresAt < now`; a record at exactly now still counts."
@@ -29,7 +23,7 @@ class PendingAuth:
     @classmethod
     def from_record(cls, record: PendingAuthRecord) -> "PendingAuth":
         """The public view of a stored record: the code verifier left out."""
-        return from_record(cls, record)
+        return cls(**record_values(cls, record))
 
 
 @strawberry.type(
@@ -42,4 +36,4 @@ class ConsumedPendingAuth(PendingAuth):
     @classmethod
     def from_record(cls, record: PendingAuthRecord) -> "ConsumedPendingAuth":
         """The consumed record, secret included."""
-        return from_record(cls, record)
+        return cls(**record_values(PendingAuth, record), code_verifier=record.code_verifier)

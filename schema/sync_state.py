@@ -4,8 +4,7 @@ import strawberry
 
 from schema.enums import SyncStatus
 from schema.pagination import PageInfo
-from schema.records import from_record
-from schema.scalars import JSON, EpochMillis
+from schema.records import mirrors, record_values
 from store.records import SyncStateRecord
 
 
@@ -13,26 +12,19 @@ from store.records import SyncStateRecord
     description="The sync checkpoint of one connector for one owner. `version` and "
     "`incarnation` are what `updateSyncProgress` compares."
 )
+@mirrors(SyncStateRecord, types={"status": SyncStatus})
 class SyncState:
-    connector_name: str
-    owner_did: str
-    checkpoint: JSON | None
     last_synced_at: str = strawberry.field(description="ISO-8601 date and time, as the seed.")
-    entity_count: int
-    status: SyncStatus
-    error: str | None
-    recovery: JSON | None
     version: int = strawberry.field(description="+1 on each applied updateSyncProgress.")
     incarnation: str = strawberry.field(
         description="New each time the row is created: a deleted and re-created state has "
         "another, so a writer holding the old one cannot land on it."
     )
-    updated_at: EpochMillis
 
     @classmethod
     def from_record(cls, record: SyncStateRecord) -> "SyncState":
         """The GraphQL view of a stored sync state."""
-        return from_record(cls, record, status=SyncStatus(record.status))
+        return cls(**record_values(cls, record))
 
 
 def sync_state_or_none(record: SyncStateRecord | None) -> SyncState | None:

@@ -19,14 +19,16 @@ from store.records import (
     ATTEMPTED,
     COMMITTED,
     DEFER_REASONS,
+    OPERATION_FIELDS,
     OPERATION_STATES,
     TERMINAL_STATES,
+    OperationClaim,
     OperationRecord,
     WatchIdentity,
     WatchRecord,
 )
 from store.tables import operation as op
-from store.watches import WatchesStore
+from store.watches import WatchesStore, by_identity
 
 CONTESTED_SEND_MARKER = "*contested*"
 """The send marker of an attempt that more than one run marked: it matches no run's marker,
@@ -39,48 +41,6 @@ RESERVED_SEND_MARKERS = frozenset({CONTESTED_SEND_MARKER, ABANDONED_SEND_MARKER}
 
 ClaimStatus = Literal["claimed", "exists", "conflict"]
 OrderKey = tuple[int, str, str]
-
-
-@dataclass(frozen=True, slots=True)
-class OperationClaim:
-    """The input of ``claim_operation`` (seed ``ClaimOperationInput``).
-
-    The envelope (owner_did … payload_hash) is immutable once claimed. ``lease_expires_at``
-    is epoch ms. ``reissue_intent`` is any JSON value.
-    """
-
-    caller_did: str
-    operation_id: str
-    owner_did: str
-    connector_name: str
-    model: str
-    op: str
-    account_key: str
-    target: str
-    source_id: str
-    deterministic_event_id: str
-    payload_hash: str
-    lease_token: str
-    lease_expires_at: int
-    reissue_intent: Any = None
-    provider_etag: str | None = None
-    document_id: str | None = None
-
-    ENVELOPE = (
-        "owner_did",
-        "connector_name",
-        "model",
-        "op",
-        "account_key",
-        "source_id",
-        "deterministic_event_id",
-        "target",
-        "payload_hash",
-    )
-
-    def matches(self, stored: OperationRecord) -> bool:
-        """True when every envelope field equals the stored operation's."""
-        return all(getattr(self, name) == getattr(stored, name) for name in self.ENVELOPE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,33 +132,9 @@ def _key_guard() -> sa.ColumnElement[bool]:
     )
 
 
-CLAIM_COLUMNS = (
-    "caller_did",
-    "operation_id",
-    "owner_did",
-    "connector_name",
-    "model",
-    "op",
-    "account_key",
-    "target",
-    "source_id",
-    "deterministic_event_id",
-    "payload_hash",
-    "reissue_intent",
-    "provider_etag",
-    "document_id",
-    "lease_token",
-    "lease_expires_at",
-    "node_key",
-    "incarnation",
-    "result_entity",
-    "state",
-    "attempts",
-    "version",
-    "created_at",
-    "updated_at",
-)
-"""The columns ``claim_operation`` writes, each from the parameter ``v_<column>``."""
+CLAIM_COLUMNS = OPERATION_FIELDS
+"""The columns ``claim_operation`` writes (every one), each from the parameter
+``v_<column>``."""
 
 CLAIM = Prepared(
     lambda insert: (
@@ -353,7 +289,7 @@ class OperationsStore:
         when the row vanished in between. The stored row is never overwritten.
         Raises ``InvalidInput`` for a malformed field.
         """
-        values = {
+        values: dict[str, Any] = {
             "caller_did": check.key("callerDID", claim.caller_did),
             "operation_id": check.key("operationID", claim.operation_id),
             "owner_did": check.key("ownerDID", claim.owner_did),
@@ -374,17 +310,17 @@ class OperationsStore:
             "lease_expires_at": check.epoch_ms("leaseExpiresAt", claim.lease_expires_at),
         }
         now = self._ctx.clock()
-        values |= {
-            "node_key": self._ctx.new_id(),
-            "incarnation": self._ctx.new_id(),
-            "result_entity": None,
-            "state": ATTEMPTED,
-            "attempts": 0,
-            "version": 0,
-            "created_at": now,
-            "updated_at": now,
-        }
-        params = {f"v_{name}": values[name] for name in CLAIM_COLUMNS}
+        # The new row as stored (its JSON as text): what the claim leaves out takes the
+        # record's defaults (no result, no attempt, version 0, no schedule, no marker).
+        fresh = OperationRecord(
+            **values,
+            node_key=self._ctx.new_id(),
+            incarnation=self._ctx.new_id(),
+            state=ATTEMPTED,
+            created_at=now,
+            updated_at=now,
+        )
+        params = {f"v_{name}": getattr(fresh, name) for name in CLAIM_COLUMNS}
         inserted = await self._db.write_prepared(CLAIM, params)
         if inserted is not None:
             return ClaimResult("claimed", OperationRecord.from_row(inserted))
@@ -706,15 +642,8 @@ class OperationsStore:
             if row is None:
                 return None
             committed = OperationRecord.from_row(row)
-            identity = WatchIdentity(
-                committed.owner_did,
-                committed.connector_name,
-                committed.model,
-                committed.account_key,
-                committed.source_id,
-            )
             armed = await self._watches.open_generation(
-                identity,
+                committed.identity,
                 document_id=committed.document_id,
                 observed_winner=await self._read_winner(committed.document_id),
                 due_at=due_at,
@@ -742,18 +671,8 @@ class OperationsStore:
         found: list[OperationRecord] = []
         for chunk in chunked(identities, 100):
             rows = await self._db.fetch_all(
-                sa.select(op).where(sa.or_(*(_of_watch(identity) for identity in chunk)))
+                sa.select(op).where(sa.or_(*(by_identity(identity, op) for identity in chunk)))
             )
             found.extend(OperationRecord.from_row(row) for row in rows)
         found.sort(key=lambda record: record.order_key)
         return found
-
-
-def _of_watch(identity: WatchIdentity) -> sa.ColumnElement[bool]:
-    return sa.and_(
-        op.c.owner_did == check.key("ownerDID", identity.owner_did),
-        op.c.connector_name == check.key("connectorName", identity.connector_name),
-        op.c.model == check.key("model", identity.model),
-        op.c.account_key == check.key("accountKey", identity.account_key),
-        op.c.source_id == check.key("sourceID", identity.source_id),
-    )

@@ -5,8 +5,8 @@ whatever the driver hands back.
 """
 
 import json
-from dataclasses import dataclass
-from typing import Any, Final
+from dataclasses import dataclass, fields
+from typing import Annotated, Any, Final, cast
 
 from store.database import Row
 
@@ -25,18 +25,34 @@ REPAIR_FAILED: Final = "repair_failed"
 VERIFICATION_STATUSES: Final = frozenset({PENDING_VERIFICATION, VERIFIED, REPAIR_FAILED})
 
 
+EpochMs = Annotated[int, "epoch ms"]
+"""A time: milliseconds since the Unix epoch."""
+JsonValue = Annotated[Any, "JSON"]
+"""Any JSON value, stored as text."""
+
+
 def decode_json(value: Any) -> Any:
     """Decode a JSON text column; a value the driver already decoded passes through."""
     return json.loads(value) if isinstance(value, str) else value
 
 
-@dataclass(frozen=True, slots=True)
-class OperationRecord:
-    """One write-back operation envelope (a row of ``kubun_connector_operation``)."""
+@dataclass(frozen=True, kw_only=True)
+class OperationKey:
+    """The key of an operation: the caller that claimed it and the caller's id of it."""
 
     caller_did: str
     operation_id: str
-    node_key: str
+
+
+OPERATION_KEY: Final = tuple(field.name for field in fields(OperationKey))
+
+
+@dataclass(frozen=True, kw_only=True)
+class OperationEnvelope(OperationKey):
+    """A claim's immutable envelope under its key (seed ``ClaimOperationInput`` less the
+    lease and the optional values): a second claim of the key with any other envelope is a
+    conflict."""
+
     owner_did: str
     connector_name: str
     model: str
@@ -46,28 +62,70 @@ class OperationRecord:
     source_id: str
     deterministic_event_id: str
     payload_hash: str
-    reissue_intent: Any
+
+    def matches(self, stored: "OperationEnvelope") -> bool:
+        """True when every envelope field equals the stored operation's."""
+        return all(getattr(self, name) == getattr(stored, name) for name in ENVELOPE)
+
+    @property
+    def identity(self) -> "WatchIdentity":
+        """The identity of the watch this operation's finalize arms."""
+        return WatchIdentity.of(self)
+
+
+ENVELOPE: Final = tuple(
+    field.name for field in fields(OperationEnvelope) if field.name not in OPERATION_KEY
+)
+"""The envelope fields a repeated claim must match (not the key, which it is found by)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OperationClaim(OperationEnvelope):
+    """The input of ``claim_operation`` (seed ``ClaimOperationInput``): the key, the
+    envelope, the claimant's lease (``lease_expires_at`` epoch ms) and the optional values
+    (``reissue_intent`` any JSON value)."""
+
+    lease_token: str
+    lease_expires_at: EpochMs
+    reissue_intent: JsonValue = None
+    provider_etag: str | None = None
+    document_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class _NodeKeyed(OperationKey):
+    node_key: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OperationRecord(OperationEnvelope, _NodeKeyed):
+    """One write-back operation envelope (a row of ``kubun_connector_operation``): the key,
+    ``node_key`` (the Relay node id), the envelope, then the state. The bases order the
+    fields as the table's columns: key, node key, envelope. A field with a default is what a
+    fresh claim stores when the claim does not name it."""
+
+    reissue_intent: JsonValue
     provider_etag: str | None
     document_id: str | None
-    result_entity: Any
+    result_entity: JsonValue = None
     state: str
-    attempts: int
-    next_attempt_at: int | None
-    defer_reason: str | None
-    last_kind: str | None
-    last_http_status: int | None
-    send_marker: str | None
-    version: int
+    attempts: int = 0
+    next_attempt_at: EpochMs | None = None
+    defer_reason: str | None = None
+    last_kind: str | None = None
+    last_http_status: int | None = None
+    send_marker: str | None = None
+    version: int = 0
     incarnation: str
     lease_token: str | None
-    lease_expires_at: int | None
-    created_at: int
-    updated_at: int
+    lease_expires_at: EpochMs | None
+    created_at: EpochMs
+    updated_at: EpochMs
 
     @classmethod
     def from_row(cls, row: Row) -> "OperationRecord":
         """Build the record from a full row, decoding the JSON columns."""
-        values = {name: row[name] for name in cls.__slots__}
+        values = {name: row[name] for name in OPERATION_FIELDS}
         values["reissue_intent"] = decode_json(values["reissue_intent"])
         values["result_entity"] = decode_json(values["result_entity"])
         return cls(**values)
@@ -78,61 +136,76 @@ class OperationRecord:
         return (self.created_at, self.caller_did, self.operation_id)
 
 
+OPERATION_FIELDS: Final = tuple(field.name for field in fields(OperationRecord))
+"""Every field of an operation, in the table's column order."""
+
+
+@dataclass(frozen=True)
+class _WatchIdentityParts:
+    owner_did: str
+    connector_name: str
+    model: str
+    account_key: str
+    source_id: str
+
+
+WATCH_IDENTITY: Final = tuple(field.name for field in fields(_WatchIdentityParts))
+"""The five parts of a watch's identity, in key order."""
+
+
 @dataclass(frozen=True, slots=True)
-class WatchIdentity:
+class WatchIdentity(_WatchIdentityParts):
     """The key of a projection watch: one provider entity of one connector account."""
 
-    owner_did: str
-    connector_name: str
-    model: str
-    account_key: str
-    source_id: str
+    @classmethod
+    def of(cls, holder: object) -> "WatchIdentity":
+        """The identity named by ``holder``'s five same-named attributes: a watch, the
+        operation whose finalize arms it, or an input carrying the five parts. Raises
+        ``AttributeError`` when ``holder`` lacks one."""
+        return cls(*(getattr(holder, name) for name in WATCH_IDENTITY))
+
+    @property
+    def parts(self) -> tuple[str, str, str, str, str]:
+        """The five parts in key order (the order of watch lists and their cursors)."""
+        return cast(tuple[str, str, str, str, str], tuple(getattr(self, n) for n in WATCH_IDENTITY))
 
 
-@dataclass(frozen=True, slots=True)
-class WatchRecord:
-    """One verify/repair watch (a row of ``kubun_connector_projection_watch``)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WatchRecord(_WatchIdentityParts):
+    """One verify/repair watch (a row of ``kubun_connector_projection_watch``): its
+    identity's five parts, then its state."""
 
-    owner_did: str
-    connector_name: str
-    model: str
-    account_key: str
-    source_id: str
     document_id: str | None
     repair_generation: int
     verification_status: str
     verification_attempts: int
     observed_winner_digest: str | None
     verified_state_digest: str | None
-    next_attempt_at: int | None
-    claimed_until: int | None
+    next_attempt_at: EpochMs | None
+    claimed_until: EpochMs | None
     defer_reason: str | None
     version: int
-    created_at: int
-    updated_at: int
+    created_at: EpochMs
+    updated_at: EpochMs
 
     @classmethod
     def from_row(cls, row: Row) -> "WatchRecord":
         """Build the record from a full row."""
-        return cls(**{name: row[name] for name in cls.__slots__})
+        return cls(**{name: row[name] for name in WATCH_FIELDS})
 
     @property
     def order_key(self) -> tuple[str, str, str, str, str]:
         """The order of watch lists and their keyset cursors: the identity's five parts."""
-        return (
-            self.owner_did,
-            self.connector_name,
-            self.model,
-            self.account_key,
-            self.source_id,
-        )
+        return self.identity.parts
 
     @property
     def identity(self) -> WatchIdentity:
         """The watch's key."""
-        return WatchIdentity(
-            self.owner_did, self.connector_name, self.model, self.account_key, self.source_id
-        )
+        return WatchIdentity.of(self)
+
+
+WATCH_FIELDS: Final = tuple(field.name for field in fields(WatchRecord))
+"""Every field of a watch, in the table's column order."""
 
 
 SYNC_IDLE: Final = "idle"
@@ -155,11 +228,11 @@ class PendingAuthRecord:
     owner_did: str
     owner_wrappable_did: str | None
     controller_wrappable_did: str | None
-    created_at: int
+    created_at: EpochMs
     redirect_url: str
     scopes: list[str]
     incremental: bool
-    expires_at: int
+    expires_at: EpochMs
 
     @classmethod
     def from_row(cls, row: Row) -> "PendingAuthRecord":
@@ -180,15 +253,15 @@ class SyncStateRecord:
 
     connector_name: str
     owner_did: str
-    checkpoint: Any
-    recovery: Any
+    checkpoint: JsonValue
     last_synced_at: str
     entity_count: int
     status: str
     error: str | None
+    recovery: JsonValue
     version: int
     incarnation: str
-    updated_at: int
+    updated_at: EpochMs
 
     @classmethod
     def from_row(cls, row: Row) -> "SyncStateRecord":

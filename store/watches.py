@@ -29,6 +29,8 @@ from store.records import (
     REPAIR_FAILED,
     VERIFICATION_STATUSES,
     VERIFIED,
+    WATCH_FIELDS,
+    WATCH_IDENTITY,
     WatchIdentity,
     WatchRecord,
 )
@@ -168,24 +170,20 @@ def verification_decision(
     return "pending"
 
 
-def by_identity(identity: WatchIdentity) -> sa.ColumnElement[bool]:
-    """The WHERE clause naming one watch; raises ``InvalidInput`` for a malformed part."""
+def by_identity(identity: WatchIdentity, table: sa.Table = watch) -> sa.ColumnElement[bool]:
+    """The WHERE clause naming one watch (or, over ``operation``, the operations whose
+    watch it is); raises ``InvalidInput`` for a malformed part."""
     return sa.and_(
-        watch.c.owner_did == check.key("ownerDID", identity.owner_did),
-        watch.c.connector_name == check.key("connectorName", identity.connector_name),
-        watch.c.model == check.key("model", identity.model),
-        watch.c.account_key == check.key("accountKey", identity.account_key),
-        watch.c.source_id == check.key("sourceID", identity.source_id),
+        table.c.owner_did == check.key("ownerDID", identity.owner_did),
+        table.c.connector_name == check.key("connectorName", identity.connector_name),
+        table.c.model == check.key("model", identity.model),
+        table.c.account_key == check.key("accountKey", identity.account_key),
+        table.c.source_id == check.key("sourceID", identity.source_id),
     )
 
 
-IDENTITY_COLUMNS = (
-    watch.c.owner_did,
-    watch.c.connector_name,
-    watch.c.model,
-    watch.c.account_key,
-    watch.c.source_id,
-)
+IDENTITY_COLUMNS = tuple(watch.c[name] for name in WATCH_IDENTITY)
+"""The identity's columns, in key order: the order of watch lists and their cursors."""
 
 
 def _opened(stored: WatchRecord, current_winner: str | None, due_at: int) -> dict[str, Any]:
@@ -214,26 +212,9 @@ def due_watch(now: int) -> sa.ColumnElement[bool]:
     )
 
 
-OPEN_GENERATION_COLUMNS = (
-    "owner_did",
-    "connector_name",
-    "model",
-    "account_key",
-    "source_id",
-    "document_id",
-    "repair_generation",
-    "verification_status",
-    "verification_attempts",
-    "observed_winner_digest",
-    "verified_state_digest",
-    "next_attempt_at",
-    "claimed_until",
-    "defer_reason",
-    "version",
-    "created_at",
-    "updated_at",
-)
-"""The columns ``open_generation`` inserts, each from the parameter ``v_<column>``."""
+OPEN_GENERATION_COLUMNS = WATCH_FIELDS
+"""The columns ``open_generation`` inserts (every one), each from the parameter
+``v_<column>``."""
 
 
 def _open_generation(insert: Any) -> Any:
@@ -423,12 +404,7 @@ class WatchesStore:
         ``finalizeOperationAndArmWatch``; run it inside the finalize transaction.
         """
         now = self._ctx.clock()
-        values = {
-            "owner_did": identity.owner_did,
-            "connector_name": identity.connector_name,
-            "model": identity.model,
-            "account_key": identity.account_key,
-            "source_id": identity.source_id,
+        values = dict(zip(WATCH_IDENTITY, identity.parts, strict=True)) | {
             "document_id": document_id,
             "repair_generation": 1,
             "verification_status": PENDING_VERIFICATION,

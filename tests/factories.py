@@ -124,9 +124,7 @@ async def released_operation(store: ConnectorStore, **overrides: Any) -> Operati
 
 def identity_of(record: OperationRecord) -> WatchIdentity:
     """The identity of the watch an operation's finalize arms."""
-    return WatchIdentity(
-        record.owner_did, record.connector_name, record.model, record.account_key, record.source_id
-    )
+    return record.identity
 
 
 async def reread(store: ConnectorStore, record: OperationRecord) -> OperationRecord | None:

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from store import ConnectorStore
 from store.database import Database
-from store.operations import OperationClaim
+from store.records import ENVELOPE
 from tests.factories import (
     LEASE_MS,
     claim,
@@ -32,7 +32,7 @@ async def race(calls):
 
 
 def envelope(operation_claim):
-    return tuple(getattr(operation_claim, field) for field in OperationClaim.ENVELOPE)
+    return tuple(getattr(operation_claim, field) for field in ENVELOPE)
 
 
 async def test_claim_operation__50_concurrent_one_claimed_rest_exist(store):

@@ -10,8 +10,8 @@ from store.operations import (
     ABANDONED_SEND_MARKER,
     CONTESTED_SEND_MARKER,
     RESERVED_SEND_MARKERS,
-    OperationClaim,
 )
+from store.records import ENVELOPE
 from store.tables import operation as op_table
 from store.tables import projection_watch as watch_table
 from tests.factories import (
@@ -28,7 +28,7 @@ from tests.factories import (
 )
 
 CALLER = "did:key:caller"
-ENVELOPE_FIELDS = OperationClaim.ENVELOPE
+ENVELOPE_FIELDS = ENVELOPE
 TERMINAL_STATES = ["committed", "failed", "superseded"]
 
 

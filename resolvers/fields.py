@@ -1,0 +1,25 @@
+"""Root field decorators typed for ``mypy --strict``.
+
+Strawberry types ``strawberry.field(description=…)`` and ``strawberry.mutation(…)`` as
+returning ``Any`` (so the keyword form can also stand as a dataclass default), and strict mode
+refuses a decorator typed ``Any``. These return Strawberry's own decorators, stating the type
+they have on a resolver method: the method comes back as a ``StrawberryField`` whose
+signature is the method's (``tests/test_schema_records.py`` pins that it does).
+"""
+
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+import strawberry
+
+_Resolver = TypeVar("_Resolver", bound=Callable[..., Any])
+
+
+def query(description: str) -> Callable[[_Resolver], _Resolver]:
+    """``strawberry.field(description=description)`` for a resolver method."""
+    return cast(Callable[[_Resolver], _Resolver], strawberry.field(description=description))
+
+
+def mutation(description: str) -> Callable[[_Resolver], _Resolver]:
+    """``strawberry.mutation(description=description)`` for a resolver method."""
+    return cast(Callable[[_Resolver], _Resolver], strawberry.mutation(description=description))
