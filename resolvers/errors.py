@@ -192,7 +192,7 @@ class ValueNamer:
             given = {field.name.value for field in node.fields}
             required = [
                 field_name
-                for field_name, field in named.fields.items()  # type: ignore[union-attr]
+                for field_name, field in named.fields.items()
                 if field_name not in given and is_required_input_field(field)
             ]
             return self.next_missing(node, required) or name
@@ -229,7 +229,7 @@ def locate(
         return name, type_
     nullable = get_nullable_type(type_) if type_ is not None else None
     if isinstance(node, ObjectValueNode):
-        fields = nullable.fields if is_input_object_type(nullable) else {}  # type: ignore[union-attr]
+        fields = nullable.fields if is_input_object_type(nullable) else {}
         for field in node.fields:
             definition = fields.get(field.name.value)
             found = locate(
@@ -241,7 +241,7 @@ def locate(
             if found is not None:
                 return found
     elif isinstance(node, ListValueNode):
-        item = nullable.of_type if is_list_type(nullable) else None  # type: ignore[union-attr]
+        item = nullable.of_type if is_list_type(nullable) else None
         for value in node.values:
             found = locate(value, item, target, name)
             if found is not None:
