@@ -197,7 +197,8 @@ class Mutation:
             ),
         )
 
-    @fields.mutation(description="Move the lease's expiry (same guard as acquireLease).")
+    @fields.mutation(description="Move the lease's expiry; applies only for the token that holds the lease, "
+        "expired or not.")
     async def renew_lease(self, info: Info, input: RenewLeaseInput) -> OperationWritePayload:
         return await operation_write(
             info,
@@ -207,7 +208,8 @@ class Mutation:
             ),
         )
 
-    @fields.mutation(description="Drop the lease (same guard as acquireLease).")
+    @fields.mutation(description="Drop the lease; applies for the token that holds it (expired or not), or "
+        "when no lease is held.")
     async def release_lease(self, info: Info, input: ReleaseLeaseInput) -> OperationWritePayload:
         return await operation_write(
             info,

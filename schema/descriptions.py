@@ -49,7 +49,9 @@ BY_NAME: dict[str, str] = {
     "lastKind": "The kind of the last recorded outcome (the worker's word); null before one.",
     "lastHttpStatus": "The provider's HTTP status of the last attempt; null when none.",
     "sendMarker": "The run that marked the current attempt as sent; null when unmarked.",
-    "version": "The row's version, raised by every write; compare-and-set writes present it.",
+    "version": "The row's version, raised by each state transition (recordOperation, "
+    "finalizeOperation); lease, mark and defer writes leave it. Compare-and-set writes "
+    "present it.",
     "incarnation": "The row's incarnation: new when the row is created again after a delete.",
     "leaseExpiresAt": "When the lease ends (epoch ms); null when no lease is held.",
     "createdAt": "When the row was created (epoch ms).",
@@ -89,10 +91,10 @@ BY_NAME: dict[str, str] = {
     "expiresAt": "When it expires (epoch ms).",
     "checkpoint": "The connector's sync checkpoint (JSON); null when none.",
     "entityCount": "How many entities the sync has seen.",
-    "error": "The last sync error (JSON); null when none.",
+    "error": "The last sync error's text; null when none.",
     "recovery": "What recovering from the last error needs (JSON); null when nothing.",
     "lastSyncedAt": "When the last sync finished, as the connector writes it (an ISO-8601 "
-    "string); null when never.",
+    "string with an offset).",
     "token": "The lease token: the caller's secret for this attempt.",
     "leaseToken": "The lease token the caller holds.",
     "marker": "The id of the run that sends the attempt.",
