@@ -16,11 +16,12 @@ connection), ``batch`` (lifecycles per request, default 1), ``server_pid`` and o
 runs ``count`` lifecycles and prints one JSON line: ``lifecycles``, ``per_s``,
 ``requests_per_lifecycle``, and the CPU (user + system) per lifecycle in ms of this process
 (``client_cpu_ms``, from ``time.process_time``) and of the server's process tree
-(``server_cpu_ms``, from ``/proc/<pid>/stat``, so ``serve --workers N`` counts its workers),
-both over the timed interval only.
+(``server_cpu_ms``, from ``/proc``, so ``serve --workers N`` counts its workers), both over
+the timed interval only.
 """
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -349,9 +350,10 @@ SCENARIOS: dict[str, Callable[[dict[str, Any]], Scenario]] = {
 
 
 def tree_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of ``pid`` and its descendants, from ``/proc/*/stat``."""
+    """CPU seconds of ``pid`` and its descendants: each thread's run time in
+    ``/proc/<pid>/task/<tid>/schedstat`` (ns; what ``utime + stime`` of ``/proc/<pid>/stat``
+    counts, there in 10 ms ticks, too coarse for a short row)."""
     parents: dict[int, int] = {}
-    ticks: dict[int, int] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -359,17 +361,19 @@ def tree_cpu_s(pid: int) -> float:
             stat = Path(entry.path, "stat").read_bytes()
         except OSError:
             continue
-        fields = stat[stat.rindex(b")") + 2 :].split()
-        process = int(entry.name)
-        parents[process] = int(fields[1])
-        ticks[process] = int(fields[11]) + int(fields[12])
+        parents[int(entry.name)] = int(stat[stat.rindex(b")") + 2 :].split()[1])
     tree, frontier = {pid}, [pid]
     while frontier:
         parent = frontier.pop()
         children = [child for child, of in parents.items() if of == parent]
         tree.update(children)
         frontier += children
-    return sum(ticks.get(process, 0) for process in tree) / os.sysconf("SC_CLK_TCK")
+    nanoseconds = 0
+    for process in tree:
+        with contextlib.suppress(OSError):
+            for task in os.scandir(f"/proc/{process}/task"):
+                nanoseconds += int(Path(task.path, "schedstat").read_bytes().split()[0])
+    return nanoseconds / 1e9
 
 
 async def drive(scenario: Scenario, connections: list[Connection], count: int, batch: int) -> int:
