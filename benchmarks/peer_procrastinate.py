@@ -4,7 +4,8 @@ no-op task and concurrency 16 runs them all.
     .venv/bin/python -m benchmarks.peer_procrastinate <conninfo> <jobs> <concurrency>
 
 Prints one JSON line: jobs per second for the whole job (defer, then fetch, run and finish:
-the counterpart of our claim → markSendStarted → finalize) and for each half. The schema is
+the counterpart of our claim → markSendStarted → finalize) and for each half, and this
+process's CPU (user + system) per job over both halves. The schema is
 applied to the database given if it is not there yet (make bench creates the database and
 drops it after). procrastinate is in the ``bench`` extra (``pip install -e '.[dev,bench]'``).
 """
@@ -63,11 +64,13 @@ async def main(conninfo: str, jobs: int, concurrency: int) -> dict[str, float]:
         await work()
         done = 0
 
+        cpu = time.process_time()
         t0 = time.perf_counter()
         await defer_all(jobs)
         t1 = time.perf_counter()
         await work()
         t2 = time.perf_counter()
+        cpu = time.process_time() - cpu
     if done != jobs:
         raise SystemExit(f"ran {done} of {jobs} jobs")
     return {
@@ -76,6 +79,7 @@ async def main(conninfo: str, jobs: int, concurrency: int) -> dict[str, float]:
         "jobs_per_s": jobs / (t2 - t0),
         "defer_per_s": jobs / (t1 - t0),
         "work_per_s": jobs / (t2 - t1),
+        "cpu_ms_per_job": cpu * 1000 / jobs,
     }
 
 

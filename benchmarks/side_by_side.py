@@ -1,15 +1,18 @@
-"""``make bench``: every path side by side in one run, each beside its floor.
+"""``make bench``: every path side by side in one run, each beside its floor or its peer.
 
     .venv/bin/python -m benchmarks.side_by_side [--lifecycles N] [--rounds 3] [--million]
 
 Rows (lifecycles/s = claim → markSendStarted → finalize, each on a fresh operation id):
 the store's recorded statements on raw asyncpg (pool, prepared statements) and our store
 in process on PostgreSQL, 1 and 16 tasks; the same on raw ``sqlite3`` (WAL) and our store
-on SQLite; over HTTP with 16 clients, a minimal Starlette + asyncpg service
-(``benchmarks/floor_service.py``) and our server (uvicorn, GraphQL, ``worker.graphql``);
-``{ serverTime }`` against a plain Starlette endpoint. Rounds interleave every row; each
-number is the median over rounds. Then ``dueOperations``/``operations(filter)`` latency
-at 10k and 100k operations (1M with ``--million``), and the server's peak RSS.
+on SQLite. Over HTTP, 16 workers driven by ``benchmarks/load.py`` in a process of its own
+(its CPU and the server's reported per lifecycle): our server at batch 1 beside pg-boss at
+batch 1 and a minimal Starlette + asyncpg service (``benchmarks/floor_service.py``); our
+server at batch 50 (claiming, and leasing) beside pg-boss at batch 50, "n/a" while the live
+schema has no ``leaseOperations``; procrastinate; ``{ serverTime }`` beside stock Strawberry
+(``benchmarks/stock_strawberry.py``) and a plain Starlette endpoint. Rounds interleave every
+row; each number is the median over rounds. Then ``dueOperations``/``operations(filter)``
+latency at 10k and 100k operations (1M with ``--million``), and the server's peak RSS.
 """
 
 import argparse
@@ -35,6 +38,7 @@ import httpx
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+from benchmarks.load import LEASE_MS, claim_input
 from benchmarks.seed import seed_statements
 from benchmarks.template import groups, record, recording_ids, values_for
 from store import ConnectorStore
@@ -43,30 +47,36 @@ from store.migrate import upgrade
 from store.operations import OperationClaim, OperationFilter
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCUMENTS = (ROOT / "graphql" / "operations" / "worker.graphql").read_text()
-LEASE_MS = 60_000
 TASKS = 16
 PEERS = ROOT / "benchmarks" / "peers"
 SERVER_PORT = 18931
 FLOOR_PORT = 18932
+STOCK_PORT = 18933
+BATCH = 50
+BATCH_JOBS = 10
+"""The batch rows run ``BATCH_JOBS`` times ``--lifecycles``: with 16 workers taking 50 a
+request, ``--lifecycles`` alone would leave most of them idle after their first request."""
+NO_BATCH = "n/a (batch mutations not in the schema yet)"
 
 
 def claim_for(operation_id: str, token: str, now: int) -> OperationClaim:
+    """The HTTP rows' claim (``benchmarks.load.claim_input``) as the store takes it."""
+    given = claim_input(operation_id, token, now + LEASE_MS)
     return OperationClaim(
-        caller_did="did:bench:caller",
-        operation_id=operation_id,
-        owner_did="did:bench:owner",
-        connector_name="bench",
-        model="CalendarEvent",
-        op="create",
-        account_key="account",
-        target="calendars/primary",
-        source_id=f"source-{operation_id}",
-        deterministic_event_id=f"event-{operation_id}",
-        payload_hash="sha256:0",
-        lease_token=token,
-        lease_expires_at=now + LEASE_MS,
-        document_id=f"doc-{operation_id}",
+        caller_did=given["callerDID"],
+        operation_id=given["operationID"],
+        owner_did=given["ownerDID"],
+        connector_name=given["connectorName"],
+        model=given["model"],
+        op=given["op"],
+        account_key=given["accountKey"],
+        target=given["target"],
+        source_id=given["sourceID"],
+        deterministic_event_id=given["deterministicEventID"],
+        payload_hash=given["payloadHash"],
+        lease_token=given["leaseToken"],
+        lease_expires_at=given["leaseExpiresAt"],
+        document_id=given["documentID"],
     )
 
 
@@ -96,8 +106,9 @@ def store_lifecycle(store: ConnectorStore) -> Callable[..., Awaitable[None]]:
     return lifecycle
 
 
-async def rate(run: Callable[[int], Awaitable[None]], count: int, tasks: int) -> float:
-    """``count`` runs over ``tasks`` tasks (after a few warm-up runs): runs per second."""
+async def rate(run: Callable[[int], Awaitable[None]], count: int, tasks: int) -> dict[str, float]:
+    """``count`` runs over ``tasks`` tasks (after a few warm-up runs): ``per_s``, runs per
+    second."""
     for i in range(5):
         await run(-1 - i)
     numbers = iter(range(count))
@@ -108,7 +119,7 @@ async def rate(run: Callable[[int], Awaitable[None]], count: int, tasks: int) ->
 
     started = time.perf_counter()
     await asyncio.gather(*(task() for _ in range(tasks)))
-    return count / (time.perf_counter() - started)
+    return {"per_s": count / (time.perf_counter() - started)}
 
 
 def fresh_id(prefix: str, i: int) -> str:
@@ -189,91 +200,34 @@ def memory_mib(pid: int) -> dict[str, float]:
     return fields
 
 
-def graphql_http(client: httpx.AsyncClient) -> Callable[[int], Awaitable[None]]:
-    async def call(name: str, **variables: Any) -> dict[str, Any]:
-        payload = {"query": DOCUMENTS, "operationName": name, "variables": variables}
-        response = await client.post("/graphql", json=payload)
-        body = response.json()
-        assert response.status_code == 200 and not body.get("errors"), body
-        return body["data"]
-
-    async def run(i: int) -> None:
-        operation_id, token = fresh_id("gql", i), secrets.token_hex(8)
-        now = int(time.time() * 1000)
-        claim = claim_for(operation_id, token, now)
-        claimed = await call(
-            "ClaimOperation",
-            input={
-                "callerDID": claim.caller_did,
-                "operationID": claim.operation_id,
-                "ownerDID": claim.owner_did,
-                "connectorName": claim.connector_name,
-                "model": claim.model,
-                "op": claim.op,
-                "accountKey": claim.account_key,
-                "target": claim.target,
-                "sourceID": claim.source_id,
-                "deterministicEventID": claim.deterministic_event_id,
-                "payloadHash": claim.payload_hash,
-                "leaseToken": claim.lease_token,
-                "leaseExpiresAt": claim.lease_expires_at,
-                "documentID": claim.document_id,
-            },
-        )
-        assert claimed["claimOperation"]["__typename"] == "OperationClaimed", claimed
-        key = {"callerDID": claim.caller_did, "operationID": operation_id}
-        marked = await call(
-            "MarkSendStarted", input=key | {"leaseToken": token, "marker": f"run-{token}"}
-        )
-        version = marked["markSendStarted"]["operation"]["version"]
-        done = await call(
-            "FinalizeOperation",
-            input=key
-            | {
-                "version": version,
-                "leaseToken": token,
-                "dueAt": now + LEASE_MS,
-                "resultEntity": {"id": operation_id},
-                "providerEtag": "etag-1",
-            },
-        )
-        assert done["finalizeOperation"]["applied"], done
-
-    return run
-
-
-def floor_http(client: httpx.AsyncClient, steps: int) -> Callable[[int], Awaitable[None]]:
-    async def run(i: int) -> None:
-        body = {"id": fresh_id("floor", i), "token": secrets.token_hex(8)}
-        for number in range(steps):
-            response = await client.post(f"/step/{number}", json=body)
-            assert response.status_code == 200 and response.json()["rows"] == 1, response.text
-
-    return run
-
-
-def server_time_http(client: httpx.AsyncClient) -> Callable[[int], Awaitable[None]]:
-    async def run(i: int) -> None:
-        response = await client.post("/graphql", json={"query": "{ serverTime }"})
-        assert response.status_code == 200 and "serverTime" in response.json()["data"]
-
-    return run
-
-
-def plain_time_http(client: httpx.AsyncClient) -> Callable[[int], Awaitable[None]]:
-    async def run(i: int) -> None:
-        response = await client.get("/time")
-        assert response.status_code == 200
-
-    return run
-
-
-def http_client(port: int, token: str | None = None) -> httpx.AsyncClient:
-    limits = httpx.Limits(max_connections=TASKS, max_keepalive_connections=TASKS)
-    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
-    return httpx.AsyncClient(
-        base_url=f"http://127.0.0.1:{port}", limits=limits, timeout=30, headers=headers
+async def load(spec: dict[str, Any]) -> dict[str, float]:
+    """One HTTP row: ``benchmarks.load`` in a child process with ``spec`` (16 connections
+    unless it says otherwise); its JSON line (lifecycles/s, requests and both CPUs per
+    lifecycle)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "benchmarks.load",
+        json.dumps({"connections": TASKS} | spec),
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
     )
+    out, _ = await process.communicate()
+    if process.returncode != 0:
+        raise SystemExit(f"the load of {spec['scenario']} failed with {process.returncode}")
+    result: dict[str, float] = json.loads(out.decode().strip().splitlines()[-1])
+    return result
+
+
+def has_mutation(port: int, token: str, name: str) -> bool:
+    """Whether the live server's schema has the mutation ``name`` (by introspection)."""
+    response = httpx.post(
+        f"http://127.0.0.1:{port}/graphql",
+        json={"query": '{ __type(name: "Mutation") { fields { name } } }'},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    fields = response.json()["data"]["__type"]["fields"]
+    return any(field["name"] == name for field in fields)
 
 
 def worker_token(command: list[str], env: dict[str, str]) -> str:
@@ -294,9 +248,10 @@ def worker_token(command: list[str], env: dict[str, str]) -> str:
 # --- peers ----------------------------------------------------------------------------------
 
 
-async def peer_rate(command: list[str]) -> float:
+async def peer_rate(command: list[str]) -> dict[str, float]:
     """A peer's benchmark in a child process (``command`` ends with the job count and the
-    concurrency); it prints one JSON line with ``jobs_per_s``: send/defer, then fetch, run
+    concurrency, and for pg-boss the batch size); it prints one JSON line with
+    ``jobs_per_s`` and ``cpu_ms_per_job`` (its own process's CPU): enqueue, then fetch, run
     and complete, N jobs, 16 at a time."""
     process = await asyncio.create_subprocess_exec(
         *command, cwd=ROOT, stdout=asyncio.subprocess.PIPE
@@ -304,11 +259,12 @@ async def peer_rate(command: list[str]) -> float:
     out, _ = await process.communicate()
     if process.returncode != 0:
         raise SystemExit(f"{command[:2]} failed with {process.returncode}")
-    return float(json.loads(out.decode().strip().splitlines()[-1])["jobs_per_s"])
+    result = json.loads(out.decode().strip().splitlines()[-1])
+    return {"per_s": float(result["jobs_per_s"]), "server_cpu_ms": result["cpu_ms_per_job"]}
 
 
-def pgboss_command(dsn: str, count: int) -> list[str]:
-    return ["node", str(PEERS / "pgboss.mjs"), dsn, str(count), str(TASKS)]
+def pgboss_command(dsn: str, count: int, batch: int) -> list[str]:
+    return ["node", str(PEERS / "pgboss.mjs"), dsn, str(count), str(TASKS), str(batch)]
 
 
 def procrastinate_command(dsn: str, count: int) -> list[str]:
@@ -361,17 +317,15 @@ async def queries_at_size(url: str, sizes: list[int]) -> list[dict[str, float]]:
     return results
 
 
-async def soak_server(
-    run: Callable[[int], Awaitable[None]], pid: int, minutes: float
-) -> list[dict[str, float]]:
-    """The HTTP lifecycle load (16 clients) on the server for ``minutes``, in batches of
-    about 30 s: after each batch, the elapsed minutes, the batch's lifecycles/s and the
-    server's VmRSS/VmHWM (MiB)."""
+async def soak_server(spec: dict[str, Any], pid: int, minutes: float) -> list[dict[str, float]]:
+    """The HTTP lifecycle load of ``spec`` (16 workers) on the server for ``minutes``, in
+    batches of about 30 s: after each batch, the elapsed minutes, the batch's lifecycles/s
+    and the server's VmRSS/VmHWM (MiB)."""
     started = time.monotonic()
     samples = []
     batch = 300
     while time.monotonic() - started < minutes * 60:
-        per_s = await rate(run, batch, TASKS)
+        per_s = (await load(spec | {"count": batch}))["per_s"]
         batch = max(50, int(per_s * 30))
         sample = {"minutes": (time.monotonic() - started) / 60, "per_s": per_s}
         samples.append(sample | memory_mib(pid))
@@ -380,6 +334,16 @@ async def soak_server(
 
 
 # --- the run ---------------------------------------------------------------------------------
+
+
+def medians(rounds: list[dict[str, float] | None]) -> dict[str, float] | None:
+    """Each measure's median over the rounds; None for a row that could not run."""
+    if any(measure is None for measure in rounds):
+        return None
+    return {
+        field: statistics.median(measure[field] for measure in rounds if measure is not None)
+        for field in rounds[0] or {}
+    }
 
 
 async def create_database(admin_url: str) -> tuple[str, str]:
@@ -447,11 +411,23 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         server = start([*server_command, "--port", str(SERVER_PORT)], env, SERVER_PORT)
         token = worker_token(server_command, env)
         processes.append(server)
-        floor_command = [sys.executable, "-m", "uvicorn", "benchmarks.floor_service:app"]
-        floor_command += ["--port", str(FLOOR_PORT), "--log-level", "warning"]
+        # The peers of our server run under uvicorn as it does (uvloop, httptools, no access log).
+        uvicorn_command = [sys.executable, "-m", "uvicorn", "--log-level", "warning"]
+        uvicorn_command.append("--no-access-log")
         floor_env = {"BENCH_DSN": dsn, "BENCH_TEMPLATE": str(template)}
-        floor = start(floor_command, floor_env, FLOOR_PORT)
+        floor = start(
+            [*uvicorn_command, "benchmarks.floor_service:app", "--port", str(FLOOR_PORT)],
+            floor_env,
+            FLOOR_PORT,
+        )
         processes.append(floor)
+        stock = start(
+            [*uvicorn_command, "benchmarks.stock_strawberry:app", "--port", str(STOCK_PORT)],
+            {},
+            STOCK_PORT,
+        )
+        processes.append(stock)
+        batches = has_mutation(SERVER_PORT, token, "leaseOperations")
 
         pg_db = Database(pg_url, pool_size=TASKS)
         await pg_db.connect()
@@ -462,8 +438,6 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         pool = await asyncpg.create_pool(dsn, min_size=TASKS, max_size=TASKS)
         closers.append(pool.close)
         pg_store, sqlite_store = ConnectorStore(pg_db), ConnectorStore(sqlite_db)
-        server_client, floor_client = http_client(SERVER_PORT, token), http_client(FLOOR_PORT)
-        closers += [server_client.aclose, floor_client.aclose]
 
         def store_run(store: ConnectorStore, prefix: str) -> Callable[[int], Awaitable[None]]:
             lifecycle = store_lifecycle(store)
@@ -473,25 +447,48 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
 
             return run
 
-        count = args.lifecycles
-        rows: dict[str, Callable[[], Awaitable[float]]] = {
+        async def sqlite3_row() -> dict[str, float]:
+            per_s = await asyncio.to_thread(sqlite3_floor, str(sqlite_file), sqlite_steps, count)
+            return {"per_s": per_s}
+
+        count, batch_count = args.lifecycles, args.lifecycles * BATCH_JOBS
+        ours = {"port": SERVER_PORT, "server_pid": server.pid, "token": token}
+
+        async def ours_batch(scenario: str) -> dict[str, float] | None:
+            if not batches:
+                return None
+            return await load(ours | {"scenario": scenario, "count": batch_count, "batch": BATCH})
+
+        lifecycle_spec = ours | {"scenario": "lifecycle", "count": count}
+        rows: dict[str, Callable[[], Awaitable[dict[str, float] | None]]] = {
             "asyncpg_1": lambda: rate(asyncpg_floor(pool, pg_steps), count, 1),
             "store_pg_1": lambda: rate(store_run(pg_store, "spg"), count, 1),
             "asyncpg_16": lambda: rate(asyncpg_floor(pool, pg_steps), count, TASKS),
             "store_pg_16": lambda: rate(store_run(pg_store, "spg"), count, TASKS),
-            "sqlite3_1": lambda: asyncio.to_thread(
-                sqlite3_floor, str(sqlite_file), sqlite_steps, count
-            ),
+            "sqlite3_1": sqlite3_row,
             "store_sqlite_1": lambda: rate(store_run(sqlite_store, "ssq"), count, 1),
             "store_sqlite_16": lambda: rate(store_run(sqlite_store, "ssq"), count, TASKS),
-            "floor_http_16": lambda: rate(floor_http(floor_client, len(pg_steps)), count, TASKS),
-            "server_http_16": lambda: rate(graphql_http(server_client), count, TASKS),
-            "plain_time_16": lambda: rate(plain_time_http(floor_client), count * 5, TASKS),
-            "server_time_16": lambda: rate(server_time_http(server_client), count * 5, TASKS),
-            "pgboss_16": lambda: peer_rate(pgboss_command(pgboss_dsn, count)),
+            "pgboss_1": lambda: peer_rate(pgboss_command(pgboss_dsn, count, 1)),
+            "server_http_1": lambda: load(lifecycle_spec),
+            "floor_http_1": lambda: load(
+                {"scenario": "floor_lifecycle", "port": FLOOR_PORT, "server_pid": floor.pid}
+                | {"count": count, "steps": len(pg_steps)}
+            ),
+            "pgboss_50": lambda: peer_rate(pgboss_command(pgboss_dsn, batch_count, BATCH)),
+            "server_http_50": lambda: ours_batch("claimed_batch"),
+            "server_lease_50": lambda: ours_batch("leased_batch"),
             "procrastinate_16": lambda: peer_rate(procrastinate_command(procrastinate_dsn, count)),
+            "plain_time_16": lambda: load(
+                {"scenario": "plain_time", "port": FLOOR_PORT, "server_pid": floor.pid}
+                | {"count": count * 5}
+            ),
+            "stock_time_16": lambda: load(
+                {"scenario": "server_time", "port": STOCK_PORT, "server_pid": stock.pid}
+                | {"count": count * 5}
+            ),
+            "server_time_16": lambda: load(ours | {"scenario": "server_time", "count": count * 5}),
         }
-        measured: dict[str, list[float]] = {key: [] for key in rows}
+        measured: dict[str, list[dict[str, float] | None]] = {key: [] for key in rows}
         memory: list[dict[str, float]] = []
         for round_number in range(args.rounds):
             for key, run in rows.items():
@@ -500,7 +497,7 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             print(f"round {round_number + 1}: {json.dumps(measured)}", file=sys.stderr)
         soak = []
         if args.minutes:
-            soak = await soak_server(graphql_http(server_client), server.pid, args.minutes)
+            soak = await soak_server(lifecycle_spec, server.pid, args.minutes)
         for close in reversed(closers):
             await close()
         closers.clear()
@@ -512,7 +509,7 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         await asyncio.to_thread(upgrade, sized_url)
         sizes_measured = await queries_at_size(sized_url, sizes)
         return {
-            "medians": {key: statistics.median(values) for key, values in measured.items()},
+            "medians": {key: medians(values) for key, values in measured.items()},
             "all": measured,
             "memory": memory,
             "sizes": sizes_measured,
@@ -536,29 +533,74 @@ RATIOS = [
     ("sqlite3_1", "the store's SQL on raw sqlite3 (WAL), 1 thread", None),
     ("store_sqlite_1", "our store in process, SQLite, 1 task", "sqlite3_1"),
     ("store_sqlite_16", f"our store in process, SQLite, {TASKS} tasks", "sqlite3_1"),
-    ("floor_http_16", f"minimal Starlette + asyncpg service over HTTP, {TASKS} clients", None),
     (
-        "server_http_16",
-        f"our server over HTTP (GraphQL, uvicorn), {TASKS} clients",
-        "floor_http_16",
-    ),
-    ("plain_time_16", f"plain Starlette JSON endpoint, {TASKS} clients (requests/s)", None),
-    (
-        "server_time_16",
-        f"`{{ serverTime }}` over HTTP, {TASKS} clients (requests/s)",
-        "plain_time_16",
-    ),
-    (
-        "pgboss_16",
-        f"peer: pg-boss (Node), send then fetch + complete, {TASKS} workers (jobs/s)",
+        "pgboss_1",
+        f"pg-boss at batch 1: send, then fetch(batchSize 1) + complete, {TASKS} workers",
         None,
+    ),
+    (
+        "server_http_1",
+        "ours over HTTP at batch 1: claimOperation → markSendStarted → finalizeOperation,"
+        f" {TASKS} workers",
+        "pgboss_1",
+    ),
+    (
+        "floor_http_1",
+        f"minimal Starlette + asyncpg service over HTTP, the store's SQL, {TASKS} workers",
+        None,
+    ),
+    (
+        "pgboss_50",
+        f"pg-boss at batch {BATCH}: insert, then fetch(batchSize {BATCH}) + complete(ids),"
+        f" {TASKS} workers",
+        None,
+    ),
+    (
+        "server_http_50",
+        f"ours over HTTP at batch {BATCH}: claimOperations → markSendsStarted →"
+        f" finalizeOperations, {TASKS} workers",
+        "pgboss_50",
+    ),
+    (
+        "server_lease_50",
+        f"ours over HTTP at batch {BATCH}, leasing: leaseOperations → markSendsStarted →"
+        f" finalizeOperations, {TASKS} workers",
+        "pgboss_50",
     ),
     (
         "procrastinate_16",
-        f"peer: procrastinate, defer then a no-op task, concurrency {TASKS} (jobs/s)",
+        f"procrastinate: defer, then a no-op task, concurrency {TASKS}",
         None,
     ),
+    ("plain_time_16", f"plain Starlette JSON endpoint, {TASKS} workers (requests/s)", None),
+    (
+        "stock_time_16",
+        f"stock Strawberry `{{ serverTime }}`, no extensions, {TASKS} workers (requests/s)",
+        None,
+    ),
+    (
+        "server_time_16",
+        f"ours `{{ serverTime }}` over HTTP, {TASKS} workers (requests/s)",
+        "stock_time_16",
+    ),
 ]
+PEERS_ROWS = ("pgboss_1", "pgboss_50", "procrastinate_16", "stock_time_16")
+EXTRA_RATIOS = [
+    ("ours over HTTP at batch 1 / the minimal service", "server_http_1", "floor_http_1"),
+    (
+        "ours over HTTP at batch 1 / our store in process (PostgreSQL, 16)",
+        "server_http_1",
+        "store_pg_16",
+    ),
+    ("our store in process (PostgreSQL, 16) / pg-boss at batch 1", "store_pg_16", "pgboss_1"),
+    ("ours over HTTP at batch 1 / procrastinate", "server_http_1", "procrastinate_16"),
+    ("our store in process (PostgreSQL, 16) / procrastinate", "store_pg_16", "procrastinate_16"),
+    ("ours `{ serverTime }` / plain Starlette", "server_time_16", "plain_time_16"),
+]
+
+
+def cell(measure: dict[str, float] | None, field: str, form: str) -> str:
+    return "" if measure is None or field not in measure else format(measure[field], form)
 
 
 def report(results: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str:
@@ -566,29 +608,34 @@ def report(results: dict[str, Any], args: argparse.Namespace, elapsed: float) ->
     lines = [
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs ({platform.machine()},"
         f" {platform.system()} {platform.release()}), Python {platform.python_version()},"
-        f" SQLite {sqlite3.sqlite_version}, {args.lifecycles} lifecycles per row,"
-        f" median of {args.rounds} interleaved rounds, {elapsed:.0f} s in all",
+        f" SQLite {sqlite3.sqlite_version}, {args.lifecycles} lifecycles per row"
+        f" ({args.lifecycles * BATCH_JOBS} at batch {BATCH}), median of {args.rounds}"
+        f" interleaved rounds, {elapsed:.0f} s in all",
         "",
-        "| path | per second | ratio | to |",
-        "| --- | ---: | ---: | --- |",
+        "CPU: user + system ms per lifecycle (per job, per request) over the timed interval;"
+        " server: our server's (or the HTTP peer's) process tree, or a peer's own process;"
+        " load: the load generator's process.",
+        "",
+        "| row | per second | ratio | to | server CPU ms | load CPU ms | requests |",
+        "| --- | ---: | ---: | --- | ---: | ---: | ---: |",
     ]
-    for key, title, floor in RATIOS:
-        ratio = "1" if floor is None else f"{medians[key] / medians[floor]:.2f}"
-        kind = "peer" if key in ("pgboss_16", "procrastinate_16") else "floor"
-        lines.append(f"| {title} | {medians[key]:.0f} | {ratio} | {floor or kind} |")
-    extra = [
-        ("server over HTTP / store in process (PostgreSQL, 16)", "server_http_16", "store_pg_16"),
-        ("our store in process (PostgreSQL, 16) / pg-boss", "store_pg_16", "pgboss_16"),
-        ("our server over HTTP (16) / pg-boss", "server_http_16", "pgboss_16"),
-        (
-            "our store in process (PostgreSQL, 16) / procrastinate",
-            "store_pg_16",
-            "procrastinate_16",
-        ),
-        ("our server over HTTP (16) / procrastinate", "server_http_16", "procrastinate_16"),
-    ]
-    for title, key, floor in extra:
-        lines.append(f"| {title} | | {medians[key] / medians[floor]:.2f} | {floor} |")
+    for key, title, to in RATIOS:
+        measure = medians[key]
+        if measure is None:
+            lines.append(f"| {title} | {NO_BATCH} | | {to} | | | |")
+            continue
+        if to is None:
+            ratio, to = "1", "peer" if key in PEERS_ROWS else "floor"
+        else:
+            ratio = f"{measure['per_s'] / medians[to]['per_s']:.2f}"
+        lines.append(
+            f"| {title} | {measure['per_s']:.0f} | {ratio} | {to}"
+            f" | {cell(measure, 'server_cpu_ms', '.3f')} | {cell(measure, 'client_cpu_ms', '.3f')}"
+            f" | {cell(measure, 'requests_per_lifecycle', '.2f')} |"
+        )
+    for title, key, to in EXTRA_RATIOS:
+        ratio = medians[key]["per_s"] / medians[to]["per_s"]
+        lines.append(f"| {title} | | {ratio:.2f} | {to} | | | |")
     lines += [
         "",
         "| operations (and watches) | dueOperations p50 ms | dueWatches p50 ms"

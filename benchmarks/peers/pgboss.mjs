@@ -1,15 +1,19 @@
-// make bench's pg-boss peer: N jobs, each `send`, then `fetch` + `complete`, 16 at a time.
+// make bench's pg-boss peer: N jobs enqueued, then fetched and completed by 16 workers, in
+// batches of B (1: `send`, `fetch({batchSize: 1})`, `complete(id)`; B > 1: `insert` of B
+// jobs, `fetch({batchSize: B})`, `complete(ids)`).
 //
-//   node pgboss.mjs <connection string> <jobs> <concurrency>
+//   node pgboss.mjs <connection string> <jobs> <concurrency> [<batch size, default 1>]
 //
-// Prints one JSON line: jobs per second for the whole job (send, fetch, complete: the
-// counterpart of our claim → markSendStarted → finalize), and for each half. pg-boss
-// creates its schema in the database given (make bench creates it and drops it after).
+// Prints one JSON line: jobs per second for the whole job (enqueue, fetch, complete: the
+// counterpart of our claim → markSendStarted → finalize) and for each half, and this
+// process's CPU (user + system) per job over both halves. pg-boss creates its schema in
+// the database given (make bench creates it and drops it after).
 import { PgBoss } from "pg-boss";
 
-const [url, jobsArg, concurrencyArg] = process.argv.slice(2);
+const [url, jobsArg, concurrencyArg, batchArg = "1"] = process.argv.slice(2);
 const jobs = Number(jobsArg);
 const concurrency = Number(concurrencyArg);
+const batchSize = Number(batchArg);
 const queue = "bench";
 
 const boss = new PgBoss({
@@ -25,47 +29,60 @@ boss.on("error", (error) => {
 await boss.start();
 if (!(await boss.getQueue(queue))) await boss.createQueue(queue);
 
-async function inParallel(count, task) {
+// `count` jobs enqueued by `concurrency` concurrent senders, `batchSize` jobs a call.
+async function enqueue(count) {
   let next = 0;
-  const worker = async () => {
+  const sender = async () => {
     while (next < count) {
-      next += 1;
-      await task();
+      const size = Math.min(batchSize, count - next);
+      next += size;
+      if (batchSize === 1) await boss.send(queue, { payload: "bench" });
+      else await boss.insert(queue, Array.from({ length: size }, () => ({ data: { payload: "bench" } })));
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, sender));
+}
+
+// `concurrency` workers fetch up to `batchSize` jobs and complete them, until the queue is
+// empty (every job was enqueued before, so an empty fetch means the rest are held by others).
+let completed = 0;
+async function drain() {
+  const worker = async () => {
+    for (;;) {
+      const fetched = await boss.fetch(queue, { batchSize });
+      if (fetched.length === 0) return;
+      await boss.complete(
+        queue,
+        fetched.map((job) => job.id),
+      );
+      completed += fetched.length;
     }
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
 }
 
-const send = () => boss.send(queue, { payload: "bench" });
-let completed = 0;
-async function fetchAndComplete() {
-  for (;;) {
-    const [job] = await boss.fetch(queue, { batchSize: 1 });
-    if (job === undefined) throw new Error("the queue ran dry before every job was fetched");
-    await boss.complete(queue, job.id);
-    completed += 1;
-    return;
-  }
-}
-
 // Warm-up: a few jobs through both halves, not timed.
-for (let i = 0; i < 5; i += 1) await send();
-for (let i = 0; i < 5; i += 1) await fetchAndComplete();
+await enqueue(5);
+await drain();
 completed = 0;
 
+const cpu = process.cpuUsage();
 const t0 = performance.now();
-await inParallel(jobs, send);
+await enqueue(jobs);
 const t1 = performance.now();
-await inParallel(jobs, fetchAndComplete);
+await drain();
 const t2 = performance.now();
+const used = process.cpuUsage(cpu);
 await boss.stop({ graceful: false, close: true });
 if (completed !== jobs) throw new Error(`completed ${completed} of ${jobs}`);
 console.log(
   JSON.stringify({
     jobs,
     concurrency,
+    batch_size: batchSize,
     jobs_per_s: (jobs * 1000) / (t2 - t0),
     send_per_s: (jobs * 1000) / (t1 - t0),
     fetch_complete_per_s: (jobs * 1000) / (t2 - t1),
+    cpu_ms_per_job: (used.user + used.system) / 1000 / jobs,
   }),
 );

@@ -1,0 +1,433 @@
+"""``make bench``'s load generator for the HTTP rows, lean so that it measures the server.
+
+    .venv/bin/python -m benchmarks.load '{"scenario": "lifecycle", "port": 18931, ...}'
+
+It runs in a process of its own, one per row and round, on uvloop: one HTTP/1.1 keep-alive
+connection per worker over ``asyncio.open_connection``, each request written as one
+pre-encoded byte string (the head's fixed part and each JSON body's fixed part encoded once,
+the variables by orjson), each response framed by its ``Content-Length`` and its body decoded
+by orjson. httpx, which the rows used before, spent as much CPU per lifecycle as the server
+did, on the same two cores.
+
+The spec (JSON): ``scenario`` (a name in ``SCENARIOS``), ``port``, ``count`` (lifecycles, or
+requests for the ``*_time`` scenarios), ``connections`` (the workers, each with its own
+connection), ``batch`` (lifecycles per request, default 1), ``server_pid`` and optionally
+``token`` (sent as ``Authorization: Bearer``). After a warm-up (one call per connection), it
+runs ``count`` lifecycles and prints one JSON line: ``lifecycles``, ``per_s``,
+``requests_per_lifecycle``, and the CPU (user + system) per lifecycle in ms of this process
+(``client_cpu_ms``, from ``time.process_time``) and of the server's process tree
+(``server_cpu_ms``, from ``/proc``, so ``serve --workers N`` counts its workers), both over
+the timed interval only.
+"""
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import secrets
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import uvloop
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKER_DOCUMENT = (ROOT / "graphql" / "operations" / "worker.graphql").read_text()
+LEASE_MS = 60_000
+CALLER = "did:bench:caller"
+PRECLAIM_BATCH = 500
+"""Items per ``claimOperations`` request when the leasing scenario pre-claims (the most a
+batch takes, DESIGN section 6)."""
+
+# DESIGN section 6's batch mutations, with lean selections. Items are the single mutations'
+# inputs, so the documents name only those input types.
+BATCH_DOCUMENT = """
+mutation ClaimOperations($items: [ClaimOperationInput!]!) {
+  claimOperations(input: { items: $items }) { results { __typename } }
+}
+mutation MarkSendsStarted($items: [MarkSendStartedInput!]!) {
+  markSendsStarted(input: { items: $items }) { results { applied operation { version } } }
+}
+mutation FinalizeOperations($items: [FinalizeOperationInput!]!) {
+  finalizeOperations(input: { items: $items }) { results { applied } }
+}
+mutation LeaseOperations($leaseToken: String!, $leaseMs: Int!, $limit: Int) {
+  leaseOperations(input: { leaseToken: $leaseToken, leaseMs: $leaseMs, limit: $limit }) {
+    operations { callerDID operationID }
+  }
+}
+"""
+
+
+class LoadError(Exception):
+    """A response the scenario did not expect (a status other than 200, GraphQL errors, an
+    outcome that did not apply): the row fails rather than count it."""
+
+
+class Connection:
+    """One HTTP/1.1 keep-alive connection to 127.0.0.1; counts the requests it sends."""
+
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, headers: bytes
+    ) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.headers = headers
+        self.requests = 0
+
+    @classmethod
+    async def open(cls, port: int, token: str | None) -> "Connection":
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        headers = b"Host: 127.0.0.1:%d\r\n" % port
+        if token is not None:
+            headers += b"Authorization: Bearer %s\r\n" % token.encode()
+        return cls(reader, writer, headers)
+
+    async def post(self, path: bytes, body: bytes) -> Any:
+        self.writer.write(
+            b"POST %s HTTP/1.1\r\n%sContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+            % (path, self.headers, len(body), body)
+        )
+        return await self.response()
+
+    async def get(self, path: bytes) -> Any:
+        self.writer.write(b"GET %s HTTP/1.1\r\n%s\r\n" % (path, self.headers))
+        return await self.response()
+
+    async def response(self) -> Any:
+        """The next response's JSON body; ``LoadError`` unless its status is 200."""
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        self.requests += 1
+        start = head.lower().find(b"\r\ncontent-length:")
+        if start < 0:
+            raise LoadError(f"a response without Content-Length: {head!r}")
+        end = head.index(b"\r\n", start + 2)
+        body = await self.reader.readexactly(int(head[start + 17 : end]))
+        if head[9:12] != b"200":
+            raise LoadError((head + body).decode(errors="replace"))
+        return orjson.loads(body)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def graphql_body(document: str, operation: str | None) -> Callable[[Any], bytes]:
+    """The request body of ``operation`` in ``document`` for given variables: everything but
+    the variables encoded once."""
+    fixed: dict[str, Any] = {"query": document}
+    if operation is not None:
+        fixed["operationName"] = operation
+    prefix = orjson.dumps(fixed)[:-1] + b',"variables":'
+    return lambda variables: prefix + orjson.dumps(variables) + b"}"
+
+
+async def graphql(connection: Connection, body: bytes) -> Any:
+    reply = await connection.post(b"/graphql", body)
+    if reply.get("errors") or reply.get("data") is None:
+        raise LoadError(reply)
+    return reply["data"]
+
+
+def claim_input(operation_id: str, token: str, lease_expires_at: int) -> dict[str, Any]:
+    """``ClaimOperationInput`` of the benchmark's operations: one owner, one account, one
+    provider entity per operation."""
+    return {
+        "callerDID": CALLER,
+        "operationID": operation_id,
+        "ownerDID": "did:bench:owner",
+        "connectorName": "bench",
+        "model": "CalendarEvent",
+        "op": "create",
+        "accountKey": "account",
+        "target": "calendars/primary",
+        "sourceID": f"source-{operation_id}",
+        "deterministicEventID": f"event-{operation_id}",
+        "payloadHash": "sha256:0",
+        "leaseToken": token,
+        "leaseExpiresAt": lease_expires_at,
+        "documentID": f"doc-{operation_id}",
+    }
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+Scenario = Callable[[Connection, int], Awaitable[int]]
+"""Runs up to ``n`` lifecycles on a connection and returns how many it ran (fewer only when
+the work ran out)."""
+
+
+def new_ids() -> Callable[[], str]:
+    """Fresh operation ids: this run's random prefix and a counter."""
+    prefix, counter = secrets.token_hex(4), itertools.count()
+    return lambda: f"load-{prefix}-{next(counter)}"
+
+
+def lifecycle(spec: dict[str, Any]) -> Scenario:
+    """Ours at batch 1: claimOperation → markSendStarted → finalizeOperation, the whole
+    ``worker.graphql`` sent with an ``operationName`` as workers do."""
+    claim = graphql_body(WORKER_DOCUMENT, "ClaimOperation")
+    mark = graphql_body(WORKER_DOCUMENT, "MarkSendStarted")
+    finalize = graphql_body(WORKER_DOCUMENT, "FinalizeOperation")
+    new_id = new_ids()
+
+    async def run(connection: Connection, n: int) -> int:
+        for _ in range(n):
+            operation_id, token, now = new_id(), secrets.token_hex(8), now_ms()
+            claimed = await graphql(
+                connection, claim({"input": claim_input(operation_id, token, now + LEASE_MS)})
+            )
+            if claimed["claimOperation"]["__typename"] != "OperationClaimed":
+                raise LoadError(claimed)
+            key = {"callerDID": CALLER, "operationID": operation_id}
+            marked = await graphql(
+                connection,
+                mark({"input": key | {"leaseToken": token, "marker": f"run-{token}"}}),
+            )
+            version = marked["markSendStarted"]["operation"]["version"]
+            done = await graphql(
+                connection,
+                finalize(
+                    {
+                        "input": key
+                        | {
+                            "version": version,
+                            "leaseToken": token,
+                            "dueAt": now + LEASE_MS,
+                            "resultEntity": {"id": operation_id},
+                            "providerEtag": "etag-1",
+                        }
+                    }
+                ),
+            )
+            if not done["finalizeOperation"]["applied"]:
+                raise LoadError(done)
+        return n
+
+    return run
+
+
+MARK = graphql_body(BATCH_DOCUMENT, "MarkSendsStarted")
+FINALIZE = graphql_body(BATCH_DOCUMENT, "FinalizeOperations")
+CLAIM = graphql_body(BATCH_DOCUMENT, "ClaimOperations")
+
+
+async def claim_batch(connection: Connection, items: list[dict[str, Any]]) -> None:
+    claimed = await graphql(connection, CLAIM({"items": items}))
+    if any(r["__typename"] != "OperationClaimed" for r in claimed["claimOperations"]["results"]):
+        raise LoadError(claimed)
+
+
+async def settle_batch(connection: Connection, keys: list[dict[str, str]], token: str) -> None:
+    """markSendsStarted then finalizeOperations on ``keys``, all leased to ``token``."""
+    marker = f"run-{token}"
+    marked = await graphql(
+        connection, MARK({"items": [key | {"leaseToken": token, "marker": marker} for key in keys]})
+    )
+    results = marked["markSendsStarted"]["results"]
+    if not all(result["applied"] for result in results):
+        raise LoadError(marked)
+    due_at = now_ms() + LEASE_MS
+    items = [
+        key
+        | {
+            "version": result["operation"]["version"],
+            "leaseToken": token,
+            "dueAt": due_at,
+            "resultEntity": {"id": key["operationID"]},
+            "providerEtag": "etag-1",
+        }
+        for key, result in zip(keys, results, strict=True)
+    ]
+    done = await graphql(connection, FINALIZE({"items": items}))
+    if not all(result["applied"] for result in done["finalizeOperations"]["results"]):
+        raise LoadError(done)
+
+
+def claimed_batch(spec: dict[str, Any]) -> Scenario:
+    """Ours at batch N: claimOperations (N items, the claimant's lease) → markSendsStarted
+    → finalizeOperations, 3 requests per N lifecycles."""
+    new_id = new_ids()
+
+    async def run(connection: Connection, n: int) -> int:
+        token = secrets.token_hex(8)
+        expires = now_ms() + LEASE_MS
+        ids = [new_id() for _ in range(n)]
+        await claim_batch(connection, [claim_input(i, token, expires) for i in ids])
+        await settle_batch(
+            connection, [{"callerDID": CALLER, "operationID": i} for i in ids], token
+        )
+        return n
+
+    return run
+
+
+def leased_batch(spec: dict[str, Any]) -> Scenario:
+    """Ours at batch N, leasing: leaseOperations(limit N) → markSendsStarted →
+    finalizeOperations over operations claimed before the run with a lapsed lease (so
+    unleased and due), 3 requests per N lifecycles."""
+    lease = graphql_body(BATCH_DOCUMENT, "LeaseOperations")
+
+    async def run(connection: Connection, n: int) -> int:
+        token = secrets.token_hex(8)
+        leased = await graphql(
+            connection, lease({"leaseToken": token, "leaseMs": LEASE_MS, "limit": n})
+        )
+        operations = leased["leaseOperations"]["operations"]
+        if operations:
+            await settle_batch(connection, operations, token)
+        return len(operations)
+
+    return run
+
+
+async def preclaim_unleased(connection: Connection, count: int) -> None:
+    """``count`` operations claimed with a lease that has already lapsed: due, and free for
+    ``leaseOperations``."""
+    new_id = new_ids()
+    for start in range(0, count, PRECLAIM_BATCH):
+        lapsed = now_ms() - 1
+        items = [
+            claim_input(new_id(), secrets.token_hex(8), lapsed)
+            for _ in range(min(PRECLAIM_BATCH, count - start))
+        ]
+        await claim_batch(connection, items)
+
+
+def floor_lifecycle(spec: dict[str, Any]) -> Scenario:
+    """The minimal Starlette + asyncpg service: one POST per step of the store's lifecycle."""
+    paths = [b"/step/%d" % number for number in range(spec["steps"])]
+    new_id = new_ids()
+
+    async def run(connection: Connection, n: int) -> int:
+        for _ in range(n):
+            body = orjson.dumps({"id": new_id(), "token": secrets.token_hex(8)})
+            for path in paths:
+                reply = await connection.post(path, body)
+                if reply["rows"] != 1:
+                    raise LoadError(reply)
+        return n
+
+    return run
+
+
+def server_time(spec: dict[str, Any]) -> Scenario:
+    """``{ serverTime }`` as a POST (ours, stock Strawberry)."""
+    body = orjson.dumps({"query": "{ serverTime }"})
+
+    async def run(connection: Connection, n: int) -> int:
+        for _ in range(n):
+            await graphql(connection, body)
+        return n
+
+    return run
+
+
+def plain_time(spec: dict[str, Any]) -> Scenario:
+    """The plain Starlette JSON endpoint ``GET /time``."""
+
+    async def run(connection: Connection, n: int) -> int:
+        for _ in range(n):
+            await connection.get(b"/time")
+        return n
+
+    return run
+
+
+SCENARIOS: dict[str, Callable[[dict[str, Any]], Scenario]] = {
+    "lifecycle": lifecycle,
+    "claimed_batch": claimed_batch,
+    "leased_batch": leased_batch,
+    "floor_lifecycle": floor_lifecycle,
+    "server_time": server_time,
+    "plain_time": plain_time,
+}
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of ``pid`` and its descendants: each thread's run time in
+    ``/proc/<pid>/task/<tid>/schedstat`` (ns; what ``utime + stime`` of ``/proc/<pid>/stat``
+    counts, there in 10 ms ticks, too coarse for a short row)."""
+    parents: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_bytes()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(stat[stat.rindex(b")") + 2 :].split()[1])
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [child for child, of in parents.items() if of == parent]
+        tree.update(children)
+        frontier += children
+    nanoseconds = 0
+    for process in tree:
+        with contextlib.suppress(OSError):
+            for task in os.scandir(f"/proc/{process}/task"):
+                nanoseconds += int(Path(task.path, "schedstat").read_bytes().split()[0])
+    return nanoseconds / 1e9
+
+
+async def drive(scenario: Scenario, connections: list[Connection], count: int, batch: int) -> int:
+    """``count`` lifecycles over the connections, each call taking up to ``batch``; returns
+    how many ran."""
+    remaining = count
+
+    async def worker(connection: Connection) -> int:
+        nonlocal remaining
+        ran = 0
+        while remaining > 0:
+            take = min(batch, remaining)
+            remaining -= take
+            got = await scenario(connection, take)
+            remaining += take - got
+            if got == 0:
+                break
+            ran += got
+        return ran
+
+    return sum(await asyncio.gather(*(worker(connection) for connection in connections)))
+
+
+async def measure(spec: dict[str, Any]) -> dict[str, float]:
+    scenario = SCENARIOS[spec["scenario"]](spec)
+    batch = spec.get("batch", 1)
+    connections = [
+        await Connection.open(spec["port"], spec.get("token")) for _ in range(spec["connections"])
+    ]
+    try:
+        if spec["scenario"] == "leased_batch":
+            await preclaim_unleased(connections[0], spec["count"] + len(connections))
+        await asyncio.gather(*(scenario(connection, 1) for connection in connections))
+        for connection in connections:
+            connection.requests = 0
+        # Reading /proc costs this process CPU: both reads stay outside its own interval.
+        server_cpu = tree_cpu_s(spec["server_pid"])
+        client_cpu = time.process_time()
+        started = time.perf_counter()
+        lifecycles = await drive(scenario, connections, spec["count"], batch)
+        seconds = time.perf_counter() - started
+        client_cpu = time.process_time() - client_cpu
+        server_cpu = tree_cpu_s(spec["server_pid"]) - server_cpu
+    finally:
+        for connection in connections:
+            connection.close()
+    return {
+        "lifecycles": lifecycles,
+        "per_s": lifecycles / seconds,
+        "requests_per_lifecycle": sum(c.requests for c in connections) / lifecycles,
+        "client_cpu_ms": client_cpu * 1000 / lifecycles,
+        "server_cpu_ms": server_cpu * 1000 / lifecycles,
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(uvloop.run(measure(json.loads(sys.argv[1])))))
