@@ -12,10 +12,10 @@ import logging
 import sys
 
 import typer
-import uvicorn
 from pydantic import ValidationError
 
 from server.auth import STARTUP_TOKEN_TTL_SECONDS, AuthError, authenticator
+from server.http_server import PortUnavailable, check_port, serve_http
 from server.logs import configure_logging
 from server.settings import Settings
 from store import ConnectorStore
@@ -72,6 +72,9 @@ def serve(
             f"serving on {bind_host} needs JWT_SECRET or JWT_PUBLIC_KEY (a generated secret "
             "and its printed admin token are for a server on this machine only)"
         )
+    check_port(bind_host, bind_port, "PORT")
+    if settings.metrics and settings.metrics_port is not None:
+        check_port(settings.host, settings.metrics_port, "METRICS_PORT")
     auth = authenticator(settings)
     if migrate:
         upgrade(settings.database_url, announce=announce_migration)
@@ -88,13 +91,11 @@ def serve(
         )
     else:
         typer.echo("auth: tokens signed by the configured JWT key are required")
-    uvicorn.run(
+    serve_http(
         create_app(settings, auth=auth, startup_token=startup_token),
-        host=bind_host,
-        port=bind_port,
-        log_level=settings.log_level,
-        log_config=None,
-        access_log=False,
+        settings,
+        bind_host,
+        bind_port,
     )
 
 
@@ -210,6 +211,8 @@ def main() -> None:
         fail(f"bad setting: {settings_problem(error)}")
     except (InvalidInput, AuthError) as error:
         fail(f"bad setting: {error}")
+    except PortUnavailable as error:
+        fail(str(error))
     except DatabaseUnavailable as error:
         fail(f"{error}\n  check DATABASE_URL, that the database exists and that its server runs")
     except StoreError as error:

@@ -3,6 +3,7 @@ mistakes end in one or two lines and a non-zero exit, and concurrent migrations 
 
 import asyncio
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -139,3 +140,36 @@ async def drop_databases(names: list[str]) -> None:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         await admin.close()
+
+
+@pytest.mark.parametrize("taken", ["PORT", "METRICS_PORT"])
+def test_serve__port_in_use_is_one_error_line_and_exit_1_before_anything_is_printed(
+    tmp_path, taken
+):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        busy = holder.getsockname()[1]
+        with socket.socket() as spare:
+            spare.bind(("127.0.0.1", 0))
+            free = spare.getsockname()[1]
+        ports = (
+            {"PORT": busy, "METRICS_PORT": free}
+            if taken == "PORT"
+            else {
+                "PORT": free,
+                "METRICS_PORT": busy,
+            }
+        )
+        result = run(
+            "serve",
+            DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'ports.db'}",
+            PORT=str(ports["PORT"]),
+            METRICS_PORT=str(ports["METRICS_PORT"]),
+        )
+    assert result.returncode == 1
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ") and taken in lines[0] and str(busy) in lines[0]
+    assert not (tmp_path / "ports.db").exists()
