@@ -189,9 +189,16 @@ def read_key_file(path: Path) -> str:
         raise AuthError(f"JWT_PUBLIC_KEY: cannot read {path} ({error.strerror})") from None
 
 
-def generated_secret(data_dir: Path) -> str:
-    """The secret in ``DATA_DIR``, created (mode 0600) when absent."""
+def generated_secret(data_dir: Path, create: bool = True) -> str:
+    """The secret in ``DATA_DIR``, created (mode 0600) when absent and ``create``; raises
+    ``AuthError`` saying where it looked when it is absent and not to be created."""
     path = data_dir / SECRET_FILE
+    if not create and not path.exists():
+        raise AuthError(
+            f"no JWT secret at {path.resolve()} (DATA_DIR is relative to the folder the command "
+            "runs in): run it where the server runs, or set DATA_DIR or JWT_SECRET as the "
+            "server has them; a token signed with a new secret would be refused"
+        )
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -211,8 +218,9 @@ def generated_secret(data_dir: Path) -> str:
     return secret
 
 
-def authenticator(settings: Settings) -> Authenticator:
-    """The verifier the settings describe."""
+def authenticator(settings: Settings, create_secret: bool = True) -> Authenticator:
+    """The verifier the settings describe; with no key configured, the secret in
+    ``DATA_DIR``, made there when absent only if ``create_secret``."""
     common: dict[str, Any] = {
         "issuer": settings.jwt_issuer or None,
         "audience": settings.jwt_audience or None,
@@ -228,7 +236,7 @@ def authenticator(settings: Settings) -> Authenticator:
         return Authenticator(
             key=key, algorithms=algorithms, signing_key=None, generated=False, **common
         )
-    secret = generated_secret(settings.data_dir)
+    secret = generated_secret(settings.data_dir, create=create_secret)
     return Authenticator(
         key=secret, algorithms=("HS256",), signing_key=secret, generated=True, **common
     )

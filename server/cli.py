@@ -14,11 +14,13 @@ import sys
 import typer
 from pydantic import ValidationError
 
+from resolvers.permissions import ALL_SCOPES, METRICS_SCOPE
 from server.auth import STARTUP_TOKEN_TTL_SECONDS, AuthError, authenticator
 from server.http_server import PortUnavailable, check_port, serve_http
 from server.logs import configure_logging
 from server.settings import Settings
 from store import ConnectorStore
+from store import validation as check
 from store.database import Database, shown_url
 from store.errors import DatabaseUnavailable, InvalidInput, StoreError
 from store.migrate import upgrade
@@ -121,9 +123,23 @@ def token_command(
     ttl: int = typer.Option(3600, min=1, help="Seconds the token stays valid."),
 ) -> None:
     """Print a token for SUB with SCOPE, signed with this server's JWT secret (JWT_SECRET,
-    or the secret the server made in DATA_DIR)."""
+    or the secret the server made in DATA_DIR: never a new one). An empty SUB or a scope
+    the server does not know is refused."""
+    if not sub.strip():
+        fail("--sub is empty: give the viewer's DID")
+    try:
+        check.key("sub", sub)
+    except InvalidInput as error:
+        fail(f"--sub: {error}")
+    scopes = scope.split()
+    unknown = sorted(set(scopes) - KNOWN_SCOPES)
+    if not scopes or unknown:
+        fail(
+            f"--scope: unknown {' '.join(unknown) or '(none given)'}; "
+            f"known: {' '.join(sorted(KNOWN_SCOPES))}"
+        )
     settings = Settings()
-    typer.echo(authenticator(settings).mint(sub, scope.split(), ttl))
+    typer.echo(authenticator(settings, create_secret=False).mint(sub, scopes, ttl))
 
 
 @cli.command("migrate")
@@ -189,6 +205,7 @@ def schema_command() -> None:
 
 
 SECRET_SETTINGS = frozenset({"JWT_SECRET"})
+KNOWN_SCOPES = ALL_SCOPES | {METRICS_SCOPE}
 
 
 def settings_problem(error: ValidationError) -> str:
