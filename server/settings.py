@@ -78,8 +78,13 @@ class Settings(BaseSettings):
         """``CORS_ORIGINS`` split on commas."""
         return [origin.strip() for origin in self.cors_origins.split(",") if origin.strip()]
 
+    @property
+    def default_database_url(self) -> str:
+        """The SQLite file in ``DATA_DIR`` that ``DATABASE_URL`` defaults to."""
+        return f"sqlite+aiosqlite:///{self.data_dir / 'connector-store.db'}"
+
     @model_validator(mode="after")
     def default_database(self) -> "Settings":
         if not self.database_url:
-            self.database_url = f"sqlite+aiosqlite:///{self.data_dir / 'connector-store.db'}"
+            self.database_url = self.default_database_url
         return self
