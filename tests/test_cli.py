@@ -213,3 +213,17 @@ def test_explicit_sqlite_path_in_a_missing_folder__refused_not_created(tmp_path,
     [line] = done.stderr.strip().splitlines()
     assert line.startswith("error: DATABASE_URL") and str(missing) in line
     assert not missing.exists()
+
+
+def test_make_run__installs_the_runtime_only_not_the_dev_toolchain(tmp_path):
+    done = subprocess.run(
+        ["make", "-n", "run", f"VENV={tmp_path / 'venv'}"],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "pip install" in done.stdout and "-e ." in done.stdout
+    assert "[dev]" not in done.stdout
