@@ -93,7 +93,7 @@ class BoundedH11Protocol(H11Protocol):
         if not self.in_flight() and self.head_too_large(data):
             return
         super().data_received(data)
-        if self.in_flight() or self.transport.get_protocol() is not self:
+        if self.in_flight():
             self.cancel_head_deadline()
         elif self.head_deadline is None:
             self.await_head()

@@ -31,6 +31,7 @@ BOUNDS = {
     "HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT_S),
     "BODY_TIMEOUT_SECONDS": str(BODY_TIMEOUT_S),
     "MAX_HEADER_BYTES": "8192",
+    "KEEPALIVE_TIMEOUT_SECONDS": "1",
     "LOG_LEVEL": "info",
     "LOG_FORMAT": "json",
     "SWEEPER": "false",
@@ -78,6 +79,16 @@ def read_until_closed(sock: socket.socket) -> tuple[bytes, float]:
             break
         received += chunk
     return received, time.monotonic()
+
+
+def read_response(sock: socket.socket) -> bytes:
+    """One whole response to a request of ``/healthz``."""
+    received = b""
+    while not received.endswith(b'"ok"}'):
+        chunk = sock.recv(65536)
+        assert chunk, received
+        received += chunk
+    return received
 
 
 def request_head(body_length: int) -> bytes:
@@ -147,6 +158,31 @@ def test_header_timeout__header_trickled_a_byte_at_a_time_closed(bounded):
             with contextlib.suppress(ConnectionResetError):
                 assert sock.recv(1) == b""
         assert time.monotonic() - opened < HEADER_TIMEOUT_S + SLACK_S + 0.5
+
+
+HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"
+
+
+def test_keepalive_timeout__idle_connection_closed_after_its_response(bounded):
+    with connect(bounded) as sock:
+        sock.sendall(HEALTHZ)
+        answered = time.monotonic()
+        received, closed = read_until_closed(sock)
+    assert received.startswith(b"HTTP/1.1 200")
+    assert closed - answered < 1 + SLACK_S
+
+
+def test_header_timeout__next_request_head_on_a_kept_alive_connection_bounded_too(bounded):
+    """The keep-alive timer stops at the next request's first byte; the head deadline then
+    bounds the rest of that head."""
+    with connect(bounded) as sock:
+        sock.sendall(HEALTHZ)
+        assert read_response(sock).startswith(b"HTTP/1.1 200")
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: loc")
+        started = time.monotonic()
+        received, closed = read_until_closed(sock)
+    assert received == b""
+    assert closed - started < HEADER_TIMEOUT_S + SLACK_S
 
 
 def header_of(size: int) -> bytes:
@@ -230,6 +266,23 @@ def test_max_connections__healthz_answers_under_300_idle_sockets_with_256_fds(tm
         for sock in idle:
             sock.close()
     assert "MAX_CONNECTIONS" in running.output()
+
+
+def test_max_connections__every_connection_busy_the_new_one_is_closed(tmp_path):
+    running = sqlite_server(tmp_path, "busy", MAX_CONNECTIONS="2", BODY_TIMEOUT_SECONDS="60")
+    running.start()
+    running.wait_ready()
+    with connect(running) as first, connect(running) as second:
+        for busy in (first, second):
+            busy.sendall(request_head(1000) + b'{"query": ')
+        time.sleep(0.3)
+        with connect(running) as third:
+            received, _ = read_until_closed(third)
+        assert received == b""
+        first.settimeout(0.3)
+        with pytest.raises(TimeoutError):
+            first.recv(1)
+    assert "closing the new one (none is idle)" in running.output()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
