@@ -284,8 +284,8 @@ class RequestBody:
       connection is closed (``BODY_TIMEOUT_SECONDS``);
     - the client gone before it all arrived: nothing can be answered; the request is
       reported to the telemetry as status 499 (a client event, logged at INFO, never a
-      500 with a traceback). The 499 start message is dropped by the server, whose
-      connection is closed.
+      500 with a traceback). The 499 start message is dropped by uvicorn, whose connection
+      is closed (pinned by ``tests/test_http_server.py``'s client-gone test).
     """
 
     def __init__(self, app: ASGIApp, max_bytes: int, timeout_s: float) -> None:

@@ -4,7 +4,7 @@ uvicorn bounds what it has settings for: the keep-alive wait between requests
 (``KEEPALIVE_TIMEOUT_SECONDS``), how long shutdown waits for requests in flight
 (``SHUTDOWN_GRACE_SECONDS``) and, with h11 only, the part of a request head still
 incomplete after a read (``h11_max_incomplete_event_size``, set to ``MAX_HEADER_BYTES``;
-a head that arrives whole in one read of up to 256 KiB passes it). It has none for how long
+a larger head that arrives whole in one read passes it). It has none for how long
 a request's head may take to arrive (a silent connection, half a header, a header trickled
 a byte at a time are held for ever), for a head's whole size, nor for how many connections
 are held open, so ``BoundedH11Protocol`` adds them, given to uvicorn through its public
@@ -12,10 +12,8 @@ are held open, so ``BoundedH11Protocol`` adds them, given to uvicorn through its
 
 - a request head (request line and headers) past ``MAX_HEADER_BYTES`` is answered 431 and
   the connection closed, before any token check, holding no more than one read's bytes;
-
 - a connection whose request head is not complete ``HEADER_TIMEOUT_SECONDS`` after it
-  opened (or after its previous response, once the next request's first byte arrived) is
-  closed;
+  opened (on a kept-alive connection: after the next request's first byte) is closed;
 - past ``MAX_CONNECTIONS`` open connections, each new connection closes the connection idle
   longest (no request in flight), or itself when every connection is busy, so idle sockets
   never use up the process's file descriptors and ``/healthz`` still gets in;
@@ -26,9 +24,9 @@ A stalled request body is bounded at ASGI level (``server.app.RequestBody``).
 
 What this relies on beyond uvicorn's public settings, pinned by
 ``tests/test_http_server.py``: ``H11Protocol``'s ``connection_made``, ``data_received``,
-``connection_lost``, ``on_response_complete`` and ``shutdown`` hooks, its ``connections``
-set (the server's open connections), and its ``cycle`` (the request in flight, None before
-the first) with ``response_complete``.
+``connection_lost``, ``on_response_complete`` and ``shutdown`` hooks, its ``loop`` and
+``transport``, its ``connections`` set (the server's open connections), and its ``cycle``
+(the request in flight, None before the first) with ``response_complete``.
 """
 
 import asyncio

@@ -121,6 +121,8 @@ def test_h11_protocol__has_what_the_bounded_protocol_relies_on():
         protocol = H11Protocol(config, state, {}, loop)
         assert protocol.cycle is None
         assert protocol.connections is state.connections
+        assert protocol.loop is loop
+        assert "transport" in vars(protocol)
     finally:
         loop.close()
     assert "self.response_complete = False" in inspect.getsource(RequestResponseCycle.__init__)
