@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 from cross_web import HTTPException
+from prometheus_client import make_asgi_app
 from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
@@ -33,6 +34,7 @@ from resolvers.loaders import Loaders
 from resolvers.permissions import Viewer
 from server.auth import Authentication, Authenticator, authenticator, startup_headers
 from server.graph import build_schema
+from server.http_server import listening
 from server.metrics import Metrics, metrics_endpoint, refreshing
 from server.responses import method_not_allowed, request_error
 from server.settings import Settings
@@ -430,28 +432,24 @@ async def observing(
     settings: Settings, store: ConnectorStore, metrics: Metrics | None, tracer: Any
 ) -> AsyncIterator[None]:
     """Metrics and tracing for the block: the store traced when a tracer is given, the table
-    gauges refreshed, and the metrics port served when ``METRICS_PORT`` is set."""
+    gauges refreshed, and the metrics port served when ``METRICS_PORT`` is set (on this
+    event loop, with the API's HTTP bounds: ``server.http_server.listening``)."""
     if tracer is not None:
         trace_store(store, tracer)
     if metrics is None:
         yield
         return
     metrics.store = store
-    exporter = None
-    if settings.metrics_port is not None:
-        from prometheus_client import start_http_server
-
-        exporter, _ = start_http_server(
-            settings.metrics_port, addr=settings.host, registry=metrics.registry
-        )
-        log.info("metrics: served on %s:%d/metrics", settings.host, settings.metrics_port)
-    try:
+    async with contextlib.AsyncExitStack() as stack:
+        if settings.metrics_port is not None:
+            await stack.enter_async_context(
+                listening(
+                    make_asgi_app(metrics.registry), settings, settings.host, settings.metrics_port
+                )
+            )
+            log.info("metrics: served on %s:%d/metrics", settings.host, settings.metrics_port)
         async with refreshing(metrics, settings.metrics_refresh_seconds):
             yield
-    finally:
-        if exporter is not None:
-            exporter.shutdown()
-            exporter.server_close()
 
 
 POOL_CLOSE_GRACE_S = 10.0

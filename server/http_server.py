@@ -26,18 +26,24 @@ What this relies on beyond uvicorn's public settings, pinned by
 ``tests/test_http_server.py``: ``H11Protocol``'s ``connection_made``, ``data_received``,
 ``connection_lost``, ``on_response_complete`` and ``shutdown`` hooks, its ``loop`` and
 ``transport``, its ``connections`` set (the server's open connections), and its ``cycle``
-(the request in flight, None before the first) with ``response_complete``.
+(the request in flight, None before the first) with ``response_complete``; and, for
+``listening`` (a second port on the running loop, the metrics'), ``ServerState`` and the
+protocol's constructor, as uvicorn's own server calls them.
 """
 
 import asyncio
+import contextlib
 import logging
 import re
 import resource
 import socket
+from collections.abc import AsyncIterator
+from typing import cast
 
 import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.server import ServerState
 
 from server.settings import Settings
 
@@ -222,3 +228,26 @@ def check_port(host: str, port: int, setting: str) -> None:
 def serve_http(app: ASGIApp, settings: Settings, host: str, port: int) -> None:
     """Serve ``app`` until SIGTERM or SIGINT."""
     uvicorn.Server(http_config(app, settings, host, port)).run()
+
+
+@contextlib.asynccontextmanager
+async def listening(app: ASGIApp, settings: Settings, host: str, port: int) -> AsyncIterator[None]:
+    """Serve ``app`` (no lifespan) on ``host:port`` on the running event loop for the block,
+    with every bound of ``serve_http``: the metrics port beside the API's server. Its
+    connections are closed when the block ends."""
+    config = http_config(app, settings, host, port)
+    config.load()
+    protocol = cast(type[BoundedH11Protocol], config.http_protocol_class)
+    state = ServerState()
+    server = await asyncio.get_running_loop().create_server(
+        lambda: protocol(config=config, server_state=state, app_state={}),
+        host=host,
+        port=port,
+    )
+    try:
+        yield
+    finally:
+        server.close()
+        for connection in list(state.connections):
+            connection.shutdown()
+        await server.wait_closed()

@@ -55,7 +55,13 @@ def sqlite_server(folder: Path, name: str, **env: str) -> Server:
 def bounded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One server with short bounds for the module's quick tests."""
     folder = tmp_path_factory.mktemp("http")
-    running = sqlite_server(folder, "bounded").start()
+    api_port = free_port()
+    running = Server(
+        f"sqlite+aiosqlite:///{folder / 'http.db'}",
+        api_port,
+        folder / "bounded.log",
+        BOUNDS | {"METRICS_PORT": str(free_port(exclude={api_port}))},
+    ).start()
     running.wait_ready()
     yield running
     running.kill()
@@ -118,7 +124,7 @@ def test_h11_protocol__has_what_the_bounded_protocol_relies_on():
     state = ServerState()
     loop = asyncio.new_event_loop()
     try:
-        protocol = H11Protocol(config, state, {}, loop)
+        protocol = H11Protocol(config=config, server_state=state, app_state={}, _loop=loop)
         assert protocol.cycle is None
         assert protocol.connections is state.connections
         assert protocol.loop is loop
@@ -190,6 +196,16 @@ def test_header_timeout__next_request_head_on_a_kept_alive_connection_bounded_to
 def header_of(size: int) -> bytes:
     head = b"GET /graphql?query={__typename} HTTP/1.1\r\nHost: localhost\r\nX-Big: "
     return head + b"a" * (size - len(head) - 4) + b"\r\n\r\n"
+
+
+def test_metrics_port__served_with_the_same_head_deadline(bounded):
+    port = int(bounded.env["METRICS_PORT"])
+    assert "connector_requests_total" in httpx.get(f"http://127.0.0.1:{port}/metrics").text
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        opened = time.monotonic()
+        sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: loc")
+        _, closed = read_until_closed(sock)
+    assert closed - opened < HEADER_TIMEOUT_S + SLACK_S
 
 
 def test_max_header_bytes__header_past_the_limit_refused_before_any_token(bounded):
