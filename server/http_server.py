@@ -17,6 +17,9 @@ are held open, so ``BoundedH11Protocol`` adds them, given to uvicorn through its
 - past ``MAX_CONNECTIONS`` open connections, each new connection closes the connection idle
   longest (no request in flight), or itself when every connection is busy, so idle sockets
   never use up the process's file descriptors and ``/healthz`` still gets in;
+- a connection whose client reads nothing of its response for ``SEND_TIMEOUT_SECONDS``
+  (the server's write buffer full all that time) is closed, so a response left unread
+  cannot hold its request (and its memory) for ever;
 - at shutdown, a request still unanswered ``SHUTDOWN_GRACE_SECONDS`` later has its
   connection closed (the application sees a disconnect, counted as 499).
 
@@ -24,7 +27,8 @@ A stalled request body is bounded at ASGI level (``server.app.RequestBody``).
 
 What this relies on beyond uvicorn's public settings, pinned by
 ``tests/test_http_server.py``: ``H11Protocol``'s ``connection_made``, ``data_received``,
-``connection_lost``, ``on_response_complete`` and ``shutdown`` hooks, its ``loop`` and
+``connection_lost``, ``on_response_complete``, ``shutdown``, ``pause_writing`` and
+``resume_writing`` hooks, its ``loop`` and
 ``transport``, its ``connections`` set (the server's open connections), and its ``cycle``
 (the request in flight, None before the first) with ``response_complete``; and, for
 ``listening`` (a second port on the running loop, the metrics'), ``ServerState`` and the
@@ -81,12 +85,14 @@ class BoundedH11Protocol(H11Protocol):
     header_timeout_s: float = 10.0
     max_header_bytes: int = 32 * 1024
     max_connections: int = 1000
+    send_timeout_s: float = 30.0
     shutdown_grace_s: float = 10.0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
         super().connection_made(transport)  # type: ignore[arg-type]
         self.idle_since = self.loop.time()
         self.head_deadline: asyncio.TimerHandle | None = None
+        self.send_deadline: asyncio.TimerHandle | None = None
         self.head_bytes = 0
         self.head_tail = b""
         self.await_head()
@@ -110,7 +116,30 @@ class BoundedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.cancel_head_deadline()
+        self.cancel_send_deadline()
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self.send_deadline is None:
+            self.send_deadline = self.loop.call_later(self.send_timeout_s, self.reader_too_slow)
+
+    def resume_writing(self) -> None:
+        self.cancel_send_deadline()
+        super().resume_writing()
+
+    def cancel_send_deadline(self) -> None:
+        if self.send_deadline is not None:
+            self.send_deadline.cancel()
+            self.send_deadline = None
+
+    def reader_too_slow(self) -> None:
+        self.send_deadline = None
+        log.info(
+            "http: closed a connection that read nothing of its response for %s s",
+            self.send_timeout_s,
+        )
+        self.transport.abort()  # close() would wait for the unread buffer to drain
 
     def shutdown(self) -> None:
         super().shutdown()
@@ -181,6 +210,7 @@ def bounded_protocol(settings: Settings) -> type[BoundedH11Protocol]:
             "header_timeout_s": settings.header_timeout_seconds,
             "max_header_bytes": settings.max_header_bytes,
             "max_connections": max_connections(settings),
+            "send_timeout_s": settings.send_timeout_seconds,
             "shutdown_grace_s": settings.shutdown_grace_seconds,
         },
     )

@@ -46,6 +46,9 @@ class Settings(BaseSettings):
         description="Open connections; past it the one idle longest is closed. "
         "0: the file-descriptor limit less a reserve.",
     )
+    send_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="Time a client may leave its response unread."
+    )
     shutdown_grace_seconds: float = Field(
         default=10.0, gt=0, description="Time requests in flight get after SIGTERM."
     )

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from graphql import get_introspection_query
 from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 from uvicorn.server import ServerState
@@ -32,6 +33,7 @@ BOUNDS = {
     "BODY_TIMEOUT_SECONDS": str(BODY_TIMEOUT_S),
     "MAX_HEADER_BYTES": "8192",
     "KEEPALIVE_TIMEOUT_SECONDS": "1",
+    "SEND_TIMEOUT_SECONDS": "1",
     "LOG_LEVEL": "info",
     "LOG_FORMAT": "json",
     "SWEEPER": "false",
@@ -269,6 +271,28 @@ def test_client_gone_mid_body__logged_at_info_as_499_never_a_500(bounded):
         output = bounded.output()
         assert "Traceback" not in output
         assert '"status": 500' not in output
+
+
+def test_send_timeout__a_response_left_unread_is_cut_and_the_connection_closed(bounded):
+    """A client that never reads (its receive window shut) large answers (40 pipelined
+    introspections of the schema, 5 MB) loses its connection after ``SEND_TIMEOUT_SECONDS``:
+    aborted (a plain close would wait for the unread answers to drain)."""
+    query = json.dumps({"query": get_introspection_query(descriptions=True)}).encode()
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(10)
+        sock.connect(("127.0.0.1", bounded.port))
+        sock.sendall((request_head(len(query)) + query) * 40)
+        deadline = time.monotonic() + 1 + SLACK_S + 3
+        lines: list[str] = []
+        while time.monotonic() < deadline and not lines:
+            time.sleep(0.2)
+            lines = [line for line in bounded.output().splitlines() if "read nothing" in line]
+        assert lines, "the unread response's connection was not closed"
+        with pytest.raises((BrokenPipeError, ConnectionResetError)):  # the server's end is gone
+            for _ in range(50):
+                sock.sendall(b"x" * 1024)
+                time.sleep(0.05)
 
 
 def test_max_connections__healthz_answers_under_300_idle_sockets_with_256_fds(tmp_path):
