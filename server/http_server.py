@@ -30,7 +30,8 @@ What this relies on beyond uvicorn's public settings, pinned by
 ``connection_lost``, ``on_response_complete``, ``shutdown``, ``pause_writing`` and
 ``resume_writing`` hooks, its ``loop`` and
 ``transport``, its ``connections`` set (the server's open connections), and its ``cycle``
-(the request in flight, None before the first) with ``response_complete``; and, for
+(the request in flight, None before the first) with ``response_complete`` and
+``more_body``; and, for
 ``listening`` (a second port on the running loop, the metrics'), ``ServerState`` and the
 protocol's constructor, as uvicorn's own server calls them.
 """
@@ -100,7 +101,7 @@ class BoundedH11Protocol(H11Protocol):
             self.make_room()
 
     def data_received(self, data: bytes) -> None:
-        if not self.in_flight() and self.head_too_large(data):
+        if self.awaiting_head() and self.head_too_large(data):
             return
         super().data_received(data)
         if self.in_flight():
@@ -149,6 +150,12 @@ class BoundedH11Protocol(H11Protocol):
     def in_flight(self) -> bool:
         """A request's head has arrived and its response is not complete."""
         return self.cycle is not None and not self.cycle.response_complete
+
+    def awaiting_head(self) -> bool:
+        """The next bytes start a request head: no request yet, or the last one answered
+        and its body all received (a body still arriving after an early answer, a 413
+        say, is no head)."""
+        return self.cycle is None or (self.cycle.response_complete and not self.cycle.more_body)
 
     def await_head(self) -> None:
         self.head_deadline = self.loop.call_later(self.header_timeout_s, self.head_too_slow)

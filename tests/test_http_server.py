@@ -99,6 +99,16 @@ def read_response(sock: socket.socket) -> bytes:
     return received
 
 
+def read_response_head(sock: socket.socket) -> bytes:
+    """The status line and headers of the next response."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        chunk = sock.recv(65536)
+        assert chunk, received
+        received += chunk
+    return received
+
+
 def request_head(body_length: int) -> bytes:
     return (
         "POST /graphql HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
@@ -133,7 +143,9 @@ def test_h11_protocol__has_what_the_bounded_protocol_relies_on():
         assert "transport" in vars(protocol)
     finally:
         loop.close()
-    assert "self.response_complete = False" in inspect.getsource(RequestResponseCycle.__init__)
+    source = inspect.getsource(RequestResponseCycle.__init__)
+    assert "self.response_complete = False" in source
+    assert "self.more_body = True" in source
 
 
 @pytest.mark.parametrize(
@@ -232,6 +244,22 @@ def test_max_header_bytes__header_within_the_limit_reaches_the_token_check(bound
     with connect(bounded) as sock:
         sock.sendall(header_of(6 * 1024))
         assert sock.recv(65536).startswith(b"HTTP/1.1 401")
+
+
+def test_max_header_bytes__a_refused_body_still_arriving_is_not_taken_for_a_head(bounded):
+    """An upload answered 413 early keeps arriving: its bytes are body, never a 431."""
+    with connect(bounded) as sock:
+        sock.sendall(request_head(10 * 1024 * 1024) + b'{"query": ')
+        answer = read_response_head(sock)
+        assert answer.startswith(b"HTTP/1.1 413"), answer
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            sock.sendall(b"x" * (64 * 1024))
+        sock.settimeout(1)
+        more = b""
+        with contextlib.suppress(TimeoutError, ConnectionResetError):
+            while chunk := sock.recv(65536):
+                more += chunk
+    assert b"431" not in more, more
 
 
 def test_body_timeout__stalled_body_answered_408_and_closed(bounded):
