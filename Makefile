@@ -4,14 +4,26 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install run test test-faults lint schema bench token node
+.PHONY: install runtime run test test-faults lint schema bench token node
+
+# Two markers: `.runtime` (the server's dependencies only: what `make run` and `make token`
+# need) and `.installed` (the dev toolchain too: tests, linters; it includes the runtime).
+$(VENV)/.runtime: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e .
+	touch $@
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
-	touch $@
+	touch $@ $(VENV)/.runtime
 
 install: $(VENV)/.installed
+
+runtime: $(VENV)/.runtime
+
+# The runtime, or the dev install when there already is one (it holds the runtime).
+SERVER_DEPS := $(if $(wildcard $(VENV)/.installed),install,runtime)
 
 # The Node harness of the tests (federation gateway, graphql-http audit): pinned by its
 # lockfile, installed again only when the lockfile changes.
@@ -22,11 +34,12 @@ $(NODE_DIR)/node_modules/.installed: $(NODE_DIR)/package.json $(NODE_DIR)/packag
 
 node: $(NODE_DIR)/node_modules/.installed
 
-run: install
+run: $(SERVER_DEPS)
 	$(BIN)/connector-store serve
 
-# An admin (service) token for this server's settings, alone on the last line.
-token: install
+# An admin (service) token for this server's settings, alone on the last line; it is valid
+# for one hour (`connector-store token --ttl SECONDS` for another lifetime).
+token: $(SERVER_DEPS)
 	@$(BIN)/connector-store token --sub service --scope service
 
 lint: install

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 from cross_web import HTTPException
+from prometheus_client import make_asgi_app
 from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
@@ -34,6 +35,7 @@ from resolvers.loaders import Loaders
 from resolvers.permissions import Viewer
 from server.auth import Authentication, Authenticator, authenticator, startup_headers
 from server.graph import build_schema
+from server.http_server import listening
 from server.metrics import Metrics, metrics_endpoint, refreshing
 from server.responses import method_not_allowed, request_error
 from server.settings import Settings
@@ -277,12 +279,22 @@ def accepts_graphql_response(accept: str | None) -> bool:
     return types.index("application/graphql-response+json") < types.index("application/json")
 
 
-class BodySizeLimit:
-    """Answers 413 to a request whose body is larger than ``max_bytes``."""
+class RequestBody:
+    """Bounds a request's body, until it has all arrived (or a response has started):
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    - larger than ``max_bytes`` (declared or streamed): 413;
+    - not all arrived ``timeout_s`` seconds after the request's head: 408, and the
+      connection is closed (``BODY_TIMEOUT_SECONDS``);
+    - the client gone before it all arrived: nothing can be answered; the request is
+      reported to the telemetry as status 499 (a client event, logged at INFO, never a
+      500 with a traceback). The 499 start message is dropped by uvicorn, whose connection
+      is closed (pinned by ``tests/test_http_server.py``'s client-gone test).
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int, timeout_s: float) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout_s = timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -290,30 +302,86 @@ class BodySizeLimit:
             return
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
-            await self.too_large(scope, receive, send)
+            await self.refuse(
+                scope, 413, f"request body is larger than {self.max_bytes} bytes", send
+            )
             return
+        deadline = asyncio.get_running_loop().time() + self.timeout_s
         seen = 0
+        reading = True
 
-        async def counted() -> Message:
-            nonlocal seen
-            message = await receive()
+        async def bounded() -> Message:
+            nonlocal seen, reading
+            if not reading:
+                return await receive()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                raise BodyTooSlow from None
+            if message["type"] == "http.disconnect":
+                raise ClientGone
             seen += len(message.get("body", b""))
             if seen > self.max_bytes:
                 raise BodyTooLarge
+            reading = message.get("more_body", False)
             return message
 
-        try:
-            await self.app(scope, counted, send)
-        except BodyTooLarge:
-            await self.too_large(scope, receive, send)
+        async def answering(message: Message) -> None:
+            nonlocal reading
+            reading = False
+            await send(message)
 
-    async def too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = request_error(413, f"request body is larger than {self.max_bytes} bytes")
-        await response(scope, receive, send)
+        try:
+            await self.app(scope, bounded, answering)
+        except BodyTooLarge:
+            await self.refuse(
+                scope, 413, f"request body is larger than {self.max_bytes} bytes", send
+            )
+        except BodyTooSlow:
+            log.info("request body not received within %s s: 408", self.timeout_s)
+            await self.refuse(
+                scope,
+                408,
+                f"the request body did not arrive within {self.timeout_s} s",
+                send,
+                headers={"Connection": "close"},
+            )
+        except ClientGone:
+            log.info("the connection closed before the whole request body arrived")
+            await send({"type": "http.response.start", "status": CLIENT_GONE, "headers": []})
+
+    async def refuse(
+        self,
+        scope: Scope,
+        status: int,
+        message: str,
+        send: Send,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        response = request_error(status, message, headers=headers)
+        await response(scope, empty_receive, send)
+
+
+CLIENT_GONE = 499
+"""The status a request whose client went away is counted and logged with (nginx's)."""
+
+
+async def empty_receive() -> Message:
+    """A response needs no request body."""
+    return {"type": "http.request", "body": b"", "more_body": False}
 
 
 class BodyTooLarge(Exception):
-    """Raised inside ``BodySizeLimit`` when a streamed body passes the limit."""
+    """Raised inside ``RequestBody`` when a streamed body passes the limit."""
+
+
+class BodyTooSlow(Exception):
+    """Raised inside ``RequestBody`` when the body has not all arrived in time."""
+
+
+class ClientGone(Exception):
+    """Raised inside ``RequestBody`` when the client disconnects before its body arrived."""
 
 
 async def graphql_redirect(_: Request) -> Response:
@@ -365,28 +433,24 @@ async def observing(
     settings: Settings, store: ConnectorStore, metrics: Metrics | None, tracer: Any
 ) -> AsyncIterator[None]:
     """Metrics and tracing for the block: the store traced when a tracer is given, the table
-    gauges refreshed, and the metrics port served when ``METRICS_PORT`` is set."""
+    gauges refreshed, and the metrics port served when ``METRICS_PORT`` is set (on this
+    event loop, with the API's HTTP bounds: ``server.http_server.listening``)."""
     if tracer is not None:
         trace_store(store, tracer)
     if metrics is None:
         yield
         return
     metrics.store = store
-    exporter = None
-    if settings.metrics_port is not None:
-        from prometheus_client import start_http_server
-
-        exporter, _ = start_http_server(
-            settings.metrics_port, addr=settings.host, registry=metrics.registry
-        )
-        log.info("metrics: served on %s:%d/metrics", settings.host, settings.metrics_port)
-    try:
+    async with contextlib.AsyncExitStack() as stack:
+        if settings.metrics_port is not None:
+            await stack.enter_async_context(
+                listening(
+                    make_asgi_app(metrics.registry), settings, settings.host, settings.metrics_port
+                )
+            )
+            log.info("metrics: served on %s:%d/metrics", settings.host, settings.metrics_port)
         async with refreshing(metrics, settings.metrics_refresh_seconds):
             yield
-    finally:
-        if exporter is not None:
-            exporter.shutdown()
-            exporter.server_close()
 
 
 POOL_CLOSE_GRACE_S = 10.0
@@ -481,7 +545,9 @@ def create_app(
     if store is not None:
         app.state.store = store
     app.state.metrics = metrics
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        RequestBody, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_seconds
+    )
     app.add_middleware(Authentication, authenticator=auth)
     if settings.cors_origin_list:
         app.add_middleware(

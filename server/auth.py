@@ -9,8 +9,10 @@ and ``sub`` are required; ``nbf`` is checked when present, ``iss``/``aud`` when
 With no key configured, a random secret is created in ``DATA_DIR`` (mode 0600) on first use
 and reused after; only then can the server mint its own admin token at startup.
 
-Neither the key nor any token is ever logged: a refused token is answered with 401 and a
-fixed message, and only the reason's class name reaches the debug log.
+Neither the key nor any token is ever logged: a refused token is answered with 401 and
+``WWW-Authenticate: Bearer error="invalid_token", error_description="…"`` (RFC 6750) saying
+which check failed (expired, signed by another key, …) from a fixed list of texts that
+reveal nothing of the key; only the reason's class name reaches the debug log.
 """
 
 import json
@@ -49,7 +51,44 @@ class AuthError(Exception):
 
 
 class Unauthenticated(Exception):
-    """The request carries no usable token; the message is safe to show to the client."""
+    """The request carries no usable token; the message is safe to show to the client.
+
+    ``error``: RFC 6750's code for ``WWW-Authenticate`` (``invalid_token``,
+    ``invalid_request``), None when the request sent no credentials at all.
+    """
+
+    def __init__(self, message: str, error: str | None = "invalid_token") -> None:
+        super().__init__(message)
+        self.error = error
+
+
+REFUSED: dict[type[jwt.PyJWTError], str] = {
+    jwt.ExpiredSignatureError: "the token has expired (exp)",
+    jwt.ImmatureSignatureError: "the token is not valid yet (nbf)",
+    jwt.InvalidSignatureError: "the token's signature does not match this server's key",
+    jwt.InvalidAlgorithmError: "the token's algorithm is not the one this server's key uses",
+    jwt.InvalidAudienceError: "the token's audience (aud) is not this server's",
+    jwt.InvalidIssuerError: "the token's issuer (iss) is not the one this server accepts",
+    jwt.MissingRequiredClaimError: "the token lacks a required claim (exp and sub are)",
+    jwt.DecodeError: "the token is not a well-formed JWT",
+}
+"""Why a token was refused, by PyJWT's exception type (the most specific listed wins)."""
+NEW_SECRET = (
+    "; this server made its secret in DATA_DIR anew (was the data folder removed?), so tokens "
+    "it issued before are no longer valid: get a new one (connector-store token)"
+)
+
+
+def refusal(error: jwt.PyJWTError, generated: bool) -> str:
+    """The client-safe reason for a refused token; with a generated secret, a signature
+    that does not match says that the secret may have been made anew."""
+    reason = next(
+        (text for kind, text in REFUSED.items() if isinstance(error, kind)),
+        "the token is not valid",
+    )
+    if generated and isinstance(error, jwt.InvalidSignatureError):
+        reason += NEW_SECRET
+    return reason
 
 
 @dataclass(frozen=True)
@@ -70,10 +109,14 @@ class Authenticator:
     def viewer(self, authorization: str | None) -> Viewer:
         """The viewer of an ``Authorization`` header; raises ``Unauthenticated``."""
         if not authorization:
-            raise Unauthenticated("this request needs a bearer token (Authorization: Bearer …)")
+            raise Unauthenticated(
+                "this request needs a bearer token (Authorization: Bearer …)", error=None
+            )
         scheme, _, token = authorization.strip().partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            raise Unauthenticated("the Authorization header must be 'Bearer <token>'")
+            raise Unauthenticated(
+                "the Authorization header must be 'Bearer <token>'", error="invalid_request"
+            )
         return self.verify(token.strip())
 
     def verify(self, token: str) -> Viewer:
@@ -90,10 +133,12 @@ class Authenticator:
             )
         except jwt.PyJWTError as error:
             log.debug("token refused: %s", type(error).__name__)
-            raise Unauthenticated("the bearer token is not valid") from None
+            raise Unauthenticated(
+                f"the bearer token is not valid: {refusal(error, self.generated)}"
+            ) from None
         sub, scope = claims.get("sub"), claims.get("scope", "")
         if not isinstance(scope, str):
-            raise Unauthenticated("the bearer token is not valid")
+            raise Unauthenticated("the bearer token is not valid: its scope is not a string")
         try:
             did = check.key("sub", sub)
         except InvalidInput:
@@ -144,9 +189,16 @@ def read_key_file(path: Path) -> str:
         raise AuthError(f"JWT_PUBLIC_KEY: cannot read {path} ({error.strerror})") from None
 
 
-def generated_secret(data_dir: Path) -> str:
-    """The secret in ``DATA_DIR``, created (mode 0600) when absent."""
+def generated_secret(data_dir: Path, create: bool = True) -> str:
+    """The secret in ``DATA_DIR``, created (mode 0600) when absent and ``create``; raises
+    ``AuthError`` saying where it looked when it is absent and not to be created."""
     path = data_dir / SECRET_FILE
+    if not create and not path.exists():
+        raise AuthError(
+            f"no JWT secret at {path.resolve()} (DATA_DIR is relative to the folder the command "
+            "runs in): run it where the server runs, or set DATA_DIR or JWT_SECRET as the "
+            "server has them; a token signed with a new secret would be refused"
+        )
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -166,8 +218,9 @@ def generated_secret(data_dir: Path) -> str:
     return secret
 
 
-def authenticator(settings: Settings) -> Authenticator:
-    """The verifier the settings describe."""
+def authenticator(settings: Settings, create_secret: bool = True) -> Authenticator:
+    """The verifier the settings describe; with no key configured, the secret in
+    ``DATA_DIR``, made there when absent only if ``create_secret``."""
     common: dict[str, Any] = {
         "issuer": settings.jwt_issuer or None,
         "audience": settings.jwt_audience or None,
@@ -183,17 +236,20 @@ def authenticator(settings: Settings) -> Authenticator:
         return Authenticator(
             key=key, algorithms=algorithms, signing_key=None, generated=False, **common
         )
-    secret = generated_secret(settings.data_dir)
+    secret = generated_secret(settings.data_dir, create=create_secret)
     return Authenticator(
         key=secret, algorithms=("HS256",), signing_key=secret, generated=True, **common
     )
 
 
-def unauthenticated(message: str) -> JSONResponse:
-    """401 with ``WWW-Authenticate: Bearer`` and the usual GraphQL error body."""
-    return request_error(
-        401, message, headers={"WWW-Authenticate": 'Bearer realm="connector-store"'}
-    )
+def unauthenticated(refused: Unauthenticated) -> JSONResponse:
+    """401 with ``WWW-Authenticate: Bearer`` (its ``error`` and ``error_description``, RFC
+    6750, when credentials were sent) and the usual GraphQL error body."""
+    challenge = 'Bearer realm="connector-store"'
+    if refused.error is not None:
+        description = str(refused).replace("\\", "").replace('"', "'")
+        challenge += f', error="{refused.error}", error_description="{description}"'
+    return request_error(401, str(refused), headers={"WWW-Authenticate": challenge})
 
 
 def is_graphiql_page(scope: Scope) -> bool:
@@ -228,12 +284,12 @@ class Authentication:
         headers = [value for name, value in scope["headers"] if name == b"authorization"]
         try:
             if len(headers) > 1:
-                raise Unauthenticated("send one Authorization header")
+                raise Unauthenticated("send one Authorization header", error="invalid_request")
             scope["viewer"] = self.authenticator.viewer(
                 headers[0].decode("latin-1") if headers else None
             )
         except Unauthenticated as refused:
-            await unauthenticated(str(refused))(scope, receive, send)
+            await unauthenticated(refused)(scope, receive, send)
             return
         await self.app(scope, receive, send)
 

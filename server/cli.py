@@ -8,18 +8,21 @@ traceback.
 """
 
 import asyncio
-import logging
 import sys
+from typing import NoReturn
 
 import typer
-import uvicorn
 from pydantic import ValidationError
 
+from resolvers.permissions import ALL_SCOPES, METRICS_SCOPE
 from server.auth import STARTUP_TOKEN_TTL_SECONDS, AuthError, authenticator
+from server.http_server import PortUnavailable, check_port, serve_http
 from server.logs import configure_logging
 from server.settings import Settings
+from server.sweeper import sweep
 from store import ConnectorStore
-from store.database import Database, shown_url
+from store import validation as check
+from store.database import Database, shown_url, sqlite_path
 from store.errors import DatabaseUnavailable, InvalidInput, StoreError
 from store.migrate import upgrade
 from store.tables import metadata
@@ -40,6 +43,16 @@ def announce_migration(current: str | None, head: str | None) -> None:
         typer.echo(f"migrating from revision {current} to {head}")
     else:
         typer.echo(f"already at revision {head}: nothing to migrate")
+
+
+def require_database_folder(settings: Settings) -> None:
+    """Refuse an explicit SQLite ``DATABASE_URL`` whose folder does not exist (a typo would
+    otherwise give a new, empty store); the default file's folder, ``DATA_DIR``, is made."""
+    if settings.database_url == settings.default_database_url:
+        return
+    path = sqlite_path(settings.database_url)
+    if path is not None and not path.parent.is_dir():
+        fail(f"DATABASE_URL: the folder {path.parent} does not exist; create it or fix the path")
 
 
 async def check_database(settings: Settings) -> None:
@@ -72,6 +85,10 @@ def serve(
             f"serving on {bind_host} needs JWT_SECRET or JWT_PUBLIC_KEY (a generated secret "
             "and its printed admin token are for a server on this machine only)"
         )
+    check_port(bind_host, bind_port, "PORT")
+    if settings.metrics and settings.metrics_port is not None:
+        check_port(settings.host, settings.metrics_port, "METRICS_PORT")
+    require_database_folder(settings)
     auth = authenticator(settings)
     if migrate:
         upgrade(settings.database_url, announce=announce_migration)
@@ -88,13 +105,11 @@ def serve(
         )
     else:
         typer.echo("auth: tokens signed by the configured JWT key are required")
-    uvicorn.run(
+    serve_http(
         create_app(settings, auth=auth, startup_token=startup_token),
-        host=bind_host,
-        port=bind_port,
-        log_level=settings.log_level,
-        log_config=None,
-        access_log=False,
+        settings,
+        bind_host,
+        bind_port,
     )
 
 
@@ -120,17 +135,40 @@ def token_command(
     ttl: int = typer.Option(3600, min=1, help="Seconds the token stays valid."),
 ) -> None:
     """Print a token for SUB with SCOPE, signed with this server's JWT secret (JWT_SECRET,
-    or the secret the server made in DATA_DIR)."""
+    or the secret the server made in DATA_DIR: never a new one). An empty SUB or a scope
+    the server does not know is refused."""
+    if not sub.strip():
+        fail("--sub is empty: give the viewer's DID")
+    try:
+        check.key("sub", sub)
+    except InvalidInput as error:
+        fail(f"--sub: {error}")
+    scopes = scope.split()
+    unknown = sorted(set(scopes) - KNOWN_SCOPES)
+    if not scopes or unknown:
+        fail(
+            f"--scope: unknown {' '.join(unknown) or '(none given)'}; "
+            f"known: {' '.join(sorted(KNOWN_SCOPES))}"
+        )
     settings = Settings()
-    typer.echo(authenticator(settings).mint(sub, scope.split(), ttl))
+    typer.echo(authenticator(settings, create_secret=False).mint(sub, scopes, ttl))
 
 
 @cli.command("migrate")
 def migrate_command() -> None:
     """Apply every pending migration to DATABASE_URL."""
     settings = Settings()
-    upgrade(settings.database_url, announce=announce_migration)
-    typer.echo(f"migrated {shown_url(settings.database_url)}")
+    configure_logging(settings.log_level, settings.log_format)
+    require_database_folder(settings)
+    changed: list[bool] = []
+
+    def announce(current: str | None, head: str | None) -> None:
+        changed.append(current != head)
+        announce_migration(current, head)
+
+    upgrade(settings.database_url, announce=announce)
+    if any(changed):
+        typer.echo(f"migrated {shown_url(settings.database_url)}")
 
 
 @cli.command("collect")
@@ -144,18 +182,24 @@ def collect_command(
     batch: int | None = typer.Option(
         None, min=1, max=10_000, help="Operations deleted per statement (default SWEEP_BATCH)."
     ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Count what would be collected; delete nothing."
+    ),
 ) -> None:
     """Delete every finished operation older than the retention, in batches, with a progress
-    bar, and expired pending authorizations; prints the totals."""
+    bar, and expired pending authorizations, by the sweeper's own sweep (and its lock);
+    prints the totals. With --dry-run, prints what would go."""
     settings = Settings()
+    require_database_folder(settings)
     retain_ms = 1000 * (
         settings.retain_finished_seconds if older_than_seconds is None else older_than_seconds
     )
-    asyncio.run(collect_backlog(settings, retain_ms, batch or settings.sweep_batch))
+    asyncio.run(collect_backlog(settings, retain_ms, batch or settings.sweep_batch, dry_run))
 
 
-async def collect_backlog(settings: Settings, retain_ms: int, batch: int) -> None:
-    """``collect``'s work: count the backlog, then collect it batch by batch."""
+async def collect_backlog(settings: Settings, retain_ms: int, batch: int, dry_run: bool) -> None:
+    """``collect``'s work: count the backlog, then sweep it (``server.sweeper.sweep``) with a
+    progress bar, or only count it."""
     db = Database(
         settings.database_url, pool_size=2, statement_cache_size=settings.db_statement_cache_size
     )
@@ -163,20 +207,24 @@ async def collect_backlog(settings: Settings, retain_ms: int, batch: int) -> Non
     try:
         store = ConnectorStore(db)
         now = store.clock()
-        older_than = max(now - retain_ms, 0)
-        backlog = await store.retention.count_finished_operations(older_than)
-        total = 0
+        backlog = await store.retention.count_finished_operations(max(now - retain_ms, 0))
+        if dry_run:
+            expired = await store.retention.count_expired_pending_auth(now)
+            typer.echo(
+                f"would collect {backlog} finished operations, {expired} expired pending auth "
+                "(dry run: nothing deleted)"
+            )
+            return
         with typer.progressbar(length=backlog, label="collecting finished operations") as bar:
-            while True:
-                deleted = await store.retention.collect_finished_operations(older_than, batch)
-                total += deleted
-                bar.update(deleted)
-                if deleted < batch:
-                    break
-        expired = await store.pending_auth.delete_expired_pending_auth(now)
+            result = await sweep(store, retain_ms=retain_ms, batch=batch, on_batch=bar.update)
     finally:
         await db.disconnect()
-    typer.echo(f"collected {total} finished operations, {expired} expired pending auth")
+    if result is None:
+        fail("another process is sweeping (a server's sweeper holds the lock): try again later")
+    typer.echo(
+        f"collected {result.operations} finished operations, "
+        f"{result.pending_auth} expired pending auth"
+    )
 
 
 @cli.command("schema")
@@ -188,6 +236,7 @@ def schema_command() -> None:
 
 
 SECRET_SETTINGS = frozenset({"JWT_SECRET"})
+KNOWN_SCOPES = ALL_SCOPES | {METRICS_SCOPE}
 
 
 def settings_problem(error: ValidationError) -> str:
@@ -202,21 +251,24 @@ def settings_problem(error: ValidationError) -> str:
 
 def main() -> None:
     """Console-script entry point: runs the command, turning configuration and database
-    errors into one line on standard error and exit status 1."""
-    logging.basicConfig(level=logging.INFO)
+    errors into one line on standard error and exit status 1. Logs (alembic's included)
+    go through ``configure_logging``'s one format."""
+    configure_logging()
     try:
         cli()
     except ValidationError as error:
         fail(f"bad setting: {settings_problem(error)}")
     except (InvalidInput, AuthError) as error:
         fail(f"bad setting: {error}")
+    except PortUnavailable as error:
+        fail(str(error))
     except DatabaseUnavailable as error:
         fail(f"{error}\n  check DATABASE_URL, that the database exists and that its server runs")
     except StoreError as error:
         fail(str(error))
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     """Print ``error: message`` on standard error and exit with status 1."""
     typer.echo(f"error: {message}", err=True)
     sys.exit(1)

@@ -4,7 +4,8 @@ Each app has its own ``CollectorRegistry``, so two apps in one process (the test
 share counters. Counters are bumped where the work happens: the request middleware
 (requests, latency), the sweeper's callback (runs, rows deleted) and the resolvers'
 results (lease takeovers and contested sends the store reported). Gauges of table sizes
-(operations by state, due operations and watches) are refreshed by a background task every
+(operations by state, and by connector name and state; watches by connector name and
+verification status; due operations and watches) are refreshed by a background task every
 ``METRICS_REFRESH_SECONDS``, never counted per scrape. The pool gauges read the database's
 gate when scraped (no query).
 """
@@ -45,6 +46,24 @@ OPERATION_STATES = tuple(sorted(OPERATION_STATES_ALL))
 MAX_OPERATION_NAMES = 200
 """Distinct GraphQL operation names a process labels before the rest become ``other``."""
 OPERATION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+MAX_CONNECTOR_LABELS = 100
+"""Distinct connector names labelled before the rest are summed as ``other``."""
+
+
+def set_by_connector(gauge: Gauge, counts: dict[tuple[str, str], int]) -> None:
+    """Set ``gauge`` to ``counts`` (by connector name and a second label), the first
+    ``MAX_CONNECTOR_LABELS`` names (sorted) as themselves and the rest summed as ``other``;
+    labels no longer counted are dropped."""
+    kept = set(sorted({connector for connector, _ in counts})[:MAX_CONNECTOR_LABELS])
+    summed: dict[tuple[str, str], int] = {}
+    for (connector, second), n in counts.items():
+        key = (connector if connector in kept else "other", second)
+        summed[key] = summed.get(key, 0) + n
+    gauge.clear()
+    for (connector, second), n in summed.items():
+        gauge.labels(connector, second).set(n)
 
 
 def metrics_allowed(request: Request) -> bool:
@@ -102,6 +121,20 @@ class Metrics:
             "connector_operations",
             "Operations by state (refreshed every METRICS_REFRESH_SECONDS).",
             ["state"],
+            registry=r,
+        )
+        self.connector_operations = Gauge(
+            "connector_operations_by_connector",
+            "Operations by connector name and state (refreshed every METRICS_REFRESH_SECONDS;"
+            " past 100 connector names, the rest are summed as other).",
+            ["connector", "state"],
+            registry=r,
+        )
+        self.watches = Gauge(
+            "connector_watches",
+            "Projection watches by connector name and verification status (refreshed every"
+            " METRICS_REFRESH_SECONDS; past 100 connector names, the rest are summed as other).",
+            ["connector", "status"],
             registry=r,
         )
         self.due_operations = Gauge(
@@ -180,7 +213,8 @@ class Metrics:
 
     async def refresh_tables(self) -> None:
         """Count operations by state and the due operations and watches (the store's
-        ``count_backlog``: indexed queries)."""
+        ``count_backlog``: indexed queries), and operations and watches by connector name
+        (``count_by_connector``: two grouping queries)."""
         assert self.store is not None
         now = self.store.clock()
         backlog = await self.store.retention.count_backlog(now)
@@ -189,6 +223,9 @@ class Metrics:
             self.operations.labels(state).set(counts.get(state, 0))
         self.due_operations.set(backlog.due_operations)
         self.due_watches.set(backlog.due_watches)
+        by_connector = await self.store.retention.count_by_connector()
+        set_by_connector(self.connector_operations, by_connector.operations)
+        set_by_connector(self.watches, by_connector.watches)
         self.refreshed.set(now / 1000)
 
     def exposition(self) -> bytes:

@@ -28,6 +28,30 @@ class Settings(BaseSettings):
     max_query_fields: int = Field(default=500, ge=1)
     max_aliases: int = Field(default=30, ge=1)
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    max_header_bytes: int = Field(
+        default=32 * 1024, ge=1024, description="Request line and headers, in bytes."
+    )
+    header_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="Time a request's line and headers may take to arrive."
+    )
+    body_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="Time a request's whole body may take to arrive."
+    )
+    keepalive_timeout_seconds: int = Field(
+        default=5, ge=1, description="Time an idle connection is kept between requests."
+    )
+    max_connections: int = Field(
+        default=0,
+        ge=0,
+        description="Open connections; past it the one idle longest is closed. "
+        "0: the file-descriptor limit less a reserve.",
+    )
+    send_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="Time a client may leave its response unread."
+    )
+    shutdown_grace_seconds: float = Field(
+        default=10.0, gt=0, description="Time requests in flight get after SIGTERM."
+    )
     log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "info"
     sweeper: bool = Field(default=True, description="Run the background sweeper (SWEEPER).")
     sweep_interval_seconds: float = Field(default=300.0, gt=0)
@@ -57,8 +81,13 @@ class Settings(BaseSettings):
         """``CORS_ORIGINS`` split on commas."""
         return [origin.strip() for origin in self.cors_origins.split(",") if origin.strip()]
 
+    @property
+    def default_database_url(self) -> str:
+        """The SQLite file in ``DATA_DIR`` that ``DATABASE_URL`` defaults to."""
+        return f"sqlite+aiosqlite:///{self.data_dir / 'connector-store.db'}"
+
     @model_validator(mode="after")
     def default_database(self) -> "Settings":
         if not self.database_url:
-            self.database_url = f"sqlite+aiosqlite:///{self.data_dir / 'connector-store.db'}"
+            self.database_url = self.default_database_url
         return self

@@ -1,10 +1,11 @@
-"""The background sweeper: collects finished operations and expired pending auth.
+"""The background sweeper, and ``collect``: the one sweep both run.
 
-Every ``interval_s`` it collects terminal operations last updated more than ``retain_ms``
-ago, in batches of ``batch`` until a batch comes back short, and deletes pending
-authorizations whose ``expires_at`` is before now. It yields to the event loop between
-batches, so requests keep being answered during a long sweep, and logs what it deleted.
-On PostgreSQL an advisory lock makes one replica sweep at a time; the others skip.
+``sweep`` collects terminal operations last updated more than ``retain_ms`` ago, in batches
+of ``batch`` until a batch comes back short, and deletes pending authorizations whose
+``expires_at`` is before now, all under the sweep lock: on PostgreSQL an advisory lock
+makes one replica (or ``connector-store collect``) sweep at a time; the others skip. It
+yields to the event loop between batches, so requests keep being answered during a long
+sweep. The ``Sweeper`` runs it every ``interval_s`` and logs what it deleted.
 
 Stopping is cooperative: ``stop`` wakes the sleeping loop, a sweep in flight ends after its
 current statement, and only a sweep stuck past ``STOP_GRACE_S`` is cancelled. Cancelling a
@@ -17,6 +18,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 
 from store import ConnectorStore
 
@@ -33,6 +35,47 @@ class SweepResult:
     operations: int
     pending_auth: int
     batches: int
+
+
+def human(seconds: float) -> str:
+    """A duration as a person reads it: ``7 days, 0:00:00``, ``0:05:00``, ``0:00:01.500000``."""
+    return str(timedelta(seconds=seconds))
+
+
+async def sweep(
+    store: ConnectorStore,
+    *,
+    retain_ms: int,
+    batch: int,
+    stopping: asyncio.Event | None = None,
+    on_batch: Callable[[int], None] | None = None,
+) -> SweepResult | None:
+    """One sweep under the sweep lock; None when another replica holds it (nothing
+    deleted). ``retain_ms``: how long a finished operation is kept after its last update
+    (epoch ms difference); ``batch``: the most one collect statement deletes (1 to 10,000);
+    "now" is the store's clock. Stops between batches once ``stopping`` is set;
+    ``on_batch`` is told how many each batch deleted.
+
+    Raises what the store raises (a database error, ``InvalidInput`` for a bad batch).
+    """
+    retention = store.retention
+    async with retention.exclusive_sweep() as mine:
+        if not mine:
+            return None
+        now = store.clock()
+        older_than = max(now - retain_ms, 0)
+        operations = batches = 0
+        while stopping is None or not stopping.is_set():
+            deleted = await retention.collect_finished_operations(older_than, batch)
+            operations += deleted
+            batches += 1
+            if on_batch is not None:
+                on_batch(deleted)
+            if deleted < batch:
+                break
+            await asyncio.sleep(0)
+        pending_auth = await store.pending_auth.delete_expired_pending_auth(now)
+    return SweepResult(operations, pending_auth, batches)
 
 
 class Sweeper:
@@ -62,32 +105,22 @@ class Sweeper:
         self._stopping = asyncio.Event()
 
     async def sweep(self) -> SweepResult | None:
-        """One sweep; None when another replica holds the sweep lock (nothing deleted).
+        """One sweep (``sweep``), logged; None when another replica holds the sweep lock.
 
         Raises what the store raises (a database error); ``run`` logs it and carries on.
         """
-        retention = self.store.retention
-        async with retention.exclusive_sweep() as mine:
-            if not mine:
-                log.info("sweep: skipped, another replica is sweeping")
-                return None
-            now = self.store.clock()
-            older_than = max(now - self.retain_ms, 0)
-            operations = batches = 0
-            while not self._stopping.is_set():
-                deleted = await retention.collect_finished_operations(older_than, self.batch)
-                operations += deleted
-                batches += 1
-                if deleted < self.batch:
-                    break
-                await asyncio.sleep(0)
-            pending_auth = await self.store.pending_auth.delete_expired_pending_auth(now)
+        result = await sweep(
+            self.store, retain_ms=self.retain_ms, batch=self.batch, stopping=self._stopping
+        )
+        if result is None:
+            log.info("sweep: skipped, another replica is sweeping")
+            return None
         log.info(
             "sweep: deleted %d finished operations, %d expired pending auth",
-            operations,
-            pending_auth,
+            result.operations,
+            result.pending_auth,
         )
-        return SweepResult(operations, pending_auth, batches)
+        return result
 
     async def run(self) -> None:
         """Sweep, then wait ``interval_s``, until ``stop``; an error is logged and the next
@@ -116,9 +149,9 @@ class Sweeper:
             self._stopping.clear()
             self._task = asyncio.create_task(self.run(), name="connector-store-sweeper")
             log.info(
-                "sweeper: every %s s, finished operations kept %d ms, batches of %d",
-                self.interval_s,
-                self.retain_ms,
+                "sweeper: every %s, finished operations kept %s, batches of %d",
+                human(self.interval_s),
+                human(self.retain_ms / 1000),
                 self.batch,
             )
 

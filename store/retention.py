@@ -12,6 +12,7 @@ from store import validation as check
 from store.context import StoreContext
 from store.records import ATTEMPTED, TERMINAL_STATES, OperationRecord
 from store.tables import operation as op
+from store.tables import pending_auth as pa
 from store.tables import projection_watch as watch
 from store.watches import due_watch
 
@@ -30,6 +31,15 @@ class Backlog:
     operations_by_state: dict[str, int]
     due_operations: int
     due_watches: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectorCounts:
+    """``count_by_connector``: operations per (connector name, state) and watches per
+    (connector name, verification status)."""
+
+    operations: dict[tuple[str, str], int]
+    watches: dict[tuple[str, str], int]
 
 
 def _due_operation(now: int) -> sa.ColumnElement[bool]:
@@ -154,6 +164,38 @@ class RetentionStore:
         row = await self._db.fetch_one(query)
         assert row is not None
         return int(next(iter(row.values())))
+
+    async def count_expired_pending_auth(self, cutoff: int) -> int:
+        """How many pending authorizations ``delete_expired_pending_auth(cutoff)`` would
+        delete (``expires_at < cutoff``, epoch ms): ``collect --dry-run``'s count.
+        Raises ``InvalidInput`` naming ``cutoff``."""
+        query = sa.select(sa.func.count()).select_from(pa)
+        row = await self._db.fetch_one(
+            query.where(pa.c.expires_at < check.epoch_ms("cutoff", cutoff))
+        )
+        assert row is not None
+        return int(next(iter(row.values())))
+
+    async def count_by_connector(self) -> ConnectorCounts:
+        """Operations per connector name and state, and watches per connector name and
+        verification status (two grouping statements, for the metrics gauges)."""
+        operations = await self._db.fetch_all(
+            sa.select(op.c.connector_name, op.c.state, sa.func.count().label("n")).group_by(
+                op.c.connector_name, op.c.state
+            )
+        )
+        watches = await self._db.fetch_all(
+            sa.select(
+                watch.c.connector_name, watch.c.verification_status, sa.func.count().label("n")
+            ).group_by(watch.c.connector_name, watch.c.verification_status)
+        )
+        return ConnectorCounts(
+            operations={(row["connector_name"], row["state"]): int(row["n"]) for row in operations},
+            watches={
+                (row["connector_name"], row["verification_status"]): int(row["n"])
+                for row in watches
+            },
+        )
 
     @asynccontextmanager
     async def exclusive_sweep(self) -> AsyncIterator[bool]:

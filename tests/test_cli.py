@@ -2,7 +2,10 @@
 mistakes end in one or two lines and a non-zero exit, and concurrent migrations all succeed."""
 
 import asyncio
+import json
 import os
+import re
+import socket
 import subprocess
 import sys
 import uuid
@@ -99,6 +102,7 @@ def assert_one_created_both_succeeded(results: list[subprocess.CompletedProcess[
 
 def test_cli__two_migrations_at_once_on_sqlite_both_succeed(tmp_path):
     for round_ in range(4):
+        (tmp_path / f"round-{round_}").mkdir()  # an explicit path's folder must exist
         url = f"sqlite+aiosqlite:///{tmp_path}/round-{round_}/store.db"
         assert_one_created_both_succeeded(migrate_twice_at_once(url))
 
@@ -139,3 +143,87 @@ async def drop_databases(names: list[str]) -> None:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         await admin.close()
+
+
+@pytest.mark.parametrize("taken", ["PORT", "METRICS_PORT"])
+def test_serve__port_in_use_is_one_error_line_and_exit_1_before_anything_is_printed(
+    tmp_path, taken
+):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        busy = holder.getsockname()[1]
+        with socket.socket() as spare:
+            spare.bind(("127.0.0.1", 0))
+            free = spare.getsockname()[1]
+        ports = (
+            {"PORT": busy, "METRICS_PORT": free}
+            if taken == "PORT"
+            else {
+                "PORT": free,
+                "METRICS_PORT": busy,
+            }
+        )
+        result = run(
+            "serve",
+            DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'ports.db'}",
+            PORT=str(ports["PORT"]),
+            METRICS_PORT=str(ports["METRICS_PORT"]),
+        )
+    assert result.returncode == 1
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ") and taken in lines[0] and str(busy) in lines[0]
+    assert not (tmp_path / "ports.db").exists()
+
+
+def test_migrate__nothing_to_migrate_is_not_followed_by_migrated(tmp_path):
+    url = f"sqlite+aiosqlite:///{tmp_path}/twice.db"
+    first = run("migrate", DATABASE_URL=url)
+    again = run("migrate", DATABASE_URL=url)
+    assert "migrated" in first.stdout.splitlines()[-1]
+    assert again.returncode == 0
+    assert again.stdout.strip().splitlines() == [again.stdout.strip().splitlines()[0]]
+    assert "nothing to migrate" in again.stdout and "migrated" not in again.stdout
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_migrate__alembic_logs_in_the_server_format(tmp_path, log_format):
+    done = run(
+        "migrate",
+        DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path}/logs.db",
+        LOG_FORMAT=log_format,
+        LOG_LEVEL="info",
+    )
+    lines = [line for line in done.stderr.splitlines() if "alembic" in line]
+    assert lines, done.stderr
+    for line in lines:
+        if log_format == "json":
+            assert json.loads(line)["logger"].startswith("alembic")
+        else:
+            assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ INFO +alembic", line), line
+
+
+@pytest.mark.parametrize("command", ["serve", "migrate", "collect"])
+def test_explicit_sqlite_path_in_a_missing_folder__refused_not_created(tmp_path, command):
+    missing = tmp_path / "typo"
+    done = run(command, DATABASE_URL=f"sqlite+aiosqlite:///{missing}/store.db")
+    assert done.returncode == 1 and done.stdout == ""
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("error: DATABASE_URL") and str(missing) in line
+    assert not missing.exists()
+
+
+def test_make_run__installs_the_runtime_only_not_the_dev_toolchain(tmp_path):
+    done = subprocess.run(
+        ["make", "-n", "run", f"VENV={tmp_path / 'venv'}"],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "pip install" in done.stdout and "-e ." in done.stdout
+    assert "[dev]" not in done.stdout

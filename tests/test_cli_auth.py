@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import jwt
+import pytest
 
 from resolvers.permissions import ALL_SCOPES
 from tests.tokens import TEST_JWT_SECRET
@@ -143,3 +144,30 @@ def test_bad_key_settings__one_line_and_the_secret_not_echoed(tmp_path):
     )
     garbage = run("serve", JWT_SECRET="", JWT_PUBLIC_KEY="-----BEGIN PUBLIC KEY-----\nxx")
     assert garbage.returncode == 1 and "not a PEM public key" in garbage.stderr
+
+
+def test_token__with_no_secret_where_it_looks_refuses_and_says_where(tmp_path):
+    """Run from another folder, DATA_DIR (relative) points nowhere: no new secret is made
+    (the server would refuse its tokens); the one error line names the path it looked at."""
+    done = run("token", "--sub", "did:key:a", "--scope", "service", cwd=tmp_path, JWT_SECRET="")
+    assert done.returncode == 1 and done.stdout == ""
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("error: ") and str(tmp_path / "data" / "jwt-secret") in line
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize(
+    ("sub", "scope", "says"),
+    [
+        ("did:key:a", "operations:reed", "operations:reed"),
+        ("did:key:a", "service metrcs", "metrcs"),
+        ("did:key:a", " ", "none given"),
+        ("", "service", "--sub"),
+        ("  ", "service", "--sub"),
+    ],
+)
+def test_token__misspelled_scope_or_empty_sub_refused(sub, scope, says):
+    done = run("token", "--sub", sub, "--scope", scope)
+    assert done.returncode == 1 and done.stdout == ""
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("error: ") and says in line

@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from server.cli import cli
-from tests.factories import bulk_finished_operations, claimed_operation
+from tests.factories import bulk_finished_operations, claimed_operation, created_pending_auth
 
 BACKLOG = 10_000
 DAY_MS = 24 * 3600 * 1000
@@ -43,3 +43,35 @@ def test_collect__batch_out_of_range_refused(tmp_path):
     )
 
     assert result.exit_code == 2
+
+
+async def test_collect__dry_run_counts_what_would_go_and_deletes_nothing(
+    backlog, tmp_path, store, clock
+):
+    await created_pending_auth(store, expires_at=0)
+    arguments = ["collect", "--older-than-seconds", "3600", "--dry-run"]
+    env = {"DATABASE_URL": backlog, "DATA_DIR": str(tmp_path)}
+
+    result = await asyncio.to_thread(CliRunner().invoke, cli, arguments, env=env)
+
+    assert result.exit_code == 0, result.output
+    assert f"would collect {BACKLOG} finished operations, 1 expired pending auth" in result.output
+    assert await store.retention.count_finished_operations(2**53 - 1) == BACKLOG
+    assert await store.retention.count_expired_pending_auth(2**53 - 1) == 1
+
+
+async def test_collect__takes_the_sweepers_lock(backlog, tmp_path, store, database_url):
+    """While a sweeper holds the sweep lock (PostgreSQL), collect deletes nothing and says
+    so; on SQLite (one process per file) there is no lock to wait for."""
+    arguments = ["collect", "--older-than-seconds", "3600"]
+    env = {"DATABASE_URL": backlog, "DATA_DIR": str(tmp_path)}
+    async with store.retention.exclusive_sweep() as mine:
+        assert mine
+        result = await asyncio.to_thread(CliRunner().invoke, cli, arguments, env=env)
+    if database_url.startswith("postgresql"):
+        assert result.exit_code == 1
+        assert "another process is sweeping" in result.output
+        assert await store.retention.count_finished_operations(2**53 - 1) == BACKLOG
+    else:
+        assert result.exit_code == 0, result.output
+        assert await store.retention.count_finished_operations(2**53 - 1) == 0

@@ -183,3 +183,18 @@ async def test_sweeper__stop_mid_sweep_ends_after_current_batch(store, database,
     assert await store.retention.count_finished_operations(clock.now) == 20
     assert sweep_lines(caplog) == ["sweep: deleted 10 finished operations, 0 expired pending auth"]
     assert "cancelling" not in caplog.text
+
+
+async def test_sweeper__start_logs_its_interval_and_retention_in_human_units(store, caplog):
+    caplog.set_level(logging.INFO, logger=SWEEP_LOG)
+    sweeper = Sweeper(store, interval_s=300, retain_ms=7 * DAY_MS, batch=1000)
+    sweeper.start()
+    await sweeper.stop()
+    [started] = [
+        r.getMessage() for r in caplog.records if "finished operations kept" in r.getMessage()
+    ]
+    assert (
+        started
+        == "sweeper: every 0:05:00, finished operations kept 7 days, 0:00:00, batches of 1000"
+    )
+    assert str(7 * DAY_MS) not in started

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 from pydantic import SecretStr
 
 from server.app import create_app
-from server.auth import authenticator
+from server.auth import Unauthenticated, authenticator
 from server.settings import Settings
 from store import ConnectorStore
 from tests.api.conftest import app_client, claim_input, error_codes
@@ -249,3 +249,43 @@ async def test_forced_database_failure_in_a_mutation_is_masked(store, monkeypatc
     assert body["errors"][0]["extensions"]["requestId"] == "req-broken"
     assert "secret-detail" not in response.text and "RuntimeError" not in response.text
     assert "secret-detail" in caplog.text and "req-broken" in caplog.text
+
+
+SAYS_WHY = {
+    "expired": (mint(exp=NOW - 3600), "has expired"),
+    "no exp": (mint(exp=None), "lacks a required claim"),
+    "not yet valid": (mint(nbf=NOW + 3600), "not valid yet"),
+    "wrong signature": (mint(key="another-secret-of-at-least-32-bytes!!"), "signature"),
+    "HS512 not configured": (mint(algorithm="HS512"), "algorithm"),
+    "malformed": ("not.a.jwt", "not a well-formed JWT"),
+}
+
+
+@pytest.mark.parametrize(("token", "says"), SAYS_WHY.values(), ids=SAYS_WHY.keys())
+async def test_bad_tokens__401_says_which_check_failed_in_www_authenticate(store, token, says):
+    async with app_client(store, token=None) as http:
+        response = await http.post("/graphql", json=QUERY, headers=bearer(token))
+    assert_unauthenticated(response)
+    challenge = response.headers["www-authenticate"]
+    assert 'error="invalid_token"' in challenge
+    assert says in challenge.split("error_description=", 1)[1]
+    assert says in response.json()["errors"][0]["message"]
+    assert TEST_JWT_SECRET not in challenge
+
+
+async def test_no_token__401_challenge_without_an_error_code(store):
+    async with app_client(store, token=None) as http:
+        response = await http.post("/graphql", json=QUERY)
+    assert_unauthenticated(response)
+    assert "error=" not in response.headers["www-authenticate"]
+
+
+def test_generated_secret__token_of_another_secret_says_the_secret_was_made_anew(tmp_path):
+    """``rm -rf data/`` makes a new secret: the 401 says why the old tokens stopped working."""
+    settings = Settings(jwt_secret=None, data_dir=tmp_path / "data")
+    old = authenticator(settings).mint("did:key:a", ["service"], 600)
+    (tmp_path / "data" / "jwt-secret").unlink()
+    fresh = authenticator(settings)
+    with pytest.raises(Unauthenticated, match="anew") as refused:
+        fresh.verify(old)
+    assert refused.value.error == "invalid_token"

@@ -10,9 +10,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from server.app import create_app
+from server.metrics import MAX_CONNECTOR_LABELS, Metrics, set_by_connector
 from server.settings import Settings
 from store import ConnectorStore
 from tests.api.conftest import GraphQLClient, claim_input
+from tests.factories import claimed_operation, pending_watch, verified_watch
 from tests.tokens import SERVICE_TOKEN, bearer, mint
 
 
@@ -185,3 +187,32 @@ async def test_pool_stats__count_the_slots_in_use_and_the_waiters(database_url):
         assert db.pool_stats().in_use == 0
     finally:
         await db.disconnect()
+
+
+async def test_metrics__operations_by_connector_and_watches_by_status(running, store):
+    await pending_watch(store, operation_id="op-p", source_id="src-p", document_id="doc-p")
+    await verified_watch(store, operation_id="op-v", source_id="src-v", document_id="doc-v")
+    await claimed_operation(store, operation_id="op-d", connector_name="drive", source_id="src-d")
+    app_metrics = running._transport.app.state.metrics  # type: ignore[attr-defined]
+    await app_metrics.refresh_tables()
+    parsed = samples((await running.get("/metrics")).text)
+
+    by_connector = "connector_operations_by_connector"
+    assert value(parsed, by_connector, connector="calendar", state="committed") == 2
+    assert value(parsed, by_connector, connector="drive", state="attempted") == 1
+    assert value(parsed, by_connector, connector="drive", state="committed") == 0
+    watches = "connector_watches"
+    assert value(parsed, watches, connector="calendar", status="pending_verification") == 1
+    assert value(parsed, watches, connector="calendar", status="verified") == 1
+    assert sum(v for (name, _), v in parsed.items() if name == watches) == 2
+
+
+def test_set_by_connector__past_the_label_limit_the_rest_are_summed_as_other():
+    gauge_metrics = Metrics()
+    counts = {(f"c{i:03d}", "attempted"): 1 for i in range(MAX_CONNECTOR_LABELS + 5)}
+    set_by_connector(gauge_metrics.connector_operations, counts)
+    parsed = samples(gauge_metrics.exposition().decode())
+    by_connector = "connector_operations_by_connector"
+    assert value(parsed, by_connector, connector="other", state="attempted") == 5
+    assert value(parsed, by_connector, connector="c000", state="attempted") == 1
+    assert len([key for key in parsed if key[0] == by_connector]) == MAX_CONNECTOR_LABELS + 1

@@ -10,6 +10,7 @@ operation was committed exactly once and that its attempts count its marked runs
 import asyncio
 import os
 import random
+import resource
 import signal
 import socket
 import subprocess
@@ -72,6 +73,8 @@ class Server:
     log: Path
     env: dict[str, str]
     migrate: bool = True
+    nofile: int | None = None
+    """The process's file-descriptor limit (RLIMIT_NOFILE), when given."""
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -100,8 +103,13 @@ class Server:
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
+                preexec_fn=None if self.nofile is None else self.limit_files,
             )
         return self
+
+    def limit_files(self) -> None:
+        assert self.nofile is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")

@@ -1,0 +1,290 @@
+"""The HTTP server: uvicorn, with the bounds it has no setting for, in this one place.
+
+uvicorn bounds what it has settings for: the keep-alive wait between requests
+(``KEEPALIVE_TIMEOUT_SECONDS``), how long shutdown waits for requests in flight
+(``SHUTDOWN_GRACE_SECONDS``) and, with h11 only, the part of a request head still
+incomplete after a read (``h11_max_incomplete_event_size``, set to ``MAX_HEADER_BYTES``;
+a larger head that arrives whole in one read passes it). It has none for how long
+a request's head may take to arrive (a silent connection, half a header, a header trickled
+a byte at a time are held for ever), for a head's whole size, nor for how many connections
+are held open, so ``BoundedH11Protocol`` adds them, given to uvicorn through its public
+``http=`` setting (a protocol class):
+
+- a request head (request line and headers) past ``MAX_HEADER_BYTES`` is answered 431 and
+  the connection closed, before any token check, holding no more than one read's bytes;
+- a connection whose request head is not complete ``HEADER_TIMEOUT_SECONDS`` after it
+  opened (on a kept-alive connection: after the next request's first byte) is closed;
+- past ``MAX_CONNECTIONS`` open connections, each new connection closes the connection idle
+  longest (no request in flight), or itself when every connection is busy, so idle sockets
+  never use up the process's file descriptors and ``/healthz`` still gets in;
+- a connection whose client reads nothing of its response for ``SEND_TIMEOUT_SECONDS``
+  (the server's write buffer full all that time) is closed, so a response left unread
+  cannot hold its request (and its memory) for ever;
+- at shutdown, a request still unanswered ``SHUTDOWN_GRACE_SECONDS`` later has its
+  connection closed (the application sees a disconnect, counted as 499).
+
+A stalled request body is bounded at ASGI level (``server.app.RequestBody``).
+
+What this relies on beyond uvicorn's public settings, pinned by
+``tests/test_http_server.py``: ``H11Protocol``'s ``connection_made``, ``data_received``,
+``connection_lost``, ``on_response_complete``, ``shutdown``, ``pause_writing`` and
+``resume_writing`` hooks, its ``loop`` and
+``transport``, its ``connections`` set (the server's open connections), and its ``cycle``
+(the request in flight, None before the first) with ``response_complete`` and
+``more_body``; and, for
+``listening`` (a second port on the running loop, the metrics'), ``ServerState`` and the
+protocol's constructor, as uvicorn's own server calls them.
+"""
+
+import asyncio
+import contextlib
+import logging
+import re
+import resource
+import socket
+from collections.abc import AsyncIterator
+from typing import cast
+
+import uvicorn
+from starlette.types import ASGIApp
+from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.server import ServerState
+
+from server.settings import Settings
+
+log = logging.getLogger("connector_store.http")
+
+FD_RESERVE = 64
+"""File descriptors kept back from ``MAX_CONNECTIONS``'s automatic value, beyond three per
+pooled database connection: log files, the event loop, the metrics port, migrations."""
+
+
+def max_connections(settings: Settings) -> int:
+    """``MAX_CONNECTIONS``, or (0, the default) the process's soft file-descriptor limit
+    less three per pooled database connection and ``FD_RESERVE`` (at least 16)."""
+    if settings.max_connections:
+        return settings.max_connections
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 65536
+    return max(16, soft - 3 * settings.db_pool_size - FD_RESERVE)
+
+
+HEAD_END = re.compile(rb"\n\r?\n")
+"""The blank line that ends a request head (h11 accepts a bare LF too)."""
+HEAD_TOO_LARGE = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain\r\n"
+    b"content-length: 30\r\nconnection: close\r\n\r\nrequest headers are too large\n"
+)
+
+
+class BoundedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline on each request head, a cap on open
+    connections and a bounded shutdown (see the module docstring). The bounds are class
+    attributes, set by ``bounded_protocol`` for one server."""
+
+    header_timeout_s: float = 10.0
+    max_header_bytes: int = 32 * 1024
+    max_connections: int = 1000
+    send_timeout_s: float = 30.0
+    shutdown_grace_s: float = 10.0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
+        super().connection_made(transport)  # type: ignore[arg-type]
+        self.idle_since = self.loop.time()
+        self.head_deadline: asyncio.TimerHandle | None = None
+        self.send_deadline: asyncio.TimerHandle | None = None
+        self.head_bytes = 0
+        self.head_tail = b""
+        self.await_head()
+        if len(self.connections) > self.max_connections:
+            self.make_room()
+
+    def data_received(self, data: bytes) -> None:
+        if self.awaiting_head() and self.head_too_large(data):
+            return
+        super().data_received(data)
+        if self.in_flight():
+            self.cancel_head_deadline()
+        elif self.head_deadline is None:
+            self.await_head()
+
+    def on_response_complete(self) -> None:
+        self.idle_since = self.loop.time()
+        super().on_response_complete()
+        if self.in_flight():
+            self.cancel_head_deadline()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.cancel_head_deadline()
+        self.cancel_send_deadline()
+        super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self.send_deadline is None:
+            self.send_deadline = self.loop.call_later(self.send_timeout_s, self.reader_too_slow)
+
+    def resume_writing(self) -> None:
+        self.cancel_send_deadline()
+        super().resume_writing()
+
+    def cancel_send_deadline(self) -> None:
+        if self.send_deadline is not None:
+            self.send_deadline.cancel()
+            self.send_deadline = None
+
+    def reader_too_slow(self) -> None:
+        self.send_deadline = None
+        log.info(
+            "http: closed a connection that read nothing of its response for %s s",
+            self.send_timeout_s,
+        )
+        self.transport.abort()  # close() would wait for the unread buffer to drain
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        if not self.transport.is_closing():
+            self.loop.call_later(self.shutdown_grace_s, self.transport.close)
+
+    def in_flight(self) -> bool:
+        """A request's head has arrived and its response is not complete."""
+        return self.cycle is not None and not self.cycle.response_complete
+
+    def awaiting_head(self) -> bool:
+        """The next bytes start a request head: no request yet, or the last one answered
+        and its body all received (a body still arriving after an early answer, a 413
+        say, is no head)."""
+        return self.cycle is None or (self.cycle.response_complete and not self.cycle.more_body)
+
+    def await_head(self) -> None:
+        self.head_deadline = self.loop.call_later(self.header_timeout_s, self.head_too_slow)
+
+    def cancel_head_deadline(self) -> None:
+        if self.head_deadline is not None:
+            self.head_deadline.cancel()
+            self.head_deadline = None
+
+    def head_too_slow(self) -> None:
+        self.head_deadline = None
+        if not self.in_flight() and not self.transport.is_closing():
+            log.info(
+                "http: closed a connection whose request head took over %s s",
+                self.header_timeout_s,
+            )
+            self.transport.close()
+
+    def head_too_large(self, data: bytes) -> bool:
+        """Count ``data`` toward the request head being received (up to its blank line);
+        past ``max_header_bytes``, answer 431 and close, and say so."""
+        window = self.head_tail + data
+        end = HEAD_END.search(window)
+        size = self.head_bytes + (end.end() - len(self.head_tail) if end else len(data))
+        self.head_bytes, self.head_tail = (0, b"") if end else (size, window[-2:])
+        if size <= self.max_header_bytes:
+            return False
+        log.info("http: a request head passed MAX_HEADER_BYTES (%d): 431", self.max_header_bytes)
+        self.transport.write(HEAD_TOO_LARGE)
+        self.transport.close()
+        return True
+
+    def make_room(self) -> None:
+        """Close the connection idle longest, or this one when none is idle."""
+        idle = [
+            connection
+            for connection in self.connections
+            if isinstance(connection, BoundedH11Protocol)
+            and connection is not self
+            and not connection.in_flight()
+            and not connection.transport.is_closing()
+        ]
+        victim = min(idle, key=lambda connection: connection.idle_since) if idle else self
+        log.info(
+            "http: %d connections open (MAX_CONNECTIONS %d): closing the %s",
+            len(self.connections),
+            self.max_connections,
+            "one idle longest" if idle else "new one (none is idle)",
+        )
+        victim.transport.close()
+
+
+def bounded_protocol(settings: Settings) -> type[BoundedH11Protocol]:
+    """``BoundedH11Protocol`` with the bounds of ``settings``."""
+    return type(
+        "BoundedH11Protocol",
+        (BoundedH11Protocol,),
+        {
+            "header_timeout_s": settings.header_timeout_seconds,
+            "max_header_bytes": settings.max_header_bytes,
+            "max_connections": max_connections(settings),
+            "send_timeout_s": settings.send_timeout_seconds,
+            "shutdown_grace_s": settings.shutdown_grace_seconds,
+        },
+    )
+
+
+def http_config(app: ASGIApp, settings: Settings, host: str, port: int) -> uvicorn.Config:
+    """uvicorn's configuration for ``app`` on ``host:port`` with every bound of
+    ``settings``. uvicorn's own graceful-shutdown timeout is a backstop one second after
+    ours (for requests stuck on something other than their connection)."""
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http=bounded_protocol(settings),
+        h11_max_incomplete_event_size=settings.max_header_bytes,
+        timeout_keep_alive=settings.keepalive_timeout_seconds,
+        timeout_graceful_shutdown=int(settings.shutdown_grace_seconds) + 1,
+        log_level=settings.log_level,
+        log_config=None,
+        access_log=False,
+    )
+
+
+class PortUnavailable(Exception):
+    """A port the server would listen on cannot be bound; the message says which and why."""
+
+
+def check_port(host: str, port: int, setting: str) -> None:
+    """Bind ``host:port`` as uvicorn will (address reuse on) and let it go; raises
+    ``PortUnavailable`` naming ``setting`` when it cannot be bound. Port 0 (any) passes."""
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise PortUnavailable(
+                f"cannot listen on {host}:{port} ({error.strerror}); "
+                f"stop what uses it or choose another {setting}"
+            ) from None
+
+
+def serve_http(app: ASGIApp, settings: Settings, host: str, port: int) -> None:
+    """Serve ``app`` until SIGTERM or SIGINT."""
+    uvicorn.Server(http_config(app, settings, host, port)).run()
+
+
+@contextlib.asynccontextmanager
+async def listening(app: ASGIApp, settings: Settings, host: str, port: int) -> AsyncIterator[None]:
+    """Serve ``app`` (no lifespan) on ``host:port`` on the running event loop for the block,
+    with every bound of ``serve_http``: the metrics port beside the API's server. Its
+    connections are closed when the block ends."""
+    config = http_config(app, settings, host, port)
+    config.load()
+    protocol = cast(type[BoundedH11Protocol], config.http_protocol_class)
+    state = ServerState()
+    server = await asyncio.get_running_loop().create_server(
+        lambda: protocol(config=config, server_state=state, app_state={}),
+        host=host,
+        port=port,
+    )
+    try:
+        yield
+    finally:
+        server.close()
+        for connection in list(state.connections):
+            connection.shutdown()
+        await server.wait_closed()

@@ -1,0 +1,398 @@
+"""The HTTP server's bounds (``server/http_server.py`` and ``server.app.RequestBody``), with
+raw sockets against a real ``connector-store serve`` process: slow and silent clients are
+closed in bounded time, headers are bounded in size, idle sockets never use up the file
+descriptors, a client gone mid-body is a 499 at INFO, and SIGTERM ends a stalled upload
+within the grace. Short bounds keep each test to a second or two."""
+
+import asyncio
+import contextlib
+import inspect
+import json
+import signal
+import socket
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from graphql import get_introspection_query
+from uvicorn.config import Config
+from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
+from uvicorn.server import ServerState
+
+from store.migrate import upgrade
+from tests.databases import PostgresRun
+from tests.faults.harness import Server, free_port, kill_started
+from tests.tokens import SERVICE_TOKEN
+
+HEADER_TIMEOUT_S = 1.0
+BODY_TIMEOUT_S = 1.0
+BOUNDS = {
+    "HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT_S),
+    "BODY_TIMEOUT_SECONDS": str(BODY_TIMEOUT_S),
+    "MAX_HEADER_BYTES": "8192",
+    "KEEPALIVE_TIMEOUT_SECONDS": "1",
+    "SEND_TIMEOUT_SECONDS": "1",
+    "LOG_LEVEL": "info",
+    "LOG_FORMAT": "json",
+    "SWEEPER": "false",
+}
+SLACK_S = 2.0
+"""What a bound may be overshot by on a busy machine before the test calls it unbounded."""
+
+
+@pytest.fixture(autouse=True, scope="module")
+def no_server_left() -> Iterator[None]:
+    yield
+    kill_started()
+
+
+def sqlite_server(folder: Path, name: str, **env: str) -> Server:
+    url = f"sqlite+aiosqlite:///{folder / 'http.db'}"
+    return Server(url, free_port(), folder / f"{name}.log", BOUNDS | env)
+
+
+@pytest.fixture(scope="module")
+def bounded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One server with short bounds for the module's quick tests."""
+    folder = tmp_path_factory.mktemp("http")
+    api_port = free_port()
+    running = Server(
+        f"sqlite+aiosqlite:///{folder / 'http.db'}",
+        api_port,
+        folder / "bounded.log",
+        BOUNDS | {"METRICS_PORT": str(free_port(exclude={api_port}))},
+    ).start()
+    running.wait_ready()
+    yield running
+    running.kill()
+
+
+def connect(server: Server) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    sock.settimeout(10)
+    return sock
+
+
+def read_until_closed(sock: socket.socket) -> tuple[bytes, float]:
+    """Everything the server sends until it closes the connection, and when it closed."""
+    received = b""
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        received += chunk
+    return received, time.monotonic()
+
+
+def read_response(sock: socket.socket) -> bytes:
+    """One whole response to a request of ``/healthz``."""
+    received = b""
+    while not received.endswith(b'"ok"}'):
+        chunk = sock.recv(65536)
+        assert chunk, received
+        received += chunk
+    return received
+
+
+def read_response_head(sock: socket.socket) -> bytes:
+    """The status line and headers of the next response."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        chunk = sock.recv(65536)
+        assert chunk, received
+        received += chunk
+    return received
+
+
+def request_head(body_length: int) -> bytes:
+    return (
+        "POST /graphql HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {SERVICE_TOKEN}\r\nContent-Length: {body_length}\r\n\r\n"
+    ).encode()
+
+
+def log_entries(server: Server) -> list[dict[str, object]]:
+    return [json.loads(line) for line in server.output().splitlines() if line.startswith("{")]
+
+
+def test_h11_protocol__has_what_the_bounded_protocol_relies_on():
+    """``BoundedH11Protocol`` overrides these hooks and reads these attributes; a uvicorn
+    that renamed one would leave a bound silently unenforced."""
+    for hook in (
+        "connection_made",
+        "data_received",
+        "connection_lost",
+        "on_response_complete",
+        "shutdown",
+    ):
+        assert callable(getattr(H11Protocol, hook)), hook
+    config = Config(app=lambda scope, receive, send: None)
+    config.load()
+    state = ServerState()
+    loop = asyncio.new_event_loop()
+    try:
+        protocol = H11Protocol(config=config, server_state=state, app_state={}, _loop=loop)
+        assert protocol.cycle is None
+        assert protocol.connections is state.connections
+        assert protocol.loop is loop
+        assert "transport" in vars(protocol)
+    finally:
+        loop.close()
+    source = inspect.getsource(RequestResponseCycle.__init__)
+    assert "self.response_complete = False" in source
+    assert "self.more_body = True" in source
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [b"", b"POST /graphql HTTP/1.1\r\nHost: local"],
+    ids=["nothing", "half_a_header"],
+)
+def test_header_timeout__silent_or_half_header_connection_closed(bounded, sent):
+    with connect(bounded) as sock:
+        opened = time.monotonic()
+        sock.sendall(sent)
+        _, closed = read_until_closed(sock)
+        assert closed - opened < HEADER_TIMEOUT_S + SLACK_S
+
+
+def test_header_timeout__header_trickled_a_byte_at_a_time_closed(bounded):
+    with connect(bounded) as sock:
+        opened = time.monotonic()
+        head = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + b"a" * 1000
+        closed_early = False
+        for byte in head:
+            try:
+                sock.sendall(bytes([byte]))
+            except (BrokenPipeError, ConnectionResetError):
+                closed_early = True
+                break
+            time.sleep(0.2)
+            if time.monotonic() - opened > HEADER_TIMEOUT_S + SLACK_S:
+                break
+        if not closed_early:
+            sock.settimeout(0.5)
+            with contextlib.suppress(ConnectionResetError):
+                assert sock.recv(1) == b""
+        assert time.monotonic() - opened < HEADER_TIMEOUT_S + SLACK_S + 0.5
+
+
+HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"
+
+
+def test_keepalive_timeout__idle_connection_closed_after_its_response(bounded):
+    with connect(bounded) as sock:
+        sock.sendall(HEALTHZ)
+        answered = time.monotonic()
+        received, closed = read_until_closed(sock)
+    assert received.startswith(b"HTTP/1.1 200")
+    assert closed - answered < 1 + SLACK_S
+
+
+def test_header_timeout__next_request_head_on_a_kept_alive_connection_bounded_too(bounded):
+    """The keep-alive timer stops at the next request's first byte; the head deadline then
+    bounds the rest of that head."""
+    with connect(bounded) as sock:
+        sock.sendall(HEALTHZ)
+        assert read_response(sock).startswith(b"HTTP/1.1 200")
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: loc")
+        started = time.monotonic()
+        received, closed = read_until_closed(sock)
+    assert received == b""
+    assert closed - started < HEADER_TIMEOUT_S + SLACK_S
+
+
+def header_of(size: int) -> bytes:
+    head = b"GET /graphql?query={__typename} HTTP/1.1\r\nHost: localhost\r\nX-Big: "
+    return head + b"a" * (size - len(head) - 4) + b"\r\n\r\n"
+
+
+def test_metrics_port__served_with_the_same_head_deadline(bounded):
+    port = int(bounded.env["METRICS_PORT"])
+    assert "connector_requests_total" in httpx.get(f"http://127.0.0.1:{port}/metrics").text
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        opened = time.monotonic()
+        sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: loc")
+        _, closed = read_until_closed(sock)
+    assert closed - opened < HEADER_TIMEOUT_S + SLACK_S
+
+
+def test_max_header_bytes__header_past_the_limit_refused_before_any_token(bounded):
+    """12 KiB: past ``MAX_HEADER_BYTES`` (8 KiB here), within h11's own default (16 KiB)."""
+    with connect(bounded) as sock:
+        sock.sendall(header_of(12 * 1024))
+        received, _ = read_until_closed(sock)
+    assert received.startswith(b"HTTP/1.1 431"), received[:100]
+
+
+def test_max_header_bytes__huge_header_closed_without_being_read(bounded):
+    with connect(bounded) as sock:
+        try:
+            sock.sendall(header_of(64 * 1024 * 1024))
+        except (BrokenPipeError, ConnectionResetError):
+            return
+        received, _ = read_until_closed(sock)
+    assert received.startswith(b"HTTP/1.1 431"), received[:100]
+
+
+def test_max_header_bytes__header_within_the_limit_reaches_the_token_check(bounded):
+    with connect(bounded) as sock:
+        sock.sendall(header_of(6 * 1024))
+        assert sock.recv(65536).startswith(b"HTTP/1.1 401")
+
+
+def test_max_header_bytes__a_refused_body_still_arriving_is_not_taken_for_a_head(bounded):
+    """An upload answered 413 early keeps arriving: its bytes are body, never a 431."""
+    with connect(bounded) as sock:
+        sock.sendall(request_head(10 * 1024 * 1024) + b'{"query": ')
+        answer = read_response_head(sock)
+        assert answer.startswith(b"HTTP/1.1 413"), answer
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            sock.sendall(b"x" * (64 * 1024))
+        sock.settimeout(1)
+        more = b""
+        with contextlib.suppress(TimeoutError, ConnectionResetError):
+            while chunk := sock.recv(65536):
+                more += chunk
+    assert b"431" not in more, more
+
+
+def test_body_timeout__stalled_body_answered_408_and_closed(bounded):
+    with connect(bounded) as sock:
+        sock.sendall(request_head(1000) + b'{"query": ')
+        started = time.monotonic()
+        received, closed = read_until_closed(sock)
+        assert received.startswith(b"HTTP/1.1 408"), received[:200]
+        assert closed - started < BODY_TIMEOUT_S + SLACK_S
+
+
+def test_body_timeout__a_body_that_arrives_in_time_is_answered(bounded):
+    body = json.dumps({"query": "{ __typename }"}).encode()
+    with connect(bounded) as sock:
+        sock.sendall(request_head(len(body)) + body[:5])
+        time.sleep(BODY_TIMEOUT_S / 4)
+        sock.sendall(body[5:])
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+
+
+def test_client_gone_mid_body__logged_at_info_as_499_never_a_500(bounded):
+    with connect(bounded) as sock:
+        sock.sendall(request_head(1000) + b'{"query": ' + b"x-gone-mid-body")
+        time.sleep(0.2)
+        sock.close()
+        deadline = time.monotonic() + 5
+        lines: list[dict[str, object]] = []
+        while time.monotonic() < deadline and not lines:
+            time.sleep(0.1)
+            lines = [
+                entry
+                for entry in log_entries(bounded)
+                if entry.get("logger") == "connector_store.request" and entry.get("status") == 499
+            ]
+        assert lines, bounded.output()
+        assert all(entry["level"] == "info" for entry in lines)
+        output = bounded.output()
+        assert "Traceback" not in output
+        assert '"status": 500' not in output
+
+
+def test_send_timeout__a_response_left_unread_is_cut_and_the_connection_closed(bounded):
+    """A client that never reads (its receive window shut) large answers (40 pipelined
+    introspections of the schema, 5 MB) loses its connection after ``SEND_TIMEOUT_SECONDS``:
+    aborted (a plain close would wait for the unread answers to drain)."""
+    query = json.dumps({"query": get_introspection_query(descriptions=True)}).encode()
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(10)
+        sock.connect(("127.0.0.1", bounded.port))
+        sock.sendall((request_head(len(query)) + query) * 40)
+        deadline = time.monotonic() + 1 + SLACK_S + 3
+        lines: list[str] = []
+        while time.monotonic() < deadline and not lines:
+            time.sleep(0.2)
+            lines = [line for line in bounded.output().splitlines() if "read nothing" in line]
+        assert lines, "the unread response's connection was not closed"
+        with pytest.raises((BrokenPipeError, ConnectionResetError)):  # the server's end is gone
+            for _ in range(50):
+                sock.sendall(b"x" * 1024)
+                time.sleep(0.05)
+
+
+def test_max_connections__healthz_answers_under_300_idle_sockets_with_256_fds(tmp_path):
+    running = sqlite_server(tmp_path, "fds", HEADER_TIMEOUT_SECONDS="60")
+    running.nofile = 256
+    running.start()
+    running.wait_ready()
+    idle = [connect(running) for _ in range(300)]
+    try:
+        response = httpx.get(running.url + "/healthz", timeout=5)
+        assert response.status_code == 200
+    finally:
+        for sock in idle:
+            sock.close()
+    assert "MAX_CONNECTIONS" in running.output()
+
+
+def test_max_connections__every_connection_busy_the_new_one_is_closed(tmp_path):
+    running = sqlite_server(tmp_path, "busy", MAX_CONNECTIONS="2", BODY_TIMEOUT_SECONDS="60")
+    running.start()
+    running.wait_ready()
+    with connect(running) as first, connect(running) as second:
+        for busy in (first, second):
+            busy.sendall(request_head(1000) + b'{"query": ')
+        time.sleep(0.3)
+        with connect(running) as third:
+            received, _ = read_until_closed(third)
+        assert received == b""
+        first.settimeout(0.3)
+        with pytest.raises(TimeoutError):
+            first.recv(1)
+    assert "closing the new one (none is idle)" in running.output()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    if request.param == "sqlite":
+        url = f"sqlite+aiosqlite:///{tmp_path / 'shutdown.db'}"
+        await asyncio.to_thread(upgrade, url)
+        yield url
+        return
+    run = PostgresRun()
+    url = await run.create()
+    try:
+        yield url
+    finally:
+        await run.drop()
+
+
+async def test_sigterm__a_stalled_upload_is_cut_after_the_grace_and_the_process_exits(
+    backend_url, tmp_path
+):
+    grace_s = 1.0
+    running = Server(
+        backend_url,
+        free_port(),
+        tmp_path / "shutdown.log",
+        BOUNDS | {"BODY_TIMEOUT_SECONDS": "60", "SHUTDOWN_GRACE_SECONDS": str(grace_s)},
+    ).start()
+    await asyncio.to_thread(running.wait_ready)
+    with connect(running) as sock:
+        sock.sendall(request_head(1000) + b'{"query": ')
+        await asyncio.sleep(0.3)
+        assert running.process is not None
+        signalled = time.monotonic()
+        running.process.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(running.process.wait, 30)
+        exited = time.monotonic()
+        sock.close()
+        output = running.output()
+        assert code in (0, -signal.SIGTERM), output
+        assert exited - signalled < grace_s + SLACK_S + 1, output
+        entries = log_entries(running)
+        assert not [entry for entry in entries if entry["level"] == "error"], output
+        assert "Traceback" not in output
