@@ -7,8 +7,10 @@ incomplete after a read (``h11_max_incomplete_event_size``, set to ``MAX_HEADER_
 a larger head that arrives whole in one read passes it). It has none for how long
 a request's head may take to arrive (a silent connection, half a header, a header trickled
 a byte at a time are held for ever), for a head's whole size, nor for how many connections
-are held open, so ``BoundedH11Protocol`` adds them, given to uvicorn through its public
-``http=`` setting (a protocol class):
+are held open, so ``Bounds`` adds them to uvicorn's HTTP/1.1 protocol of ``HTTP_PARSER``
+(``BoundedHttpToolsProtocol``, the default: httptools parses in C; or
+``BoundedH11Protocol``, pure Python), given to uvicorn through its public ``http=`` setting
+(a protocol class):
 
 - a request head (request line and headers) past ``MAX_HEADER_BYTES`` is answered 431 and
   the connection closed, before any token check, holding no more than one read's bytes;
@@ -26,12 +28,12 @@ are held open, so ``BoundedH11Protocol`` adds them, given to uvicorn through its
 A stalled request body is bounded at ASGI level (``server.app.RequestBody``).
 
 What this relies on beyond uvicorn's public settings, pinned by
-``tests/test_http_server.py``: ``H11Protocol``'s ``connection_made``, ``data_received``,
-``connection_lost``, ``on_response_complete``, ``shutdown``, ``pause_writing`` and
-``resume_writing`` hooks, its ``loop`` and
-``transport``, its ``connections`` set (the server's open connections), and its ``cycle``
-(the request in flight, None before the first) with ``response_complete`` and
-``more_body``; and, for
+``tests/test_http_server.py`` for both protocols (``H11Protocol`` and ``HttpToolsProtocol``):
+their ``connection_made``, ``data_received``, ``connection_lost``, ``on_response_complete``,
+``shutdown``, ``pause_writing`` and ``resume_writing`` hooks, their ``loop`` and
+``transport``, their ``connections`` set (the server's open connections), and their ``cycle``
+(the latest request whose head arrived, None before the first) with ``response_complete``
+and ``more_body``; and, for
 ``listening`` (a second port on the running loop, the metrics'), ``ServerState`` and the
 protocol's constructor, as uvicorn's own server calls them.
 """
@@ -43,11 +45,12 @@ import re
 import resource
 import socket
 from collections.abc import AsyncIterator
-from typing import cast
+from typing import Any, cast
 
 import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from server.settings import Settings
@@ -78,10 +81,15 @@ HEAD_TOO_LARGE = (
 )
 
 
-class BoundedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline on each request head, a cap on open
-    connections and a bounded shutdown (see the module docstring). The bounds are class
-    attributes, set by ``bounded_protocol`` for one server."""
+class Bounds(asyncio.Protocol):
+    """A deadline on each request head, a cap on open connections and a bounded shutdown
+    (see the module docstring), over the uvicorn protocol it is mixed into before. The
+    bounds are class attributes, set by ``bounded_protocol`` for one server."""
+
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+    connections: set[Any]
+    cycle: Any
 
     header_timeout_s: float = 10.0
     max_header_bytes: int = 32 * 1024
@@ -111,7 +119,7 @@ class BoundedH11Protocol(H11Protocol):
 
     def on_response_complete(self) -> None:
         self.idle_since = self.loop.time()
-        super().on_response_complete()
+        super().on_response_complete()  # type: ignore[misc]
         if self.in_flight():
             self.cancel_head_deadline()
 
@@ -143,7 +151,7 @@ class BoundedH11Protocol(H11Protocol):
         self.transport.abort()  # close() would wait for the unread buffer to drain
 
     def shutdown(self) -> None:
-        super().shutdown()
+        super().shutdown()  # type: ignore[misc]
         if not self.transport.is_closing():
             self.loop.call_later(self.shutdown_grace_s, self.transport.close)
 
@@ -152,10 +160,10 @@ class BoundedH11Protocol(H11Protocol):
         return self.cycle is not None and not self.cycle.response_complete
 
     def awaiting_head(self) -> bool:
-        """The next bytes start a request head: no request yet, or the last one answered
-        and its body all received (a body still arriving after an early answer, a 413
-        say, is no head)."""
-        return self.cycle is None or (self.cycle.response_complete and not self.cycle.more_body)
+        """The next bytes start a request head: no request yet, or the last one's body all
+        received, answered or not (a pipelined request's head is a head too; a body still
+        arriving after an early answer, a 413 say, is not)."""
+        return self.cycle is None or not self.cycle.more_body
 
     def await_head(self) -> None:
         self.head_deadline = self.loop.call_later(self.header_timeout_s, self.head_too_slow)
@@ -193,7 +201,7 @@ class BoundedH11Protocol(H11Protocol):
         idle = [
             connection
             for connection in self.connections
-            if isinstance(connection, BoundedH11Protocol)
+            if isinstance(connection, Bounds)
             and connection is not self
             and not connection.in_flight()
             and not connection.transport.is_closing()
@@ -208,11 +216,27 @@ class BoundedH11Protocol(H11Protocol):
         victim.transport.close()
 
 
-def bounded_protocol(settings: Settings) -> type[BoundedH11Protocol]:
-    """``BoundedH11Protocol`` with the bounds of ``settings``."""
+class BoundedHttpToolsProtocol(Bounds, HttpToolsProtocol):
+    """uvicorn's httptools protocol with the bounds."""
+
+
+class BoundedH11Protocol(Bounds, H11Protocol):
+    """uvicorn's h11 protocol with the bounds."""
+
+
+PROTOCOLS: dict[str, type[Bounds]] = {
+    "httptools": BoundedHttpToolsProtocol,
+    "h11": BoundedH11Protocol,
+}
+"""The bounded protocol of each ``HTTP_PARSER``."""
+
+
+def bounded_protocol(settings: Settings) -> type[Bounds]:
+    """The bounded protocol of ``settings.http_parser`` with the bounds of ``settings``."""
+    base = PROTOCOLS[settings.http_parser]
     return type(
-        "BoundedH11Protocol",
-        (BoundedH11Protocol,),
+        base.__name__,
+        (base,),
         {
             "header_timeout_s": settings.header_timeout_seconds,
             "max_header_bytes": settings.max_header_bytes,
@@ -274,10 +298,10 @@ async def listening(app: ASGIApp, settings: Settings, host: str, port: int) -> A
     connections are closed when the block ends."""
     config = http_config(app, settings, host, port)
     config.load()
-    protocol = cast(type[BoundedH11Protocol], config.http_protocol_class)
+    protocol = cast(type[Bounds], config.http_protocol_class)
     state = ServerState()
     server = await asyncio.get_running_loop().create_server(
-        lambda: protocol(config=config, server_state=state, app_state={}),
+        lambda: protocol(config=config, server_state=state, app_state={}),  # type: ignore[call-arg]
         host=host,
         port=port,
     )

@@ -37,6 +37,11 @@ class Settings(BaseSettings):
     body_timeout_seconds: float = Field(
         default=30.0, gt=0, description="Time a request's whole body may take to arrive."
     )
+    http_parser: Literal["httptools", "h11"] = Field(
+        default="httptools",
+        description="uvicorn's HTTP/1.1 parser: httptools (C) or h11 (pure Python); "
+        "both with every bound above.",
+    )
     keepalive_timeout_seconds: int = Field(
         default=5, ge=1, description="Time an idle connection is kept between requests."
     )

@@ -18,9 +18,14 @@ import httpx
 import pytest
 from graphql import get_introspection_query
 from uvicorn.config import Config
-from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
+from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.h11_impl import RequestResponseCycle as H11Cycle
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import RequestResponseCycle as HttpToolsCycle
 from uvicorn.server import ServerState
 
+from server.http_server import PROTOCOLS, Bounds, http_config
+from server.settings import Settings
 from store.migrate import upgrade
 from tests.databases import PostgresRun
 from tests.faults.harness import Server, free_port, kill_started
@@ -53,16 +58,18 @@ def sqlite_server(folder: Path, name: str, **env: str) -> Server:
     return Server(url, free_port(), folder / f"{name}.log", BOUNDS | env)
 
 
-@pytest.fixture(scope="module")
-def bounded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """One server with short bounds for the module's quick tests."""
+@pytest.fixture(scope="module", params=["httptools", "h11"])
+def bounded(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Server]:
+    """One server with short bounds for the module's quick tests, on each ``HTTP_PARSER``."""
     folder = tmp_path_factory.mktemp("http")
     api_port = free_port()
     running = Server(
         f"sqlite+aiosqlite:///{folder / 'http.db'}",
         api_port,
         folder / "bounded.log",
-        BOUNDS | {"METRICS_PORT": str(free_port(exclude={api_port}))},
+        BOUNDS | {"METRICS_PORT": str(free_port(exclude={api_port})), "HTTP_PARSER": request.param},
     ).start()
     running.wait_ready()
     yield running
@@ -120,32 +127,49 @@ def log_entries(server: Server) -> list[dict[str, object]]:
     return [json.loads(line) for line in server.output().splitlines() if line.startswith("{")]
 
 
-def test_h11_protocol__has_what_the_bounded_protocol_relies_on():
-    """``BoundedH11Protocol`` overrides these hooks and reads these attributes; a uvicorn
-    that renamed one would leave a bound silently unenforced."""
+@pytest.mark.parametrize(
+    ("protocol_class", "cycle_class"),
+    [(HttpToolsProtocol, HttpToolsCycle), (H11Protocol, H11Cycle)],
+    ids=["httptools", "h11"],
+)
+def test_http_protocol__has_what_the_bounded_protocol_relies_on(protocol_class, cycle_class):
+    """``Bounds`` overrides these hooks and reads these attributes of both protocols; a
+    uvicorn that renamed one would leave a bound silently unenforced."""
     for hook in (
         "connection_made",
         "data_received",
         "connection_lost",
         "on_response_complete",
         "shutdown",
+        "pause_writing",
+        "resume_writing",
     ):
-        assert callable(getattr(H11Protocol, hook)), hook
+        assert callable(getattr(protocol_class, hook)), hook
     config = Config(app=lambda scope, receive, send: None)
     config.load()
     state = ServerState()
     loop = asyncio.new_event_loop()
     try:
-        protocol = H11Protocol(config=config, server_state=state, app_state={}, _loop=loop)
+        protocol = protocol_class(config=config, server_state=state, app_state={}, _loop=loop)
         assert protocol.cycle is None
         assert protocol.connections is state.connections
         assert protocol.loop is loop
         assert "transport" in vars(protocol)
     finally:
         loop.close()
-    source = inspect.getsource(RequestResponseCycle.__init__)
+    source = inspect.getsource(cycle_class.__init__)
     assert "self.response_complete = False" in source
     assert "self.more_body = True" in source
+
+
+@pytest.mark.parametrize("parser", ["httptools", "h11"])
+def test_http_parser__each_setting_serves_its_bounded_protocol(parser):
+    config = http_config(
+        lambda scope, receive, send: None, Settings(http_parser=parser), "127.0.0.1", 0
+    )
+    config.load()
+    assert config.http_protocol_class.__mro__[1] is PROTOCOLS[parser]
+    assert issubclass(config.http_protocol_class, Bounds)
 
 
 @pytest.mark.parametrize(
