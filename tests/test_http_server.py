@@ -264,6 +264,62 @@ def test_max_header_bytes__huge_header_closed_without_being_read(bounded):
     assert received.startswith(b"HTTP/1.1 431"), received[:100]
 
 
+class Recorded(asyncio.Transport):
+    """A transport that keeps what the protocol writes and whether it closed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = b""
+        self.closed = False
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return default
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.written += bytes(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("parser", ["httptools", "h11"])
+async def test_max_header_bytes__a_pipelined_head_past_the_limit_refused_while_one_is_in_flight(
+    parser,
+):
+    """A head pipelined behind a request still in flight is counted too: httptools parses it
+    at once and would keep a head that never ends in memory."""
+
+    async def never_answers(scope: object, receive: object, send: object) -> None:
+        await asyncio.Event().wait()
+
+    settings = Settings(http_parser=parser, max_header_bytes=8192)
+    config = http_config(never_answers, settings, "127.0.0.1", 0)
+    config.load()
+    protocol = config.http_protocol_class(config=config, server_state=ServerState(), app_state={})
+    transport = Recorded()
+    protocol.connection_made(transport)
+    protocol.data_received(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    await asyncio.sleep(0)
+    assert protocol.in_flight()
+    protocol.data_received(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: ")
+    for _ in range(64):
+        if transport.closed:
+            break
+        protocol.data_received(b"a" * 1024)
+    assert transport.written.startswith(b"HTTP/1.1 431"), transport.written[:100]
+    assert transport.closed
+    protocol.connection_lost(None)
+
+
 def test_max_header_bytes__header_within_the_limit_reaches_the_token_check(bounded):
     with connect(bounded) as sock:
         sock.sendall(header_of(6 * 1024))
