@@ -9,6 +9,10 @@ and ``sub`` are required; ``nbf`` is checked when present, ``iss``/``aud`` when
 With no key configured, a random secret is created in ``DATA_DIR`` (mode 0600) on first use
 and reused after; only then can the server mint its own admin token at startup.
 
+A token verified once is remembered (``VerifiedTokens``: its viewer, by the token's text,
+until the moment PyJWT would refuse it as expired), so a worker that sends the same token
+on every request is verified once, not on every request.
+
 Neither the key nor any token is ever logged: a refused token is answered with 401 and
 ``WWW-Authenticate: Bearer error="invalid_token", error_description="…"`` (RFC 6750) saying
 which check failed (expired, signed by another key, …) from a fixed list of texts that
@@ -20,8 +24,9 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +96,43 @@ def refusal(error: jwt.PyJWTError, generated: bool) -> str:
     return reason
 
 
+class VerifiedTokens:
+    """The viewers of tokens verified lately, by the token's text, each until its ``exp``
+    plus the leeway (when PyJWT would start refusing it); the ``max_entries`` used last
+    (LRU), tokens up to ``MAX_TOKEN_CHARS`` long. Only accepted tokens are kept: no other
+    check (signature, ``nbf``, ``iat``, issuer, audience) can turn a token once accepted
+    into a refused one, only the clock can, and it is read on every hit. ``clock``:
+    seconds since the epoch, as PyJWT reads them."""
+
+    MAX_TOKEN_CHARS = 4096
+
+    def __init__(self, max_entries: int = 1024, clock: Callable[[], float] = time.time) -> None:
+        self.max_entries = max_entries
+        self.clock = clock
+        self.entries: OrderedDict[str, tuple[Viewer, float]] = OrderedDict()
+
+    def get(self, token: str) -> Viewer | None:
+        """The viewer of ``token`` when it was verified and has not expired since."""
+        entry = self.entries.get(token)
+        if entry is None:
+            return None
+        viewer, until = entry
+        if self.clock() >= until:
+            del self.entries[token]
+            return None
+        self.entries.move_to_end(token)
+        return viewer
+
+    def put(self, token: str, viewer: Viewer, until: float) -> None:
+        """Remember ``viewer`` for ``token`` until ``until`` (epoch seconds)."""
+        if len(token) > self.MAX_TOKEN_CHARS:
+            return
+        self.entries[token] = (viewer, until)
+        self.entries.move_to_end(token)
+        while len(self.entries) > self.max_entries:
+            self.entries.popitem(last=False)
+
+
 @dataclass(frozen=True)
 class Authenticator:
     """Verifies tokens (and, with a shared secret, mints them) for one configuration.
@@ -105,6 +147,7 @@ class Authenticator:
     leeway: float
     signing_key: str | None
     generated: bool
+    verified: VerifiedTokens = field(default_factory=VerifiedTokens, compare=False)
 
     def viewer(self, authorization: str | None) -> Viewer:
         """The viewer of an ``Authorization`` header; raises ``Unauthenticated``."""
@@ -120,7 +163,18 @@ class Authenticator:
         return self.verify(token.strip())
 
     def verify(self, token: str) -> Viewer:
-        """The viewer a token names; raises ``Unauthenticated`` when it is not valid."""
+        """The viewer a token names; raises ``Unauthenticated`` when it is not valid.
+        Remembered (``verified``) once accepted, until it expires."""
+        viewer = self.verified.get(token)
+        if viewer is not None:
+            return viewer
+        viewer, exp = self.decode(token)
+        self.verified.put(token, viewer, exp + self.leeway)
+        return viewer
+
+    def decode(self, token: str) -> tuple[Viewer, float]:
+        """The viewer a token names and its ``exp``, checked by PyJWT; raises
+        ``Unauthenticated`` when it is not valid."""
         try:
             claims = jwt.decode(
                 token,
@@ -145,7 +199,7 @@ class Authenticator:
             raise Unauthenticated("the bearer token's sub is not a DID") from None
         if not did.strip():
             raise Unauthenticated("the bearer token's sub is not a DID")
-        return Viewer.of_token(did, scope)
+        return Viewer.of_token(did, scope), float(claims["exp"])
 
     def mint(self, sub: str, scopes: Iterable[str], ttl_seconds: int) -> str:
         """A token for ``sub`` with ``scopes``, valid ``ttl_seconds``; only with a secret."""

@@ -16,8 +16,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 from pydantic import SecretStr
 
+from resolvers.permissions import Viewer
 from server.app import create_app
-from server.auth import Unauthenticated, authenticator
+from server.auth import Unauthenticated, VerifiedTokens, authenticator
 from server.settings import Settings
 from store import ConnectorStore
 from tests.api.conftest import app_client, claim_input, error_codes
@@ -289,3 +290,53 @@ def test_generated_secret__token_of_another_secret_says_the_secret_was_made_anew
     with pytest.raises(Unauthenticated, match="anew") as refused:
         fresh.verify(old)
     assert refused.value.error == "invalid_token"
+
+
+def test_verified_tokens__a_token_is_decoded_once_while_it_is_valid(monkeypatch):
+    auth = authenticator(Settings(jwt_secret=SecretStr(TEST_JWT_SECRET)))
+    decoded: list[str] = []
+    decode = jwt.decode
+
+    def counting(token: str, *args: object, **kwargs: object) -> object:
+        decoded.append(token)
+        return decode(token, *args, **kwargs)
+
+    monkeypatch.setattr(jwt, "decode", counting)
+    token = mint(sub="did:key:cached", scope="operations:read")
+    first, second = auth.verify(token), auth.verify(token)
+    assert first == second and first.did == "did:key:cached"
+    assert decoded == [token]
+
+
+def test_verified_tokens__an_expired_cached_token_is_refused():
+    auth = authenticator(Settings(jwt_secret=SecretStr(TEST_JWT_SECRET), jwt_leeway_seconds=0))
+    exp = int(time.time()) + 1
+    token = mint(exp=exp)
+    assert auth.verify(token).is_service
+    time.sleep(max(0.0, exp - time.time()) + 0.05)
+    with pytest.raises(Unauthenticated, match="expired"):
+        auth.verify(token)
+
+
+def test_verified_tokens__kept_until_exp_plus_leeway_then_forgotten():
+    now = [1000.0]
+    cache = VerifiedTokens(clock=lambda: now[0])
+    viewer = Viewer.of_token("did:key:a", "service")
+    cache.put("token", viewer, until=1030.0)
+    now[0] = 1029.9
+    assert cache.get("token") is viewer
+    now[0] = 1030.0
+    assert cache.get("token") is None
+    assert "token" not in cache.entries
+
+
+def test_verified_tokens__bounded_the_least_recently_used_goes_first():
+    cache = VerifiedTokens(max_entries=2, clock=lambda: 0.0)
+    viewers = {name: Viewer.of_token(f"did:key:{name}", "service") for name in "abc"}
+    cache.put("a", viewers["a"], until=60.0)
+    cache.put("b", viewers["b"], until=60.0)
+    assert cache.get("a") is viewers["a"]
+    cache.put("c", viewers["c"], until=60.0)
+    assert list(cache.entries) == ["a", "c"]
+    cache.put("x" * (VerifiedTokens.MAX_TOKEN_CHARS + 1), viewers["a"], until=60.0)
+    assert list(cache.entries) == ["a", "c"]
