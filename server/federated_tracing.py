@@ -40,6 +40,12 @@ class FederatedTracing(SchemaExtension):
             and request.headers.get(FTV1_HEADER, "").lower() == FTV1_HEADER_VALUE
         )
 
+    @property
+    def resolves(self) -> bool:
+        """Whether this request needs its ``resolve`` hook: only while it traces (read by
+        ``server.pipeline.Pipeline`` once the operation has started)."""
+        return self.tracing is not None
+
     def on_operation(self) -> Iterator[None]:
         if not self.asked():
             yield

@@ -20,7 +20,7 @@ from schema.names import SeedNameConverter
 from schema.operation import Operation
 from schema.scalars import SCALAR_MAP
 from schema.watch import Watch
-from server.pipeline import pipeline
+from server.pipeline import pipeline_extension
 from server.settings import Settings
 
 FEDERATION_VERSION: Literal["2.7"] = "2.7"
@@ -90,7 +90,7 @@ def build_schema(settings: Settings | None = None) -> strawberry.federation.Sche
         query=Query,
         mutation=Mutation,
         types=[Operation, Watch],
-        extensions=pipeline(settings),
+        extensions=[pipeline_extension(settings)],
         config=StrawberryConfig(name_converter=SeedNameConverter(), scalar_map=SCALAR_MAP),
         federation_version=FEDERATION_VERSION,
     )

@@ -3,9 +3,10 @@ Strawberry internal it relies on, and the operation name the client gave."""
 
 from functools import partial
 
+import pytest
 import strawberry
 from graphql import GraphQLSchema, ValidationRule
-from strawberry.extensions import AddValidationRules, MaxTokensLimiter
+from strawberry.extensions import AddValidationRules, MaxTokensLimiter, SchemaExtension
 
 from resolvers.errors import CodedValidation, ErrorCodes
 from resolvers.permissions import Authorization
@@ -13,7 +14,7 @@ from resolvers.strawberry_internals import graphql_schema
 from server.document_cache import DocumentCache
 from server.federated_tracing import FederatedTracing
 from server.graph import build_schema
-from server.pipeline import pipeline
+from server.pipeline import Pipeline, pipeline
 from server.query_limits import QueryLimits
 from server.settings import Settings
 from server.telemetry import OperationTelemetry
@@ -54,7 +55,102 @@ def test_pipeline__no_introspection_rule_added_before_the_rules_are_coded():
 
 def test_schema__runs_the_pipeline_and_nothing_else():
     schema = build_schema(Settings())
-    assert [type(extension) for extension in schema.get_extensions()] == kinds(pipeline(Settings()))
+    extensions = schema.get_extensions()
+    assert [type(extension) for extension in extensions] == [Pipeline]
+    assert [type(step) for step in extensions[0].steps] == kinds(pipeline(Settings()))
+
+
+def recording(name, seen, *, resolves=True):
+    """A step that notes when each part of its hooks runs, and its resolver link."""
+
+    class Step(SchemaExtension):
+        def on_operation(self):
+            seen.append(f"{name}:operation")
+            yield
+            seen.append(f"{name}:operation done")
+
+        def on_execute(self):
+            seen.append(f"{name}:execute")
+            yield
+            seen.append(f"{name}:execute done")
+
+        def resolve(self, _next, root, info, *args, **kwargs):
+            seen.append(f"{name}:resolve")
+            return _next(root, info, *args, **kwargs)
+
+    Step.resolves = resolves
+    return Step
+
+
+def run_phases(extension, seen):
+    """The phases as Strawberry runs them: the operation around execution and its fields."""
+    extension.execution_context = None
+    operation = extension.on_operation()
+    next(operation)
+    execute = extension.on_execute()
+    next(execute)
+    seen.append(extension.resolve(lambda root, info: "resolved", None, None))
+    next(execute, None)
+    next(operation, None)
+
+
+def test_pipeline_extension__hooks_nest_in_list_order_and_the_last_resolver_is_outermost():
+    seen = []
+    run_phases(Pipeline([recording("a", seen), recording("b", seen)]), seen)
+    assert seen == [
+        "a:operation",
+        "b:operation",
+        "a:execute",
+        "b:execute",
+        "b:resolve",
+        "a:resolve",
+        "resolved",
+        "b:execute done",
+        "a:execute done",
+        "b:operation done",
+        "a:operation done",
+    ]
+
+
+def test_pipeline_extension__a_step_that_does_not_resolve_this_request_is_left_out():
+    seen = []
+    run_phases(Pipeline([recording("a", seen, resolves=False), recording("b", seen)]), seen)
+    assert "a:resolve" not in seen
+    assert "b:resolve" in seen
+
+
+def test_pipeline_extension__an_error_is_thrown_into_each_entered_step_innermost_first():
+    seen = []
+
+    class Handles(SchemaExtension):
+        def on_execute(self):
+            try:
+                yield
+            except LookupError:
+                seen.append("handled")
+
+    class Sees(SchemaExtension):
+        def on_execute(self):
+            try:
+                yield
+            except LookupError:
+                seen.append("seen")
+                raise
+
+    execute = Pipeline([Handles, Sees]).on_execute()
+    next(execute)
+    with pytest.raises(StopIteration):
+        execute.throw(LookupError("boom"))
+    assert seen == ["seen", "handled"]
+
+
+def test_pipeline_extension__a_hook_that_is_not_a_generator_refused():
+    class Plain(SchemaExtension):
+        def on_parse(self):
+            return None
+
+    with pytest.raises(TypeError, match=r"Plain\.on_parse"):
+        Pipeline([Plain])
 
 
 def test_graphql_schema__the_schema_strawberry_validates_against():
