@@ -15,7 +15,8 @@ from alembic import command
 from alembic.config import Config
 from filelock import FileLock
 
-from store.database import driver_errors, normalize_url, sqlite_path
+from store.driver_errors import driver_errors
+from store.urls import normalize_url, sqlite_path
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 POSTGRES_LOCK_KEY = 0x6B7562756E

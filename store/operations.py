@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from store import validation as check
 from store.context import ReadWinner, StoreContext
-from store.database import Prepared, chunked, fetch_in_chunks
+from store.database import chunked, fetch_in_chunks
 from store.errors import InvalidInput, ReservedValue
 from store.records import (
     ATTEMPTED,
@@ -25,6 +25,7 @@ from store.records import (
     WatchIdentity,
     WatchRecord,
 )
+from store.statements import Prepared
 from store.tables import operation as op
 from store.watches import WatchesStore
 

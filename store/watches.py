@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from store import validation as check
 from store.context import ReadWinner, StoreContext
-from store.database import Prepared, chunked, fetch_in_chunks
+from store.database import chunked, fetch_in_chunks
 from store.errors import CasRetriesExhausted, InvalidInput, ReservedValue
 from store.records import (
     ATTEMPTED,
@@ -32,6 +32,7 @@ from store.records import (
     WatchIdentity,
     WatchRecord,
 )
+from store.statements import Prepared
 from store.tables import operation as op
 from store.tables import projection_watch as watch
 from store.winners import winner_upsert

@@ -1,12 +1,11 @@
-"""store/database.py: SQLite connection reuse (with fake connections), the one URL parser,
-driver errors typed once, bounded waits, and a database that goes away; on both backends."""
+"""store/database.py: bounded waits, a database that goes away, and SQLite files named by
+percent-encoded URLs; on both backends."""
 
 import asyncio
 import shutil
 import sqlite3
 import time
 from contextlib import closing
-from pathlib import Path
 
 import asyncpg
 import pytest
@@ -14,116 +13,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from store import ConnectorStore
-from store.database import (
-    Database,
-    SQLiteConnections,
-    normalize_url,
-    parse_url,
-    sqlite_path,
-    translate_driver_error,
-)
-from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput
+from store.database import Database
+from store.errors import DatabaseBusy, DatabaseUnavailable
 from store.migrate import upgrade
+from store.urls import sqlite_path
 from tests.databases import postgres_admin_url
 from tests.factories import claim, claimed_operation
-
-
-class FakeConnection:
-    def __init__(self, in_transaction: bool = False) -> None:
-        self.in_transaction = in_transaction
-        self.closed = False
-
-    async def close(self) -> None:
-        self.closed = True
-
-
-class FakePool:
-    def __init__(self) -> None:
-        self.opened: list[FakeConnection] = []
-
-    async def open(self) -> FakeConnection:
-        connection = FakeConnection()
-        self.opened.append(connection)
-        return connection
-
-
-async def test_reused_connections__idle_one_is_reused():
-    pool = FakePool()
-    reuse = SQLiteConnections(pool.open, size=2)
-    first = await reuse.acquire()
-    await reuse.release(first)
-    assert await reuse.acquire() is first
-    assert len(pool.opened) == 1 and not first.closed
-
-
-async def test_reused_connections__in_transaction_is_closed_not_reused():
-    pool = FakePool()
-    reuse = SQLiteConnections(pool.open, size=2)
-    connection = await reuse.acquire()
-    connection.in_transaction = True
-    await reuse.release(connection)
-    assert connection.closed
-    assert await reuse.acquire() is not connection
-
-
-async def test_reused_connections__idle_capped_and_closed_at_the_end():
-    pool = FakePool()
-    reuse = SQLiteConnections(pool.open, size=2)
-    connections = [await reuse.acquire() for _ in range(3)]
-    for connection in connections:
-        await reuse.release(connection)
-    assert [c.closed for c in connections] == [False, False, True]
-    await reuse.close()
-    assert all(c.closed for c in connections)
-
-
-# --- URLs: one parser for every use ----------------------------------------------------------
-
-
-def test_parse_url__percent_encoded_sqlite_path_names_one_file():
-    url = "sqlite+aiosqlite:////tmp/x/my%20dir/x.db"
-    assert sqlite_path(url) == Path("/tmp/x/my dir/x.db")
-    assert (
-        normalize_url("sqlite:////tmp/x/my%20dir/x.db") == "sqlite+aiosqlite:////tmp/x/my dir/x.db"
-    )
-
-
-@pytest.mark.parametrize(
-    "url",
-    [
-        "sqlite+aiosqlite:///:memory:",
-        "sqlite+aiosqlite://",
-        "sqlite:///file::memory:?cache=shared",
-        "sqlite+aiosqlite:///x.db?mode=memory",
-    ],
-)
-def test_parse_url__in_memory_sqlite_refused(url):
-    with pytest.raises(InvalidInput) as raised:
-        Database(url)
-    assert raised.value.field == "DATABASE_URL"
-    assert "in-memory" in raised.value.problem
-
-
-def test_parse_url__libpq_sslmode_is_asyncpg_ssl():
-    url = normalize_url("postgresql://u@h/db?sslmode=require")
-    assert url == "postgresql+asyncpg://u@h/db?ssl=require"
-
-
-@pytest.mark.parametrize(
-    "url",
-    [
-        "mysql://u@h/db",
-        "not a url",
-        "redis://h",
-        "postgresql://u@h:notaport/db",
-        "postgresql://u@h/db?bogus=1",
-        "sqlite:///x.db?mode=ro",
-    ],
-)
-def test_parse_url__unsupported_scheme_refused(url):
-    with pytest.raises(InvalidInput) as raised:
-        parse_url(url)
-    assert raised.value.field == "DATABASE_URL"
 
 
 async def test_sqlite__percent_encoded_path_data_and_wal_on_the_same_file(tmp_path, clock):
@@ -144,30 +39,6 @@ async def test_sqlite__percent_encoded_path_data_and_wal_on_the_same_file(tmp_pa
 
 
 # --- driver errors become typed store errors, decided by type --------------------------------
-
-
-@pytest.mark.parametrize(
-    ("error", "typed"),
-    [
-        (ConnectionRefusedError(111, "refused"), DatabaseUnavailable),
-        (asyncpg.exceptions.InvalidCatalogNameError("no such database"), DatabaseUnavailable),
-        (asyncpg.exceptions.ConnectionDoesNotExistError("lost"), DatabaseUnavailable),
-        (asyncpg.exceptions.AdminShutdownError("shutdown"), DatabaseUnavailable),
-        (asyncpg.exceptions.DeadlockDetectedError("deadlock"), DatabaseBusy),
-        (asyncpg.exceptions.SerializationError("serialization"), DatabaseBusy),
-        (asyncpg.exceptions.LockNotAvailableError("lock"), DatabaseBusy),
-    ],
-)
-def test_translate_driver_error__by_type(error, typed):
-    assert type(translate_driver_error(error)) is typed
-
-
-def test_translate_driver_error__follows_wrapped_causes_and_leaves_others():
-    wrapper = RuntimeError("a library's wrapper")
-    wrapper.__cause__ = asyncpg.exceptions.InvalidCatalogNameError("x")
-    assert isinstance(translate_driver_error(wrapper), DatabaseUnavailable)
-    assert translate_driver_error(ValueError("a bug")) is None
-    assert translate_driver_error(asyncpg.exceptions.UniqueViolationError("dup")) is None
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)

@@ -12,9 +12,9 @@ from alembic.migration import MigrationContext
 from sqlalchemy import pool, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from store.database import sqlite_path
 from store.migrate import alembic_config, upgrade
 from store.tables import metadata
+from store.urls import sqlite_path
 
 
 async def schema_drift(url: str) -> list:
