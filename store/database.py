@@ -332,6 +332,13 @@ class Database:
             rows = await self._execute(sql, values, one=True)
             return rows[0] if rows else None
 
+    async def fetch_prepared(self, statement: Prepared, params: Mapping[str, Any]) -> Row | None:
+        """Run a reading ``Prepared`` statement with ``params`` (its values by name) and
+        return its first row, or None; as ``fetch_one`` does."""
+        sql, values = statement.bind(self._dialect, params)
+        rows = await self._execute(sql, values, one=True)
+        return rows[0] if rows else None
+
     async def write_all(self, query: ClauseElement) -> list[Row]:
         """Run a writing ``query`` (``… RETURNING``) and return every row it returned."""
         async with self._writer():

@@ -10,7 +10,8 @@ import sqlalchemy as sa
 
 from store import validation as check
 from store.context import StoreContext
-from store.records import ATTEMPTED, TERMINAL_STATES, OperationRecord
+from store.operations import due_operation, lease_free, live_operation
+from store.records import TERMINAL_STATES, OperationRecord
 from store.tables import operation as op
 from store.tables import projection_watch as watch
 from store.watches import due_watch
@@ -30,16 +31,6 @@ class Backlog:
     operations_by_state: dict[str, int]
     due_operations: int
     due_watches: int
-
-
-def _due_operation(now: int) -> sa.ColumnElement[bool]:
-    """A live operation a worker may pick up at ``now``: due (``next_attempt_at`` null or
-    at most ``now``) with its lease free or expired."""
-    return sa.and_(
-        op.c.state == ATTEMPTED,
-        sa.or_(op.c.next_attempt_at.is_(None), op.c.next_attempt_at <= now),
-        sa.or_(op.c.lease_token.is_(None), op.c.lease_expires_at < now),
-    )
 
 
 def _finished_before(older_than: int) -> sa.ColumnElement[bool]:
@@ -67,17 +58,21 @@ class RetentionStore:
         """
         check.epoch_ms("now", now)
         check.count("limit", limit, minimum=1, maximum=MAX_LIMIT)
-        live = op.c.state == sa.literal_column(f"'{ATTEMPTED}'")
-        lease_free = sa.or_(op.c.lease_token.is_(None), op.c.lease_expires_at < now)
+        live = live_operation()
         never_deferred = (
             sa.select(op)
-            .where(live, op.c.next_attempt_at.is_(None), lease_free)
+            .where(live, op.c.next_attempt_at.is_(None), lease_free(now))
             .order_by(op.c.created_at, op.c.caller_did, op.c.operation_id)
             .limit(limit)
         )
         next_attempt = (
             sa.select(op)
-            .where(live, op.c.next_attempt_at.is_not(None), op.c.next_attempt_at <= now, lease_free)
+            .where(
+                live,
+                op.c.next_attempt_at.is_not(None),
+                op.c.next_attempt_at <= now,
+                lease_free(now),
+            )
             .order_by(op.c.next_attempt_at, op.c.caller_did, op.c.operation_id)
             .limit(limit)
         )
@@ -136,7 +131,7 @@ class RetentionStore:
             sa.select(op.c.state, sa.func.count().label("n")).group_by(op.c.state)
         )
         due_operations = await self._db.fetch_one(
-            sa.select(sa.func.count().label("n")).select_from(op).where(_due_operation(now))
+            sa.select(sa.func.count().label("n")).select_from(op).where(due_operation(now))
         )
         due_watches = await self._db.fetch_one(
             sa.select(sa.func.count().label("n")).select_from(watch).where(due_watch(now))
