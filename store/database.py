@@ -32,7 +32,7 @@ from sqlalchemy.dialects.sqlite import aiosqlite as sqlite_aiosqlite
 from sqlalchemy.sql import ClauseElement
 
 from store.driver_errors import driver_errors
-from store.errors import DatabaseBusy, DatabaseUnavailable
+from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput
 from store.sqlite_pool import SQLiteConnections
 from store.statements import CompiledStatements, Prepared
 from store.urls import normalize_url, shown_url, sqlite_path
@@ -110,18 +110,31 @@ class PoolStats:
     waiting: int
 
 
+def _ms(seconds: float) -> int:
+    """``seconds`` in whole milliseconds, at least 1 (0 would switch PostgreSQL's timeouts off)."""
+    return max(1, round(seconds * 1000))
+
+
 class Database:
     """A connected database for the store.
 
     ``url``: a database URL (see ``parse_url``; raises ``InvalidInput`` for one the store
     cannot use). ``pool_size``: the most PostgreSQL connections held at once.
     ``wait_timeout_s``: the longest a call waits, in seconds, for a pooled connection
-    (PostgreSQL) or for the write lock (SQLite, in this process and across processes)
-    before it fails with ``DatabaseBusy``. Every call raises ``DatabaseUnavailable`` when the
-    database cannot be reached, or (SQLite) when its file was removed or replaced since
-    ``connect``: nothing is read from or written to a file that is gone.
-    ``statement_cache_size``: asyncpg's prepared-statement cache (None: asyncpg's default;
-    0 behind pgbouncer in transaction mode). ``pool_stats`` reads the gate's counts.
+    (PostgreSQL) or for the write lock (SQLite: the in-process writer queue, and the busy
+    timeout for other processes' writers) before it fails with ``DatabaseBusy``.
+    ``lock_timeout_s`` (PostgreSQL): the longest one statement waits for a row or table lock
+    held by another session (PostgreSQL's ``lock_timeout``) before it fails with
+    ``DatabaseBusy``; by default half of ``wait_timeout_s``, so calls stalled behind a stuck
+    peer's lock give their connections back before a call queued for one of them gives up:
+    a pool full of stalled calls does not fail an unrelated read. ``statement_timeout_s``
+    (PostgreSQL): the backstop for any one statement (``statement_timeout``), also
+    ``DatabaseBusy``. Every call raises ``DatabaseUnavailable`` when the database cannot be
+    reached, or (SQLite) when its file was removed or replaced since ``connect``: nothing is
+    read from or written to a file that is gone. ``statement_cache_size``: asyncpg's
+    prepared-statement cache (None: asyncpg's default; 0 behind pgbouncer in transaction
+    mode). ``pool_stats`` reads the gate's counts. Raises ``InvalidInput`` for a timeout
+    that is not positive.
     """
 
     def __init__(
@@ -130,14 +143,33 @@ class Database:
         *,
         pool_size: int = 20,
         wait_timeout_s: float = 10.0,
+        lock_timeout_s: float | None = None,
+        statement_timeout_s: float = 30.0,
         statement_cache_size: int | None = None,
     ) -> None:
         self.url = normalize_url(url)
         self.is_postgres = self.url.startswith("postgresql")
         self.wait_timeout_s = wait_timeout_s
+        self.lock_timeout_s = wait_timeout_s / 2 if lock_timeout_s is None else lock_timeout_s
+        self.statement_timeout_s = statement_timeout_s
         self.pool_size = pool_size
+        timeouts = {
+            "waitTimeout": wait_timeout_s,
+            "lockTimeout": self.lock_timeout_s,
+            "statementTimeout": statement_timeout_s,
+        }
+        for field, seconds in timeouts.items():
+            if not seconds > 0:
+                raise InvalidInput(field, f"must be a positive number of seconds, not {seconds}")
         options: dict[str, Any] = (
-            {"min_size": 1, "max_size": pool_size}
+            {
+                "min_size": 1,
+                "max_size": pool_size,
+                "server_settings": {
+                    "lock_timeout": f"{_ms(self.lock_timeout_s)}ms",
+                    "statement_timeout": f"{_ms(statement_timeout_s)}ms",
+                },
+            }
             if self.is_postgres
             else {"timeout": wait_timeout_s}
         )

@@ -23,8 +23,18 @@ SQLITE_UNAVAILABLE_CODES = frozenset(
 )
 POSTGRES_BUSY = (
     asyncpg.exceptions.LockNotAvailableError,
+    asyncpg.exceptions.QueryCanceledError,
     asyncpg.exceptions.TransactionRollbackError,
+    asyncpg.exceptions.InvalidCachedStatementError,
+    asyncpg.exceptions.OutdatedSchemaCacheError,
 )
+"""Transient: a lock wait past ``lock_timeout``, a statement past ``statement_timeout`` (or
+cancelled), a deadlock or serialization failure, and a schema change under a pooled
+connection's cached statements (a rolling deploy's migration). asyncpg itself prepares a
+statement again and retries it once outside a transaction; inside one the transaction is
+already aborted, so only the caller can run it again: ``DatabaseBusy`` says it may, and
+asyncpg has dropped the stale statements by then. Checked before ``POSTGRES_UNAVAILABLE``,
+which holds their base classes (``OperatorInterventionError``, ``InternalClientError``)."""
 POSTGRES_UNAVAILABLE = (
     asyncpg.exceptions.InternalClientError,
     asyncpg.exceptions.InterfaceError,
@@ -43,7 +53,8 @@ def translate_driver_error(error: BaseException) -> StoreError | None:
     or lost connections (asyncpg's ``InterfaceError`` is its error for a connection in an
     unusable state: closed, lost mid-operation), a database that does not exist or refuses
     us, a SQLite file that cannot be opened or written → ``DatabaseUnavailable``; lock
-    waits, deadlocks and serialization failures → ``DatabaseBusy``. Follows ``orig`` and
+    waits, statement timeouts, deadlocks, serialization failures and stale cached statements
+    (``POSTGRES_BUSY``) → ``DatabaseBusy``. Follows ``orig`` and
     ``__cause__`` through SQLAlchemy's wrappers (as the migrations raise them).
     """
     seen: set[int] = set()

@@ -14,11 +14,11 @@ from sqlalchemy.engine import make_url
 
 from store import ConnectorStore
 from store.database import Database
-from store.errors import DatabaseBusy, DatabaseUnavailable
+from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput
 from store.migrate import upgrade
 from store.urls import sqlite_path
-from tests.databases import postgres_admin_url
-from tests.factories import claim, claimed_operation
+from tests.databases import as_driver, postgres_admin_url
+from tests.factories import claim, claimed_operation, reread
 
 
 async def test_sqlite__percent_encoded_path_data_and_wal_on_the_same_file(tmp_path, clock):
@@ -87,6 +87,138 @@ async def test_wait__writer_behind_a_held_transaction_fails_busy_then_recovers(d
     await store.winners.record_winner("doc-1", "digest-1")
     assert await store.winners.read_winner("doc-1") == "digest-1"
     await db.disconnect()
+
+
+class PeerHoldingRowLocks:
+    """Another session (another process's, on SQLite) that holds a lock on the store's rows
+    and does not let go: ``FOR UPDATE`` on every operation (PostgreSQL), the write lock
+    (SQLite)."""
+
+    def __init__(self, database_url: str) -> None:
+        self.url = database_url
+
+    async def __aenter__(self) -> "PeerHoldingRowLocks":
+        path = sqlite_path(self.url)
+        if path is not None:
+            self.sqlite = sqlite3.connect(path, isolation_level=None)
+            self.sqlite.execute("BEGIN IMMEDIATE")
+        else:
+            self.postgres = await asyncpg.connect(as_driver(self.url, "postgresql"))
+            await self.postgres.execute("BEGIN")
+            await self.postgres.execute("SELECT 1 FROM kubun_connector_operation FOR UPDATE")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if sqlite_path(self.url) is not None:
+            self.sqlite.execute("ROLLBACK")
+            self.sqlite.close()
+        else:
+            await self.postgres.execute("ROLLBACK")
+            await self.postgres.close()
+
+
+async def test_wait__calls_stalled_on_a_peers_row_lock_fail_busy_and_free_the_pool(
+    database_url, clock
+):
+    db = Database(database_url, pool_size=2, wait_timeout_s=1.0)
+    await db.connect()
+    store = ConnectorStore(db, clock=clock)
+    try:
+        operations = [
+            await claimed_operation(store, operation_id=f"op-{n}", source_id=f"evt-{n}")
+            for n in range(2)
+        ]
+        async with PeerHoldingRowLocks(database_url):
+            started = time.monotonic()
+            stalled = [
+                asyncio.create_task(
+                    store.operations.acquire_lease(
+                        record.caller_did, record.operation_id, "lease-A", clock.now + 1
+                    )
+                )
+                for record in operations
+            ]
+            read = await store.operations.get_operation("did:key:caller", "op-0")
+            results = await asyncio.gather(*stalled, return_exceptions=True)
+            elapsed = time.monotonic() - started
+
+        assert read == operations[0]
+        assert [type(result) for result in results] == [DatabaseBusy, DatabaseBusy]
+        assert elapsed < 3
+        assert await reread(store, operations[0]) == operations[0]
+    finally:
+        await db.disconnect()
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_wait__lock_timeout_is_database_busy_by_type(database_url, clock):
+    db = Database(database_url, lock_timeout_s=0.2)
+    await db.connect()
+    store = ConnectorStore(db, clock=clock)
+    try:
+        record = await claimed_operation(store)
+        async with PeerHoldingRowLocks(database_url):
+            started = time.monotonic()
+            with pytest.raises(DatabaseBusy) as raised:
+                await store.operations.acquire_lease(
+                    record.caller_did, record.operation_id, "lease-A", clock.now + 1
+                )
+        assert time.monotonic() - started < 2
+        assert isinstance(raised.value.__cause__, asyncpg.exceptions.LockNotAvailableError)
+    finally:
+        await db.disconnect()
+
+
+@pytest.mark.parametrize("field", ["lock_timeout_s", "statement_timeout_s", "wait_timeout_s"])
+def test_database__timeout_not_positive_refused(field):
+    with pytest.raises(InvalidInput):
+        Database("postgresql+asyncpg://postgres@127.0.0.1/test", **{field: 0})
+
+
+async def test_schema_change__under_cached_statements_is_busy_then_the_retry_applies(
+    database_url, clock
+):
+    db = Database(database_url, pool_size=1)
+    await db.connect()
+    store = ConnectorStore(db, clock=clock)
+    first = await claimed_operation(store)
+    second = await claimed_operation(store, operation_id="op-2", source_id="evt-2")
+    finalize = store.operations.finalize_operation_and_arm_watch
+    assert await finalize("did:key:caller", "op-1", version=0, lease_token="lease-A", due_at=1)
+    changed = await change_column_type(database_url, "bigint")
+    try:
+        if changed:
+            with pytest.raises(DatabaseBusy) as raised:
+                await finalize("did:key:caller", "op-2", version=0, lease_token="lease-A", due_at=1)
+            assert isinstance(
+                raised.value.__cause__, asyncpg.exceptions.InvalidCachedStatementError
+            )
+        done = await finalize("did:key:caller", "op-2", version=0, lease_token="lease-A", due_at=1)
+        assert done is not None and done.operation.state == "committed"
+        assert first.state == second.state == "attempted"
+    finally:
+        await db.disconnect()
+        await change_column_type(database_url, "integer")
+
+
+async def change_column_type(database_url: str, to: str) -> bool:
+    """Change ``last_http_status``'s type, as a rolling deploy's migration would, from another
+    connection; on SQLite (no column types to change) add and drop a column instead, which
+    SQLite's prepared statements absorb. True when a type changed."""
+    path = sqlite_path(database_url)
+    if path is not None:
+        with closing(sqlite3.connect(path)) as connection:
+            connection.execute("ALTER TABLE kubun_connector_operation ADD COLUMN extra TEXT")
+            connection.execute("ALTER TABLE kubun_connector_operation DROP COLUMN extra")
+        return False
+    connection = await asyncpg.connect(as_driver(database_url, "postgresql"))
+    try:
+        await connection.execute(
+            f"ALTER TABLE kubun_connector_operation ALTER COLUMN last_http_status TYPE {to}"
+        )
+    finally:
+        await connection.close()
+    return True
 
 
 # --- a database that goes away -------------------------------------------------------------

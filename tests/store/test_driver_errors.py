@@ -17,6 +17,9 @@ from store.errors import DatabaseBusy, DatabaseUnavailable
         (asyncpg.exceptions.DeadlockDetectedError("deadlock"), DatabaseBusy),
         (asyncpg.exceptions.SerializationError("serialization"), DatabaseBusy),
         (asyncpg.exceptions.LockNotAvailableError("lock"), DatabaseBusy),
+        (asyncpg.exceptions.QueryCanceledError("statement timeout"), DatabaseBusy),
+        (asyncpg.exceptions.InvalidCachedStatementError("cached plan"), DatabaseBusy),
+        (asyncpg.exceptions.OutdatedSchemaCacheError("type changed"), DatabaseBusy),
     ],
 )
 def test_translate_driver_error__by_type(error, typed):
