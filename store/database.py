@@ -23,7 +23,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import aiosqlite
 import databases
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -33,7 +32,7 @@ from sqlalchemy.sql import ClauseElement
 
 from store.driver_errors import driver_errors
 from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput
-from store.sqlite_pool import SQLiteConnections
+from store.sqlite_pool import SQLiteConnections, open_connection
 from store.statements import CompiledStatements, Prepared
 from store.urls import normalize_url, shown_url, sqlite_path
 
@@ -183,7 +182,7 @@ class Database:
         if self._sqlite_file is not None:
             path, timeout = str(self._sqlite_file), wait_timeout_s
             self._sqlite = SQLiteConnections(
-                lambda: aiosqlite.connect(path, timeout=timeout, isolation_level=None),
+                lambda: open_connection(path, timeout),
                 size=8,
             )
         self._dialect = (

@@ -7,14 +7,33 @@ queue (``Database``) and the readers each hold a connection of their own.
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiosqlite
+
+WAL_AUTOCHECKPOINT_PAGES = 1000
+"""A commit that leaves the write-ahead log longer than this many pages checkpoints it
+(SQLite's default, set explicitly: a connection that turned it off would let the log grow)."""
+WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
+"""The size the write-ahead log is cut back to when it is reset after a checkpoint: without
+``journal_size_limit`` SQLite reuses the file but never shrinks it, so one large transaction
+would leave it at its largest for good."""
+
+
+async def open_connection(path: str, timeout: float) -> aiosqlite.Connection:
+    """An autocommit aiosqlite connection to ``path`` (``isolation_level=None``) whose busy
+    timeout is ``timeout`` seconds, its write-ahead log bounded (``WAL_AUTOCHECKPOINT_PAGES``,
+    ``WAL_SIZE_LIMIT_BYTES``)."""
+    connection = await aiosqlite.connect(path, timeout=timeout, isolation_level=None)
+    await connection.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
+    await connection.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT_BYTES}")
+    return connection
+
 
 class SQLiteConnections:
     """Our own aiosqlite connections to one SQLite file, kept open for the next statement.
 
-    Opened with ``aiosqlite.connect`` (autocommit: ``isolation_level=None``; the busy
-    timeout is ``timeout``), at most ``size`` kept idle. A connection given back inside a
-    transaction is closed (rolling it back), never reused. ``opener`` makes a connection
-    (tests pass a fake).
+    Opened by ``opener`` (``open_connection`` for the store; tests pass a fake), at most
+    ``size`` kept idle. A connection given back inside a
+    transaction is closed (rolling it back), never reused.
     """
 
     def __init__(self, opener: Callable[[], Awaitable[Any]], size: int) -> None:

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from store import ConnectorStore
+from store import ConnectorStore, sqlite_pool
 from store.database import Database
 from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput
 from store.migrate import upgrade
@@ -278,3 +278,29 @@ async def terminate_backends(database_url: str) -> None:
             await asyncio.sleep(0.01)
     finally:
         await admin.close()
+
+
+# --- files on disk stay bounded ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_sqlite__wal_cut_back_after_a_large_transaction(database_url, monkeypatch):
+    monkeypatch.setattr(sqlite_pool, "WAL_AUTOCHECKPOINT_PAGES", 100)
+    monkeypatch.setattr(sqlite_pool, "WAL_SIZE_LIMIT_BYTES", 256 * 1024)
+    db = Database(database_url)
+    await db.connect()
+    store = ConnectorStore(db)
+    path = sqlite_path(database_url)
+    assert path is not None
+    wal = path.with_name(path.name + "-wal")
+    try:
+        async with db.write_transaction():
+            for n in range(4000):
+                await store.winners.record_winner(f"doc-{n}", "d" * 400)
+        assert wal.stat().st_size > 1024 * 1024
+        for n in range(3):
+            await store.winners.record_winner(f"doc-{n}", "small")
+
+        assert wal.stat().st_size <= 256 * 1024
+    finally:
+        await db.disconnect()
