@@ -26,8 +26,7 @@ from typing import Any, TypeVar
 import databases
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.dialects.postgresql import asyncpg as postgresql_asyncpg
-from sqlalchemy.dialects.sqlite import aiosqlite as sqlite_aiosqlite
+from sqlalchemy.engine import make_url
 from sqlalchemy.sql import ClauseElement
 
 from store.driver_errors import driver_errors
@@ -185,9 +184,7 @@ class Database:
                 lambda: open_connection(path, timeout),
                 size=8,
             )
-        self._dialect = (
-            postgresql_asyncpg.dialect() if self.is_postgres else sqlite_aiosqlite.dialect()
-        )
+        self._dialect = make_url(self.url).get_dialect()()
         self._compile = CompiledStatements(self._dialect)
         self._write_lock = None if self.is_postgres else asyncio.Lock()
         self._connections = asyncio.Semaphore(pool_size) if self.is_postgres else None
