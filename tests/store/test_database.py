@@ -169,6 +169,21 @@ async def test_wait__lock_timeout_is_database_busy_by_type(database_url, clock):
         await db.disconnect()
 
 
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_wait__statement_timeout_is_database_busy_by_type(database_url):
+    db = Database(database_url, statement_timeout_s=0.2)
+    await db.connect()
+    try:
+        started = time.monotonic()
+        with pytest.raises(DatabaseBusy) as raised:
+            await db.fetch_one(sa.select(sa.func.pg_sleep(5)))
+        assert time.monotonic() - started < 3
+        assert isinstance(raised.value.__cause__, asyncpg.exceptions.QueryCanceledError)
+        assert await db.fetch_one(sa.text("SELECT 1")) is not None
+    finally:
+        await db.disconnect()
+
+
 @pytest.mark.parametrize("field", ["lock_timeout_s", "statement_timeout_s", "wait_timeout_s"])
 def test_database__timeout_not_positive_refused(field):
     with pytest.raises(InvalidInput):
