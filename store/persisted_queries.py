@@ -7,6 +7,7 @@ import hashlib
 import sqlalchemy as sa
 
 from store.context import StoreContext
+from store.statements import Prepared, param
 from store.tables import persisted_query as pq
 
 MAX_QUERY_CHARS = 1024 * 1024
@@ -20,6 +21,14 @@ def sha256_hex(query: str) -> str:
     return hashlib.sha256(query.encode()).hexdigest()
 
 
+GET_QUERY = Prepared(
+    lambda _: sa.select(pq.c.query).where(
+        pq.c.sha256_hash == param("p_sha256_hash", pq.c.sha256_hash)
+    )
+)
+"""``get``'s read."""
+
+
 class PersistedQueriesStore:
     """Registered query texts by hash."""
 
@@ -29,9 +38,7 @@ class PersistedQueriesStore:
 
     async def get(self, sha256_hash: str) -> str | None:
         """The query registered under ``sha256_hash``, or None."""
-        row = await self._db.fetch_one(
-            sa.select(pq.c.query).where(pq.c.sha256_hash == sha256_hash.lower())
-        )
+        row = await self._db.fetch_prepared(GET_QUERY, {"p_sha256_hash": sha256_hash.lower()})
         return None if row is None else str(row["query"])
 
     async def register(self, query: str, limit: int = MAX_REGISTERED) -> bool:

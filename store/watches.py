@@ -35,7 +35,7 @@ from store.records import (
 from store.statements import Prepared, param
 from store.tables import operation as op
 from store.tables import projection_watch as watch
-from store.winners import winner_upsert
+from store.winners import RECORD_WINNER, winner_params
 
 CAS_ATTEMPTS = 6
 """How many transactions a multi-statement decision runs before ``CasRetriesExhausted``
@@ -623,8 +623,8 @@ class WatchesStore:
             try:
                 async with self._db.write_transaction():
                     now = self._ctx.clock()
-                    await self._db.fetch_one(
-                        winner_upsert(self._db, document_id, winner_digest, now)
+                    await self._db.fetch_prepared(
+                        RECORD_WINNER, winner_params(document_id, winner_digest, now)
                     )
                     rows = await self._db.fetch_all(
                         sa.select(watch)
