@@ -322,6 +322,21 @@ DEFER_WATCH = Prepared(
 """``defer_watch``'s guarded update, for the claim's holder."""
 
 
+WATCH_DOCUMENT = Prepared(lambda _: sa.select(watch.c.document_id).where(IDENTITY))
+"""The document a watch names (read before its winner, then the watch is locked)."""
+LOCK_WATCH = Prepared(lambda _: sa.select(watch).where(IDENTITY).with_for_update())
+"""One watch, locked for the rest of the transaction (``FOR UPDATE`` on PostgreSQL)."""
+WATCH_BY_DOCUMENT = Prepared(
+    lambda _: (
+        sa.select(watch)
+        .where(watch.c.document_id == param("p_document_id", watch.c.document_id))
+        .order_by(*IDENTITY_COLUMNS)
+        .limit(1)
+    )
+)
+"""``get_watch_by_document``'s read: the first watch naming the document, in identity order."""
+
+
 def identity_params(identity: WatchIdentity) -> dict[str, str]:
     """The parameters of ``IDENTITY``; raises ``InvalidInput`` for a malformed part."""
     return {
@@ -361,14 +376,8 @@ class WatchesStore:
         When several watches name the document (two connectors), the first in identity
         order. Raises ``InvalidInput`` for a malformed ``documentID``.
         """
-        query = (
-            sa.select(watch)
-            .where(watch.c.document_id == check.key("documentID", document_id))
-            .order_by(*IDENTITY_COLUMNS)
-            .limit(1)
-        )
-        row = await self._db.fetch_one(query)
-        return None if row is None else WatchRecord.from_row(row)
+        params = {"p_document_id": check.key("documentID", document_id)}
+        return _record(await self._db.fetch_prepared(WATCH_BY_DOCUMENT, params))
 
     async def list_watches_by_documents(self, document_ids: Sequence[str]) -> list[WatchRecord]:
         """Every watch naming one of ``document_ids`` (seed ``listWatchesByDocuments``).
@@ -516,19 +525,20 @@ class WatchesStore:
         return WatchRecord.from_row(row)
 
     async def _locked_with_winner(
-        self, where: sa.ColumnElement[bool]
+        self, identity: dict[str, str]
     ) -> tuple[WatchRecord | None, str | None]:
-        """Inside a write transaction: the watch, locked, and its document's current winner.
+        """Inside a write transaction: the watch at ``identity`` (``identity_params``),
+        locked, and its document's current winner.
 
         The winner is read (and share-locked on PostgreSQL) before the watch row is locked,
         the order finalize and ingress take them. Raises ``_Unsettled`` when the watch's
         document changed in between.
         """
-        first = await self._db.fetch_one(sa.select(watch.c.document_id).where(where))
+        first = await self._db.fetch_prepared(WATCH_DOCUMENT, identity)
         if first is None:
             return None, None
         current_winner = await self._read_winner(first["document_id"])
-        row = await self._db.fetch_one(sa.select(watch).where(where).with_for_update())
+        row = await self._db.fetch_prepared(LOCK_WATCH, identity)
         if row is None:
             return None, None
         if row["document_id"] != first["document_id"]:
@@ -591,11 +601,11 @@ class WatchesStore:
         check.choice("reason", reason, ARM_REASONS)
         check.epoch_ms("dueAt", due_at)
         check.optional_key("triggeringWinner", triggering_winner)
-        where = by_identity(identity)
+        watch_key = identity_params(identity)
         for _ in range(CAS_ATTEMPTS):
             try:
                 async with self._db.write_transaction():
-                    stored, current_winner = await self._locked_with_winner(where)
+                    stored, current_winner = await self._locked_with_winner(watch_key)
                     if stored is None:
                         return ArmResult("noop", None)
                     return await self._arm_locked(
@@ -723,11 +733,11 @@ class WatchesStore:
         check.count("maxAttempts", max_attempts, minimum=1)
         check.epoch_ms("dueAt", due_at)
         check.optional_epoch_ms("claimedUntil", claimed_until)
-        where = by_identity(identity)
+        watch_key = identity_params(identity)
         for _ in range(CAS_ATTEMPTS):
             try:
                 async with self._db.write_transaction():
-                    stored, current_winner = await self._locked_with_winner(where)
+                    stored, current_winner = await self._locked_with_winner(watch_key)
                     outcome = verification_decision(
                         stored,
                         generation=generation,
