@@ -108,6 +108,10 @@ class PoolStats:
     waiting: int
 
 
+PING = Prepared(lambda _: sa.text("SELECT 1"))
+"""``ping``'s statement."""
+
+
 def _ms(seconds: float) -> int:
     """``seconds`` in whole milliseconds, at least 1 (0 would switch PostgreSQL's timeouts off)."""
     return max(1, round(seconds * 1000))
@@ -227,7 +231,7 @@ class Database:
         if self._sqlite is None:
             with driver_errors():
                 await self._db.connect()
-        await self.fetch_one(sa.text("SELECT 1"))
+        await self.ping()
         if self._sqlite_file is not None:
             self._sqlite_identity = self._file_identity()
 
@@ -367,6 +371,18 @@ class Database:
         rows = await self._execute(sql, values, one=True)
         return rows[0] if rows else None
 
+    async def fetch_prepared_all(self, statement: Prepared, params: Mapping[str, Any]) -> list[Row]:
+        """Run a reading ``Prepared`` statement with ``params`` and return every row."""
+        sql, values = statement.bind(self._dialect, params)
+        return await self._execute(sql, values, one=False)
+
+    async def write_prepared_all(self, statement: Prepared, params: Mapping[str, Any]) -> list[Row]:
+        """Run a writing ``Prepared`` statement (``… RETURNING``) with ``params`` and return
+        every row it returned; as ``write_all`` does."""
+        sql, values = statement.bind(self._dialect, params)
+        async with self._writer():
+            return await self._execute(sql, values, one=False)
+
     async def write_all(self, query: ClauseElement) -> list[Row]:
         """Run a writing ``query`` (``… RETURNING``) and return every row it returned."""
         async with self._writer():
@@ -389,7 +405,7 @@ class Database:
     async def ping(self) -> None:
         """Raise ``DatabaseUnavailable`` unless the database answers ``SELECT 1`` (and, on
         SQLite, its file is still the one opened at ``connect``)."""
-        await self.fetch_one(sa.text("SELECT 1"))
+        await self.fetch_prepared(PING, {})
 
     @asynccontextmanager
     async def write_transaction(self) -> AsyncIterator[None]:

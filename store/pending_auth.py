@@ -52,6 +52,15 @@ CONSUME_OWN_PENDING_AUTH = Prepared(
 )
 """``consume_pending_auth``'s delete, for its owner only."""
 
+DELETE_EXPIRED_PENDING_AUTH = Prepared(
+    lambda _: (
+        sa.delete(pa)
+        .where(pa.c.expires_at < param("p_cutoff", pa.c.expires_at))
+        .returning(pa.c.state)
+    )
+)
+"""``delete_expired_pending_auth``'s delete."""
+
 
 class PendingAuthStore:
     """The methods of the seed's ``createPendingAuthMethods``."""
@@ -124,6 +133,5 @@ class PendingAuthStore:
         so the sweep and the callback's expiry check agree). Returns how many were deleted,
         counted from the rows ``RETURNING`` gave. Raises ``InvalidInput`` (``cutoff``).
         """
-        delete = sa.delete(pa).where(pa.c.expires_at < check.epoch_ms("cutoff", cutoff))
-        rows = await self._db.write_all(delete.returning(pa.c.state))
-        return len(rows)
+        params = {"p_cutoff": check.epoch_ms("cutoff", cutoff)}
+        return len(await self._db.write_prepared_all(DELETE_EXPIRED_PENDING_AUTH, params))

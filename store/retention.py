@@ -12,6 +12,7 @@ from store import validation as check
 from store.context import StoreContext
 from store.operations import due_operation, lease_free, live_operation
 from store.records import TERMINAL_STATES, OperationRecord
+from store.statements import Prepared, param
 from store.tables import operation as op
 from store.tables import projection_watch as watch
 from store.watches import due_watch
@@ -33,11 +34,42 @@ class Backlog:
     due_watches: int
 
 
-def _finished_before(older_than: int) -> sa.ColumnElement[bool]:
+def _finished_before(older_than: Any) -> sa.ColumnElement[bool]:
+    """A terminal operation last updated before ``older_than`` (epoch ms, strict)."""
     return sa.and_(
-        op.c.state.in_(sorted(TERMINAL_STATES)),
-        op.c.updated_at < check.epoch_ms("olderThan", older_than),
+        sa.or_(
+            *(op.c.state == sa.literal_column(f"'{state}'") for state in sorted(TERMINAL_STATES))
+        ),
+        op.c.updated_at < older_than,
     )
+
+
+NOW = param("p_now", op.c.updated_at)
+OPERATIONS_BY_STATE = Prepared(
+    lambda _: sa.select(op.c.state, sa.func.count().label("n")).group_by(op.c.state)
+)
+DUE_OPERATIONS = Prepared(
+    lambda _: sa.select(sa.func.count().label("n")).select_from(op).where(due_operation(NOW))
+)
+DUE_WATCHES = Prepared(
+    lambda _: sa.select(sa.func.count().label("n")).select_from(watch).where(due_watch(NOW))
+)
+"""``count_backlog``'s three counts."""
+COUNT_FINISHED = Prepared(
+    lambda _: (
+        sa.select(sa.func.count().label("n"))
+        .select_from(op)
+        .where(_finished_before(param("p_older_than", op.c.updated_at)))
+    )
+)
+"""``count_finished_operations``' count."""
+TRY_SWEEP_LOCK = Prepared(
+    lambda _: sa.select(sa.func.pg_try_advisory_lock(SWEEP_LOCK_KEY).label("got"))
+)
+SWEEP_UNLOCK = Prepared(
+    lambda _: sa.select(sa.func.pg_advisory_unlock(SWEEP_LOCK_KEY).label("released"))
+)
+"""``exclusive_sweep``'s advisory lock (PostgreSQL)."""
 
 
 class RetentionStore:
@@ -104,7 +136,7 @@ class RetentionStore:
         ``limit`` to collect a backlog in batches. ``limit`` is 1 to 10,000.
         Raises ``InvalidInput`` naming ``olderThan`` or ``limit``.
         """
-        finished = _finished_before(older_than)
+        finished = _finished_before(check.epoch_ms("olderThan", older_than))
         size = check.count("limit", limit, minimum=1, maximum=MAX_COLLECT_LIMIT)
         keys: sa.ColumnElement[Any]
         chosen: sa.Select[Any]
@@ -126,16 +158,10 @@ class RetentionStore:
         """How many operations are in each state, and how many operations and watches are
         due at ``now`` (epoch ms) by the predicates of ``list_due_operations`` and
         ``list_due_watches``: three counting statements, for the metrics gauges."""
-        check.epoch_ms("now", now)
-        by_state = await self._db.fetch_all(
-            sa.select(op.c.state, sa.func.count().label("n")).group_by(op.c.state)
-        )
-        due_operations = await self._db.fetch_one(
-            sa.select(sa.func.count().label("n")).select_from(op).where(due_operation(now))
-        )
-        due_watches = await self._db.fetch_one(
-            sa.select(sa.func.count().label("n")).select_from(watch).where(due_watch(now))
-        )
+        params = {"p_now": check.epoch_ms("now", now)}
+        by_state = await self._db.fetch_prepared_all(OPERATIONS_BY_STATE, {})
+        due_operations = await self._db.fetch_prepared(DUE_OPERATIONS, params)
+        due_watches = await self._db.fetch_prepared(DUE_WATCHES, params)
         return Backlog(
             operations_by_state={row["state"]: int(row["n"]) for row in by_state},
             due_operations=int(due_operations["n"]) if due_operations else 0,
@@ -145,10 +171,10 @@ class RetentionStore:
     async def count_finished_operations(self, older_than: int) -> int:
         """How many operations ``collect_finished_operations(older_than, …)`` would delete in
         all (for progress reports). Raises ``InvalidInput`` naming ``olderThan``."""
-        query = sa.select(sa.func.count()).select_from(op).where(_finished_before(older_than))
-        row = await self._db.fetch_one(query)
-        assert row is not None
-        return int(next(iter(row.values())))
+        params = {"p_older_than": check.epoch_ms("olderThan", older_than)}
+        row = await self._db.fetch_prepared(COUNT_FINISHED, params)
+        assert row is not None, "a count returns one row"
+        return int(row["n"])
 
     @asynccontextmanager
     async def exclusive_sweep(self) -> AsyncIterator[bool]:
@@ -164,14 +190,10 @@ class RetentionStore:
             yield True
             return
         async with self._db.pinned_connection():
-            got = await self._db.fetch_one(
-                sa.select(sa.func.pg_try_advisory_lock(SWEEP_LOCK_KEY).label("got"))
-            )
+            got = await self._db.fetch_prepared(TRY_SWEEP_LOCK, {})
             locked = got is not None and bool(got["got"])
             try:
                 yield locked
             finally:
                 if locked:
-                    await self._db.fetch_one(
-                        sa.select(sa.func.pg_advisory_unlock(SWEEP_LOCK_KEY).label("released"))
-                    )
+                    await self._db.fetch_prepared(SWEEP_UNLOCK, {})

@@ -4,12 +4,14 @@ One style, for speed: a statement whose SQL is the same on every call is built o
 import, as a ``Prepared`` constant named for what it does (``FINALIZE``, ``CLAIM_WATCH``),
 with every per-call value a named parameter (``param``: ``p_<what>``, never a column's bare
 name, which SQLAlchemy reserves in VALUES and SET). Building a SQLAlchemy statement and its
-cache key costs about 300 µs a call; binding a ``Prepared`` about 1 µs (benchmarks/README.md
-measures the lifecycle with both). Only a statement whose SQL depends on the call (optional
-filters, IN lists, a batch's keys, keyset pages, a per-call limit) is built per call; it is
-compiled once per shape by ``CompiledStatements``. Both are built from the same guard
-functions (``store.operations.lease_free_or_held``, ``store.watches.due_watch``, …), which
-take a value or a ``param`` alike, so every guard is written once.
+cache key costs 200-300 µs a call, binding a ``Prepared`` about 1 µs (``FINALIZE``;
+benchmarks/README.md measures the lifecycle with both). Only a statement whose SQL
+depends on the call is built per call: optional filters, IN lists and a batch's keys,
+keyset pages, the columns a decision writes (``WatchesStore._write_over``), a form that
+differs by backend (``collect_finished_operations``); ``CompiledStatements`` compiles it
+once per shape. Both are built from the same guard functions
+(``store.operations.lease_free_or_held``, ``store.watches.due_watch``, …), which take a
+value or a ``param`` alike, so every guard is written once.
 
 SQLAlchemy is used through its public API, but for one internal: ``shape_key``.
 """

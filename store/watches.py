@@ -337,6 +337,17 @@ WATCH_BY_DOCUMENT = Prepared(
 """``get_watch_by_document``'s read: the first watch naming the document, in identity order."""
 
 
+LOCK_WATCHES_OF_DOCUMENT = Prepared(
+    lambda _: (
+        sa.select(watch)
+        .where(watch.c.document_id == param("p_document_id", watch.c.document_id))
+        .order_by(*IDENTITY_COLUMNS)
+        .with_for_update()
+    )
+)
+"""Every watch naming a document, locked in identity order (``record_ingress``)."""
+
+
 def identity_params(identity: WatchIdentity) -> dict[str, str]:
     """The parameters of ``IDENTITY``; raises ``InvalidInput`` for a malformed part."""
     return {
@@ -636,11 +647,8 @@ class WatchesStore:
                     await self._db.fetch_prepared(
                         RECORD_WINNER, winner_params(document_id, winner_digest, now)
                     )
-                    rows = await self._db.fetch_all(
-                        sa.select(watch)
-                        .where(watch.c.document_id == document_id)
-                        .order_by(*IDENTITY_COLUMNS)
-                        .with_for_update()
+                    rows = await self._db.fetch_prepared_all(
+                        LOCK_WATCHES_OF_DOCUMENT, {"p_document_id": document_id}
                     )
                     current_winner = await self._read_winner(document_id)
                     return [
