@@ -197,8 +197,10 @@ class Mutation:
             ),
         )
 
-    @fields.mutation(description="Move the lease's expiry; applies only for the token that holds the lease, "
-        "expired or not.")
+    @fields.mutation(
+        description="Move the lease's expiry; applies only for the token that holds the lease, "
+        "expired or not."
+    )
     async def renew_lease(self, info: Info, input: RenewLeaseInput) -> OperationWritePayload:
         return await operation_write(
             info,
@@ -208,8 +210,10 @@ class Mutation:
             ),
         )
 
-    @fields.mutation(description="Drop the lease; applies for the token that holds it (expired or not), or "
-        "when no lease is held.")
+    @fields.mutation(
+        description="Drop the lease; applies for the token that holds it (expired or not), or "
+        "when no lease is held."
+    )
     async def release_lease(self, info: Info, input: ReleaseLeaseInput) -> OperationWritePayload:
         return await operation_write(
             info,

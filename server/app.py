@@ -506,12 +506,7 @@ def create_app(
             ):
                 yield
             return
-        db = Database(
-            settings.database_url,
-            pool_size=settings.db_pool_size,
-            wait_timeout_s=settings.db_wait_timeout_seconds,
-            statement_cache_size=settings.db_statement_cache_size,
-        )
+        db = settings.database()
         await db.connect()
         app.state.store = ConnectorStore(db)
         try:

@@ -22,7 +22,7 @@ from server.settings import Settings
 from server.sweeper import sweep
 from store import ConnectorStore
 from store import validation as check
-from store.database import Database, shown_url, sqlite_path
+from store.database import shown_url, sqlite_path
 from store.errors import DatabaseUnavailable, InvalidInput, StoreError
 from store.migrate import upgrade
 from store.tables import metadata
@@ -57,12 +57,7 @@ def require_database_folder(settings: Settings) -> None:
 
 async def check_database(settings: Settings) -> None:
     """Connect to the configured database once; raises ``DatabaseUnavailable`` if it fails."""
-    db = Database(
-        settings.database_url,
-        pool_size=1,
-        wait_timeout_s=5,
-        statement_cache_size=settings.db_statement_cache_size,
-    )
+    db = settings.database(pool_size=1, wait_timeout_s=5)
     await db.connect()
     await db.disconnect()
 
@@ -200,9 +195,7 @@ def collect_command(
 async def collect_backlog(settings: Settings, retain_ms: int, batch: int, dry_run: bool) -> None:
     """``collect``'s work: count the backlog, then sweep it (``server.sweeper.sweep``) with a
     progress bar, or only count it."""
-    db = Database(
-        settings.database_url, pool_size=2, statement_cache_size=settings.db_statement_cache_size
-    )
+    db = settings.database(pool_size=2)
     await db.connect()
     try:
         store = ConnectorStore(db)

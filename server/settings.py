@@ -6,6 +6,8 @@ from typing import Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from store.database import Database
+
 
 class Settings(BaseSettings):
     """Every knob of the server; each field reads the environment variable of its name.
@@ -21,6 +23,15 @@ class Settings(BaseSettings):
     database_url: str = ""
     db_pool_size: int = Field(default=20, ge=1)
     db_wait_timeout_seconds: float = Field(default=10.0, gt=0)
+    db_lock_timeout_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="PostgreSQL: the longest a statement waits for a row lock (default: half "
+        "of DB_WAIT_TIMEOUT_SECONDS).",
+    )
+    db_statement_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="PostgreSQL: the longest one statement runs."
+    )
     graphiql: bool = True
     introspection: bool = True
     max_query_depth: int = Field(default=12, ge=1)
@@ -96,3 +107,18 @@ class Settings(BaseSettings):
         if not self.database_url:
             self.database_url = self.default_database_url
         return self
+
+    def database(
+        self, pool_size: int | None = None, wait_timeout_s: float | None = None
+    ) -> Database:
+        """The store's ``Database`` for these settings (not yet connected): ``DATABASE_URL``
+        with the pool size, waits and timeouts of the ``DB_*`` settings, or a smaller
+        ``pool_size`` / ``wait_timeout_s`` for a command's short use."""
+        return Database(
+            self.database_url,
+            pool_size=pool_size or self.db_pool_size,
+            wait_timeout_s=wait_timeout_s or self.db_wait_timeout_seconds,
+            lock_timeout_s=self.db_lock_timeout_seconds,
+            statement_timeout_s=self.db_statement_timeout_seconds,
+            statement_cache_size=self.db_statement_cache_size,
+        )

@@ -1,46 +1,54 @@
 """The store's one door to the database: the only module that imports ``databases``.
 
-``Database`` wraps a ``databases.Database`` on SQLite (aiosqlite) or PostgreSQL (asyncpg),
-chosen by the URL, and gives the store three things: ``fetch_one``/``fetch_all`` that return
-plain mappings, and ``write_transaction`` that takes the write lock up front (``BEGIN
-IMMEDIATE`` on SQLite) so two writers never both read and then write.
+``Database`` wraps a ``databases.Database`` on PostgreSQL (asyncpg) or our own aiosqlite
+connections on SQLite (``store.sqlite_pool``), chosen by the URL (``store.urls``), and
+gives the store ``fetch_one``/``fetch_all`` that return plain mappings, the ``write_*``
+methods that queue SQLite's writers, and ``write_transaction`` that takes the write lock up
+front (``BEGIN IMMEDIATE`` on SQLite) so two writers never both read and then write.
 
-Every database URL is parsed here, by SQLAlchemy's ``make_url``, so the server, the
-migrations and the tests agree on which file or server a URL names. Driver errors become
-typed store errors here, once (``translate_driver_error``).
-
-Statements run near the driver: each statement shape is compiled once
-(``CompiledStatements``); the lifecycle's hot statements are built once, at import
-(``Prepared``), and cost no statement object or cache key per call. Either way the SQL and
-values go straight to the driver's connection:
-on PostgreSQL the asyncpg connection ``databases`` holds for the task (``raw_connection``,
-so its transactions and pool stay ``databases``'), on SQLite our own aiosqlite
-connections (``SQLiteConnections``), the writer queue's and the readers'.
+Here live the gates (a bounded wait for a pooled connection or the SQLite write lock), the
+transactions and the context variables that let a task's statements join its transaction.
+Statements are compiled by ``store.statements``; driver errors become typed store errors in
+``store.driver_errors``. The SQL and values go straight to the driver's connection: on
+PostgreSQL the asyncpg connection ``databases`` holds for the task (``raw_connection``, so
+its transactions and pool stay ``databases``'), on SQLite our own connections, the writer
+queue's and the readers'.
 """
 
 import asyncio
 import os
-import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager, suppress
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
-import aiosqlite
-import asyncpg
 import databases
-import filelock
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.dialects.postgresql import asyncpg as postgresql_asyncpg
-from sqlalchemy.dialects.sqlite import aiosqlite as sqlite_aiosqlite
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.engine import make_url
 from sqlalchemy.sql import ClauseElement
 
-from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput, StoreError
+from store.driver_errors import driver_errors
+from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput
+from store.sqlite_pool import SQLiteConnections, open_connection
+from store.statements import CompiledStatements, Prepared
+from store.urls import normalize_url, shown_url, sqlite_path
+
+__all__ = [
+    "IN_LIST_CHUNK",
+    "Database",
+    "PoolStats",
+    "ResultRow",
+    "Row",
+    "chunked",
+    "fetch_in_chunks",
+    "normalize_url",
+    "shown_url",
+    "sqlite_path",
+]
+"""``normalize_url``, ``shown_url`` and ``sqlite_path`` are ``store.urls``'; the server and
+the tests import them from here too."""
 
 Row = Mapping[str, Any]
 
@@ -90,284 +98,6 @@ async def fetch_in_chunks(
     return found if limit is None else found[:limit]
 
 
-SQLITE_DRIVERS = {"sqlite": "sqlite+aiosqlite", "sqlite+aiosqlite": "sqlite+aiosqlite"}
-POSTGRES_DRIVERS = {
-    "postgres": "postgresql+asyncpg",
-    "postgresql": "postgresql+asyncpg",
-    "postgresql+asyncpg": "postgresql+asyncpg",
-}
-EXPECTED_URL = "expected sqlite+aiosqlite:///path/to/file.db or postgresql+asyncpg://user@host/db"
-
-
-def parse_url(url: str) -> URL:
-    """``url`` parsed and put in the form the store uses (``sqlite+aiosqlite`` or
-    ``postgresql+asyncpg``). Percent-escapes are decoded once, here, for every use.
-
-    PostgreSQL URLs take one parameter, ``ssl`` (asyncpg's: ``disable``, ``prefer``,
-    ``require``, ``verify-ca``, ``verify-full``); libpq's ``sslmode`` is accepted as its
-    name. SQLite URLs take none. Raises ``InvalidInput`` (field ``DATABASE_URL``) for
-    another scheme, a URL that does not parse (a port that is not a number included),
-    another parameter, or an in-memory SQLite database (each connection would get its own,
-    empty one).
-    """
-    try:
-        parsed = make_url(url)
-        parsed.port  # noqa: B018  (parsed on access: a bad port raises here)
-    except (ArgumentError, ValueError) as error:
-        raise InvalidInput("DATABASE_URL", f"cannot be parsed; {EXPECTED_URL}") from error
-    drivername = SQLITE_DRIVERS.get(parsed.drivername) or POSTGRES_DRIVERS.get(parsed.drivername)
-    if drivername is None:
-        raise InvalidInput(
-            "DATABASE_URL", f"{parsed.drivername!r} is not supported; {EXPECTED_URL}"
-        )
-    parsed = parsed.set(drivername=drivername)
-    if drivername.startswith("sqlite") and _in_memory(parsed):
-        raise InvalidInput(
-            "DATABASE_URL",
-            "an in-memory SQLite database is private to one connection and would lose every"
-            " write; give a file path, e.g. sqlite+aiosqlite:///data/connector-store.db",
-        )
-    query = dict(parsed.query)
-    if "sslmode" in query and drivername.startswith("postgresql"):
-        query.setdefault("ssl", query.pop("sslmode"))
-    allowed = {"ssl"} if drivername.startswith("postgresql") else set()
-    unknown = sorted(set(query) - allowed)
-    if unknown:
-        raise InvalidInput(
-            "DATABASE_URL",
-            f"unknown parameter {unknown[0]!r}; "
-            + (
-                "PostgreSQL URLs take only ssl (or sslmode)" if allowed else "SQLite URLs take none"
-            ),
-        )
-    return parsed.set(query=query)
-
-
-def _in_memory(url: URL) -> bool:
-    database = url.database or ""
-    return (
-        database in ("", ":memory:")
-        or database.startswith("file::memory:")
-        or url.query.get("mode") == "memory"
-    )
-
-
-def normalize_url(url: str) -> str:
-    """``url`` in the form ``databases`` and SQLAlchemy expect, password included (see
-    ``parse_url``; raises ``InvalidInput`` likewise)."""
-    return parse_url(url).render_as_string(hide_password=False)
-
-
-def shown_url(url: str) -> str:
-    """``url`` with its password hidden, for logs and messages."""
-    return make_url(url).render_as_string(hide_password=True)
-
-
-def sqlite_path(url: str) -> Path | None:
-    """The file a SQLite URL names (percent-escapes decoded), or None for PostgreSQL."""
-    parsed = parse_url(url)
-    if not parsed.drivername.startswith("sqlite"):
-        return None
-    assert parsed.database, "parse_url refuses SQLite URLs without a file"
-    return Path(parsed.database)
-
-
-SQLITE_BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
-SQLITE_UNAVAILABLE_CODES = frozenset(
-    {
-        sqlite3.SQLITE_CANTOPEN,
-        sqlite3.SQLITE_IOERR,
-        sqlite3.SQLITE_READONLY,
-        sqlite3.SQLITE_FULL,
-        sqlite3.SQLITE_NOTADB,
-        sqlite3.SQLITE_CORRUPT,
-    }
-)
-POSTGRES_BUSY = (
-    asyncpg.exceptions.LockNotAvailableError,
-    asyncpg.exceptions.TransactionRollbackError,
-)
-POSTGRES_UNAVAILABLE = (
-    asyncpg.exceptions.InternalClientError,
-    asyncpg.exceptions.InterfaceError,
-    asyncpg.exceptions.PostgresConnectionError,
-    asyncpg.exceptions.OperatorInterventionError,
-    asyncpg.exceptions.InsufficientResourcesError,
-    asyncpg.exceptions.InvalidCatalogNameError,
-    asyncpg.exceptions.InvalidAuthorizationSpecificationError,
-)
-
-
-def translate_driver_error(error: BaseException) -> StoreError | None:
-    """The typed store error for a driver's error, or None when it is not one we know.
-
-    Decided by the exception's type (and SQLite's result code), never its message: refused
-    or lost connections (asyncpg's ``InterfaceError`` is its error for a connection in an
-    unusable state: closed, lost mid-operation), a database that does not exist or refuses
-    us, a SQLite file that cannot be opened or written → ``DatabaseUnavailable``; lock
-    waits, deadlocks and serialization failures → ``DatabaseBusy``. Follows ``orig`` and
-    ``__cause__`` through SQLAlchemy's wrappers (as the migrations raise them).
-    """
-    seen: set[int] = set()
-    pending: list[BaseException | None] = [error]
-    while pending:
-        current = pending.pop(0)
-        if current is None or id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, StoreError):
-            return current
-        if isinstance(current, filelock.Timeout):
-            return DatabaseBusy(f"another migration holds {current.lock_file}")
-        if isinstance(current, POSTGRES_BUSY):
-            return DatabaseBusy(f"the database is busy: {current}")
-        if isinstance(current, (*POSTGRES_UNAVAILABLE, OSError)):
-            return DatabaseUnavailable(f"the database is unavailable: {current}")
-        if isinstance(current, sqlite3.Error):
-            code = (getattr(current, "sqlite_errorcode", None) or 0) & 0xFF
-            if code in SQLITE_BUSY_CODES:
-                return DatabaseBusy(f"the SQLite database is locked: {current}")
-            if code in SQLITE_UNAVAILABLE_CODES:
-                return DatabaseUnavailable(f"the SQLite database is unavailable: {current}")
-        pending.extend([getattr(current, "orig", None), current.__cause__])
-    return None
-
-
-@contextmanager
-def driver_errors() -> Iterator[None]:
-    """Re-raise a known driver error as its typed store error (``raise … from``)."""
-    try:
-        yield
-    except StoreError:
-        raise
-    except Exception as error:
-        typed = translate_driver_error(error)
-        if typed is None:
-            raise
-        raise typed from error
-
-
-class SQLiteConnections:
-    """Our own aiosqlite connections to one SQLite file, kept open for the next statement.
-
-    Opened with ``aiosqlite.connect`` (autocommit: ``isolation_level=None``; the busy
-    timeout is ``timeout``), at most ``size`` kept idle. A connection given back inside a
-    transaction is closed (rolling it back), never reused. ``opener`` makes a connection
-    (tests pass a fake).
-    """
-
-    def __init__(self, opener: Callable[[], Awaitable[Any]], size: int) -> None:
-        self._open = opener
-        self._size = size
-        self._idle: list[Any] = []
-
-    async def acquire(self) -> Any:
-        """An idle connection, or a new one."""
-        if self._idle:
-            return self._idle.pop()
-        return await self._open()
-
-    async def release(self, connection: Any) -> None:
-        """Keep ``connection`` for reuse, or close it (in a transaction, or too many idle)."""
-        if connection.in_transaction or len(self._idle) >= self._size:
-            await connection.close()
-        else:
-            self._idle.append(connection)
-
-    async def close(self) -> None:
-        """Close every idle connection."""
-        while self._idle:
-            await self._idle.pop().close()
-
-
-class CompiledStatements:
-    """Each statement shape compiled once, for one dialect.
-
-    SQLAlchemy's cache key of a statement names its shape (the same for every call that
-    builds the same statement with other values) and carries this call's bound values;
-    ``Compiled.construct_params(extracted_parameters=…)`` puts them in the place of the
-    values the shape was compiled with. Statements whose SQL depends on their values (an
-    ``IN`` list, literal-rendered parameters) or that have no cache key are compiled each
-    time. Returns the SQL in the driver's paramstyle and the positional values.
-    """
-
-    def __init__(self, dialect: Any, size: int = 2000) -> None:
-        self._dialect = dialect
-        self._size = size
-        self._cache: dict[Any, Any] = {}
-
-    def __call__(self, query: ClauseElement) -> tuple[str, list[Any]]:
-        key = query._generate_cache_key()
-        if key is None or any(b.expanding or b.literal_execute for b in key.bindparams):
-            return self._once(query)
-        compiled: Any = self._cache.get(key.key)
-        if compiled is None:
-            compiled = self._dialect.statement_compiler(self._dialect, query, cache_key=key)
-            if compiled.post_compile_params:
-                return self._once(query)
-            if len(self._cache) >= self._size:
-                self._cache.clear()
-            self._cache[key.key] = compiled
-        params = compiled.construct_params(extracted_parameters=key.bindparams)
-        return compiled.string, self._values(compiled, params)
-
-    def _once(self, query: ClauseElement) -> tuple[str, list[Any]]:
-        compiled: Any = query.compile(
-            dialect=self._dialect, compile_kwargs={"render_postcompile": True}
-        )
-        return compiled.string, self._values(compiled, compiled.construct_params())
-
-    @staticmethod
-    def _values(compiled: Any, params: Mapping[str, Any]) -> list[Any]:
-        processors = compiled._bind_processors
-        values = []
-        for name in compiled.positiontup:
-            value = params[name]
-            processor = processors.get(name)
-            values.append(value if processor is None else processor(value))
-        return values
-
-
-class Prepared:
-    """A hot statement built once, at import, and run with its values by name.
-
-    ``build(insert)`` returns the statement, given the backend's ``insert`` (for
-    ``on_conflict_*``); every per-call value in it is a named ``sa.bindparam`` (name it
-    apart from the columns: SQLAlchemy reserves column names in VALUES and SET). Each
-    dialect builds and compiles it once, on first use, keeping the SQL, the order of its
-    parameters with their bind processors, and the values bound at build time (literals).
-    A call then costs one lookup per parameter: no statement object, no cache key, no
-    compile. ``bind`` raises ``KeyError`` for a per-call value missing from ``params``.
-    """
-
-    def __init__(self, build: Callable[[Callable[[sa.Table], Any]], ClauseElement]) -> None:
-        self._build = build
-        self._compiled: dict[str, tuple[str, list[tuple[str, Any]], dict[str, Any]]] = {}
-
-    def _compile(self, dialect: Any) -> tuple[str, list[tuple[str, Any]], dict[str, Any]]:
-        insert = postgresql.insert if dialect.name == "postgresql" else sqlite.insert
-        compiled: Any = self._build(insert).compile(dialect=dialect)
-        if compiled.post_compile_params:
-            raise TypeError("a Prepared statement cannot expand parameters per call")
-        processors = compiled._bind_processors
-        order = [(name, processors.get(name)) for name in compiled.positiontup]
-        every = compiled.construct_params(_check=False)
-        bound = {name: value for name, value in every.items() if not compiled.binds[name].required}
-        result = (compiled.string, order, bound)
-        self._compiled[dialect.name] = result
-        return result
-
-    def bind(self, dialect: Any, params: Mapping[str, Any]) -> tuple[str, list[Any]]:
-        """The SQL for ``dialect`` and the positional values of ``params`` (by name)."""
-        found = self._compiled.get(dialect.name)
-        sql, order, bound = self._compile(dialect) if found is None else found
-        values = []
-        for name, processor in order:
-            value = params[name] if name in params else bound[name]
-            values.append(value if processor is None else processor(value))
-        return sql, values
-
-
 @dataclass(frozen=True, slots=True)
 class PoolStats:
     """``Database.pool_stats``: the gate's size and its slots in use, idle and waited for."""
@@ -378,18 +108,35 @@ class PoolStats:
     waiting: int
 
 
+PING = Prepared(lambda _: sa.text("SELECT 1"))
+"""``ping``'s statement."""
+
+
+def _ms(seconds: float) -> int:
+    """``seconds`` in whole milliseconds, at least 1 (0 would switch PostgreSQL's timeouts off)."""
+    return max(1, round(seconds * 1000))
+
+
 class Database:
     """A connected database for the store.
 
     ``url``: a database URL (see ``parse_url``; raises ``InvalidInput`` for one the store
     cannot use). ``pool_size``: the most PostgreSQL connections held at once.
     ``wait_timeout_s``: the longest a call waits, in seconds, for a pooled connection
-    (PostgreSQL) or for the write lock (SQLite, in this process and across processes)
-    before it fails with ``DatabaseBusy``. Every call raises ``DatabaseUnavailable`` when the
-    database cannot be reached, or (SQLite) when its file was removed or replaced since
-    ``connect``: nothing is read from or written to a file that is gone.
-    ``statement_cache_size``: asyncpg's prepared-statement cache (None: asyncpg's default;
-    0 behind pgbouncer in transaction mode). ``pool_stats`` reads the gate's counts.
+    (PostgreSQL) or for the write lock (SQLite: the in-process writer queue, and the busy
+    timeout for other processes' writers) before it fails with ``DatabaseBusy``.
+    ``lock_timeout_s`` (PostgreSQL): the longest one statement waits for a row or table lock
+    held by another session (PostgreSQL's ``lock_timeout``) before it fails with
+    ``DatabaseBusy``; by default half of ``wait_timeout_s``, so calls stalled behind a stuck
+    peer's lock give their connections back before a call queued for one of them gives up:
+    a pool full of stalled calls does not fail an unrelated read. ``statement_timeout_s``
+    (PostgreSQL): the backstop for any one statement (``statement_timeout``), also
+    ``DatabaseBusy``. Every call raises ``DatabaseUnavailable`` when the database cannot be
+    reached, or (SQLite) when its file was removed or replaced since ``connect``: nothing is
+    read from or written to a file that is gone. ``statement_cache_size``: asyncpg's
+    prepared-statement cache (None: asyncpg's default; 0 behind pgbouncer in transaction
+    mode). ``pool_stats`` reads the gate's counts. Raises ``InvalidInput`` for a timeout
+    that is not positive.
     """
 
     def __init__(
@@ -398,14 +145,33 @@ class Database:
         *,
         pool_size: int = 20,
         wait_timeout_s: float = 10.0,
+        lock_timeout_s: float | None = None,
+        statement_timeout_s: float = 30.0,
         statement_cache_size: int | None = None,
     ) -> None:
         self.url = normalize_url(url)
         self.is_postgres = self.url.startswith("postgresql")
         self.wait_timeout_s = wait_timeout_s
+        self.lock_timeout_s = wait_timeout_s / 2 if lock_timeout_s is None else lock_timeout_s
+        self.statement_timeout_s = statement_timeout_s
         self.pool_size = pool_size
+        timeouts = {
+            "waitTimeout": wait_timeout_s,
+            "lockTimeout": self.lock_timeout_s,
+            "statementTimeout": statement_timeout_s,
+        }
+        for field, seconds in timeouts.items():
+            if not seconds > 0:
+                raise InvalidInput(field, f"must be a positive number of seconds, not {seconds}")
         options: dict[str, Any] = (
-            {"min_size": 1, "max_size": pool_size}
+            {
+                "min_size": 1,
+                "max_size": pool_size,
+                "server_settings": {
+                    "lock_timeout": f"{_ms(self.lock_timeout_s)}ms",
+                    "statement_timeout": f"{_ms(statement_timeout_s)}ms",
+                },
+            }
             if self.is_postgres
             else {"timeout": wait_timeout_s}
         )
@@ -419,12 +185,10 @@ class Database:
         if self._sqlite_file is not None:
             path, timeout = str(self._sqlite_file), wait_timeout_s
             self._sqlite = SQLiteConnections(
-                lambda: aiosqlite.connect(path, timeout=timeout, isolation_level=None),
+                lambda: open_connection(path, timeout),
                 size=8,
             )
-        self._dialect = (
-            postgresql_asyncpg.dialect() if self.is_postgres else sqlite_aiosqlite.dialect()
-        )
+        self._dialect = make_url(self.url).get_dialect()()
         self._compile = CompiledStatements(self._dialect)
         self._write_lock = None if self.is_postgres else asyncio.Lock()
         self._connections = asyncio.Semaphore(pool_size) if self.is_postgres else None
@@ -467,7 +231,7 @@ class Database:
         if self._sqlite is None:
             with driver_errors():
                 await self._db.connect()
-        await self.fetch_one(sa.text("SELECT 1"))
+        await self.ping()
         if self._sqlite_file is not None:
             self._sqlite_identity = self._file_identity()
 
@@ -600,6 +364,25 @@ class Database:
             rows = await self._execute(sql, values, one=True)
             return rows[0] if rows else None
 
+    async def fetch_prepared(self, statement: Prepared, params: Mapping[str, Any]) -> Row | None:
+        """Run a reading ``Prepared`` statement with ``params`` (its values by name) and
+        return its first row, or None; as ``fetch_one`` does."""
+        sql, values = statement.bind(self._dialect, params)
+        rows = await self._execute(sql, values, one=True)
+        return rows[0] if rows else None
+
+    async def fetch_prepared_all(self, statement: Prepared, params: Mapping[str, Any]) -> list[Row]:
+        """Run a reading ``Prepared`` statement with ``params`` and return every row."""
+        sql, values = statement.bind(self._dialect, params)
+        return await self._execute(sql, values, one=False)
+
+    async def write_prepared_all(self, statement: Prepared, params: Mapping[str, Any]) -> list[Row]:
+        """Run a writing ``Prepared`` statement (``… RETURNING``) with ``params`` and return
+        every row it returned; as ``write_all`` does."""
+        sql, values = statement.bind(self._dialect, params)
+        async with self._writer():
+            return await self._execute(sql, values, one=False)
+
     async def write_all(self, query: ClauseElement) -> list[Row]:
         """Run a writing ``query`` (``… RETURNING``) and return every row it returned."""
         async with self._writer():
@@ -622,7 +405,7 @@ class Database:
     async def ping(self) -> None:
         """Raise ``DatabaseUnavailable`` unless the database answers ``SELECT 1`` (and, on
         SQLite, its file is still the one opened at ``connect``)."""
-        await self.fetch_one(sa.text("SELECT 1"))
+        await self.fetch_prepared(PING, {})
 
     @asynccontextmanager
     async def write_transaction(self) -> AsyncIterator[None]:

@@ -15,14 +15,16 @@ from alembic import command
 from alembic.config import Config
 from filelock import FileLock
 
-from store.database import driver_errors, normalize_url, sqlite_path
+from store.driver_errors import driver_errors
+from store.urls import normalize_url, sqlite_path
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 POSTGRES_LOCK_KEY = 0x6B7562756E
 """The advisory lock key the migration transaction holds on PostgreSQL ("kubun")."""
 
 LOCK_TIMEOUT_S = 300
-"""The longest a SQLite migration waits for another process's migration to finish."""
+"""The longest a migration waits for another process's migration to finish (the lock file
+on SQLite, the advisory lock on PostgreSQL)."""
 
 Announce = Callable[[str | None, str | None], None]
 """Told ``(current revision or None for a new database, head revision)`` once the migration
@@ -36,6 +38,7 @@ def alembic_config(url: str, announce: Announce | None = None) -> Config:
     config.set_main_option("sqlalchemy.url", normalize_url(url).replace("%", "%%"))
     config.attributes["announce"] = announce
     config.attributes["postgres_lock_key"] = POSTGRES_LOCK_KEY
+    config.attributes["lock_timeout_s"] = LOCK_TIMEOUT_S
     return config
 
 
@@ -47,8 +50,8 @@ def upgrade(url: str, revision: str = "head", announce: Announce | None = None) 
     is written. Synchronous: call it before the event loop starts, or in a worker thread.
     Raises ``InvalidInput`` for a URL the store cannot use, ``DatabaseUnavailable`` when
     the database cannot be reached (it does not exist, the server refuses, the file or its
-    lock file cannot be created) and ``DatabaseBusy`` when another migration of the SQLite
-    file holds its lock for more than ``LOCK_TIMEOUT_S``.
+    lock file cannot be created) and ``DatabaseBusy`` when another migration holds its lock
+    for more than ``LOCK_TIMEOUT_S``.
     """
     path = sqlite_path(url)
     with driver_errors():

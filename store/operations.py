@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from store import validation as check
 from store.context import ReadWinner, StoreContext
-from store.database import Prepared, chunked, fetch_in_chunks
+from store.database import chunked, fetch_in_chunks
 from store.errors import InvalidInput, ReservedValue
 from store.records import (
     ATTEMPTED,
@@ -27,6 +27,7 @@ from store.records import (
     WatchIdentity,
     WatchRecord,
 )
+from store.statements import Prepared, param
 from store.tables import operation as op
 from store.watches import WatchesStore, by_identity
 
@@ -101,71 +102,90 @@ class Finalization:
     watch: WatchRecord
 
 
-def _by_key(caller_did: str, operation_id: str) -> sa.ColumnElement[bool]:
+def by_key(caller: Any, operation: Any) -> sa.ColumnElement[bool]:
+    """The operation at ``(caller, operation)``: values (validated by the caller) or
+    ``param``s."""
+    return sa.and_(op.c.caller_did == caller, op.c.operation_id == operation)
+
+
+def lease_free(now: Any) -> sa.ColumnElement[bool]:
+    """No lease, or an expired one (``lease_expires_at < now``, epoch ms): a lease that
+    expires exactly at ``now`` is still held."""
+    return sa.or_(op.c.lease_token.is_(None), op.c.lease_expires_at < now)
+
+
+def lease_free_or_held(now: Any, token: Any) -> sa.ColumnElement[bool]:
+    """The lease guard: ``lease_free``, or the lease is ``token``'s (a ``param``; NULL
+    drops that arm)."""
+    return sa.or_(lease_free(now), op.c.lease_token == token)
+
+
+def abandoned_send(now: Any, token: Any) -> sa.ColumnElement[bool]:
+    """A takeover by ``token`` of a lapsed lease whose run marked a send and never recorded
+    it (the marker set, and not already counted as ``ABANDONED_SEND_MARKER``)."""
     return sa.and_(
-        op.c.caller_did == check.key("callerDID", caller_did),
-        op.c.operation_id == check.key("operationID", operation_id),
+        op.c.lease_token.is_not(None),
+        op.c.lease_token != token,
+        op.c.lease_expires_at < now,
+        op.c.send_marker.is_not(None),
+        op.c.send_marker != ABANDONED_SEND_MARKER,
     )
 
 
-def lease_free_or_held(token: str | None, now: int) -> sa.ColumnElement[bool]:
-    """The lease guard: no lease, an expired one (``lease_expires_at < now``), or ``token``'s.
-
-    A lease that expires exactly at ``now`` is still held. ``token`` None drops the last arm.
-    """
-    arms = [op.c.lease_token.is_(None), op.c.lease_expires_at < now]
-    if token is not None:
-        arms.append(op.c.lease_token == token)
-    return sa.or_(*arms)
-
-
-def _param(name: str, column: sa.Column[Any]) -> sa.BindParameter[Any]:
-    """A per-call value of a ``Prepared`` statement, of ``column``'s type."""
-    return sa.bindparam(name, type_=column.type)
-
-
-def _key_guard() -> sa.ColumnElement[bool]:
-    """``_by_key`` with the key as the parameters ``k_caller`` and ``k_operation``."""
+def due_operation(now: Any) -> sa.ColumnElement[bool]:
+    """A live operation a worker may pick up at ``now`` (epoch ms): attempted, due
+    (``next_attempt_at`` null or at most ``now``), its lease free or expired."""
     return sa.and_(
-        op.c.caller_did == _param("k_caller", op.c.caller_did),
-        op.c.operation_id == _param("k_operation", op.c.operation_id),
+        live_operation(),
+        sa.or_(op.c.next_attempt_at.is_(None), op.c.next_attempt_at <= now),
+        lease_free(now),
     )
 
+
+def live_operation() -> sa.ColumnElement[bool]:
+    """State attempted, as a literal so the planner can match the partial indexes on live
+    operations."""
+    return op.c.state == sa.literal_column(f"'{ATTEMPTED}'")
+
+
+KEY = by_key(param("p_caller", op.c.caller_did), param("p_operation", op.c.operation_id))
+"""``by_key`` with the key as the parameters ``p_caller`` and ``p_operation``."""
+NOW = param("p_now", op.c.updated_at)
+TOKEN = param("p_token", op.c.lease_token)
 
 CLAIM_COLUMNS = OPERATION_FIELDS
 """The columns ``claim_operation`` writes (every one), each from the parameter
-``v_<column>``."""
+``p_<column>``."""
 
 CLAIM = Prepared(
     lambda insert: (
         insert(op)
-        .values({name: _param(f"v_{name}", op.c[name]) for name in CLAIM_COLUMNS})
+        .values({name: param(f"p_{name}", op.c[name]) for name in CLAIM_COLUMNS})
         .on_conflict_do_nothing(index_elements=[op.c.caller_did, op.c.operation_id])
         .returning(op)
     )
 )
 """``claim_operation``'s insert-if-absent."""
 
+GET_OPERATION = Prepared(lambda _: sa.select(op).where(KEY))
+"""``get_operation``'s read."""
+
 MARK_SEND_STARTED = Prepared(
     lambda _: (
         sa.update(op)
-        .where(
-            _key_guard(),
-            op.c.state == ATTEMPTED,
-            op.c.lease_token == _param("k_token", op.c.lease_token),
-        )
+        .where(KEY, op.c.state == ATTEMPTED, op.c.lease_token == TOKEN)
         .values(
             send_marker=sa.case(
                 (
                     sa.or_(
                         op.c.send_marker.is_(None),
-                        op.c.send_marker == _param("p_marker", op.c.send_marker),
+                        op.c.send_marker == param("p_marker", op.c.send_marker),
                     ),
-                    _param("p_marker", op.c.send_marker),
+                    param("p_marker", op.c.send_marker),
                 ),
                 else_=sa.literal(CONTESTED_SEND_MARKER),
             ),
-            updated_at=_param("p_now", op.c.updated_at),
+            updated_at=NOW,
         )
         .returning(op)
     )
@@ -176,14 +196,14 @@ FINALIZE = Prepared(
     lambda _: (
         sa.update(op)
         .where(
-            _key_guard(),
+            KEY,
             op.c.state == ATTEMPTED,
-            op.c.version == _param("k_version", op.c.version),
-            op.c.lease_token == _param("k_token", op.c.lease_token),
+            op.c.version == param("p_version", op.c.version),
+            op.c.lease_token == TOKEN,
         )
         .values(
             state=COMMITTED,
-            result_entity=_param("p_result_entity", op.c.result_entity),
+            result_entity=param("p_result_entity", op.c.result_entity),
             attempts=op.c.attempts + 1,
             send_marker=None,
             next_attempt_at=None,
@@ -191,12 +211,12 @@ FINALIZE = Prepared(
             version=op.c.version + 1,
             # Replaced when given, kept when None.
             provider_etag=sa.func.coalesce(
-                _param("p_provider_etag", op.c.provider_etag), op.c.provider_etag
+                param("p_provider_etag", op.c.provider_etag), op.c.provider_etag
             ),
             document_id=sa.func.coalesce(
-                _param("p_document_id", op.c.document_id), op.c.document_id
+                param("p_document_id", op.c.document_id), op.c.document_id
             ),
-            updated_at=_param("p_now", op.c.updated_at),
+            updated_at=NOW,
         )
         .returning(op)
     )
@@ -204,52 +224,79 @@ FINALIZE = Prepared(
 """``finalize_operation_and_arm_watch``'s compare-and-set to committed."""
 
 
-def _lease_statement(guard: Any, values: dict[str, Any]) -> Prepared:
-    return Prepared(lambda _: sa.update(op).where(_key_guard(), guard).values(values).returning(op))
+def _keyed_update(guard: sa.ColumnElement[bool], values: dict[str, Any]) -> Prepared:
+    return Prepared(lambda _: sa.update(op).where(KEY, guard).values(values).returning(op))
 
 
-_ABANDONED_SEND = sa.and_(
-    op.c.lease_token.is_not(None),
-    op.c.lease_token != _param("p_token", op.c.lease_token),
-    op.c.lease_expires_at < _param("p_now", op.c.lease_expires_at),
-    op.c.send_marker.is_not(None),
-    op.c.send_marker != ABANDONED_SEND_MARKER,
-)
-ACQUIRE_LEASE = _lease_statement(
-    sa.and_(
-        op.c.state == ATTEMPTED,
-        sa.or_(
-            op.c.lease_token.is_(None),
-            op.c.lease_expires_at < _param("p_now", op.c.lease_expires_at),
-            op.c.lease_token == _param("p_token", op.c.lease_token),
-        ),
-    ),
+EXPIRES_AT = param("p_expires_at", op.c.lease_expires_at)
+ACQUIRE_LEASE = _keyed_update(
+    sa.and_(op.c.state == ATTEMPTED, lease_free_or_held(NOW, TOKEN)),
     {
-        "lease_token": _param("p_token", op.c.lease_token),
-        "lease_expires_at": _param("p_expires_at", op.c.lease_expires_at),
-        "attempts": sa.case((_ABANDONED_SEND, op.c.attempts + 1), else_=op.c.attempts),
+        "lease_token": TOKEN,
+        "lease_expires_at": EXPIRES_AT,
+        "attempts": sa.case((abandoned_send(NOW, TOKEN), op.c.attempts + 1), else_=op.c.attempts),
         "send_marker": sa.case(
-            (_ABANDONED_SEND, sa.literal(ABANDONED_SEND_MARKER)), else_=op.c.send_marker
+            (abandoned_send(NOW, TOKEN), sa.literal(ABANDONED_SEND_MARKER)),
+            else_=op.c.send_marker,
         ),
-        "updated_at": _param("p_now", op.c.updated_at),
+        "updated_at": NOW,
     },
 )
-"""``acquire_lease``'s guarded update (``lease_free_or_held`` with the token)."""
+"""``acquire_lease``'s guarded update."""
 
-RENEW_LEASE = _lease_statement(
-    op.c.lease_token == _param("p_token", op.c.lease_token),
-    {
-        "lease_expires_at": _param("p_expires_at", op.c.lease_expires_at),
-        "updated_at": _param("p_now", op.c.updated_at),
-    },
+RENEW_LEASE = _keyed_update(
+    op.c.lease_token == TOKEN, {"lease_expires_at": EXPIRES_AT, "updated_at": NOW}
 )
 """``renew_lease``'s update, for the lease's holder."""
 
-RELEASE_LEASE = _lease_statement(
-    sa.or_(op.c.lease_token.is_(None), op.c.lease_token == _param("p_token", op.c.lease_token)),
-    {"lease_token": None, "lease_expires_at": None, "updated_at": _param("p_now", op.c.updated_at)},
+RELEASE_LEASE = _keyed_update(
+    sa.or_(op.c.lease_token.is_(None), op.c.lease_token == TOKEN),
+    {"lease_token": None, "lease_expires_at": None, "updated_at": NOW},
 )
 """``release_lease``'s update, for the holder or when there is no lease."""
+
+DEFER_OPERATION = _keyed_update(
+    sa.and_(op.c.state == ATTEMPTED, lease_free_or_held(NOW, TOKEN)),
+    {
+        "next_attempt_at": param("p_next_attempt_at", op.c.next_attempt_at),
+        "defer_reason": param("p_defer_reason", op.c.defer_reason),
+        "updated_at": NOW,
+    },
+)
+"""``defer_operation``'s guarded update (``p_token`` NULL: no holder's arm)."""
+
+
+def _record_operation(attempts: Literal["refund", "count", "keep"]) -> Prepared:
+    guard = sa.and_(
+        op.c.state == param("p_from_state", op.c.state),
+        op.c.version == param("p_version", op.c.version),
+        op.c.lease_token == TOKEN,
+    )
+    values: dict[str, Any] = {
+        "state": param("p_to_state", op.c.state),
+        "provider_etag": param("p_provider_etag", op.c.provider_etag),
+        "next_attempt_at": param("p_next_attempt_at", op.c.next_attempt_at),
+        "defer_reason": param("p_defer_reason", op.c.defer_reason),
+        "last_kind": param("p_kind", op.c.last_kind),
+        "last_http_status": param("p_http_status", op.c.last_http_status),
+        "version": op.c.version + 1,
+        "updated_at": NOW,
+    }
+    if attempts == "refund":
+        marker = sa.or_(
+            op.c.send_marker.is_(None), op.c.send_marker == param("p_marker", op.c.send_marker)
+        )
+        guard = sa.and_(guard, op.c.attempts > 0, marker)
+        values |= {"attempts": op.c.attempts - 1, "send_marker": None}
+    elif attempts == "count":
+        values |= {"attempts": op.c.attempts + 1, "send_marker": None}
+    return _keyed_update(guard, values)
+
+
+RECORD_OPERATION = {name: _record_operation(name) for name in ("refund", "count", "keep")}
+"""``record_operation``'s compare-and-set, by what it does to the attempts: take one back
+(guarded by attempts > 0 and the send marker absent or ``p_marker``; NULL: absent only),
+count one, or keep them."""
 
 
 def _reject_reserved_marker(field: str, marker: str | None) -> None:
@@ -267,12 +314,6 @@ class OperationsStore:
         self._db = context.db
         self._watches = watches
         self._read_winner = read_winner
-
-    async def _update(
-        self, guard: sa.ColumnElement[bool], values: dict[str, Any]
-    ) -> OperationRecord | None:
-        row = await self._db.write_one(sa.update(op).where(guard).values(values).returning(op))
-        return None if row is None else OperationRecord.from_row(row)
 
     async def _update_prepared(
         self, statement: Prepared, params: dict[str, Any]
@@ -320,7 +361,7 @@ class OperationsStore:
             created_at=now,
             updated_at=now,
         )
-        params = {f"v_{name}": getattr(fresh, name) for name in CLAIM_COLUMNS}
+        params = {f"p_{name}": getattr(fresh, name) for name in CLAIM_COLUMNS}
         inserted = await self._db.write_prepared(CLAIM, params)
         if inserted is not None:
             return ClaimResult("claimed", OperationRecord.from_row(inserted))
@@ -350,8 +391,8 @@ class OperationsStore:
             "p_token": token,
             "p_expires_at": check.epoch_ms("expiresAt", expires_at),
             "p_now": now,
-            "k_caller": check.key("callerDID", caller_did),
-            "k_operation": check.key("operationID", operation_id),
+            "p_caller": check.key("callerDID", caller_did),
+            "p_operation": check.key("operationID", operation_id),
         }
         return await self._update_prepared(ACQUIRE_LEASE, params)
 
@@ -369,8 +410,8 @@ class OperationsStore:
         params = {
             "p_expires_at": check.epoch_ms("expiresAt", expires_at),
             "p_now": now,
-            "k_caller": check.key("callerDID", caller_did),
-            "k_operation": check.key("operationID", operation_id),
+            "p_caller": check.key("callerDID", caller_did),
+            "p_operation": check.key("operationID", operation_id),
             "p_token": check.key("token", token),
         }
         return await self._update_prepared(RENEW_LEASE, params)
@@ -391,14 +432,18 @@ class OperationsStore:
         params = {
             "p_token": token,
             "p_now": now,
-            "k_caller": check.key("callerDID", caller_did),
-            "k_operation": check.key("operationID", operation_id),
+            "p_caller": check.key("callerDID", caller_did),
+            "p_operation": check.key("operationID", operation_id),
         }
         return await self._update_prepared(RELEASE_LEASE, params)
 
     async def get_operation(self, caller_did: str, operation_id: str) -> OperationRecord | None:
         """The operation at ``(caller_did, operation_id)``, or None (seed ``getOperation``)."""
-        row = await self._db.fetch_one(sa.select(op).where(_by_key(caller_did, operation_id)))
+        params = {
+            "p_caller": check.key("callerDID", caller_did),
+            "p_operation": check.key("operationID", operation_id),
+        }
+        row = await self._db.fetch_prepared(GET_OPERATION, params)
         return None if row is None else OperationRecord.from_row(row)
 
     async def list_tracked_operations(
@@ -515,9 +560,9 @@ class OperationsStore:
         check.key("leaseToken", lease_token)
         now = self._ctx.clock()
         params = {
-            "k_caller": check.key("callerDID", caller_did),
-            "k_operation": check.key("operationID", operation_id),
-            "k_token": lease_token,
+            "p_caller": check.key("callerDID", caller_did),
+            "p_operation": check.key("operationID", operation_id),
+            "p_token": lease_token,
             "p_marker": marker,
             "p_now": now,
         }
@@ -539,17 +584,15 @@ class OperationsStore:
         operation, or None when refused or absent.
         """
         now = self._ctx.clock()
-        values = {
-            "next_attempt_at": check.epoch_ms("nextAttemptAt", next_attempt_at),
-            "defer_reason": check.optional_choice("reason", reason, DEFER_REASONS),
-            "updated_at": now,
+        params = {
+            "p_next_attempt_at": check.epoch_ms("nextAttemptAt", next_attempt_at),
+            "p_defer_reason": check.optional_choice("reason", reason, DEFER_REASONS),
+            "p_now": now,
+            "p_caller": check.key("callerDID", caller_did),
+            "p_operation": check.key("operationID", operation_id),
+            "p_token": check.optional_key("leaseToken", lease_token),
         }
-        guard = sa.and_(
-            _by_key(caller_did, operation_id),
-            op.c.state == ATTEMPTED,
-            lease_free_or_held(check.optional_key("leaseToken", lease_token), now),
-        )
-        return await self._update(guard, values)
+        return await self._update_prepared(DEFER_OPERATION, params)
 
     async def record_operation(self, change: OperationTransition) -> OperationRecord | None:
         """Move an operation from ``from_state`` to ``to_state`` (seed ``recordOperation``).
@@ -567,37 +610,31 @@ class OperationsStore:
         check.choice("toState", change.to_state, OPERATION_STATES)
         check.optional_key("sendMarker", change.send_marker)
         _reject_reserved_marker("sendMarker", change.send_marker)
-        values: dict[str, Any] = {
-            "state": change.to_state,
-            "provider_etag": check.optional_key("providerEtag", change.provider_etag),
-            "next_attempt_at": check.optional_epoch_ms("nextAttemptAt", change.next_attempt_at),
-            "defer_reason": check.optional_choice(
+        params: dict[str, Any] = {
+            "p_to_state": change.to_state,
+            "p_provider_etag": check.optional_key("providerEtag", change.provider_etag),
+            "p_next_attempt_at": check.optional_epoch_ms("nextAttemptAt", change.next_attempt_at),
+            "p_defer_reason": check.optional_choice(
                 "deferReason", change.defer_reason, DEFER_REASONS
             ),
-            "last_kind": check.optional_key("kind", change.kind),
-            "last_http_status": None
+            "p_kind": check.optional_key("kind", change.kind),
+            "p_http_status": None
             if change.http_status is None
             else check.count("httpStatus", change.http_status, minimum=100, maximum=599),
-            "version": op.c.version + 1,
-            "updated_at": self._ctx.clock(),
+            "p_now": self._ctx.clock(),
+            "p_caller": check.key("callerDID", change.caller_did),
+            "p_operation": check.key("operationID", change.operation_id),
+            "p_from_state": change.from_state,
+            "p_version": check.count("version", change.version),
+            "p_token": check.key("leaseToken", change.lease_token),
+            "p_marker": change.send_marker,
         }
-        guard = sa.and_(
-            _by_key(caller_did=change.caller_did, operation_id=change.operation_id),
-            op.c.state == change.from_state,
-            op.c.version == check.count("version", change.version),
-            op.c.lease_token == check.key("leaseToken", change.lease_token),
-        )
-        if change.refund_attempt:
-            values |= {"attempts": op.c.attempts - 1, "send_marker": None}
-            marker_arms: list[sa.ColumnElement[bool]] = [op.c.send_marker.is_(None)]
-            if change.send_marker is not None:
-                marker_arms.append(op.c.send_marker == change.send_marker)
-            guard = sa.and_(guard, op.c.attempts > 0, sa.or_(*marker_arms))
-        elif change.count_attempt:
-            values |= {"attempts": op.c.attempts + 1, "send_marker": None}
         if change.from_state in TERMINAL_STATES:
             return None
-        return await self._update(guard, values)
+        attempts = (
+            "refund" if change.refund_attempt else "count" if change.count_attempt else "keep"
+        )
+        return await self._update_prepared(RECORD_OPERATION[attempts], params)
 
     async def finalize_operation_and_arm_watch(
         self,
@@ -632,10 +669,10 @@ class OperationsStore:
         }
         check.epoch_ms("dueAt", due_at)
         params |= {
-            "k_caller": check.key("callerDID", caller_did),
-            "k_operation": check.key("operationID", operation_id),
-            "k_version": check.count("version", version),
-            "k_token": check.key("leaseToken", lease_token),
+            "p_caller": check.key("callerDID", caller_did),
+            "p_operation": check.key("operationID", operation_id),
+            "p_version": check.count("version", version),
+            "p_token": check.key("leaseToken", lease_token),
         }
         async with self._db.write_transaction():
             row = await self._db.write_prepared(FINALIZE, params | {"p_now": self._ctx.clock()})
@@ -656,9 +693,11 @@ class OperationsStore:
         ``InvalidInput`` for a malformed key."""
         found: list[OperationRecord] = []
         for chunk in chunked(keys, 100):
-            rows = await self._db.fetch_all(
-                sa.select(op).where(sa.or_(*(_by_key(*key) for key in chunk)))
-            )
+            guards = [
+                by_key(check.key("callerDID", caller), check.key("operationID", operation))
+                for caller, operation in chunk
+            ]
+            rows = await self._db.fetch_all(sa.select(op).where(sa.or_(*guards)))
             found.extend(OperationRecord.from_row(row) for row in rows)
         return found
 

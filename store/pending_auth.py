@@ -11,7 +11,55 @@ from store import validation as check
 from store.context import StoreContext
 from store.errors import InvalidInput
 from store.records import PendingAuthRecord
+from store.statements import Prepared, param
 from store.tables import pending_auth as pa
+
+COLUMNS = (
+    "state",
+    "code_verifier",
+    "provider",
+    "owner_did",
+    "owner_wrappable_did",
+    "controller_wrappable_did",
+    "created_at",
+    "redirect_url",
+    "scopes",
+    "is_incremental",
+    "expires_at",
+)
+"""The columns ``create_pending_auth`` writes, each from the parameter ``p_<column>``."""
+STATE = param("p_state", pa.c.state)
+
+CREATE_PENDING_AUTH = Prepared(
+    lambda insert: (
+        insert(pa)
+        .values({name: param(f"p_{name}", pa.c[name]) for name in COLUMNS})
+        .on_conflict_do_nothing(index_elements=[pa.c.state])
+        .returning(pa)
+    )
+)
+"""``create_pending_auth``'s insert-if-absent."""
+GET_PENDING_AUTH = Prepared(lambda _: sa.select(pa).where(pa.c.state == STATE))
+"""``get_pending_auth``'s read."""
+CONSUME_PENDING_AUTH = Prepared(lambda _: sa.delete(pa).where(pa.c.state == STATE).returning(pa))
+"""``consume_pending_auth``'s delete, whoever the owner."""
+CONSUME_OWN_PENDING_AUTH = Prepared(
+    lambda _: (
+        sa.delete(pa)
+        .where(pa.c.state == STATE, pa.c.owner_did == param("p_owner_did", pa.c.owner_did))
+        .returning(pa)
+    )
+)
+"""``consume_pending_auth``'s delete, for its owner only."""
+
+DELETE_EXPIRED_PENDING_AUTH = Prepared(
+    lambda _: (
+        sa.delete(pa)
+        .where(pa.c.expires_at < param("p_cutoff", pa.c.expires_at))
+        .returning(pa.c.state)
+    )
+)
+"""``delete_expired_pending_auth``'s delete."""
 
 
 class PendingAuthStore:
@@ -45,13 +93,8 @@ class PendingAuthStore:
             "is_incremental": int(check.flag("incremental", record.incremental)),
             "expires_at": check.epoch_ms("expiresAt", record.expires_at),
         }
-        insert = (
-            self._db.insert(pa)
-            .values(values)
-            .on_conflict_do_nothing(index_elements=[pa.c.state])
-            .returning(pa)
-        )
-        row = await self._db.write_one(insert)
+        params = {f"p_{name}": values[name] for name in COLUMNS}
+        row = await self._db.write_prepared(CREATE_PENDING_AUTH, params)
         if row is None:
             raise InvalidInput("state", "a pending authorization with this state exists")
         return PendingAuthRecord.from_row(row)
@@ -62,8 +105,8 @@ class PendingAuthStore:
         Expired records are returned until a sweep deletes them: the caller compares
         ``expires_at`` with its clock. Raises ``InvalidInput`` (``state``) for a bad key.
         """
-        query = sa.select(pa).where(pa.c.state == check.key("state", state))
-        row = await self._db.fetch_one(query)
+        params = {"p_state": check.key("state", state)}
+        row = await self._db.fetch_prepared(GET_PENDING_AUTH, params)
         return None if row is None else PendingAuthRecord.from_row(row)
 
     async def consume_pending_auth(
@@ -76,11 +119,12 @@ class PendingAuthStore:
         the record, and another owner's record is never deleted. Raises ``InvalidInput``
         (``state``, ``ownerDID``) for a bad key.
         """
-        where = pa.c.state == check.key("state", state)
-        if owner_did is not None:
-            where = sa.and_(where, pa.c.owner_did == check.key("ownerDID", owner_did))
-        delete = sa.delete(pa).where(where).returning(pa)
-        row = await self._db.write_one(delete)
+        params = {"p_state": check.key("state", state)}
+        if owner_did is None:
+            row = await self._db.write_prepared(CONSUME_PENDING_AUTH, params)
+        else:
+            params["p_owner_did"] = check.key("ownerDID", owner_did)
+            row = await self._db.write_prepared(CONSUME_OWN_PENDING_AUTH, params)
         return None if row is None else PendingAuthRecord.from_row(row)
 
     async def delete_expired_pending_auth(self, cutoff: int) -> int:
@@ -89,6 +133,5 @@ class PendingAuthStore:
         so the sweep and the callback's expiry check agree). Returns how many were deleted,
         counted from the rows ``RETURNING`` gave. Raises ``InvalidInput`` (``cutoff``).
         """
-        delete = sa.delete(pa).where(pa.c.expires_at < check.epoch_ms("cutoff", cutoff))
-        rows = await self._db.write_all(delete.returning(pa.c.state))
-        return len(rows)
+        params = {"p_cutoff": check.epoch_ms("cutoff", cutoff)}
+        return len(await self._db.write_prepared_all(DELETE_EXPIRED_PENDING_AUTH, params))

@@ -3,10 +3,12 @@ client may send the hash alone. The table is shared by every server instance on 
 database; a hash is registered once and never changes (its text is its identity)."""
 
 import hashlib
+from typing import Any
 
 import sqlalchemy as sa
 
 from store.context import StoreContext
+from store.statements import Prepared, param
 from store.tables import persisted_query as pq
 
 MAX_QUERY_CHARS = 1024 * 1024
@@ -20,6 +22,28 @@ def sha256_hex(query: str) -> str:
     return hashlib.sha256(query.encode()).hexdigest()
 
 
+HASH = param("p_sha256_hash", pq.c.sha256_hash)
+GET_QUERY = Prepared(lambda _: sa.select(pq.c.query).where(pq.c.sha256_hash == HASH))
+"""``get``'s read."""
+
+
+def _register(insert: Any) -> Any:
+    stored = sa.select(sa.func.count()).select_from(pq).scalar_subquery()
+    chosen = sa.select(HASH, param("p_query", pq.c.query), param("p_now", pq.c.created_at)).where(
+        stored < sa.bindparam("p_limit", type_=sa.BigInteger)
+    )
+    return (
+        insert(pq)
+        .from_select([pq.c.sha256_hash, pq.c.query, pq.c.created_at], chosen)
+        .on_conflict_do_nothing(index_elements=[pq.c.sha256_hash])
+        .returning(pq.c.sha256_hash)
+    )
+
+
+REGISTER_QUERY = Prepared(_register)
+"""``register``'s insert-if-absent, while fewer than ``p_limit`` texts are stored."""
+
+
 class PersistedQueriesStore:
     """Registered query texts by hash."""
 
@@ -29,23 +53,16 @@ class PersistedQueriesStore:
 
     async def get(self, sha256_hash: str) -> str | None:
         """The query registered under ``sha256_hash``, or None."""
-        row = await self._db.fetch_one(
-            sa.select(pq.c.query).where(pq.c.sha256_hash == sha256_hash.lower())
-        )
+        row = await self._db.fetch_prepared(GET_QUERY, {"p_sha256_hash": sha256_hash.lower()})
         return None if row is None else str(row["query"])
 
     async def register(self, query: str, limit: int = MAX_REGISTERED) -> bool:
         """Store ``query`` under its hash, in one statement, while fewer than ``limit`` texts
         are stored (a second registration changes nothing); True when a row was written."""
-        sha = sha256_hex(query)
-        stored = sa.select(sa.func.count()).select_from(pq).scalar_subquery()
-        chosen = sa.select(
-            sa.literal(sha), sa.literal(query), sa.literal(self._clock(), sa.BigInteger)
-        ).where(stored < limit)
-        insert = (
-            self._db.insert(pq)
-            .from_select([pq.c.sha256_hash, pq.c.query, pq.c.created_at], chosen)
-            .on_conflict_do_nothing(index_elements=[pq.c.sha256_hash])
-            .returning(pq.c.sha256_hash)
-        )
-        return await self._db.write_one(insert) is not None
+        params = {
+            "p_sha256_hash": sha256_hex(query),
+            "p_query": query,
+            "p_now": self._clock(),
+            "p_limit": limit,
+        }
+        return await self._db.write_prepared(REGISTER_QUERY, params) is not None

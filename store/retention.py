@@ -10,7 +10,9 @@ import sqlalchemy as sa
 
 from store import validation as check
 from store.context import StoreContext
-from store.records import ATTEMPTED, TERMINAL_STATES, OperationRecord
+from store.operations import due_operation, lease_free, live_operation
+from store.records import TERMINAL_STATES, OperationRecord
+from store.statements import Prepared, param
 from store.tables import operation as op
 from store.tables import pending_auth as pa
 from store.tables import projection_watch as watch
@@ -42,21 +44,62 @@ class ConnectorCounts:
     watches: dict[tuple[str, str], int]
 
 
-def _due_operation(now: int) -> sa.ColumnElement[bool]:
-    """A live operation a worker may pick up at ``now``: due (``next_attempt_at`` null or
-    at most ``now``) with its lease free or expired."""
+def _finished_before(older_than: Any) -> sa.ColumnElement[bool]:
+    """A terminal operation last updated before ``older_than`` (epoch ms, strict)."""
     return sa.and_(
-        op.c.state == ATTEMPTED,
-        sa.or_(op.c.next_attempt_at.is_(None), op.c.next_attempt_at <= now),
-        sa.or_(op.c.lease_token.is_(None), op.c.lease_expires_at < now),
+        sa.or_(
+            *(op.c.state == sa.literal_column(f"'{state}'") for state in sorted(TERMINAL_STATES))
+        ),
+        op.c.updated_at < older_than,
     )
 
 
-def _finished_before(older_than: int) -> sa.ColumnElement[bool]:
-    return sa.and_(
-        op.c.state.in_(sorted(TERMINAL_STATES)),
-        op.c.updated_at < check.epoch_ms("olderThan", older_than),
+NOW = param("p_now", op.c.updated_at)
+OPERATIONS_BY_STATE = Prepared(
+    lambda _: sa.select(op.c.state, sa.func.count().label("n")).group_by(op.c.state)
+)
+DUE_OPERATIONS = Prepared(
+    lambda _: sa.select(sa.func.count().label("n")).select_from(op).where(due_operation(NOW))
+)
+DUE_WATCHES = Prepared(
+    lambda _: sa.select(sa.func.count().label("n")).select_from(watch).where(due_watch(NOW))
+)
+"""``count_backlog``'s three counts."""
+COUNT_EXPIRED_PENDING_AUTH = Prepared(
+    lambda _: (
+        sa.select(sa.func.count().label("n"))
+        .select_from(pa)
+        .where(pa.c.expires_at < param("p_cutoff", pa.c.expires_at))
     )
+)
+"""``count_expired_pending_auth``'s count."""
+OPERATIONS_BY_CONNECTOR = Prepared(
+    lambda _: sa.select(op.c.connector_name, op.c.state, sa.func.count().label("n")).group_by(
+        op.c.connector_name, op.c.state
+    )
+)
+"""``count_by_connector``'s operations per connector and state."""
+WATCHES_BY_CONNECTOR = Prepared(
+    lambda _: sa.select(
+        watch.c.connector_name, watch.c.verification_status, sa.func.count().label("n")
+    ).group_by(watch.c.connector_name, watch.c.verification_status)
+)
+"""``count_by_connector``'s watches per connector and verification status."""
+COUNT_FINISHED = Prepared(
+    lambda _: (
+        sa.select(sa.func.count().label("n"))
+        .select_from(op)
+        .where(_finished_before(param("p_older_than", op.c.updated_at)))
+    )
+)
+"""``count_finished_operations``' count."""
+TRY_SWEEP_LOCK = Prepared(
+    lambda _: sa.select(sa.func.pg_try_advisory_lock(SWEEP_LOCK_KEY).label("got"))
+)
+SWEEP_UNLOCK = Prepared(
+    lambda _: sa.select(sa.func.pg_advisory_unlock(SWEEP_LOCK_KEY).label("released"))
+)
+"""``exclusive_sweep``'s advisory lock (PostgreSQL)."""
 
 
 class RetentionStore:
@@ -77,17 +120,21 @@ class RetentionStore:
         """
         check.epoch_ms("now", now)
         check.count("limit", limit, minimum=1, maximum=MAX_LIMIT)
-        live = op.c.state == sa.literal_column(f"'{ATTEMPTED}'")
-        lease_free = sa.or_(op.c.lease_token.is_(None), op.c.lease_expires_at < now)
+        live = live_operation()
         never_deferred = (
             sa.select(op)
-            .where(live, op.c.next_attempt_at.is_(None), lease_free)
+            .where(live, op.c.next_attempt_at.is_(None), lease_free(now))
             .order_by(op.c.created_at, op.c.caller_did, op.c.operation_id)
             .limit(limit)
         )
         next_attempt = (
             sa.select(op)
-            .where(live, op.c.next_attempt_at.is_not(None), op.c.next_attempt_at <= now, lease_free)
+            .where(
+                live,
+                op.c.next_attempt_at.is_not(None),
+                op.c.next_attempt_at <= now,
+                lease_free(now),
+            )
             .order_by(op.c.next_attempt_at, op.c.caller_did, op.c.operation_id)
             .limit(limit)
         )
@@ -119,7 +166,7 @@ class RetentionStore:
         ``limit`` to collect a backlog in batches. ``limit`` is 1 to 10,000.
         Raises ``InvalidInput`` naming ``olderThan`` or ``limit``.
         """
-        finished = _finished_before(older_than)
+        finished = _finished_before(check.epoch_ms("olderThan", older_than))
         size = check.count("limit", limit, minimum=1, maximum=MAX_COLLECT_LIMIT)
         keys: sa.ColumnElement[Any]
         chosen: sa.Select[Any]
@@ -141,16 +188,10 @@ class RetentionStore:
         """How many operations are in each state, and how many operations and watches are
         due at ``now`` (epoch ms) by the predicates of ``list_due_operations`` and
         ``list_due_watches``: three counting statements, for the metrics gauges."""
-        check.epoch_ms("now", now)
-        by_state = await self._db.fetch_all(
-            sa.select(op.c.state, sa.func.count().label("n")).group_by(op.c.state)
-        )
-        due_operations = await self._db.fetch_one(
-            sa.select(sa.func.count().label("n")).select_from(op).where(_due_operation(now))
-        )
-        due_watches = await self._db.fetch_one(
-            sa.select(sa.func.count().label("n")).select_from(watch).where(due_watch(now))
-        )
+        params = {"p_now": check.epoch_ms("now", now)}
+        by_state = await self._db.fetch_prepared_all(OPERATIONS_BY_STATE, {})
+        due_operations = await self._db.fetch_prepared(DUE_OPERATIONS, params)
+        due_watches = await self._db.fetch_prepared(DUE_WATCHES, params)
         return Backlog(
             operations_by_state={row["state"]: int(row["n"]) for row in by_state},
             due_operations=int(due_operations["n"]) if due_operations else 0,
@@ -160,35 +201,25 @@ class RetentionStore:
     async def count_finished_operations(self, older_than: int) -> int:
         """How many operations ``collect_finished_operations(older_than, …)`` would delete in
         all (for progress reports). Raises ``InvalidInput`` naming ``olderThan``."""
-        query = sa.select(sa.func.count()).select_from(op).where(_finished_before(older_than))
-        row = await self._db.fetch_one(query)
-        assert row is not None
-        return int(next(iter(row.values())))
+        params = {"p_older_than": check.epoch_ms("olderThan", older_than)}
+        row = await self._db.fetch_prepared(COUNT_FINISHED, params)
+        assert row is not None, "a count returns one row"
+        return int(row["n"])
 
     async def count_expired_pending_auth(self, cutoff: int) -> int:
         """How many pending authorizations ``delete_expired_pending_auth(cutoff)`` would
         delete (``expires_at < cutoff``, epoch ms): ``collect --dry-run``'s count.
         Raises ``InvalidInput`` naming ``cutoff``."""
-        query = sa.select(sa.func.count()).select_from(pa)
-        row = await self._db.fetch_one(
-            query.where(pa.c.expires_at < check.epoch_ms("cutoff", cutoff))
-        )
-        assert row is not None
-        return int(next(iter(row.values())))
+        params = {"p_cutoff": check.epoch_ms("cutoff", cutoff)}
+        row = await self._db.fetch_prepared(COUNT_EXPIRED_PENDING_AUTH, params)
+        assert row is not None, "a count returns one row"
+        return int(row["n"])
 
     async def count_by_connector(self) -> ConnectorCounts:
         """Operations per connector name and state, and watches per connector name and
         verification status (two grouping statements, for the metrics gauges)."""
-        operations = await self._db.fetch_all(
-            sa.select(op.c.connector_name, op.c.state, sa.func.count().label("n")).group_by(
-                op.c.connector_name, op.c.state
-            )
-        )
-        watches = await self._db.fetch_all(
-            sa.select(
-                watch.c.connector_name, watch.c.verification_status, sa.func.count().label("n")
-            ).group_by(watch.c.connector_name, watch.c.verification_status)
-        )
+        operations = await self._db.fetch_prepared_all(OPERATIONS_BY_CONNECTOR, {})
+        watches = await self._db.fetch_prepared_all(WATCHES_BY_CONNECTOR, {})
         return ConnectorCounts(
             operations={(row["connector_name"], row["state"]): int(row["n"]) for row in operations},
             watches={
@@ -211,14 +242,10 @@ class RetentionStore:
             yield True
             return
         async with self._db.pinned_connection():
-            got = await self._db.fetch_one(
-                sa.select(sa.func.pg_try_advisory_lock(SWEEP_LOCK_KEY).label("got"))
-            )
+            got = await self._db.fetch_prepared(TRY_SWEEP_LOCK, {})
             locked = got is not None and bool(got["got"])
             try:
                 yield locked
             finally:
                 if locked:
-                    await self._db.fetch_one(
-                        sa.select(sa.func.pg_advisory_unlock(SWEEP_LOCK_KEY).label("released"))
-                    )
+                    await self._db.fetch_prepared(SWEEP_UNLOCK, {})

@@ -16,6 +16,7 @@ from store import validation as check
 from store.context import StoreContext
 from store.errors import InvalidInput
 from store.records import SYNC_IDLE, SYNC_STATUSES, SyncStateRecord
+from store.statements import Prepared, param
 from store.tables import sync_state as ss
 
 DEFAULT_PAGE = 50
@@ -48,11 +49,82 @@ class SyncProgress:
         }
 
 
-def _by_key(connector_name: str, owner_did: str) -> sa.ColumnElement[bool]:
-    return sa.and_(
-        ss.c.connector_name == check.key("connectorName", connector_name),
-        ss.c.owner_did == check.key("ownerDID", owner_did),
+def _key_params(connector_name: str, owner_did: str) -> dict[str, Any]:
+    """The parameters of ``KEY``; raises ``InvalidInput`` for a bad key."""
+    return {
+        "p_connector_name": check.key("connectorName", connector_name),
+        "p_owner_did": check.key("ownerDID", owner_did),
+    }
+
+
+def _params(values: dict[str, Any]) -> dict[str, Any]:
+    """Column values as the parameters ``p_<column>``."""
+    return {f"p_{name}": value for name, value in values.items()}
+
+
+KEY = sa.and_(
+    ss.c.connector_name == param("p_connector_name", ss.c.connector_name),
+    ss.c.owner_did == param("p_owner_did", ss.c.owner_did),
+)
+"""One sync state, its key as the parameters ``p_connector_name`` and ``p_owner_did``."""
+PROGRESS_COLUMNS = ("checkpoint", "last_synced_at", "entity_count", "error", "recovery")
+"""The columns of ``SyncProgress.values``."""
+ROW_COLUMNS = (
+    "connector_name",
+    "owner_did",
+    *PROGRESS_COLUMNS,
+    "status",
+    "updated_at",
+    "version",
+    "incarnation",
+)
+"""The columns a new row is inserted with, each from the parameter ``p_<column>``."""
+
+
+def _insert(insert: Any) -> Any:
+    return insert(ss).values({name: param(f"p_{name}", ss.c[name]) for name in ROW_COLUMNS})
+
+
+def _set_sync_state(insert: Any) -> Any:
+    row = _insert(insert)
+    replaced = (*PROGRESS_COLUMNS, "status", "updated_at")
+    return row.on_conflict_do_update(
+        index_elements=[ss.c.connector_name, ss.c.owner_did],
+        set_={name: getattr(row.excluded, name) for name in replaced},
+    ).returning(ss)
+
+
+GET_SYNC_STATE = Prepared(lambda _: sa.select(ss).where(KEY))
+"""``get_sync_state``'s read."""
+SET_SYNC_STATE = Prepared(_set_sync_state)
+"""``set_sync_state``'s upsert: a new row as given, an existing one takes the progress, the
+status and ``updated_at`` and keeps its version and incarnation."""
+CREATE_SYNC_STATE = Prepared(
+    lambda insert: (
+        _insert(insert)
+        .on_conflict_do_nothing(index_elements=[ss.c.connector_name, ss.c.owner_did])
+        .returning(ss)
     )
+)
+"""``update_sync_progress``'s create-if-absent."""
+UPDATE_SYNC_PROGRESS = Prepared(
+    lambda _: (
+        sa.update(ss)
+        .where(
+            KEY,
+            ss.c.version == param("p_version", ss.c.version),
+            ss.c.incarnation == param("p_incarnation", ss.c.incarnation),
+        )
+        .values(
+            {name: param(f"p_{name}", ss.c[name]) for name in (*PROGRESS_COLUMNS, "updated_at")}
+            | {"version": ss.c.version + 1}
+        )
+        .returning(ss)
+    )
+)
+"""``update_sync_progress``'s compare-and-swap on version and incarnation."""
+DELETE_SYNC_STATE = Prepared(lambda _: sa.delete(ss).where(KEY).returning(ss.c.version))
+"""``delete_sync_state``'s delete."""
 
 
 def _record(row: Any) -> SyncStateRecord | None:
@@ -71,8 +143,8 @@ class SyncStateStore:
 
         Raises ``InvalidInput`` for a bad key.
         """
-        query = sa.select(ss).where(_by_key(connector_name, owner_did))
-        return _record(await self._db.fetch_one(query))
+        params = _key_params(connector_name, owner_did)
+        return _record(await self._db.fetch_prepared(GET_SYNC_STATE, params))
 
     async def set_sync_state(
         self, connector_name: str, owner_did: str, progress: SyncProgress, status: str
@@ -91,23 +163,16 @@ class SyncStateStore:
             "status": check.choice("status", status, SYNC_STATUSES),
             "updated_at": self._ctx.clock(),
         }
-        insert = self._db.insert(ss).values(
-            values | {"version": 0, "incarnation": self._ctx.new_id()}
-        )
-        kept = {"connector_name", "owner_did"}
-        upsert = insert.on_conflict_do_update(
-            index_elements=[ss.c.connector_name, ss.c.owner_did],
-            set_={name: getattr(insert.excluded, name) for name in values if name not in kept},
-        ).returning(ss)
-        row = await self._db.write_one(upsert)
+        new_row = values | {"version": 0, "incarnation": self._ctx.new_id()}
+        row = await self._db.write_prepared(SET_SYNC_STATE, _params(new_row))
         assert row is not None, "an upsert always returns its row"
         return SyncStateRecord.from_row(row)
 
     async def delete_sync_state(self, connector_name: str, owner_did: str) -> bool:
         """Delete the sync state (seed ``deleteSyncState``). Returns whether a row was
         deleted (``DELETE … RETURNING``). Raises ``InvalidInput`` for a bad key."""
-        delete = sa.delete(ss).where(_by_key(connector_name, owner_did)).returning(ss.c.version)
-        return await self._db.write_one(delete) is not None
+        params = _key_params(connector_name, owner_did)
+        return await self._db.write_prepared(DELETE_SYNC_STATE, params) is not None
 
     async def list_sync_states_for_connector(
         self, connector_name: str, *, after: str | None = None, limit: int = DEFAULT_PAGE
@@ -154,27 +219,20 @@ class SyncStateStore:
         }
         values = progress.values() | {"updated_at": self._ctx.clock()}
         if version is None and incarnation is None:
-            insert = (
-                self._db.insert(ss)
-                .values(
-                    key_values
-                    | values
-                    | {"status": SYNC_IDLE, "version": 0, "incarnation": self._ctx.new_id()}
-                )
-                .on_conflict_do_nothing(index_elements=[ss.c.connector_name, ss.c.owner_did])
-                .returning(ss)
+            new_row = (
+                key_values
+                | values
+                | {"status": SYNC_IDLE, "version": 0, "incarnation": self._ctx.new_id()}
             )
-            return _record(await self._db.write_one(insert))
+            return _record(await self._db.write_prepared(CREATE_SYNC_STATE, _params(new_row)))
         if version is None:
             raise InvalidInput("version", "must be given with incarnation (both or neither)")
         if incarnation is None:
             raise InvalidInput("incarnation", "must be given with version (both or neither)")
-        guard = sa.and_(
-            _by_key(connector_name, owner_did),
-            ss.c.version == check.count("version", version),
-            ss.c.incarnation == check.key("incarnation", incarnation),
-        )
-        update = (
-            sa.update(ss).where(guard).values(values | {"version": ss.c.version + 1}).returning(ss)
-        )
-        return _record(await self._db.write_one(update))
+        params = _params(values) | {
+            "p_connector_name": key_values["connector_name"],
+            "p_owner_did": key_values["owner_did"],
+            "p_version": check.count("version", version),
+            "p_incarnation": check.key("incarnation", incarnation),
+        }
+        return _record(await self._db.write_prepared(UPDATE_SYNC_PROGRESS, params))

@@ -67,7 +67,7 @@ def count(field: str, value: Any, *, minimum: int = 0, maximum: int = MAX_INT32)
 
 def choice(field: str, value: Any, allowed: Collection[str]) -> str:
     """One of ``allowed``."""
-    if value not in allowed:
+    if not isinstance(value, str) or value not in allowed:
         raise InvalidInput(field, f"must be one of {', '.join(sorted(allowed))}")
     return value
 

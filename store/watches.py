@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from store import validation as check
 from store.context import ReadWinner, StoreContext
-from store.database import Prepared, chunked, fetch_in_chunks
+from store.database import Row, chunked, fetch_in_chunks
 from store.errors import CasRetriesExhausted, InvalidInput, ReservedValue
 from store.records import (
     ATTEMPTED,
@@ -34,9 +34,10 @@ from store.records import (
     WatchIdentity,
     WatchRecord,
 )
+from store.statements import Prepared, param
 from store.tables import operation as op
 from store.tables import projection_watch as watch
-from store.winners import winner_upsert
+from store.winners import RECORD_WINNER, winner_params
 
 CAS_ATTEMPTS = 6
 """How many transactions a multi-statement decision runs before ``CasRetriesExhausted``
@@ -94,6 +95,10 @@ class WatchFilter:
     model: str | None = None
     status: str | None = None
     due_before: int | None = None
+
+
+def _record(row: Row | None) -> WatchRecord | None:
+    return None if row is None else WatchRecord.from_row(row)
 
 
 class _Unsettled(Exception):
@@ -200,9 +205,10 @@ def _opened(stored: WatchRecord, current_winner: str | None, due_at: int) -> dic
     }
 
 
-def due_watch(now: int) -> sa.ColumnElement[bool]:
-    """A watch a verifier may claim at ``now`` (epoch ms): pending verification, due
-    (``next_attempt_at`` set and at most ``now``), its claim absent or lapsed."""
+def due_watch(now: Any) -> sa.ColumnElement[bool]:
+    """A watch a verifier may claim at ``now`` (epoch ms, a value or a ``param``): pending
+    verification, due (``next_attempt_at`` set and at most ``now``), its claim absent or
+    lapsed (``claimed_until <= now``)."""
     return sa.and_(
         # A literal, so the planner can match the partial index on pending watches.
         watch.c.verification_status == sa.literal_column(f"'{PENDING_VERIFICATION}'"),
@@ -214,15 +220,12 @@ def due_watch(now: int) -> sa.ColumnElement[bool]:
 
 OPEN_GENERATION_COLUMNS = WATCH_FIELDS
 """The columns ``open_generation`` inserts (every one), each from the parameter
-``v_<column>``."""
+``p_<column>``."""
 
 
 def _open_generation(insert: Any) -> Any:
     upsert = insert(watch).values(
-        {
-            name: sa.bindparam(f"v_{name}", type_=watch.c[name].type)
-            for name in OPEN_GENERATION_COLUMNS
-        }
+        {name: param(f"p_{name}", watch.c[name]) for name in OPEN_GENERATION_COLUMNS}
     )
     fresh = upsert.excluded
     return upsert.on_conflict_do_update(
@@ -243,7 +246,92 @@ def _open_generation(insert: Any) -> Any:
 
 
 OPEN_GENERATION = Prepared(_open_generation)
-"""``open_generation``'s upsert (the finalize half), built once."""
+"""``open_generation``'s upsert (the finalize half)."""
+
+IDENTITY = sa.and_(*(column == param(f"p_{column.name}", column) for column in IDENTITY_COLUMNS))
+"""One watch, its identity as the parameters ``p_owner_did`` … ``p_source_id``."""
+GENERATION = param("p_generation", watch.c.repair_generation)
+NOW = param("p_now", watch.c.updated_at)
+
+GET_WATCH = Prepared(lambda _: sa.select(watch).where(IDENTITY))
+"""``get_watch``'s read."""
+
+CLAIM_WATCH = Prepared(
+    lambda _: (
+        sa.update(watch)
+        .where(IDENTITY, watch.c.repair_generation == GENERATION, due_watch(param("p_due", NOW)))
+        .values(
+            claimed_until=param("p_until", watch.c.claimed_until),
+            # A takeover of a lapsed claim counts the verification attempt it abandoned.
+            verification_attempts=sa.case(
+                (watch.c.claimed_until.is_not(None), watch.c.verification_attempts + 1),
+                else_=watch.c.verification_attempts,
+            ),
+            version=watch.c.version + 1,
+            updated_at=NOW,
+        )
+        .returning(watch)
+    )
+)
+"""``claim_watch_attempt``'s guarded update: the ``due_watch`` guard at ``p_due``."""
+
+DEFER_WATCH = Prepared(
+    lambda _: (
+        sa.update(watch)
+        .where(
+            IDENTITY,
+            watch.c.verification_status == PENDING_VERIFICATION,
+            watch.c.repair_generation == GENERATION,
+            watch.c.claimed_until == param("p_claimed_until", watch.c.claimed_until),
+        )
+        .values(
+            next_attempt_at=param("p_next_attempt_at", watch.c.next_attempt_at),
+            defer_reason=param("p_defer_reason", watch.c.defer_reason),
+            claimed_until=None,
+            version=watch.c.version + 1,
+            updated_at=NOW,
+        )
+        .returning(watch)
+    )
+)
+"""``defer_watch``'s guarded update, for the claim's holder."""
+
+
+WATCH_DOCUMENT = Prepared(lambda _: sa.select(watch.c.document_id).where(IDENTITY))
+"""The document a watch names (read before its winner, then the watch is locked)."""
+LOCK_WATCH = Prepared(lambda _: sa.select(watch).where(IDENTITY).with_for_update())
+"""One watch, locked for the rest of the transaction (``FOR UPDATE`` on PostgreSQL)."""
+WATCH_BY_DOCUMENT = Prepared(
+    lambda _: (
+        sa.select(watch)
+        .where(watch.c.document_id == param("p_document_id", watch.c.document_id))
+        .order_by(*IDENTITY_COLUMNS)
+        .limit(1)
+    )
+)
+"""``get_watch_by_document``'s read: the first watch naming the document, in identity order."""
+
+
+LOCK_WATCHES_OF_DOCUMENT = Prepared(
+    lambda _: (
+        sa.select(watch)
+        .where(watch.c.document_id == param("p_document_id", watch.c.document_id))
+        .order_by(*IDENTITY_COLUMNS)
+        .with_for_update()
+    )
+)
+"""Every watch naming a document, locked in identity order (``record_ingress``)."""
+
+
+def identity_params(identity: WatchIdentity) -> dict[str, str]:
+    """The parameters of ``IDENTITY``; raises ``InvalidInput`` for a malformed part."""
+    return {
+        "p_owner_did": check.key("ownerDID", identity.owner_did),
+        "p_connector_name": check.key("connectorName", identity.connector_name),
+        "p_model": check.key("model", identity.model),
+        "p_account_key": check.key("accountKey", identity.account_key),
+        "p_source_id": check.key("sourceID", identity.source_id),
+    }
 
 
 class WatchesStore:
@@ -265,7 +353,7 @@ class WatchesStore:
 
     async def get_watch(self, identity: WatchIdentity) -> WatchRecord | None:
         """The watch of ``identity``, or None (seed ``getWatch``)."""
-        row = await self._db.fetch_one(sa.select(watch).where(by_identity(identity)))
+        row = await self._db.fetch_prepared(GET_WATCH, identity_params(identity))
         return None if row is None else WatchRecord.from_row(row)
 
     async def get_watch_by_document(self, document_id: str) -> WatchRecord | None:
@@ -274,14 +362,8 @@ class WatchesStore:
         When several watches name the document (two connectors), the first in identity
         order. Raises ``InvalidInput`` for a malformed ``documentID``.
         """
-        query = (
-            sa.select(watch)
-            .where(watch.c.document_id == check.key("documentID", document_id))
-            .order_by(*IDENTITY_COLUMNS)
-            .limit(1)
-        )
-        row = await self._db.fetch_one(query)
-        return None if row is None else WatchRecord.from_row(row)
+        params = {"p_document_id": check.key("documentID", document_id)}
+        return _record(await self._db.fetch_prepared(WATCH_BY_DOCUMENT, params))
 
     async def list_watches_by_documents(self, document_ids: Sequence[str]) -> list[WatchRecord]:
         """Every watch naming one of ``document_ids`` (seed ``listWatchesByDocuments``).
@@ -418,25 +500,26 @@ class WatchesStore:
             "created_at": now,
             "updated_at": now,
         }
-        params = {f"v_{name}": values[name] for name in OPEN_GENERATION_COLUMNS}
+        params = {f"p_{name}": values[name] for name in OPEN_GENERATION_COLUMNS}
         row = await self._db.write_prepared(OPEN_GENERATION, params)
         assert row is not None, "an upsert always returns its row"
         return WatchRecord.from_row(row)
 
     async def _locked_with_winner(
-        self, where: sa.ColumnElement[bool]
+        self, identity: dict[str, str]
     ) -> tuple[WatchRecord | None, str | None]:
-        """Inside a write transaction: the watch, locked, and its document's current winner.
+        """Inside a write transaction: the watch at ``identity`` (``identity_params``),
+        locked, and its document's current winner.
 
         The winner is read (and share-locked on PostgreSQL) before the watch row is locked,
         the order finalize and ingress take them. Raises ``_Unsettled`` when the watch's
         document changed in between.
         """
-        first = await self._db.fetch_one(sa.select(watch.c.document_id).where(where))
+        first = await self._db.fetch_prepared(WATCH_DOCUMENT, identity)
         if first is None:
             return None, None
         current_winner = await self._read_winner(first["document_id"])
-        row = await self._db.fetch_one(sa.select(watch).where(where).with_for_update())
+        row = await self._db.fetch_prepared(LOCK_WATCH, identity)
         if row is None:
             return None, None
         if row["document_id"] != first["document_id"]:
@@ -499,11 +582,11 @@ class WatchesStore:
         check.choice("reason", reason, ARM_REASONS)
         check.epoch_ms("dueAt", due_at)
         check.optional_key("triggeringWinner", triggering_winner)
-        where = by_identity(identity)
+        watch_key = identity_params(identity)
         for _ in range(CAS_ATTEMPTS):
             try:
                 async with self._db.write_transaction():
-                    stored, current_winner = await self._locked_with_winner(where)
+                    stored, current_winner = await self._locked_with_winner(watch_key)
                     if stored is None:
                         return ArmResult("noop", None)
                     return await self._arm_locked(
@@ -531,14 +614,11 @@ class WatchesStore:
             try:
                 async with self._db.write_transaction():
                     now = self._ctx.clock()
-                    await self._db.fetch_one(
-                        winner_upsert(self._db, document_id, winner_digest, now)
+                    await self._db.fetch_prepared(
+                        RECORD_WINNER, winner_params(document_id, winner_digest, now)
                     )
-                    rows = await self._db.fetch_all(
-                        sa.select(watch)
-                        .where(watch.c.document_id == document_id)
-                        .order_by(*IDENTITY_COLUMNS)
-                        .with_for_update()
+                    rows = await self._db.fetch_prepared_all(
+                        LOCK_WATCHES_OF_DOCUMENT, {"p_document_id": document_id}
                     )
                     current_winner = await self._read_winner(document_id)
                     return [
@@ -561,26 +641,22 @@ class WatchesStore:
         """Claim a verification attempt until ``until`` (seed ``claimWatchAttempt``).
 
         Applies when the watch is pending, at ``generation``, due (``next_attempt_at`` set
-        and at most ``now``) and its claim is absent or lapsed (``claimed_until <= now``).
-        Times are epoch ms. Returns the updated watch, or None when refused or absent.
+        and at most ``now``) and its claim is absent or lapsed (``claimed_until <= now``),
+        the ``due_watch`` guard; ``now`` is the caller's, but never later than the store's
+        clock, so no caller takes over a claim that has not lapsed. A takeover of a lapsed
+        claim counts the attempt its verifier abandoned (``verification_attempts`` + 1), as
+        ``acquire_lease`` counts an abandoned send (DESIGN section 6); the worker's
+        ``maxAttempts`` then decides in ``record_verification``. Times are epoch ms.
+        Returns the updated watch, or None when refused or absent.
         """
-        check.count("generation", generation)
-        check.epoch_ms("until", until)
-        check.epoch_ms("now", now)
-        guard = sa.and_(
-            by_identity(identity),
-            watch.c.verification_status == PENDING_VERIFICATION,
-            watch.c.repair_generation == generation,
-            watch.c.next_attempt_at.is_not(None),
-            watch.c.next_attempt_at <= now,
-            sa.or_(watch.c.claimed_until.is_(None), watch.c.claimed_until <= now),
-        )
-        values = {
-            "claimed_until": until,
-            "version": watch.c.version + 1,
-            "updated_at": self._ctx.clock(),
+        params: dict[str, Any] = {
+            "p_generation": check.count("generation", generation),
+            "p_until": check.epoch_ms("until", until),
         }
-        return await self._update(guard, values)
+        check.epoch_ms("now", now)
+        store_now = self._ctx.clock()
+        params |= identity_params(identity) | {"p_due": min(now, store_now), "p_now": store_now}
+        return _record(await self._db.write_prepared(CLAIM_WATCH, params))
 
     async def defer_watch(
         self,
@@ -597,29 +673,14 @@ class WatchesStore:
         ``auth`` or None). Times are epoch ms. Returns the updated watch, or None when
         refused or absent.
         """
-        check.count("generation", generation)
-        guard = sa.and_(
-            by_identity(identity),
-            watch.c.verification_status == PENDING_VERIFICATION,
-            watch.c.repair_generation == generation,
-            watch.c.claimed_until == check.epoch_ms("claimedUntil", claimed_until),
-        )
-        values = {
-            "next_attempt_at": check.epoch_ms("nextAttemptAt", next_attempt_at),
-            "defer_reason": check.optional_choice("reason", reason, DEFER_REASONS),
-            "claimed_until": None,
-            "version": watch.c.version + 1,
-            "updated_at": self._ctx.clock(),
+        params: dict[str, Any] = {"p_generation": check.count("generation", generation)}
+        params |= identity_params(identity) | {
+            "p_claimed_until": check.epoch_ms("claimedUntil", claimed_until),
+            "p_next_attempt_at": check.epoch_ms("nextAttemptAt", next_attempt_at),
+            "p_defer_reason": check.optional_choice("reason", reason, DEFER_REASONS),
+            "p_now": self._ctx.clock(),
         }
-        return await self._update(guard, values)
-
-    async def _update(
-        self, guard: sa.ColumnElement[bool], values: dict[str, Any]
-    ) -> WatchRecord | None:
-        row = await self._db.write_one(
-            sa.update(watch).where(guard).values(values).returning(watch)
-        )
-        return None if row is None else WatchRecord.from_row(row)
+        return _record(await self._db.write_prepared(DEFER_WATCH, params))
 
     async def record_verification(
         self,
@@ -650,11 +711,11 @@ class WatchesStore:
         check.count("maxAttempts", max_attempts, minimum=1)
         check.epoch_ms("dueAt", due_at)
         check.optional_epoch_ms("claimedUntil", claimed_until)
-        where = by_identity(identity)
+        watch_key = identity_params(identity)
         for _ in range(CAS_ATTEMPTS):
             try:
                 async with self._db.write_transaction():
-                    stored, current_winner = await self._locked_with_winner(where)
+                    stored, current_winner = await self._locked_with_winner(watch_key)
                     outcome = verification_decision(
                         stored,
                         generation=generation,

@@ -6,8 +6,46 @@ import sqlalchemy as sa
 
 from store import validation as check
 from store.context import StoreContext
-from store.database import Database
+from store.statements import Prepared, param
 from store.tables import document_winner as winner
+
+
+def _record_winner(insert: Any) -> Any:
+    upsert = insert(winner).values(
+        document_id=param("p_document_id", winner.c.document_id),
+        winner_digest=param("p_winner_digest", winner.c.winner_digest),
+        updated_at=param("p_now", winner.c.updated_at),
+    )
+    return upsert.on_conflict_do_update(
+        index_elements=[winner.c.document_id],
+        set_={
+            "winner_digest": upsert.excluded.winner_digest,
+            "updated_at": upsert.excluded.updated_at,
+        },
+    ).returning(winner.c.document_id)
+
+
+RECORD_WINNER = Prepared(_record_winner)
+"""Set a document's winner (insert or replace) at ``p_now`` (epoch ms), returning its
+document id; ``record_winner`` and ``record_ingress`` run it with ``winner_params``."""
+
+READ_WINNER = Prepared(
+    lambda _: (
+        sa.select(winner.c.winner_digest)
+        .where(winner.c.document_id == param("p_document_id", winner.c.document_id))
+        .with_for_update(read=True)
+    )
+)
+"""``read_winner``'s read (a share lock on PostgreSQL)."""
+
+
+def winner_params(document_id: str, winner_digest: str, now: int) -> dict[str, Any]:
+    """The parameters of ``RECORD_WINNER``; raises ``InvalidInput`` for a bad key."""
+    return {
+        "p_document_id": check.key("documentID", document_id),
+        "p_winner_digest": check.key("winnerDigest", winner_digest),
+        "p_now": now,
+    }
 
 
 class WinnersStore:
@@ -27,33 +65,11 @@ class WinnersStore:
         """
         if document_id is None:
             return None
-        row = await self._db.fetch_one(
-            sa.select(winner.c.winner_digest)
-            .where(winner.c.document_id == document_id)
-            .with_for_update(read=True)
-        )
-        return None if row is None else row["winner_digest"]
+        row = await self._db.fetch_prepared(READ_WINNER, {"p_document_id": document_id})
+        return None if row is None else str(row["winner_digest"])
 
     async def record_winner(self, document_id: str, winner_digest: str) -> None:
         """Set the document's winner digest (insert or replace). ``record_ingress`` does this
         and arms the document's watches in one transaction."""
-        check.key("documentID", document_id)
-        check.key("winnerDigest", winner_digest)
-        await self._db.write_one(
-            winner_upsert(self._db, document_id, winner_digest, self._ctx.clock())
-        )
-
-
-def winner_upsert(db: Database, document_id: str, winner_digest: str, now: int) -> Any:
-    """The statement setting a document's winner (insert or replace) at ``now`` (epoch ms),
-    returning its document id."""
-    upsert = db.insert(winner).values(
-        document_id=document_id, winner_digest=winner_digest, updated_at=now
-    )
-    return upsert.on_conflict_do_update(
-        index_elements=[winner.c.document_id],
-        set_={
-            "winner_digest": upsert.excluded.winner_digest,
-            "updated_at": upsert.excluded.updated_at,
-        },
-    ).returning(winner.c.document_id)
+        params = winner_params(document_id, winner_digest, self._ctx.clock())
+        await self._db.write_prepared(RECORD_WINNER, params)

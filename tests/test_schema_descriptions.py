@@ -10,6 +10,7 @@ from graphql import (
     GraphQLScalarType,
 )
 
+from resolvers.strawberry_internals import graphql_schema
 from server.graph import build_schema
 
 BUILT_IN = {"String", "Int", "Float", "Boolean", "ID"}
@@ -17,7 +18,7 @@ BUILT_IN = {"String", "Int", "Float", "Boolean", "ID"}
 
 def undescribed() -> list[str]:
     """Every schema element without a description, as ``Type.field(arg)`` paths."""
-    schema = build_schema()._schema
+    schema = graphql_schema(build_schema())
     missing: list[str] = []
     for name, type_ in schema.type_map.items():
         if name.startswith("_") or name in BUILT_IN or name.startswith("link__"):
@@ -55,6 +56,6 @@ def test_every_schema_element_has_a_description():
 
 
 def test_epoch_millis__specified_by():
-    epoch = build_schema()._schema.type_map["EpochMillis"]
+    epoch = graphql_schema(build_schema()).type_map["EpochMillis"]
     assert isinstance(epoch, GraphQLScalarType)
     assert epoch.specified_by_url

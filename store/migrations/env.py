@@ -1,7 +1,8 @@
 """Alembic environment: runs the store's migrations on the async engine of the given URL.
 
-On PostgreSQL the migration transaction first takes an advisory lock, so concurrent
-migrations run one after the other and the later ones find nothing to do. Once the lock
+On PostgreSQL the migration transaction first takes an advisory lock, waiting at most
+``store.migrate.LOCK_TIMEOUT_S`` for it, so concurrent migrations run one after the other
+and the later ones find nothing to do. Once the lock
 is held, the caller's ``announce`` (``store.migrate``) is told the current revision.
 """
 
@@ -20,6 +21,10 @@ def run(connection: Connection) -> None:
     attributes = context.config.attributes
     with context.begin_transaction():
         if connection.dialect.name == "postgresql":
+            # Bounds the wait for another migration's lock, as the lock file's timeout does
+            # on SQLite: past it, LockNotAvailableError (DatabaseBusy).
+            lock_timeout_ms = round(attributes["lock_timeout_s"] * 1000)
+            connection.execute(text(f"SET LOCAL lock_timeout = '{lock_timeout_ms}ms'"))
             connection.execute(
                 text("SELECT pg_advisory_xact_lock(:key)"), {"key": attributes["postgres_lock_key"]}
             )

@@ -32,10 +32,15 @@ def value(parsed: dict[Any, float], name: str, **labels: str) -> float:
 
 
 @pytest.fixture
-async def running(store: ConnectorStore) -> AsyncIterator[httpx.AsyncClient]:
-    """The app with its lifespan running (metrics refresher and sweeper)."""
+async def app(store: ConnectorStore) -> Any:
+    """The app, with its lifespan not yet running."""
     settings = Settings(sweep_interval_seconds=3600, metrics_refresh_seconds=3600)
-    app = create_app(settings, store=store)
+    return create_app(settings, store=store)
+
+
+@pytest.fixture
+async def running(app: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of ``app`` with its lifespan running (metrics refresher and sweeper)."""
     async with app.router.lifespan_context(app), client_of(app) as http:
         yield http
 
@@ -48,7 +53,7 @@ def client_of(app: Any, token: str | None = SERVICE_TOKEN) -> httpx.AsyncClient:
     )
 
 
-async def test_metrics__counters_equal_the_scripted_workload(running, store, clock):
+async def test_metrics__counters_equal_the_scripted_workload(app, running, store, clock):
     gql = GraphQLClient(running)
     key = {"callerDID": "did:key:caller", "operationID": "op-1"}
     # Three claims: op-1 and op-3 with a lease that lapses, op-2 held far ahead.
@@ -88,10 +93,11 @@ async def test_metrics__counters_equal_the_scripted_workload(running, store, clo
         | {"expiresAt": clock.now - 1},
     )
 
-    app_metrics = running._transport.app.state.metrics  # type: ignore[attr-defined]
+    app_metrics = app.state.metrics
     await app_metrics.refresh_tables()
+    sweeps = ("connector_sweeper_runs_total", {"result": "swept"})
     for _ in range(100):  # the sweeper's first run, at start
-        if app_metrics.sweeps.labels("swept")._value.get() >= 1:
+        if (app_metrics.registry.get_sample_value(*sweeps) or 0) >= 1:
             break
         await asyncio.sleep(0.05)
     response = await running.get("/metrics")
@@ -189,11 +195,11 @@ async def test_pool_stats__count_the_slots_in_use_and_the_waiters(database_url):
         await db.disconnect()
 
 
-async def test_metrics__operations_by_connector_and_watches_by_status(running, store):
+async def test_metrics__operations_by_connector_and_watches_by_status(app, running, store):
     await pending_watch(store, operation_id="op-p", source_id="src-p", document_id="doc-p")
     await verified_watch(store, operation_id="op-v", source_id="src-v", document_id="doc-v")
     await claimed_operation(store, operation_id="op-d", connector_name="drive", source_id="src-d")
-    app_metrics = running._transport.app.state.metrics  # type: ignore[attr-defined]
+    app_metrics = app.state.metrics
     await app_metrics.refresh_tables()
     parsed = samples((await running.get("/metrics")).text)
 

@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 from graphql import get_named_type, is_interface_type, is_object_type, is_union_type
 
+from resolvers.strawberry_internals import graphql_schema
 from server.graph import build_schema
 from tests.api.conftest import GraphQLClient, error_codes
 
@@ -141,7 +142,7 @@ def reachable_types(schema, roots):
 
 
 def test_schema__no_query_path_returns_code_verifier():
-    schema = build_schema()._schema
+    schema = graphql_schema(build_schema())
     query = schema.query_type
     mutation = schema.mutation_type
     from_queries = reachable_types(schema, [(query, name) for name in query.fields])

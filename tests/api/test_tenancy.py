@@ -11,6 +11,7 @@ import pytest
 import strawberry
 
 from resolvers.permissions import ALL_SCOPES, RULES, SERVICE
+from resolvers.strawberry_internals import graphql_schema
 from server.graph import build_schema
 from tests.api.conftest import app_client, claim_input
 from tests.tokens import SERVICE_TOKEN, mint
@@ -204,7 +205,7 @@ SNAPSHOT = (
 
 def root_fields(schema: strawberry.Schema) -> set[tuple[str, str]]:
     """Every (root type, field) of a schema, as clients see them."""
-    graphql = schema._schema
+    graphql = graphql_schema(schema)
     fields = set()
     for root in (graphql.query_type, graphql.mutation_type):
         if root is not None:

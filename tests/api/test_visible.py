@@ -13,6 +13,7 @@ from strawberry.schema.config import StrawberryConfig
 from resolvers.context import Context
 from resolvers.loaders import Loaders
 from resolvers.permissions import Viewer
+from resolvers.strawberry_internals import graphql_schema
 from resolvers.visible import SERVES
 from schema.names import SeedNameConverter, to_graphql_name
 from schema.scalars import SCALAR_MAP
@@ -57,7 +58,7 @@ def unserved(schema: strawberry.Schema) -> set[tuple[str, str]]:
     """Fields returning an Operation or a Watch, resolved by code (every root field, and any
     field with a resolver), that are not in ``SERVES``. A plain field of a payload or an edge
     only carries what a served field built."""
-    graphql = schema._schema
+    graphql = graphql_schema(schema)
     found = set()
     for kind in graphql.type_map.values():
         if not isinstance(kind, GraphQLObjectType) or kind.name.startswith("__"):
@@ -76,7 +77,7 @@ def test_every_field_returning_operations_or_watches_goes_through_the_reader():
 
 def test_serves__names_only_fields_that_exist_and_return_them():
     schema = build_schema()
-    graphql = schema._schema
+    graphql = graphql_schema(schema)
     for type_name, field_name in SERVES:
         field = graphql.get_type(type_name).fields[field_name]
         assert reaches(graphql, get_named_type(field.type).name, set()), (type_name, field_name)

@@ -253,7 +253,7 @@ async def test_arm_watch__exhausted_retries_are_conflict(gql, store, monkeypatch
 
 async def test_claim_watch_attempt__applies_then_refused_with_current_watch(gql, store, clock):
     watch = await pending_watch(store)
-    now = watch.next_attempt_at
+    now = clock.now = watch.next_attempt_at
     claim = {"identity": IDENTITY, "generation": 1, "until": now + LEASE_MS, "now": now}
 
     first = (await gql.run("ClaimWatchAttempt", input=claim))["claimWatchAttempt"]

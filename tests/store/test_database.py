@@ -1,129 +1,24 @@
-"""store/database.py: SQLite connection reuse (with fake connections), the one URL parser,
-driver errors typed once, bounded waits, and a database that goes away; on both backends."""
+"""store/database.py: bounded waits, a database that goes away, and SQLite files named by
+percent-encoded URLs; on both backends."""
 
 import asyncio
 import shutil
 import sqlite3
 import time
 from contextlib import closing
-from pathlib import Path
 
 import asyncpg
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from store import ConnectorStore
-from store.database import (
-    Database,
-    SQLiteConnections,
-    normalize_url,
-    parse_url,
-    sqlite_path,
-    translate_driver_error,
-)
+from store import ConnectorStore, sqlite_pool
+from store.database import Database
 from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput
 from store.migrate import upgrade
-from tests.databases import postgres_admin_url
-from tests.factories import claim, claimed_operation
-
-
-class FakeConnection:
-    def __init__(self, in_transaction: bool = False) -> None:
-        self.in_transaction = in_transaction
-        self.closed = False
-
-    async def close(self) -> None:
-        self.closed = True
-
-
-class FakePool:
-    def __init__(self) -> None:
-        self.opened: list[FakeConnection] = []
-
-    async def open(self) -> FakeConnection:
-        connection = FakeConnection()
-        self.opened.append(connection)
-        return connection
-
-
-async def test_reused_connections__idle_one_is_reused():
-    pool = FakePool()
-    reuse = SQLiteConnections(pool.open, size=2)
-    first = await reuse.acquire()
-    await reuse.release(first)
-    assert await reuse.acquire() is first
-    assert len(pool.opened) == 1 and not first.closed
-
-
-async def test_reused_connections__in_transaction_is_closed_not_reused():
-    pool = FakePool()
-    reuse = SQLiteConnections(pool.open, size=2)
-    connection = await reuse.acquire()
-    connection.in_transaction = True
-    await reuse.release(connection)
-    assert connection.closed
-    assert await reuse.acquire() is not connection
-
-
-async def test_reused_connections__idle_capped_and_closed_at_the_end():
-    pool = FakePool()
-    reuse = SQLiteConnections(pool.open, size=2)
-    connections = [await reuse.acquire() for _ in range(3)]
-    for connection in connections:
-        await reuse.release(connection)
-    assert [c.closed for c in connections] == [False, False, True]
-    await reuse.close()
-    assert all(c.closed for c in connections)
-
-
-# --- URLs: one parser for every use ----------------------------------------------------------
-
-
-def test_parse_url__percent_encoded_sqlite_path_names_one_file():
-    url = "sqlite+aiosqlite:////tmp/x/my%20dir/x.db"
-    assert sqlite_path(url) == Path("/tmp/x/my dir/x.db")
-    assert (
-        normalize_url("sqlite:////tmp/x/my%20dir/x.db") == "sqlite+aiosqlite:////tmp/x/my dir/x.db"
-    )
-
-
-@pytest.mark.parametrize(
-    "url",
-    [
-        "sqlite+aiosqlite:///:memory:",
-        "sqlite+aiosqlite://",
-        "sqlite:///file::memory:?cache=shared",
-        "sqlite+aiosqlite:///x.db?mode=memory",
-    ],
-)
-def test_parse_url__in_memory_sqlite_refused(url):
-    with pytest.raises(InvalidInput) as raised:
-        Database(url)
-    assert raised.value.field == "DATABASE_URL"
-    assert "in-memory" in raised.value.problem
-
-
-def test_parse_url__libpq_sslmode_is_asyncpg_ssl():
-    url = normalize_url("postgresql://u@h/db?sslmode=require")
-    assert url == "postgresql+asyncpg://u@h/db?ssl=require"
-
-
-@pytest.mark.parametrize(
-    "url",
-    [
-        "mysql://u@h/db",
-        "not a url",
-        "redis://h",
-        "postgresql://u@h:notaport/db",
-        "postgresql://u@h/db?bogus=1",
-        "sqlite:///x.db?mode=ro",
-    ],
-)
-def test_parse_url__unsupported_scheme_refused(url):
-    with pytest.raises(InvalidInput) as raised:
-        parse_url(url)
-    assert raised.value.field == "DATABASE_URL"
+from store.urls import sqlite_path
+from tests.databases import as_driver, postgres_admin_url
+from tests.factories import claim, claimed_operation, reread
 
 
 async def test_sqlite__percent_encoded_path_data_and_wal_on_the_same_file(tmp_path, clock):
@@ -144,30 +39,6 @@ async def test_sqlite__percent_encoded_path_data_and_wal_on_the_same_file(tmp_pa
 
 
 # --- driver errors become typed store errors, decided by type --------------------------------
-
-
-@pytest.mark.parametrize(
-    ("error", "typed"),
-    [
-        (ConnectionRefusedError(111, "refused"), DatabaseUnavailable),
-        (asyncpg.exceptions.InvalidCatalogNameError("no such database"), DatabaseUnavailable),
-        (asyncpg.exceptions.ConnectionDoesNotExistError("lost"), DatabaseUnavailable),
-        (asyncpg.exceptions.AdminShutdownError("shutdown"), DatabaseUnavailable),
-        (asyncpg.exceptions.DeadlockDetectedError("deadlock"), DatabaseBusy),
-        (asyncpg.exceptions.SerializationError("serialization"), DatabaseBusy),
-        (asyncpg.exceptions.LockNotAvailableError("lock"), DatabaseBusy),
-    ],
-)
-def test_translate_driver_error__by_type(error, typed):
-    assert type(translate_driver_error(error)) is typed
-
-
-def test_translate_driver_error__follows_wrapped_causes_and_leaves_others():
-    wrapper = RuntimeError("a library's wrapper")
-    wrapper.__cause__ = asyncpg.exceptions.InvalidCatalogNameError("x")
-    assert isinstance(translate_driver_error(wrapper), DatabaseUnavailable)
-    assert translate_driver_error(ValueError("a bug")) is None
-    assert translate_driver_error(asyncpg.exceptions.UniqueViolationError("dup")) is None
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
@@ -216,6 +87,153 @@ async def test_wait__writer_behind_a_held_transaction_fails_busy_then_recovers(d
     await store.winners.record_winner("doc-1", "digest-1")
     assert await store.winners.read_winner("doc-1") == "digest-1"
     await db.disconnect()
+
+
+class PeerHoldingRowLocks:
+    """Another session (another process's, on SQLite) that holds a lock on the store's rows
+    and does not let go: ``FOR UPDATE`` on every operation (PostgreSQL), the write lock
+    (SQLite)."""
+
+    def __init__(self, database_url: str) -> None:
+        self.url = database_url
+
+    async def __aenter__(self) -> "PeerHoldingRowLocks":
+        path = sqlite_path(self.url)
+        if path is not None:
+            self.sqlite = sqlite3.connect(path, isolation_level=None)
+            self.sqlite.execute("BEGIN IMMEDIATE")
+        else:
+            self.postgres = await asyncpg.connect(as_driver(self.url, "postgresql"))
+            await self.postgres.execute("BEGIN")
+            await self.postgres.execute("SELECT 1 FROM kubun_connector_operation FOR UPDATE")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if sqlite_path(self.url) is not None:
+            self.sqlite.execute("ROLLBACK")
+            self.sqlite.close()
+        else:
+            await self.postgres.execute("ROLLBACK")
+            await self.postgres.close()
+
+
+async def test_wait__calls_stalled_on_a_peers_row_lock_fail_busy_and_free_the_pool(
+    database_url, clock
+):
+    db = Database(database_url, pool_size=2, wait_timeout_s=1.0)
+    await db.connect()
+    store = ConnectorStore(db, clock=clock)
+    try:
+        operations = [
+            await claimed_operation(store, operation_id=f"op-{n}", source_id=f"evt-{n}")
+            for n in range(2)
+        ]
+        async with PeerHoldingRowLocks(database_url):
+            started = time.monotonic()
+            stalled = [
+                asyncio.create_task(
+                    store.operations.acquire_lease(
+                        record.caller_did, record.operation_id, "lease-A", clock.now + 1
+                    )
+                )
+                for record in operations
+            ]
+            read = await store.operations.get_operation("did:key:caller", "op-0")
+            results = await asyncio.gather(*stalled, return_exceptions=True)
+            elapsed = time.monotonic() - started
+
+        assert read == operations[0]
+        assert [type(result) for result in results] == [DatabaseBusy, DatabaseBusy]
+        assert elapsed < 3
+        assert await reread(store, operations[0]) == operations[0]
+    finally:
+        await db.disconnect()
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_wait__lock_timeout_is_database_busy_by_type(database_url, clock):
+    db = Database(database_url, lock_timeout_s=0.2)
+    await db.connect()
+    store = ConnectorStore(db, clock=clock)
+    try:
+        record = await claimed_operation(store)
+        async with PeerHoldingRowLocks(database_url):
+            started = time.monotonic()
+            with pytest.raises(DatabaseBusy) as raised:
+                await store.operations.acquire_lease(
+                    record.caller_did, record.operation_id, "lease-A", clock.now + 1
+                )
+        assert time.monotonic() - started < 2
+        assert isinstance(raised.value.__cause__, asyncpg.exceptions.LockNotAvailableError)
+    finally:
+        await db.disconnect()
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_wait__statement_timeout_is_database_busy_by_type(database_url):
+    db = Database(database_url, statement_timeout_s=0.2)
+    await db.connect()
+    try:
+        started = time.monotonic()
+        with pytest.raises(DatabaseBusy) as raised:
+            await db.fetch_one(sa.select(sa.func.pg_sleep(5)))
+        assert time.monotonic() - started < 3
+        assert isinstance(raised.value.__cause__, asyncpg.exceptions.QueryCanceledError)
+        assert await db.fetch_one(sa.text("SELECT 1")) is not None
+    finally:
+        await db.disconnect()
+
+
+@pytest.mark.parametrize("field", ["lock_timeout_s", "statement_timeout_s", "wait_timeout_s"])
+def test_database__timeout_not_positive_refused(field):
+    with pytest.raises(InvalidInput):
+        Database("postgresql+asyncpg://postgres@127.0.0.1/test", **{field: 0})
+
+
+async def test_schema_change__under_cached_statements_is_busy_then_the_retry_applies(
+    database_url, clock
+):
+    db = Database(database_url, pool_size=1)
+    await db.connect()
+    store = ConnectorStore(db, clock=clock)
+    first = await claimed_operation(store)
+    second = await claimed_operation(store, operation_id="op-2", source_id="evt-2")
+    finalize = store.operations.finalize_operation_and_arm_watch
+    assert await finalize("did:key:caller", "op-1", version=0, lease_token="lease-A", due_at=1)
+    changed = await change_column_type(database_url, "bigint")
+    try:
+        if changed:
+            with pytest.raises(DatabaseBusy) as raised:
+                await finalize("did:key:caller", "op-2", version=0, lease_token="lease-A", due_at=1)
+            assert isinstance(
+                raised.value.__cause__, asyncpg.exceptions.InvalidCachedStatementError
+            )
+        done = await finalize("did:key:caller", "op-2", version=0, lease_token="lease-A", due_at=1)
+        assert done is not None and done.operation.state == "committed"
+        assert first.state == second.state == "attempted"
+    finally:
+        await db.disconnect()
+        await change_column_type(database_url, "integer")
+
+
+async def change_column_type(database_url: str, to: str) -> bool:
+    """Change ``last_http_status``'s type, as a rolling deploy's migration would, from another
+    connection; on SQLite (no column types to change) add and drop a column instead, which
+    SQLite's prepared statements absorb. True when a type changed."""
+    path = sqlite_path(database_url)
+    if path is not None:
+        with closing(sqlite3.connect(path)) as connection:
+            connection.execute("ALTER TABLE kubun_connector_operation ADD COLUMN extra TEXT")
+            connection.execute("ALTER TABLE kubun_connector_operation DROP COLUMN extra")
+        return False
+    connection = await asyncpg.connect(as_driver(database_url, "postgresql"))
+    try:
+        await connection.execute(
+            f"ALTER TABLE kubun_connector_operation ALTER COLUMN last_http_status TYPE {to}"
+        )
+    finally:
+        await connection.close()
+    return True
 
 
 # --- a database that goes away -------------------------------------------------------------
@@ -275,3 +293,29 @@ async def terminate_backends(database_url: str) -> None:
             await asyncio.sleep(0.01)
     finally:
         await admin.close()
+
+
+# --- files on disk stay bounded ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_sqlite__wal_cut_back_after_a_large_transaction(database_url, monkeypatch):
+    monkeypatch.setattr(sqlite_pool, "WAL_AUTOCHECKPOINT_PAGES", 100)
+    monkeypatch.setattr(sqlite_pool, "WAL_SIZE_LIMIT_BYTES", 256 * 1024)
+    db = Database(database_url)
+    await db.connect()
+    store = ConnectorStore(db)
+    path = sqlite_path(database_url)
+    assert path is not None
+    wal = path.with_name(path.name + "-wal")
+    try:
+        async with db.write_transaction():
+            for n in range(4000):
+                await store.winners.record_winner(f"doc-{n}", "d" * 400)
+        assert wal.stat().st_size > 1024 * 1024
+        for n in range(3):
+            await store.winners.record_winner(f"doc-{n}", "small")
+
+        assert wal.stat().st_size <= 256 * 1024
+    finally:
+        await db.disconnect()

@@ -2,19 +2,25 @@
 
 import asyncio
 import sqlite3
+import time
 from contextlib import closing
 from datetime import UTC, datetime
 
+import asyncpg
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from filelock import FileLock
 from sqlalchemy import pool, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from store.database import sqlite_path
+from store import migrate
+from store.errors import DatabaseBusy
 from store.migrate import alembic_config, upgrade
 from store.tables import metadata
+from store.urls import sqlite_path
+from tests.databases import as_driver
 
 
 async def schema_drift(url: str) -> list:
@@ -95,3 +101,24 @@ async def test_migration_0002__last_synced_at_epoch_ms_becomes_iso_text(database
         "did:key:b": "1970-01-01T00:00:00.000Z",
     }
     assert await schema_drift(database_url) == []
+
+
+async def test_migrations__another_migration_holding_the_lock_is_busy_within_the_bound(
+    database_url, monkeypatch
+):
+    monkeypatch.setattr(migrate, "LOCK_TIMEOUT_S", 0.3)
+    path = sqlite_path(database_url)
+    started = time.monotonic()
+    if path is not None:
+        with FileLock(path.with_name(path.name + ".migrate-lock")), pytest.raises(DatabaseBusy):
+            await asyncio.to_thread(upgrade, database_url)
+    else:
+        peer = await asyncpg.connect(as_driver(database_url, "postgresql"))
+        try:
+            await peer.execute("SELECT pg_advisory_lock($1)", migrate.POSTGRES_LOCK_KEY)
+            with pytest.raises(DatabaseBusy):
+                await asyncio.to_thread(upgrade, database_url)
+        finally:
+            await peer.close()
+    assert time.monotonic() - started < 10
+    await asyncio.to_thread(upgrade, database_url)

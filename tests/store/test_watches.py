@@ -432,6 +432,90 @@ async def test_claim_watch_attempt__lapsed_claim_applies(store, clock):
     assert claimed is not None and claimed.claimed_until == clock.now + LEASE_MS
 
 
+async def test_claim_watch_attempt__takeover_of_lapsed_claim_counts_the_abandoned_attempt(
+    store, clock
+):
+    watch = await claimed_watch(store, clock)
+    assert watch.verification_attempts == 0
+
+    for lapsed in range(1, 6):
+        clock.now = watch.claimed_until
+        watch = await store.watches.claim_watch_attempt(
+            watch.identity, 1, clock.now + LEASE_MS, clock.now
+        )
+        assert watch is not None and watch.verification_attempts == lapsed
+
+    assert (await reread_watch(store, watch)).verification_attempts == 5
+
+
+async def test_claim_watch_attempt__first_claim_and_claim_after_defer_count_nothing(store, clock):
+    watch = await claimed_watch(store, clock)
+    deferred = await store.watches.defer_watch(
+        watch.identity, 1, watch.claimed_until, clock.now, None
+    )
+    assert deferred is not None
+
+    claimed = await store.watches.claim_watch_attempt(
+        watch.identity, 1, clock.now + LEASE_MS, clock.now
+    )
+
+    assert claimed is not None and claimed.verification_attempts == 0
+
+
+async def test_record_verification__attempts_counted_by_takeovers_reach_max_attempts(store, clock):
+    watch = await claimed_watch(store, clock)
+    for _ in range(4):
+        clock.now = watch.claimed_until
+        watch = await store.watches.claim_watch_attempt(
+            watch.identity, 1, clock.now + LEASE_MS, clock.now
+        )
+        assert watch is not None
+
+    result = await store.watches.record_verification(
+        watch.identity,
+        generation=1,
+        fetched_digest="not-the-winner",
+        max_attempts=5,
+        due_at=clock.now,
+        claimed_until=watch.claimed_until,
+    )
+
+    assert result.outcome == "repair_failed"
+    assert result.watch is not None and result.watch.verification_attempts == 5
+
+
+async def test_claim_watch_attempt__now_ahead_of_store_clock_cannot_take_over_live_claim(
+    store, clock
+):
+    watch = await claimed_watch(store, clock)
+    clock.now = watch.claimed_until - 1
+
+    assert (
+        await store.watches.claim_watch_attempt(
+            watch.identity, 1, watch.claimed_until + LEASE_MS, watch.claimed_until
+        )
+        is None
+    )
+
+    clock.advance(1_000)
+    await assert_unchanged(store, watch)
+
+
+async def test_claim_watch_attempt__now_ahead_of_store_clock_cannot_claim_before_due(store, clock):
+    watch = await pending_watch(store)
+    clock.now = watch.next_attempt_at - 1
+
+    assert (
+        await store.watches.claim_watch_attempt(
+            watch.identity, 1, watch.next_attempt_at + 1, watch.next_attempt_at
+        )
+        is None
+    )
+
+    clock.advance(1_000)
+    await assert_unchanged(store, watch)
+
+
 async def test_claim_watch_attempt__not_due_refused(store, clock):
     watch = await pending_watch(store)
     clock.now = watch.next_attempt_at - 1

@@ -1,0 +1,22 @@
+"""Settings reach the store: ``Settings.database`` is the one place the ``DB_*`` settings
+become a ``Database``."""
+
+from server.settings import Settings
+
+
+def test_database__db_settings_reach_the_database() -> None:
+    settings = Settings(
+        database_url="postgresql+asyncpg://u@127.0.0.1:5432/db",
+        db_pool_size=7,
+        db_wait_timeout_seconds=8,
+        db_lock_timeout_seconds=1.5,
+        db_statement_timeout_seconds=12,
+    )
+    db = settings.database()
+    assert (db.lock_timeout_s, db.statement_timeout_s) == (1.5, 12)
+
+
+def test_database__lock_timeout_defaults_to_half_the_pool_wait() -> None:
+    settings = Settings(database_url="postgresql+asyncpg://u@127.0.0.1:5432/db")
+    assert settings.database().lock_timeout_s == settings.db_wait_timeout_seconds / 2
+    assert settings.database(wait_timeout_s=4).lock_timeout_s == 2
