@@ -163,10 +163,12 @@ class Database:
         for field, seconds in timeouts.items():
             if not seconds > 0:
                 raise InvalidInput(field, f"must be a positive number of seconds, not {seconds}")
+        self._pinned: set[int] = set()
         options: dict[str, Any] = (
             {
                 "min_size": 1,
                 "max_size": pool_size,
+                "reset": self._reset_connection,
                 "server_settings": {
                     "lock_timeout": f"{_ms(self.lock_timeout_s)}ms",
                     "statement_timeout": f"{_ms(statement_timeout_s)}ms",
@@ -195,6 +197,20 @@ class Database:
         self._gate_size = pool_size if self.is_postgres else 1
         self._gate_in_use = 0
         self._gate_waiting = 0
+
+    async def _reset_connection(self, connection: Any) -> None:
+        """asyncpg's ``reset`` (a public option of its pool, passed through by ``databases``)
+        for a connection given back to the pool: asyncpg's own reset is a round trip
+        (``RESET ALL``, ``CLOSE ALL``, advisory locks, listeners) on every release, that is
+        on every store call, for session state the store leaves on no connection but one a
+        ``pinned_connection`` block held (a session advisory lock, perhaps): that one gets
+        asyncpg's reset query (``get_reset_query``), any other nothing. A transaction left
+        open is rolled back by the pool before it calls this (pinned by
+        ``tests/store/test_database.py``)."""
+        pid = connection.get_server_pid()
+        if pid in self._pinned:
+            self._pinned.discard(pid)
+            await connection.execute(connection.get_reset_query())
 
     def pool_stats(self) -> PoolStats:
         """Read-only counts of the connection gate, for metrics: on PostgreSQL the pool's
@@ -392,14 +408,16 @@ class Database:
     async def pinned_connection(self) -> AsyncIterator[None]:
         """Run the block on one connection: every statement this task awaits in it uses
         that connection, so a session-level lock taken in the block (an advisory lock on
-        PostgreSQL) lasts until the block ends; transactions opened in it run on it too.
-        Raises ``DatabaseUnavailable``/``DatabaseBusy`` as ``fetch_one`` does."""
+        PostgreSQL) lasts until the block ends, and no longer: the connection is reset when
+        it goes back to the pool (``_reset_connection``); transactions opened in it run on
+        it too. Raises ``DatabaseUnavailable``/``DatabaseBusy`` as ``fetch_one`` does."""
         if self._sqlite is not None:
             yield
             return
         async with self._connection_slot():
             with driver_errors():
-                async with self._db.connection():
+                async with self._db.connection() as connection:
+                    self._pinned.add(connection.raw_connection.get_server_pid())
                     yield
 
     async def ping(self) -> None:

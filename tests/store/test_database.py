@@ -319,3 +319,69 @@ async def test_sqlite__wal_cut_back_after_a_large_transaction(database_url, monk
         assert wal.stat().st_size <= 256 * 1024
     finally:
         await db.disconnect()
+
+
+# --- the pool's reset ----------------------------------------------------------------------
+
+
+async def last_query(database_url: str) -> str:
+    """The last statement of the one other session on the database of ``database_url``."""
+    admin = await asyncpg.connect(postgres_admin_url())
+    try:
+        return await admin.fetchval(
+            "SELECT query FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+            make_url(database_url).database,
+        )
+    finally:
+        await admin.close()
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_pool_reset__a_plain_call_gives_its_connection_back_with_no_round_trip(
+    database_url,
+):
+    db = Database(database_url, pool_size=1)
+    await db.connect()
+    try:
+        await db.fetch_one(sa.text("SELECT 'the store call' AS marker"))
+        assert await last_query(database_url) == "SELECT 'the store call' AS marker"
+    finally:
+        await db.disconnect()
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_pool_reset__a_pinned_blocks_session_lock_ends_with_the_block(database_url):
+    db = Database(database_url, pool_size=1)
+    await db.connect()
+    admin = await asyncpg.connect(as_driver(database_url, "postgresql"))
+    try:
+        async with db.pinned_connection():
+            await db.fetch_one(sa.text("SELECT pg_advisory_lock(4242)"))
+            assert not await admin.fetchval("SELECT pg_try_advisory_lock(4242)")
+        assert await admin.fetchval("SELECT pg_try_advisory_lock(4242)")
+    finally:
+        await admin.close()
+        await db.disconnect()
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_pool_reset__asyncpg_rolls_back_an_open_transaction_before_a_custom_reset(
+    database_url,
+):
+    """What ``Database._reset_connection`` relies on: asyncpg's pool ends a transaction left
+    open before it calls the pool's ``reset``."""
+    in_transaction: list[bool] = []
+
+    async def reset(connection: asyncpg.Connection) -> None:
+        in_transaction.append(connection.is_in_transaction())
+
+    pool = await asyncpg.create_pool(
+        as_driver(database_url, "postgresql"), min_size=1, max_size=1, reset=reset
+    )
+    try:
+        async with pool.acquire() as connection:
+            await connection.execute("BEGIN")
+            assert connection.is_in_transaction()
+        assert in_transaction == [False]
+    finally:
+        await pool.close()
