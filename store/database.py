@@ -335,13 +335,15 @@ class Database:
 
     @staticmethod
     async def _sqlite_run(connection: Any, sql: str, values: list[Any], one: bool) -> list[Row]:
+        """``sql`` run and its rows fetched in one hop to the connection's thread
+        (aiosqlite's ``execute_fetchall``; a cursor, its fetch and its close were three),
+        the rows named by their columns (``sqlite3.Row``, ``open_connection``'s)."""
         with driver_errors():
-            async with connection.execute(sql, values) as cursor:
-                rows = await (cursor.fetchmany(1) if one else cursor.fetchall())
-                if not rows:
-                    return []
-                names = [column[0] for column in cursor.description]
-        return [ResultRow(zip(names, row, strict=True)) for row in rows]
+            rows = list(await connection.execute_fetchall(sql, values))
+        if not rows:
+            return []
+        names = rows[0].keys()
+        return [ResultRow(zip(names, row, strict=True)) for row in (rows[:1] if one else rows)]
 
     def insert(self, table: sa.Table) -> Any:
         """An INSERT in this backend's dialect, so ``on_conflict_do_*`` is available."""

@@ -4,6 +4,7 @@ PostgreSQL goes through ``databases``' asyncpg pool; SQLite does not, so that th
 queue (``Database``) and the readers each hold a connection of their own.
 """
 
+import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -21,8 +22,10 @@ would leave it at its largest for good."""
 async def open_connection(path: str, timeout: float) -> aiosqlite.Connection:
     """An autocommit aiosqlite connection to ``path`` (``isolation_level=None``) whose busy
     timeout is ``timeout`` seconds, its write-ahead log bounded (``WAL_AUTOCHECKPOINT_PAGES``,
-    ``WAL_SIZE_LIMIT_BYTES``)."""
+    ``WAL_SIZE_LIMIT_BYTES``), its rows ``sqlite3.Row`` (they carry their column names, so a
+    statement's rows need no cursor)."""
     connection = await aiosqlite.connect(path, timeout=timeout, isolation_level=None)
+    connection.row_factory = sqlite3.Row
     await connection.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
     await connection.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT_BYTES}")
     return connection

@@ -1,6 +1,6 @@
 """store/sqlite_pool.py: SQLite connection reuse, with fake connections."""
 
-from store.sqlite_pool import SQLiteConnections
+from store.sqlite_pool import SQLiteConnections, open_connection
 
 
 class FakeConnection:
@@ -53,3 +53,14 @@ async def test_reused_connections__idle_capped_and_closed_at_the_end():
 
 
 # --- URLs: one parser for every use ----------------------------------------------------------
+
+
+async def test_open_connection__rows_carry_their_column_names(tmp_path):
+    connection = await open_connection(str(tmp_path / "rows.db"), timeout=1.0)
+    try:
+        rows = await connection.execute_fetchall("SELECT 1 AS one, 'two' AS two")
+        assert [dict(zip(row.keys(), row, strict=True)) for row in rows] == [
+            {"one": 1, "two": "two"}
+        ]
+    finally:
+        await connection.close()
