@@ -8,6 +8,7 @@ traceback.
 """
 
 import asyncio
+import os
 import sys
 from typing import NoReturn
 
@@ -20,6 +21,7 @@ from server.http_server import PortUnavailable, check_port, serve_http
 from server.logs import configure_logging
 from server.settings import Settings
 from server.sweeper import sweep
+from server.workers import STARTUP_TOKEN_ENV, reuse_port_socket, supervise
 from store import ConnectorStore
 from store import validation as check
 from store.database import shown_url, sqlite_path
@@ -67,11 +69,20 @@ def serve(
     host: str | None = typer.Option(None, help="Interface to bind (env HOST)."),
     port: int | None = typer.Option(None, help="Port to bind (env PORT, default 8000)."),
     migrate: bool = typer.Option(True, help="Apply migrations before serving."),
+    workers: int = typer.Option(
+        1, min=1, envvar="WORKERS", help="Processes serving the port (env WORKERS)."
+    ),
 ) -> None:
-    """Serve the API (GraphiQL at /graphql) on DATABASE_URL, migrating it first."""
+    """Serve the API (GraphiQL at /graphql) on DATABASE_URL, migrating it first; with
+    --workers N, in N processes (server/workers.py)."""
     from server.app import create_app
 
     settings = Settings()
+    if workers > 1 and settings.metrics and settings.metrics_port is not None:
+        fail(
+            "--workers: METRICS_PORT is served by one process; unset it (the API port serves "
+            "/metrics, summed over the workers)"
+        )
     configure_logging(settings.log_level, settings.log_format)
     bind_host = host or settings.host
     bind_port = settings.port if port is None else port
@@ -100,12 +111,31 @@ def serve(
         )
     else:
         typer.echo("auth: tokens signed by the configured JWT key are required")
+    if workers > 1:
+        raise typer.Exit(supervise(settings, bind_host, bind_port, workers, startup_token))
     serve_http(
         create_app(settings, auth=auth, startup_token=startup_token),
         settings,
         bind_host,
         bind_port,
     )
+
+
+@cli.command("serve-worker", hidden=True)
+def serve_worker(
+    host: str = typer.Option(..., help="Interface the supervisor serves."),
+    port: int = typer.Option(..., help="Port the supervisor serves."),
+) -> None:
+    """One worker of ``serve --workers``: the API on the supervisor's port, beside the other
+    workers (``SO_REUSEPORT``), without migrating or printing anything."""
+    from server.app import create_app
+
+    settings = Settings()
+    configure_logging(settings.log_level, settings.log_format)
+    app = create_app(
+        settings, auth=authenticator(settings), startup_token=os.environ.get(STARTUP_TOKEN_ENV)
+    )
+    serve_http(app, settings, host, port, sockets=[reuse_port_socket(host, port)])
 
 
 def is_loopback(host: str) -> bool:

@@ -286,9 +286,16 @@ def check_port(host: str, port: int, setting: str) -> None:
             ) from None
 
 
-def serve_http(app: ASGIApp, settings: Settings, host: str, port: int) -> None:
-    """Serve ``app`` until SIGTERM or SIGINT."""
-    uvicorn.Server(http_config(app, settings, host, port)).run()
+def serve_http(
+    app: ASGIApp,
+    settings: Settings,
+    host: str,
+    port: int,
+    sockets: list[socket.socket] | None = None,
+) -> None:
+    """Serve ``app`` until SIGTERM or SIGINT, on ``host:port`` or on ``sockets`` already
+    bound (a worker's, ``server.workers``)."""
+    uvicorn.Server(http_config(app, settings, host, port)).run(sockets=sockets)
 
 
 @contextlib.asynccontextmanager

@@ -13,6 +13,7 @@ gate when scraped (no query).
 import asyncio
 import contextlib
 import logging
+import os
 import re
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING
@@ -26,6 +27,7 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
@@ -39,6 +41,9 @@ if TYPE_CHECKING:
     from server.sweeper import SweepResult
 
 STOP_GRACE_S = 10.0
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+"""Set by ``serve --workers`` (``server.workers``): the folder prometheus_client's
+multiprocess mode keeps every worker's values in."""
 
 log = logging.getLogger("connector_store.metrics")
 
@@ -122,6 +127,7 @@ class Metrics:
             "Operations by state (refreshed every METRICS_REFRESH_SECONDS).",
             ["state"],
             registry=r,
+            multiprocess_mode="livemostrecent",
         )
         self.connector_operations = Gauge(
             "connector_operations_by_connector",
@@ -129,6 +135,7 @@ class Metrics:
             " past 100 connector names, the rest are summed as other).",
             ["connector", "state"],
             registry=r,
+            multiprocess_mode="livemostrecent",
         )
         self.watches = Gauge(
             "connector_watches",
@@ -136,21 +143,25 @@ class Metrics:
             " METRICS_REFRESH_SECONDS; past 100 connector names, the rest are summed as other).",
             ["connector", "status"],
             registry=r,
+            multiprocess_mode="livemostrecent",
         )
         self.due_operations = Gauge(
             "connector_due_operations",
             "Operations a worker may pick up now: attempted, due, lease free or lapsed.",
             registry=r,
+            multiprocess_mode="livemostrecent",
         )
         self.due_watches = Gauge(
             "connector_due_watches",
             "Pending watches whose next verification is due (refreshed periodically).",
             registry=r,
+            multiprocess_mode="livemostrecent",
         )
         self.refreshed = Gauge(
             "connector_table_gauges_refreshed_timestamp_seconds",
             "When the table gauges were last refreshed (0: never).",
             registry=r,
+            multiprocess_mode="livemostrecent",
         )
         self.sweeps = Counter(
             "connector_sweeper_runs",
@@ -229,7 +240,16 @@ class Metrics:
         self.refreshed.set(now / 1000)
 
     def exposition(self) -> bytes:
-        return generate_latest(self.registry)
+        """The metrics in Prometheus' text format; under ``serve --workers`` (prometheus_client's
+        multiprocess mode, ``PROMETHEUS_MULTIPROC_DIR`` set) the counters, histograms and
+        gauges of every worker, summed (gauges: the value a live worker set last), and this
+        worker's pool."""
+        if MULTIPROC_ENV not in os.environ:
+            return generate_latest(self.registry)
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)
+        registry.register(PoolCollector(self))
+        return generate_latest(registry)
 
 
 async def metrics_endpoint(request: Request) -> Response:

@@ -1,0 +1,129 @@
+"""``serve --workers N``: N processes serving one port, supervised by the ``serve`` process.
+
+Each worker is a process of its own (``connector-store serve-worker``) that binds the port
+with ``SO_REUSEPORT`` (the kernel spreads new connections across the workers) and serves
+the same app over the same bounded HTTP protocol as a single process does
+(``server.http_server``). The supervisor (``supervise``):
+
+- makes ``PROMETHEUS_MULTIPROC_DIR`` anew (a temporary folder, removed when it exits) for
+  prometheus_client's multiprocess mode, so ``/metrics`` of any worker sums the counters
+  and histograms of all of them (``server.metrics``);
+- lets one worker sweep: on SQLite the first (the others get ``SWEEPER=false``); on
+  PostgreSQL every worker runs the sweeper and its advisory lock lets one sweep at a time;
+- starts a worker again when one exits while serving, and on SIGTERM or SIGINT passes the
+  signal to every worker and waits for them (each has ``SHUTDOWN_GRACE_SECONDS``); a
+  supervisor that dies without a word (SIGKILL) takes its workers with it
+  (``die_with_supervisor``).
+
+``METRICS_PORT`` is not served with several workers (one port, one process): ``serve``
+refuses the two together.
+"""
+
+import ctypes
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from types import FrameType
+
+from prometheus_client.multiprocess import mark_process_dead
+
+from server.metrics import MULTIPROC_ENV
+from server.settings import Settings
+
+log = logging.getLogger("connector_store.workers")
+
+STARTUP_TOKEN_ENV = "CONNECTOR_STORE_STARTUP_TOKEN"
+"""The GraphiQL startup token, handed to the workers through their environment (not their
+command line, which any local user can read)."""
+POLL_S = 0.2
+
+
+def reuse_port_socket(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` that other workers bind too (``SO_REUSEPORT``)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+PR_SET_PDEATHSIG = 1
+"""Linux's ``prctl`` option: the signal a process gets when its parent dies."""
+
+
+def die_with_supervisor() -> None:
+    """Run in each worker before it starts: SIGTERM when the supervisor dies, even by
+    SIGKILL (Linux's ``PR_SET_PDEATHSIG``), so no worker is left holding the port; elsewhere
+    nothing."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def worker_env(
+    settings: Settings, index: int, metrics_dir: str, startup_token: str | None
+) -> dict[str, str]:
+    """The environment of worker ``index``: the supervisor's, with the metrics folder, the
+    startup token and, on SQLite, the sweeper in the first worker only."""
+    env = dict(os.environ, **{MULTIPROC_ENV: metrics_dir})
+    if startup_token is not None:
+        env[STARTUP_TOKEN_ENV] = startup_token
+    if index > 0 and not settings.database_url.startswith("postgresql"):
+        env["SWEEPER"] = "false"
+    return env
+
+
+def supervise(
+    settings: Settings, host: str, port: int, workers: int, startup_token: str | None
+) -> int:
+    """Run ``workers`` worker processes on ``host:port`` until SIGTERM or SIGINT; the exit
+    status is 0 after a clean stop."""
+    metrics_dir = tempfile.mkdtemp(prefix="connector-store-metrics-")
+    command = [sys.executable, "-m", "server", "serve-worker", "--host", host, "--port", str(port)]
+    stopping = False
+
+    def start(index: int) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            command,
+            env=worker_env(settings, index, metrics_dir, startup_token),
+            preexec_fn=die_with_supervisor,
+        )
+
+    def stop(signum: int, _: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+        for process in running:
+            if process.poll() is None:
+                process.send_signal(signum)
+
+    running = [start(index) for index in range(workers)]
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    log.info("serving with %d workers (pids %s)", workers, [p.pid for p in running])
+    try:
+        while not stopping:
+            for index, process in enumerate(running):
+                if process.poll() is not None and not stopping:
+                    mark_process_dead(process.pid, metrics_dir)
+                    log.warning(
+                        "worker %d (pid %d) exited with %s: starting it again",
+                        index,
+                        process.pid,
+                        process.returncode,
+                    )
+                    running[index] = start(index)
+            time.sleep(POLL_S)
+        for process in running:
+            process.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+    return 0

@@ -1,0 +1,116 @@
+"""server/workers.py: ``serve --workers 2`` in real processes: two workers serve one port,
+``/metrics`` sums both, SIGTERM stops them all."""
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from server.settings import Settings
+from server.workers import worker_env
+from tests.faults.harness import Server, free_port, kill_started
+from tests.tokens import SERVICE_TOKEN, bearer
+
+REQUESTS = 20
+
+
+@pytest.fixture(autouse=True)
+def no_server_left() -> Iterator[None]:
+    yield
+    kill_started()
+
+
+def children(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def wait_for(condition, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def requests_counted(server: Server) -> float:
+    metrics = httpx.get(server.url + "/metrics", headers=bearer(SERVICE_TOKEN), timeout=5)
+    assert metrics.status_code == 200, metrics.text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in metrics.text.splitlines()
+        if line.startswith("connector_requests_total{")
+    )
+
+
+def test_workers__two_serve_one_port_and_metrics_sum_both(tmp_path):
+    env = {"WORKERS": "2", "SWEEPER": "false", "LOG_LEVEL": "info"}
+    running = Server(
+        f"sqlite+aiosqlite:///{tmp_path / 'w.db'}", free_port(), tmp_path / "w.log", env
+    )
+    running.start()
+    assert running.process is not None
+    wait_for(lambda: running.output().count("Application startup complete") == 2)
+    assert len(children(running.process.pid)) == 2
+    for _ in range(REQUESTS):  # each on a new connection, spread over the workers by the kernel
+        response = httpx.post(
+            running.url + "/graphql",
+            json={"query": "{ serverTime }"},
+            headers=bearer(SERVICE_TOKEN),
+            timeout=5,
+        )
+        assert response.status_code == 200, response.text
+    assert requests_counted(running) == REQUESTS
+    workers = children(running.process.pid)
+    running.process.send_signal(signal.SIGTERM)
+    assert running.process.wait(timeout=20) == 0
+    for pid in workers:
+        assert (
+            not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+        )
+
+
+def test_workers__metrics_port_refused_with_several(tmp_path):
+    env = {"WORKERS": "2", "METRICS_PORT": str(free_port())}
+    running = Server(
+        f"sqlite+aiosqlite:///{tmp_path / 'w.db'}", free_port(), tmp_path / "w.log", env
+    )
+    running.start()
+    assert running.process is not None
+    assert running.process.wait(timeout=30) == 1
+    assert "error: --workers: METRICS_PORT" in running.output()
+
+
+def test_workers__a_supervisor_killed_takes_its_workers_with_it(tmp_path):
+    env = {"WORKERS": "2", "SWEEPER": "false", "LOG_LEVEL": "info"}
+    running = Server(
+        f"sqlite+aiosqlite:///{tmp_path / 'w.db'}", free_port(), tmp_path / "w.log", env
+    )
+    running.start()
+    assert running.process is not None
+    wait_for(lambda: running.output().count("Application startup complete") == 2)
+    workers = children(running.process.pid)
+    running.process.kill()
+    running.process.wait(timeout=10)
+    wait_for(lambda: not any(alive(pid) for pid in workers), timeout_s=20)
+
+
+def alive(pid: int) -> bool:
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "zombie" not in status.read_text()
+
+
+@pytest.mark.parametrize(
+    ("url", "sweeping"),
+    [
+        ("sqlite+aiosqlite:///store.db", [True, False, False]),
+        ("postgresql+asyncpg://postgres@127.0.0.1/test", [True, True, True]),
+    ],
+    ids=["sqlite", "postgres"],
+)
+def test_worker_env__one_sweeper_on_sqlite_every_worker_under_the_lock_on_postgres(url, sweeping):
+    settings = Settings(database_url=url)
+    envs = [worker_env(settings, index, "/metrics-dir", None) for index in range(3)]
+    assert [env.get("SWEEPER") != "false" for env in envs] == sweeping
+    assert all(env["PROMETHEUS_MULTIPROC_DIR"] == "/metrics-dir" for env in envs)
