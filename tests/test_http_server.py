@@ -6,6 +6,7 @@ within the grace. Short bounds keep each test to a second or two."""
 
 import asyncio
 import contextlib
+import gc
 import inspect
 import json
 import signal
@@ -24,7 +25,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle as HttpToolsCycle
 from uvicorn.server import ServerState
 
-from server.http_server import PROTOCOLS, Bounds, http_config
+from server.http_server import PROTOCOLS, Bounds, freeze_startup_objects, http_config
 from server.settings import Settings
 from store.migrate import upgrade
 from tests.databases import PostgresRun
@@ -476,3 +477,12 @@ async def test_sigterm__a_stalled_upload_is_cut_after_the_grace_and_the_process_
         entries = log_entries(running)
         assert not [entry for entry in entries if entry["level"] == "error"], output
         assert "Traceback" not in output
+
+
+def test_freeze_startup_objects__what_lives_now_is_out_of_the_collectors_sight():
+    try:
+        freeze_startup_objects()
+        assert gc.get_freeze_count() > 0
+        assert gc.get_count()[2] == 0
+    finally:
+        gc.unfreeze()
