@@ -224,14 +224,18 @@ class Database:
         """Hold ``gate`` for the block, waiting at most ``wait_timeout_s`` for it (then
         ``DatabaseBusy`` with ``busy``), and count the holders and waiters for
         ``pool_stats``."""
-        self._gate_waiting += 1
-        try:
-            async with asyncio.timeout(self.wait_timeout_s):
-                await gate.acquire()
-        except TimeoutError:
-            raise DatabaseBusy(f"{busy} within {self.wait_timeout_s:g} s") from None
-        finally:
-            self._gate_waiting -= 1
+        if isinstance(gate, asyncio.Semaphore) and not gate.locked():
+            # Free (a semaphore is locked while anyone waits): taken at once, no timer armed.
+            await gate.acquire()
+        else:
+            self._gate_waiting += 1
+            try:
+                async with asyncio.timeout(self.wait_timeout_s):
+                    await gate.acquire()
+            except TimeoutError:
+                raise DatabaseBusy(f"{busy} within {self.wait_timeout_s:g} s") from None
+            finally:
+                self._gate_waiting -= 1
         self._gate_in_use += 1
         try:
             yield
