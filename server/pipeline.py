@@ -16,8 +16,9 @@ inspects the hook and wraps it in a new context manager (``functools.wraps`` and
 resolver of the request, a link per extension with a ``resolve``: for nine extensions, about
 a tenth of the server's CPU in a profile of the worker lifecycle, and ``{ serverTime }``
 costs 0.27-0.29 ms of server CPU as one extension against 0.31-0.33 ms as nine
-(``benchmarks/load.py``). ``Pipeline`` runs the steps' generator hooks itself, and, once the operation has started, only the ``resolve`` hooks a
-step says it needs for this request (``resolves``: ``FederatedTracing`` only when it traces).
+(``benchmarks/load.py``). ``Pipeline`` runs the steps' generator hooks itself, and, once the
+operation has started, only the ``resolve`` hooks a step says it needs for this request
+(``resolves``: ``FederatedTracing`` only when it traces).
 
 1. ``OperationTelemetry``: after the operation it tells the request's log line and metrics
    the outcome, the first error's code. First, so its after-part runs last: the errors

@@ -10,8 +10,8 @@ the same app over the same bounded HTTP protocol as a single process does
   and histograms of all of them (``server.metrics``);
 - lets one worker sweep: on SQLite the first (the others get ``SWEEPER=false``); on
   PostgreSQL every worker runs the sweeper and its advisory lock lets one sweep at a time;
-- starts a worker again when one exits while serving, and on SIGTERM or SIGINT passes the
-  signal to every worker and waits for them (each has ``SHUTDOWN_GRACE_SECONDS``); a
+- starts a worker again when one exits while serving, and on SIGTERM or SIGINT sends
+  SIGTERM to every worker and waits for them (each has ``SHUTDOWN_GRACE_SECONDS``); a
   supervisor that dies without a word (SIGKILL) takes its workers with it
   (``die_with_supervisor``).
 
@@ -102,7 +102,9 @@ def supervise(
         stopping = True
         for process in running:
             if process.poll() is None:
-                process.send_signal(signum)
+                # SIGTERM whatever came: a worker that also got the terminal's SIGINT would
+                # take a second SIGINT as "exit now", without its grace.
+                process.send_signal(signal.SIGTERM)
 
     running = [start(index) for index in range(workers)]
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
