@@ -25,12 +25,15 @@ class Settings(BaseSettings):
     db_wait_timeout_seconds: float = Field(default=10.0, gt=0)
     db_lock_timeout_seconds: float | None = Field(
         default=None,
-        gt=0,
+        ge=0,
         description="PostgreSQL: the longest a statement waits for a row lock (default: half "
-        "of DB_WAIT_TIMEOUT_SECONDS).",
+        "of DB_WAIT_TIMEOUT_SECONDS; 0: the role's or database's own setting).",
     )
     db_statement_timeout_seconds: float = Field(
-        default=30.0, gt=0, description="PostgreSQL: the longest one statement runs."
+        default=30.0,
+        ge=0,
+        description="PostgreSQL: the longest one statement runs (0: the role's or database's "
+        "own setting).",
     )
     graphiql: bool = True
     introspection: bool = True
