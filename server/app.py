@@ -15,6 +15,7 @@ import orjson
 from cross_web import HTTPException
 from prometheus_client import make_asgi_app
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -37,7 +38,7 @@ from server.auth import Authentication, Authenticator, authenticator, startup_he
 from server.graph import build_schema
 from server.http_server import listening
 from server.metrics import Metrics, metrics_endpoint, refreshing
-from server.responses import method_not_allowed, request_error
+from server.responses import http_exception, method_not_allowed, request_error
 from server.settings import Settings
 from server.sweeper import Sweeper
 from server.telemetry import RequestTelemetry, current_request
@@ -534,6 +535,7 @@ def create_app(
             ),
         ],
         lifespan=lifespan,
+        exception_handlers={StarletteHTTPException: http_exception},
     )
     if settings.graphiql:
         app.mount("/graphiql", StaticFiles(directory=GRAPHIQL_ASSETS), name="graphiql")

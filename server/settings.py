@@ -15,7 +15,7 @@ class Settings(BaseSettings):
     ``DATABASE_URL`` defaults to a SQLite file in ``DATA_DIR`` (``./data``).
     """
 
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", allow_inf_nan=False)
 
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
@@ -104,6 +104,17 @@ class Settings(BaseSettings):
     def default_database(self) -> "Settings":
         if not self.database_url:
             self.database_url = self.default_database_url
+        return self
+
+    @model_validator(mode="after")
+    def lock_wait_below_pool_wait(self) -> "Settings":
+        """A lock wait past the pool wait would let calls stalled on a peer's lock hold every
+        connection while a queued call gives up."""
+        if (self.db_lock_timeout_seconds or 0) >= self.db_wait_timeout_seconds:
+            raise ValueError(
+                "DB_LOCK_TIMEOUT_SECONDS must be below DB_WAIT_TIMEOUT_SECONDS "
+                f"({self.db_lock_timeout_seconds} >= {self.db_wait_timeout_seconds})"
+            )
         return self
 
     def database(
