@@ -25,7 +25,7 @@ from schema.watch import Watch
 from store import operations as ops
 from store import watches as wat
 from store.errors import InvalidInput
-from store.records import OperationRecord, WatchIdentity, WatchRecord
+from store.records import OperationRecord, SyncStateRecord, WatchIdentity, WatchRecord
 
 DEFAULT_PAGE = 50
 DEFAULT_LIMIT = 100
@@ -275,6 +275,7 @@ class Query:
         size, after_key = page_request(info, first, after, 1, str)
         after_owner = None if after_key is None else after_key[0]
         store = info.context.store.sync_state
+        records: list[SyncStateRecord]
         if viewer.is_service:
             records = await store.list_sync_states_for_connector(
                 connector_name, after=after_owner, limit=size + 1
