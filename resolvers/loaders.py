@@ -40,7 +40,7 @@ def by_key(
     keys: Sequence[_K],
     page: Measured[_R],
     key_of: Callable[[_R], _K],
-    order: Callable[[_K], object],
+    order: Callable[[_K], tuple[str, ...]],
     too_large: Callable[[], GraphQLError],
     *,
     one_row: bool,
@@ -51,12 +51,13 @@ def by_key(
     found: dict[_K, list[Sized[_R]] | GraphQLError] = {key: [] for key in keys}
     for record, size in zip(page, page.sizes, strict=True):
         rows = found[key_of(record)]
-        assert isinstance(rows, list)
+        assert isinstance(rows, list), "no key fails before the page is read"
         rows.append(Sized(record, size, prepaid=True))
     if page.cut:
         last = order(key_of(page[-1])) if page else None
         for key in keys:
-            if last is None or order(key) > last or (order(key) == last and not one_row):  # type: ignore[operator]
+            here = order(key)
+            if last is None or here > last or (here == last and not one_row):
                 found[key] = too_large()
     return found
 

@@ -2,7 +2,7 @@
 the rows past it are transferred.
 
 A row's size is the UTF-8 bytes of its text columns (keys, JSON text, digests, messages)
-plus ``ROW_OVERHEAD`` for its field names, numbers and punctuation in an answer. The JSON
+plus ``ROW_OVERHEAD`` (field names, numbers and punctuation in an answer). The JSON
 columns hold compact JSON with non-ASCII escaped, so their stored bytes are at least what
 an answer spends on them. ``within_bytes`` wraps a list's statement so the database sends
 only the rows within the allowance and one more, each with its size; ``measured`` keeps
@@ -22,8 +22,8 @@ from store import validation as check
 from store.database import Database, Row
 
 ROW_OVERHEAD = 512
-"""Bytes charged per row besides its text columns: every field name and number of the
-widest selection of an operation, a watch or a sync state, with JSON punctuation."""
+"""Bytes charged per row besides its text columns: an estimate of the field names, numbers
+and JSON punctuation a row adds to an answer (so a list of small rows is bounded too)."""
 
 SIZE = "row_bytes"
 """The label of a row's size in bytes, in every statement ``within_bytes`` builds."""
