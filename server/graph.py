@@ -70,7 +70,7 @@ class ConnectorSchema(strawberry.federation.Schema):
         ``__typename`` is one of our entities, else ``BAD_USER_INPUT`` (Strawberry would fail
         on a missing or unknown type name with an internal error). The representations count
         against the request's rows (at most 1000), like every list."""
-        info.context.rows.take("representations", len(representations))
+        info.context.budget.take("representations", len(representations))
         for index, representation in enumerate(representations):
             if not isinstance(representation, dict) or (
                 representation.get("__typename") not in ENTITY_TYPES

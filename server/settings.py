@@ -6,6 +6,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from resolvers.budget import DEFAULT_MAX_RESPONSE_BYTES
 from store.database import Database
 
 
@@ -42,6 +43,11 @@ class Settings(BaseSettings):
     max_query_fields: int = Field(default=500, ge=1)
     max_aliases: int = Field(default=30, ge=1)
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    max_response_bytes: int = Field(
+        default=DEFAULT_MAX_RESPONSE_BYTES,
+        ge=64 * 1024,
+        description="Bytes of rows one request's lists may load and answer.",
+    )
     max_header_bytes: int = Field(
         default=32 * 1024, ge=1024, description="Request line and headers, in bytes."
     )

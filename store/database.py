@@ -85,15 +85,18 @@ async def fetch_in_chunks(
     record: Callable[[Row], _T],
     order: Callable[[_T], Any],
     limit: int | None,
+    finish: Callable[[sa.Select[Any]], sa.Select[Any]] = lambda query: query,
 ) -> list[_T]:
     """``query``'s rows as records, with ``column IN values`` when ``values`` is given:
     ``IN_LIST_CHUNK`` values a statement, the chunks' records merged back into ``order``
-    and cut to ``limit`` (each chunk's statement carries the limit too)."""
+    and cut to ``limit`` (each chunk's statement carries the limit too). ``finish`` wraps
+    each statement once its condition is complete (``store.sizes.within_bytes``)."""
     if values is None:
-        return [record(row) for row in await db.fetch_all(query)]
+        return [record(row) for row in await db.fetch_all(finish(query))]
     found: list[_T] = []
     for chunk in chunked(values):
-        found.extend(record(row) for row in await db.fetch_all(query.where(column.in_(chunk))))
+        statement = finish(query.where(column.in_(chunk)))
+        found.extend(record(row) for row in await db.fetch_all(statement))
     found.sort(key=order)
     return found if limit is None else found[:limit]
 

@@ -22,11 +22,13 @@ from store.records import (
     OPERATION_FIELDS,
     OPERATION_STATES,
     TERMINAL_STATES,
+    WATCH_IDENTITY,
     OperationClaim,
     OperationRecord,
     WatchIdentity,
     WatchRecord,
 )
+from store.sizes import SIZE, Measured, fetch_measured, measured, row_bytes, within_bytes
 from store.statements import Prepared, param
 from store.tables import operation as op
 from store.watches import WatchesStore, by_identity
@@ -151,6 +153,14 @@ def live_operation() -> sa.ColumnElement[bool]:
 KEY = by_key(param("p_caller", op.c.caller_did), param("p_operation", op.c.operation_id))
 """``by_key`` with the key as the parameters ``p_caller`` and ``p_operation``."""
 NOW = param("p_now", op.c.updated_at)
+ORDER = (op.c.created_at, op.c.caller_did, op.c.operation_id)
+"""The ``listTrackedOperations`` order (``OperationRecord.order_key``)."""
+KEY_ORDER = (op.c.caller_did, op.c.operation_id)
+"""Key order (``list_operations``)."""
+WATCH_ORDER = (*(op.c[name] for name in WATCH_IDENTITY), *ORDER)
+"""By watch identity, then in ``ORDER`` (``list_operations_of_watches``)."""
+ROW_BYTES = row_bytes(op.c)
+"""An operation's size in bytes (``store.sizes``)."""
 TOKEN = param("p_token", op.c.lease_token)
 
 CLAIM_COLUMNS = OPERATION_FIELDS
@@ -452,13 +462,16 @@ class OperationsStore:
         *,
         after: OrderKey | None = None,
         limit: int | None = None,
-    ) -> list[OperationRecord]:
-        """Operations matching ``where``, ordered by created_at, caller, operation id.
+        max_bytes: int | None = None,
+    ) -> Measured[OperationRecord]:
+        """Operations matching ``where``, ordered by created_at, caller, operation id, each
+        with its size (``store.sizes``).
 
         Ports the seed's ``listTrackedOperations`` and adds keyset paging: ``after`` is the
-        order key of the last row already seen, ``limit`` the most rows returned. More than
-        500 document ids are queried in chunks and merged back into order.
-        Raises ``InvalidInput`` for a malformed filter.
+        order key of the last row already seen, ``limit`` the most rows returned,
+        ``max_bytes`` the most bytes (the rows past it are never sent; the first row always
+        is; ``cut`` says more follow). More than 500 document ids are queried in chunks and
+        merged back into order. Raises ``InvalidInput`` for a malformed filter.
         """
         states = (
             None
@@ -473,7 +486,7 @@ class OperationsStore:
             else list(dict.fromkeys(check.key_list("documentIDs", where.document_ids)))
         )
         if states == [] or document_ids == []:
-            return []
+            return Measured()
         if limit is not None:
             check.count("limit", limit)
         if after is not None:
@@ -482,7 +495,7 @@ class OperationsStore:
                 check.key("after", after[1]),
                 check.key("after", after[2]),
             )
-        query = sa.select(op).order_by(op.c.created_at, op.c.caller_did, op.c.operation_id)
+        query = sa.select(op).order_by(*ORDER)
         conditions = {
             "nodeKey": (op.c.node_key, where.node_key),
             "callerDID": (op.c.caller_did, where.caller_did),
@@ -503,15 +516,17 @@ class OperationsStore:
             )
         if limit is not None:
             query = query.limit(limit)
-        return await fetch_in_chunks(
+        sized = await fetch_in_chunks(
             self._db,
             query,
             op.c.document_id,
             document_ids,
-            OperationRecord.from_row,
-            lambda record: record.order_key,
+            lambda row: (OperationRecord.from_row(row), row[SIZE]),
+            lambda pair: pair[0].order_key,
             limit,
+            lambda query: within_bytes(query, ORDER, ROW_BYTES, max_bytes),
         )
+        return measured(sized, max_bytes)
 
     async def has_newer_operation_on_document(
         self, caller_did: str, operation_id: str, visible_to: str | None = None
@@ -687,31 +702,40 @@ class OperationsStore:
             )
         return Finalization(committed, armed)
 
-    async def list_operations(self, keys: Sequence[tuple[str, str]]) -> list[OperationRecord]:
-        """The operations at ``(caller_did, operation_id)`` of ``keys`` that exist, in no
-        particular order; one statement per 100 keys (for DataLoaders). Raises
-        ``InvalidInput`` for a malformed key."""
-        found: list[OperationRecord] = []
-        for chunk in chunked(keys, 100):
-            guards = [
-                by_key(check.key("callerDID", caller), check.key("operationID", operation))
-                for caller, operation in chunk
-            ]
-            rows = await self._db.fetch_all(sa.select(op).where(sa.or_(*guards)))
-            found.extend(OperationRecord.from_row(row) for row in rows)
-        return found
+    async def list_operations(
+        self, keys: Sequence[tuple[str, str]], *, max_bytes: int | None = None
+    ) -> Measured[OperationRecord]:
+        """The operations at ``(caller_did, operation_id)`` of ``keys`` that exist, in key
+        order, each with its size; one statement per 100 keys (for DataLoaders).
+        ``max_bytes``: the most bytes loaded (``store.sizes``; ``cut`` says operations of
+        keys after the last one kept were left out). Raises ``InvalidInput`` for a malformed
+        key."""
+        checked = sorted(
+            (check.key("callerDID", caller), check.key("operationID", operation))
+            for caller, operation in keys
+        )
+        queries = (
+            sa.select(op).where(sa.or_(*(by_key(*key) for key in chunk))).order_by(*KEY_ORDER)
+            for chunk in chunked(checked, 100)
+        )
+        return await fetch_measured(
+            self._db, queries, KEY_ORDER, ROW_BYTES, OperationRecord.from_row, max_bytes
+        )
 
     async def list_operations_of_watches(
-        self, identities: Sequence[WatchIdentity]
-    ) -> list[OperationRecord]:
+        self, identities: Sequence[WatchIdentity], *, max_bytes: int | None = None
+    ) -> Measured[OperationRecord]:
         """Every operation whose watch is one of ``identities`` (same owner, connector,
-        model, account and source), in ``listTrackedOperations`` order; one statement per
-        100 identities (for DataLoaders)."""
-        found: list[OperationRecord] = []
-        for chunk in chunked(identities, 100):
-            rows = await self._db.fetch_all(
-                sa.select(op).where(sa.or_(*(by_identity(identity, op) for identity in chunk)))
-            )
-            found.extend(OperationRecord.from_row(row) for row in rows)
-        found.sort(key=lambda record: record.order_key)
-        return found
+        model, account and source), by identity and then in ``listTrackedOperations``
+        order, each with its size; one statement per 100 identities (for DataLoaders).
+        ``max_bytes``: the most bytes loaded (``store.sizes``; ``cut`` says operations were
+        left out after the last one kept)."""
+        queries = (
+            sa.select(op)
+            .where(sa.or_(*(by_identity(identity, op) for identity in chunk)))
+            .order_by(*WATCH_ORDER)
+            for chunk in chunked(sorted(identities, key=lambda identity: identity.parts), 100)
+        )
+        return await fetch_measured(
+            self._db, queries, WATCH_ORDER, ROW_BYTES, OperationRecord.from_row, max_bytes
+        )

@@ -34,6 +34,15 @@ from store.records import (
     WatchIdentity,
     WatchRecord,
 )
+from store.sizes import (
+    SIZE,
+    Measured,
+    fetch_measured,
+    measured,
+    row_bytes,
+    sized_rows,
+    within_bytes,
+)
 from store.statements import Prepared, param
 from store.tables import operation as op
 from store.tables import projection_watch as watch
@@ -189,6 +198,8 @@ def by_identity(identity: WatchIdentity, table: sa.Table = watch) -> sa.ColumnEl
 
 IDENTITY_COLUMNS = tuple(watch.c[name] for name in WATCH_IDENTITY)
 """The identity's columns, in key order: the order of watch lists and their cursors."""
+ROW_BYTES = row_bytes(watch.c)
+"""A watch's size in bytes (``store.sizes``)."""
 
 
 def _opened(stored: WatchRecord, current_winner: str | None, due_at: int) -> dict[str, Any]:
@@ -379,15 +390,22 @@ class WatchesStore:
         found.sort(key=lambda record: record.order_key)
         return found
 
-    async def list_watches(self, identities: Sequence[WatchIdentity]) -> list[WatchRecord]:
-        """The watches of ``identities`` that exist, in no particular order (for DataLoaders)."""
-        found: list[WatchRecord] = []
-        for chunk in chunked(identities, 100):
-            rows = await self._db.fetch_all(
-                sa.select(watch).where(sa.or_(*(by_identity(identity) for identity in chunk)))
-            )
-            found.extend(WatchRecord.from_row(row) for row in rows)
-        return found
+    async def list_watches(
+        self, identities: Sequence[WatchIdentity], *, max_bytes: int | None = None
+    ) -> Measured[WatchRecord]:
+        """The watches of ``identities`` that exist, in identity order, each with its size;
+        one statement per 100 identities (for DataLoaders). ``max_bytes``: the most bytes
+        loaded (``store.sizes``; ``cut`` says watches after the last one kept were left
+        out)."""
+        queries = (
+            sa.select(watch)
+            .where(sa.or_(*(by_identity(identity) for identity in chunk)))
+            .order_by(*IDENTITY_COLUMNS)
+            for chunk in chunked(sorted(identities, key=lambda identity: identity.parts), 100)
+        )
+        return await fetch_measured(
+            self._db, queries, IDENTITY_COLUMNS, ROW_BYTES, WatchRecord.from_row, max_bytes
+        )
 
     async def list_watches_matching(
         self,
@@ -395,12 +413,15 @@ class WatchesStore:
         *,
         after: WatchOrderKey | None = None,
         limit: int | None = None,
-    ) -> list[WatchRecord]:
-        """Watches matching ``where``, in identity order, by keyset pages.
+        max_bytes: int | None = None,
+    ) -> Measured[WatchRecord]:
+        """Watches matching ``where``, in identity order, by keyset pages, each with its size.
 
         ``after``: the identity (five parts) of the last watch already seen; ``limit``: the
-        most rows returned. More than 500 document ids are queried in chunks and merged
-        back into order. Raises ``InvalidInput`` for a malformed filter.
+        most rows returned; ``max_bytes`` the most bytes (``store.sizes``: the rows past it
+        are never sent, the first row always is, ``cut`` says more follow). More than 500
+        document ids are queried in chunks and merged back into order. Raises
+        ``InvalidInput`` for a malformed filter.
         """
         document_ids = (
             None
@@ -408,7 +429,7 @@ class WatchesStore:
             else list(dict.fromkeys(check.key_list("documentIDs", where.document_ids)))
         )
         if document_ids == []:
-            return []
+            return Measured()
         if limit is not None:
             check.count("limit", limit)
         query = sa.select(watch).order_by(*IDENTITY_COLUMNS)
@@ -435,39 +456,44 @@ class WatchesStore:
             query = query.where(sa.tuple_(*IDENTITY_COLUMNS) > sa.tuple_(*key))
         if limit is not None:
             query = query.limit(limit)
-        return await fetch_in_chunks(
+        sized = await fetch_in_chunks(
             self._db,
             query,
             watch.c.document_id,
             document_ids,
-            WatchRecord.from_row,
-            lambda record: record.order_key,
+            lambda row: (WatchRecord.from_row(row), row[SIZE]),
+            lambda pair: pair[0].order_key,
             limit,
+            lambda query: within_bytes(query, IDENTITY_COLUMNS, ROW_BYTES, max_bytes),
         )
+        return measured(sized, max_bytes)
 
     async def list_due_watches(
-        self, now: int, limit: int = DEFAULT_DUE_LIMIT, connector_name: str | None = None
-    ) -> list[WatchRecord]:
-        """Watches a verifier may claim at ``now`` (epoch ms).
+        self,
+        now: int,
+        limit: int = DEFAULT_DUE_LIMIT,
+        connector_name: str | None = None,
+        *,
+        max_bytes: int | None = None,
+    ) -> Measured[WatchRecord]:
+        """Watches a verifier may claim at ``now`` (epoch ms), each with its size.
 
         Pending verification, ``next_attempt_at`` at most ``now``, and the claim absent or
         lapsed (``claimed_until <= now``), the guard ``claim_watch_attempt`` applies.
-        Ordered by ``next_attempt_at``, then identity. ``limit`` is 1 to 500. Raises
+        Ordered by ``next_attempt_at``, then identity. ``limit`` is 1 to 500; ``max_bytes``
+        the most bytes (``store.sizes``: fewer watches, the first always). Raises
         ``InvalidInput`` for a bad ``now``, ``limit`` or ``connectorName``.
         """
         check.epoch_ms("now", now)
         check.count("limit", limit, minimum=1, maximum=MAX_DUE_LIMIT)
-        query = (
-            sa.select(watch)
-            .where(due_watch(now))
-            .order_by(watch.c.next_attempt_at, *IDENTITY_COLUMNS)
-            .limit(limit)
-        )
+        order = (watch.c.next_attempt_at, *IDENTITY_COLUMNS)
+        query = sa.select(watch).where(due_watch(now)).order_by(*order).limit(limit)
         if connector_name is not None:
             query = query.where(
                 watch.c.connector_name == check.key("connectorName", connector_name)
             )
-        return [WatchRecord.from_row(row) for row in await self._db.fetch_all(query)]
+        rows = await self._db.fetch_all(within_bytes(query, order, ROW_BYTES, max_bytes))
+        return measured(sized_rows(rows, WatchRecord.from_row), max_bytes)
 
     async def open_generation(
         self,
