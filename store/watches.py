@@ -22,6 +22,7 @@ from store import validation as check
 from store.context import ReadWinner, StoreContext
 from store.database import Row, chunked, fetch_in_chunks
 from store.errors import CasRetriesExhausted, InvalidInput, ReservedValue
+from store.items import each_item, refuse_repeats
 from store.records import (
     ATTEMPTED,
     DEFER_REASONS,
@@ -223,12 +224,13 @@ OPEN_GENERATION_COLUMNS = WATCH_FIELDS
 ``p_<column>``."""
 
 
-def _open_generation(insert: Any) -> Any:
-    upsert = insert(watch).values(
-        {name: param(f"p_{name}", watch.c[name]) for name in OPEN_GENERATION_COLUMNS}
-    )
-    fresh = upsert.excluded
-    return upsert.on_conflict_do_update(
+def open_generation_upsert(insert: Any) -> Any:
+    """``insert`` (an INSERT of whole watch rows, by values or from a select) as the upsert
+    that opens a generation: a new watch as inserted, or, on the identity of one that
+    exists, its next generation from the inserted row's values (``verified_state_digest``
+    kept), returning the row."""
+    fresh = insert.excluded
+    return insert.on_conflict_do_update(
         index_elements=list(watch.primary_key.columns),
         set_={
             "document_id": fresh.document_id,
@@ -243,6 +245,41 @@ def _open_generation(insert: Any) -> Any:
             "updated_at": fresh.updated_at,
         },
     ).returning(watch)
+
+
+def opening_row(
+    identity: WatchIdentity,
+    *,
+    document_id: str | None,
+    observed_winner: str | None,
+    due_at: int,
+    now: int,
+) -> dict[str, Any]:
+    """The row ``open_generation_upsert`` inserts for a watch at generation 1 (the values
+    a new generation takes): pending verification, due at ``due_at`` (epoch ms), 0
+    attempts, no claim, no defer reason. Raises ``InvalidInput`` for a bad ``due_at``."""
+    return dict(zip(WATCH_IDENTITY, identity.parts, strict=True)) | {
+        "document_id": document_id,
+        "repair_generation": 1,
+        "verification_status": PENDING_VERIFICATION,
+        "verification_attempts": 0,
+        "observed_winner_digest": observed_winner,
+        "verified_state_digest": None,
+        "next_attempt_at": check.epoch_ms("dueAt", due_at),
+        "claimed_until": None,
+        "defer_reason": None,
+        "version": 0,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
+def _open_generation(insert: Any) -> Any:
+    return open_generation_upsert(
+        insert(watch).values(
+            {name: param(f"p_{name}", watch.c[name]) for name in OPEN_GENERATION_COLUMNS}
+        )
+    )
 
 
 OPEN_GENERATION = Prepared(_open_generation)
@@ -332,6 +369,32 @@ def identity_params(identity: WatchIdentity) -> dict[str, str]:
         "p_account_key": check.key("accountKey", identity.account_key),
         "p_source_id": check.key("sourceID", identity.source_id),
     }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verification:
+    """The input of ``record_verification`` (seed ``recordVerification``): what a verifier
+    fetched (``fetched_digest``) for ``generation`` of the watch at ``identity``, under its
+    claim ``claimed_until`` (None: no claim gate); ``due_at`` epoch ms."""
+
+    identity: WatchIdentity
+    generation: int
+    fetched_digest: str | None
+    max_attempts: int
+    due_at: int
+    claimed_until: int | None = None
+
+
+def verification_key(verification: Verification) -> dict[str, str]:
+    """The checked ``identity_params`` of ``verification``'s watch, after its other fields
+    are checked. Raises ``InvalidInput`` for a bad field (``maxAttempts`` below 1
+    included)."""
+    check.count("generation", verification.generation)
+    check.optional_key("fetchedDigest", verification.fetched_digest)
+    check.count("maxAttempts", verification.max_attempts, minimum=1)
+    check.epoch_ms("dueAt", verification.due_at)
+    check.optional_epoch_ms("claimedUntil", verification.claimed_until)
+    return identity_params(verification.identity)
 
 
 class WatchesStore:
@@ -485,21 +548,13 @@ class WatchesStore:
         once both land, one generation each. The finalize half of the seed's
         ``finalizeOperationAndArmWatch``; run it inside the finalize transaction.
         """
-        now = self._ctx.clock()
-        values = dict(zip(WATCH_IDENTITY, identity.parts, strict=True)) | {
-            "document_id": document_id,
-            "repair_generation": 1,
-            "verification_status": PENDING_VERIFICATION,
-            "verification_attempts": 0,
-            "observed_winner_digest": observed_winner,
-            "verified_state_digest": None,
-            "next_attempt_at": check.epoch_ms("dueAt", due_at),
-            "claimed_until": None,
-            "defer_reason": None,
-            "version": 0,
-            "created_at": now,
-            "updated_at": now,
-        }
+        values = opening_row(
+            identity,
+            document_id=document_id,
+            observed_winner=observed_winner,
+            due_at=due_at,
+            now=self._ctx.clock(),
+        )
         params = {f"p_{name}": values[name] for name in OPEN_GENERATION_COLUMNS}
         row = await self._db.write_prepared(OPEN_GENERATION, params)
         assert row is not None, "an upsert always returns its row"
@@ -706,50 +761,88 @@ class WatchesStore:
         bad field (``maxAttempts`` below 1 included), ``CasRetriesExhausted`` when every
         attempt lost its compare-and-set.
         """
-        check.count("generation", generation)
-        check.optional_key("fetchedDigest", fetched_digest)
-        check.count("maxAttempts", max_attempts, minimum=1)
-        check.epoch_ms("dueAt", due_at)
-        check.optional_epoch_ms("claimedUntil", claimed_until)
-        watch_key = identity_params(identity)
+        verification = Verification(
+            identity=identity,
+            generation=generation,
+            fetched_digest=fetched_digest,
+            max_attempts=max_attempts,
+            due_at=due_at,
+            claimed_until=claimed_until,
+        )
+        watch_key = verification_key(verification)
         for _ in range(CAS_ATTEMPTS):
             try:
                 async with self._db.write_transaction():
-                    stored, current_winner = await self._locked_with_winner(watch_key)
-                    outcome = verification_decision(
-                        stored,
-                        generation=generation,
-                        claimed_until=claimed_until,
-                        fetched_digest=fetched_digest,
-                        current_winner=current_winner,
-                        max_attempts=max_attempts,
-                    )
-                    if stored is None or outcome in ("stale-generation", "stale-claim"):
-                        return VerificationResult(outcome, stored)
-                    settled: dict[str, Any] = {"claimed_until": None, "defer_reason": None}
-                    if outcome == "verified":
-                        values = settled | {
-                            "verification_status": VERIFIED,
-                            "observed_winner_digest": current_winner,
-                            "verified_state_digest": current_winner,
-                            "next_attempt_at": None,
-                        }
-                    elif outcome == "repair_failed":
-                        values = settled | {
-                            "verification_status": REPAIR_FAILED,
-                            "observed_winner_digest": current_winner,
-                            "verification_attempts": stored.verification_attempts + 1,
-                            "next_attempt_at": None,
-                        }
-                    else:
-                        values = settled | {
-                            "verification_attempts": stored.verification_attempts + 1,
-                            "next_attempt_at": due_at,
-                        }
-                    return VerificationResult(outcome, await self._write_over(stored, values))
+                    return await self._verify_locked(verification, watch_key)
             except _Unsettled:
                 continue
         raise CasRetriesExhausted("recordVerification", CAS_ATTEMPTS)
+
+    async def record_verifications(
+        self, verifications: Sequence[Verification]
+    ) -> list[VerificationResult]:
+        """``record_verification`` of each item, in one transaction; each item's outcome is
+        the one its single call would have, in input order.
+
+        Every item is checked first (``items[i].<field>`` in the error), and two items on
+        one watch refuse the batch (``items[j].identity``): nothing is written then. Each
+        item's decision runs as ``record_verification``'s, in identity order (the order
+        rows are locked in); the whole batch runs again when a compare-and-set lost.
+        Raises ``InvalidInput``, or ``CasRetriesExhausted`` when every run lost.
+        """
+        keys = each_item(verifications, verification_key)
+        refuse_repeats([verification.identity for verification in verifications], "identity")
+        order = sorted(range(len(keys)), key=lambda index: verifications[index].identity.parts)
+        for _ in range(CAS_ATTEMPTS):
+            try:
+                results: dict[int, VerificationResult] = {}
+                async with self._db.write_transaction():
+                    for index in order:
+                        results[index] = await self._verify_locked(
+                            verifications[index], keys[index]
+                        )
+                return [results[index] for index in range(len(keys))]
+            except _Unsettled:
+                continue
+        raise CasRetriesExhausted("recordVerifications", CAS_ATTEMPTS)
+
+    async def _verify_locked(
+        self, verification: Verification, watch_key: dict[str, str]
+    ) -> VerificationResult:
+        """Inside a write transaction: decide and write one verification of the watch at
+        ``watch_key`` (``identity_params``); raises ``_Unsettled`` when its write lost."""
+        stored, current_winner = await self._locked_with_winner(watch_key)
+        outcome = verification_decision(
+            stored,
+            generation=verification.generation,
+            claimed_until=verification.claimed_until,
+            fetched_digest=verification.fetched_digest,
+            current_winner=current_winner,
+            max_attempts=verification.max_attempts,
+        )
+        if stored is None or outcome in ("stale-generation", "stale-claim"):
+            return VerificationResult(outcome, stored)
+        settled: dict[str, Any] = {"claimed_until": None, "defer_reason": None}
+        if outcome == "verified":
+            values = settled | {
+                "verification_status": VERIFIED,
+                "observed_winner_digest": current_winner,
+                "verified_state_digest": current_winner,
+                "next_attempt_at": None,
+            }
+        elif outcome == "repair_failed":
+            values = settled | {
+                "verification_status": REPAIR_FAILED,
+                "observed_winner_digest": current_winner,
+                "verification_attempts": stored.verification_attempts + 1,
+                "next_attempt_at": None,
+            }
+        else:
+            values = settled | {
+                "verification_attempts": stored.verification_attempts + 1,
+                "next_attempt_at": verification.due_at,
+            }
+        return VerificationResult(outcome, await self._write_over(stored, values))
 
     async def resume_offline_deferred(self, now: int) -> Resumed:
         """Make every live operation and pending watch deferred ``offline`` due at ``now``
