@@ -5,9 +5,9 @@ came back. Methods return the updated record when they applied and None when a g
 refused, where the seed returns a boolean.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import sqlalchemy as sa
 
@@ -157,12 +157,18 @@ CLAIM_COLUMNS = OPERATION_FIELDS
 """The columns ``claim_operation`` writes (every one), each from the parameter
 ``p_<column>``."""
 
+
+def claim_insert(insert: Any) -> Any:
+    """``insert`` (of whole operation rows, by values or from a select) as the claim's
+    insert-if-absent: a row whose key exists is left as stored; returns the rows inserted."""
+    return insert.on_conflict_do_nothing(
+        index_elements=[op.c.caller_did, op.c.operation_id]
+    ).returning(op)
+
+
 CLAIM = Prepared(
-    lambda insert: (
-        insert(op)
-        .values({name: param(f"p_{name}", op.c[name]) for name in CLAIM_COLUMNS})
-        .on_conflict_do_nothing(index_elements=[op.c.caller_did, op.c.operation_id])
-        .returning(op)
+    lambda insert: claim_insert(
+        insert(op).values({name: param(f"p_{name}", op.c[name]) for name in CLAIM_COLUMNS})
     )
 )
 """``claim_operation``'s insert-if-absent."""
@@ -191,7 +197,14 @@ ITEM_COLUMNS: dict[str, sa.Column[Any]] = {
 compared with or written to: a single write binds input ``name`` as the parameter
 ``p_<name>`` (``PARAMS``), a batch (``store.batches``) reads it from its rows' column
 ``name``, so both run the same guard."""
-Inputs = Mapping[str, Any]
+
+
+class Inputs(Protocol):
+    """An item's inputs by name: ``PARAMS``, a batch's rows' columns, or checked values."""
+
+    def __getitem__(self, name: str, /) -> Any: ...
+
+
 PARAMS: Inputs = {name: param(f"p_{name}", column) for name, column in ITEM_COLUMNS.items()}
 
 
@@ -395,7 +408,7 @@ def claim_outcome(claim: OperationClaim, stored: OperationRecord | None) -> Clai
     return ClaimResult("exists", stored)
 
 
-def prefixed(item: Inputs) -> dict[str, Any]:
+def prefixed(item: dict[str, Any]) -> dict[str, Any]:
     """An item's inputs as the parameters of a single write (``PARAMS``: ``p_<name>``)."""
     return {f"p_{name}": value for name, value in item.items()}
 
