@@ -300,11 +300,24 @@ def check_variables(
             continue
 
         def report(error: GraphQLError, path: list[str | int], name: str = name) -> None:
-            fields = [part for part in path if isinstance(part, str)]
-            errors.append(variable_error(name, fields[-1] if fields else name, error.message))
+            errors.append(variable_error(name, field_at(path, name), error.message))
 
         validate_input_value(value, type_, report)
     return errors
+
+
+def field_at(path: list[str | int], variable: str) -> str:
+    """The field a variable's bad value is at: the innermost input field of ``path`` (the
+    variable itself when there is none), after the list item that holds it when there is
+    one (``items[3].leaseToken``)."""
+    named = [at for at, part in enumerate(path) if isinstance(part, str)]
+    if not named:
+        return variable
+    last = named[-1]
+    items = [at for at in range(1, last) if isinstance(path[at], int)]
+    if not items:
+        return str(path[last])
+    return f"{path[items[-1] - 1]}[{path[items[-1]]}].{path[last]}"
 
 
 def type_input(type_: Any) -> GraphQLInputType | None:
