@@ -13,7 +13,7 @@ refuse the whole batch with ``InvalidInput`` naming ``items[i].<field>``. Rows a
 in key order, so two batches over the same keys lock them in the same order.
 """
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -54,6 +54,7 @@ from store.tables import document_winner as winner
 from store.tables import operation as op
 from store.tables import projection_watch as watch
 from store.watches import (
+    ReadWinners,
     Verification,
     VerificationResult,
     WatchesStore,
@@ -62,9 +63,6 @@ from store.watches import (
 )
 
 Key = tuple[str, str]
-ReadWinners = Callable[[Sequence[str]], Awaitable[dict[str, str]]]
-"""The current winner digest of each of these documents (those that have one), read
-inside the caller's transaction as ``ReadWinner`` is."""
 
 
 def _columns(*names: str) -> dict[str, sa.Column[Any]]:
@@ -330,5 +328,6 @@ class BatchesStore:
     async def record_verifications(
         self, verifications: Sequence[Verification]
     ) -> list[VerificationResult]:
-        """``record_verification`` of each item, in input order (``WatchesStore``)."""
-        return await self._watches.record_verifications(verifications)
+        """``record_verification`` of each item, in input order, one statement per step
+        (``WatchesStore.record_verifications``)."""
+        return await self._watches.record_verifications(verifications, self._read_winners)

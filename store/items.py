@@ -6,7 +6,7 @@ batch before anything is written, its error naming the item: ``items[3].leaseTok
 
 import json
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
@@ -17,6 +17,14 @@ from store.statements import Prepared
 
 MAX_ITEMS = 500
 """The most items one batch takes (and the fewest is one)."""
+
+
+class Inputs(Protocol):
+    """An item's inputs by name: a single write's parameters, a batch's rows' columns
+    (``item_rows``), or checked values; the guarded writes are functions of them."""
+
+    def __getitem__(self, name: str, /) -> Any: ...
+
 
 _Item = TypeVar("_Item")
 _Checked = TypeVar("_Checked")

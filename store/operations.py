@@ -7,7 +7,7 @@ refused, where the seed returns a boolean.
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import sqlalchemy as sa
 
@@ -15,6 +15,7 @@ from store import validation as check
 from store.context import ReadWinner, StoreContext
 from store.database import chunked, fetch_in_chunks
 from store.errors import InvalidInput, ReservedValue
+from store.items import Inputs
 from store.records import (
     ATTEMPTED,
     COMMITTED,
@@ -197,12 +198,6 @@ ITEM_COLUMNS: dict[str, sa.Column[Any]] = {
 compared with or written to: a single write binds input ``name`` as the parameter
 ``p_<name>`` (``PARAMS``), a batch (``store.batches``) reads it from its rows' column
 ``name``, so both run the same guard."""
-
-
-class Inputs(Protocol):
-    """An item's inputs by name: ``PARAMS``, a batch's rows' columns, or checked values."""
-
-    def __getitem__(self, name: str, /) -> Any: ...
 
 
 PARAMS: Inputs = {name: param(f"p_{name}", column) for name, column in ITEM_COLUMNS.items()}

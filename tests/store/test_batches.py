@@ -592,3 +592,16 @@ async def test_finalize_operations__injected_read_winner_observed(database, cloc
     record = await marked_operation(store)
     [done] = await store.batches.finalize_operations([finalizing(record, clock)])
     assert done.watch.observed_winner_digest == "winner-of-doc-1"
+
+
+async def test_record_verifications__racing_batches_lose_no_attempt(store, clock):
+    watches = [await pending_watch(store, **keyed("r", i)) for i in range(20)]
+    items = [verifying(w, clock, fetched_digest="digest-wrong", max_attempts=10) for w in watches]
+    first, second = await asyncio.gather(
+        store.batches.record_verifications(items),
+        store.batches.record_verifications(list(reversed(items))),
+    )
+    assert {r.outcome for r in [*first, *second]} == {"pending"}
+    stored = [await store.watches.get_watch(w.identity) for w in watches]
+    assert [w.verification_attempts for w in stored] == [2] * len(watches)
+    assert [w.version for w in stored] == [w.version + 2 for w in watches]
