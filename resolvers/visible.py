@@ -53,6 +53,11 @@ SERVES: Final = frozenset(
         ("Mutation", "deferWatch"),
         ("Mutation", "recordVerification"),
         ("Mutation", "recordIngress"),
+        ("Mutation", "claimOperations"),
+        ("Mutation", "markSendsStarted"),
+        ("Mutation", "recordOperations"),
+        ("Mutation", "finalizeOperations"),
+        ("Mutation", "recordVerifications"),
         ("Operation", "watch"),
         ("Watch", "operations"),
     }

@@ -7,10 +7,12 @@ import strawberry
 from graphql import GraphQLError
 from strawberry.federation.schema import FederationAny
 from strawberry.schema.config import StrawberryConfig
+from strawberry.tools import merge_types
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 from strawberry.types.info import Info
 
+from resolvers.batch_mutations import BatchMutation
 from resolvers.errors import bad_input, requested_operation_name
 from resolvers.mutations import Mutation
 from resolvers.queries import Query
@@ -88,7 +90,7 @@ def build_schema(settings: Settings | None = None) -> strawberry.federation.Sche
     settings = settings or Settings()
     schema = ConnectorSchema(
         query=Query,
-        mutation=Mutation,
+        mutation=merge_types("Mutation", (Mutation, BatchMutation)),
         types=[Operation, Watch],
         extensions=pipeline(settings),
         config=StrawberryConfig(name_converter=SeedNameConverter(), scalar_map=SCALAR_MAP),
