@@ -8,34 +8,38 @@ The worker speaks only GraphQL over HTTP (httpx). It sends the documents of
 named operation every time, with an ``operationName`` picking the document to run. The
 external provider (a calendar) is simulated in process by ``FakeProvider``, a dict.
 
-The life of one operation, one request per step:
+The life of a batch of operations, one request per step for the whole batch (each item of
+a batch is its own compare-and-set with the single mutation's outcome, in input order):
 
 1. ``ServerTime``: the server's clock. Lease expiries and schedules are computed from it,
    never from this machine's clock, so a skewed worker cannot steal or lose leases.
-2. ``ClaimOperation``: claim the key ``(callerDID, operationID)`` with the change's immutable
-   envelope (owner, connector, model, op, account, target, source, deterministic event id,
-   payload hash) and a lease (``leaseToken`` until ``leaseExpiresAt``). Three answers:
-   ``OperationClaimed`` (the key was free: the operation is ours and we hold its lease),
-   ``OperationExists`` (the same envelope was claimed before: a replay, e.g. a redelivered
-   queue message; the stored operation says how far it got), ``OperationConflict`` (the key
-   holds a different envelope: a bug upstream; the stored operation is never overwritten).
-3. ``MarkSendStarted``: before calling the provider, record that this run is sending. When
+2. ``ClaimOperations``: claim each key ``(callerDID, operationID)`` with the change's
+   immutable envelope (owner, connector, model, op, account, target, source, deterministic
+   event id, payload hash) and a lease (``leaseToken`` until ``leaseExpiresAt``). Three
+   answers per item: ``OperationClaimed`` (the key was free: the operation is ours and we
+   hold its lease), ``OperationExists`` (the same envelope was claimed before: a replay,
+   e.g. a redelivered queue message; the stored operation says how far it got),
+   ``OperationConflict`` (the key holds a different envelope: a bug upstream; the stored
+   operation is never overwritten).
+3. ``MarkSendsStarted``: before calling the provider, record that this run is sending. When
    a crashed run's marker is still there, the attempt becomes contested: it may have reached
    the provider, so no run can refund it.
-4. Send to the provider, idempotently: the provider keys the write by the
+4. Send each to the provider, idempotently: the provider keys the write by the
    ``deterministicEventID``, so a repeated send updates rather than duplicates.
-5. ``FinalizeOperation``: compare-and-set the operation (its ``version`` and our
+5. ``FinalizeOperations``: compare-and-set each sent operation (its ``version`` and our
    ``leaseToken``) to COMMITTED, storing the provider's entity and etag. The same
-   transaction arms the verify/repair watch of the provider entity, due at ``dueAt``.
+   transaction arms the verify/repair watch of each provider entity, due at ``dueAt``.
 
 When the provider fails transiently (one operation of each run does, on its first send):
 
-3'. ``RecordOperation`` ATTEMPTED -> ATTEMPTED with ``kind: "transient"`` and
-    ``nextAttemptAt = serverTime + 1500``: the attempt is counted and the operation
-    rescheduled. Then ``ReleaseLease``, so any worker may take it when it is due.
+3'. ``RecordOperations`` ATTEMPTED -> ATTEMPTED with ``kind: "transient"`` and
+    ``nextAttemptAt = serverTime + 1500`` for the failed ones: the attempt is counted and
+    the operation rescheduled. Then ``ReleaseLease``, so any worker may take it when due.
 4'. Poll ``DueOperations(now: serverTime)``: the operation is listed once its
     ``nextAttemptAt`` has passed and its lease is free. ``AcquireLease`` with a fresh token,
-    then steps 3 to 5 again. It ends COMMITTED with 2 attempts (the others with 1).
+    then steps 3 to 5 again, as a batch of one. It ends COMMITTED with 2 attempts (the
+    others with 1). (Leasing due work in batches, ``leaseOperations`` with ``renewLeases``
+    as the heartbeat, replaces this poll once the server has them.)
 
 Before writing a change back, the worker records the document's new state as its winner
 (``RecordIngress`` with the digest of the payload; no watch exists yet, so it arms nothing).
@@ -259,7 +263,8 @@ class Tally:
 
 
 class Worker:
-    """Drives changes through claim -> markSendStarted -> send -> finalizeOperation."""
+    """Drives changes in batches through claimOperations -> markSendsStarted -> send ->
+    finalizeOperations (or recordOperations for a transient failure)."""
 
     CALLER = "did:example:writeback-worker"
     OWNER = "did:example:alice"
@@ -300,65 +305,98 @@ class Worker:
         result["leaseToken"] = lease_token
         return result
 
-    def write_back(self, change: Change) -> None:
-        """Record the document's new state as its winner, then claim the change and write
-        it back (or reschedule it on a transient error)."""
-        ingress = self.client.call(
-            "RecordIngress",
-            input={"documentID": change.document_id, "winnerDigest": change.payload_hash},
-        )["recordIngress"]
-        self.tally.expect(
-            ingress["results"] == [],
-            f"{change.document_id}: a fresh document already has a watch",
-        )
-        claimed = self.claim(change)
-        if not self.tally.expect(
-            claimed["__typename"] == "OperationClaimed",
-            f"{change.operation_id}: first claim answered {claimed['__typename']}",
-        ):
-            return
-        self.send_and_finalize(change, claimed["operation"], claimed["leaseToken"])
+    def write_back(self, changes: list[Change]) -> None:
+        """Record each document's new state as its winner, then claim every change in one
+        request and settle the batch (write back, or reschedule on a transient error)."""
+        for change in changes:
+            ingress = self.client.call(
+                "RecordIngress",
+                input={"documentID": change.document_id, "winnerDigest": change.payload_hash},
+            )["recordIngress"]
+            self.tally.expect(
+                ingress["results"] == [],
+                f"{change.document_id}: a fresh document already has a watch",
+            )
+        lease_token = secrets.token_hex(8)
+        expires = self.client.server_time() + LEASE_MS
+        claims = [self.claim_input(change, lease_token, expires) for change in changes]
+        results = self.client.call("ClaimOperations", input={"items": claims})["claimOperations"]
+        leased = []
+        for change, claimed in zip(changes, results["results"], strict=True):
+            if self.tally.expect(
+                claimed["__typename"] == "OperationClaimed",
+                f"{change.operation_id}: first claim answered {claimed['__typename']}",
+            ):
+                leased.append((change, claimed["operation"]))
+        self.settle(leased, lease_token)
 
-    def send_and_finalize(self, change: Change, operation: dict, lease_token: str) -> None:
-        """Steps 3 to 5 for an operation whose lease we hold."""
-        key = {"callerDID": self.CALLER, "operationID": change.operation_id}
-        marked = self.client.call(
-            "MarkSendStarted",
-            input=key | {"leaseToken": lease_token, "marker": f"{self.run_id}/{lease_token}"},
-        )["markSendStarted"]
-        if not self.tally.expect(marked["applied"], f"{change.operation_id}: mark not applied"):
+    def settle(self, leased: list[tuple[Change, dict]], lease_token: str) -> None:
+        """Steps 3 to 5 for operations whose lease ``lease_token`` holds, a request per step
+        for the whole batch: mark every send, send each, then finalize the sent ones and
+        reschedule the failed ones."""
+        if not leased:
             return
-        operation = marked["operation"]
-        try:
-            entity = self.provider.upsert(change.event_id, change.payload)
-        except TransientProviderError as error:
-            self.reschedule(change, operation, lease_token, error)
-            return
-        finalized = self.client.call(
-            "FinalizeOperation",
-            input=key
-            | {
+        marker = f"{self.run_id}/{lease_token}"
+        marks = [
+            {
+                "callerDID": self.CALLER,
+                "operationID": change.operation_id,
+                "leaseToken": lease_token,
+                "marker": marker,
+            }
+            for change, _ in leased
+        ]
+        marked = self.client.call("MarkSendsStarted", input={"items": marks})["markSendsStarted"]
+        sent: list[tuple[Change, dict, dict]] = []
+        failed: list[tuple[Change, dict, TransientProviderError]] = []
+        for (change, _), result in zip(leased, marked["results"], strict=True):
+            if not self.tally.expect(result["applied"], f"{change.operation_id}: mark not applied"):
+                continue
+            try:
+                entity = self.provider.upsert(change.event_id, change.payload)
+            except TransientProviderError as error:
+                failed.append((change, result["operation"], error))
+                continue
+            sent.append((change, result["operation"], entity))
+        now = self.client.server_time()
+        if sent:
+            self.finalize(sent, lease_token, now)
+        if failed:
+            self.reschedule(failed, lease_token, now)
+
+    def finalize(self, sent: list[tuple[Change, dict, dict]], lease_token: str, now: int) -> None:
+        """Commit the sent operations in one request (each arms its entity's watch)."""
+        finals = [
+            {
+                "callerDID": self.CALLER,
+                "operationID": change.operation_id,
                 "version": operation["version"],
                 "leaseToken": lease_token,
-                "dueAt": self.client.server_time() + VERIFY_AFTER_MS,
+                "dueAt": now + VERIFY_AFTER_MS,
                 "resultEntity": entity,
                 "providerEtag": entity["etag"],
                 "documentID": change.document_id,
-            },
-        )["finalizeOperation"]
-        if self.tally.expect(finalized["applied"], f"{change.operation_id}: finalize refused"):
-            self.tally.committed += 1
+            }
+            for change, operation, entity in sent
+        ]
+        done = self.client.call("FinalizeOperations", input={"items": finals})
+        for (change, _, _), result in zip(sent, done["finalizeOperations"]["results"], strict=True):
+            if self.tally.expect(result["applied"], f"{change.operation_id}: finalize refused"):
+                self.tally.committed += 1
 
     def reschedule(
-        self, change: Change, operation: dict, lease_token: str, error: TransientProviderError
+        self,
+        failed: list[tuple[Change, dict, TransientProviderError]],
+        lease_token: str,
+        now: int,
     ) -> None:
-        """Count the failed attempt, schedule the next one, and let go of the lease."""
-        key = {"callerDID": self.CALLER, "operationID": change.operation_id}
-        next_attempt_at = self.client.server_time() + RETRY_AFTER_MS
-        recorded = self.client.call(
-            "RecordOperation",
-            input=key
-            | {
+        """Count the failed attempts and schedule the next ones in one request, then let go
+        of each lease."""
+        next_attempt_at = now + RETRY_AFTER_MS
+        records = [
+            {
+                "callerDID": self.CALLER,
+                "operationID": change.operation_id,
                 "fromState": "ATTEMPTED",
                 "toState": "ATTEMPTED",
                 "version": operation["version"],
@@ -366,16 +404,22 @@ class Worker:
                 "kind": "transient",
                 "httpStatus": error.http_status,
                 "nextAttemptAt": next_attempt_at,
-            },
-        )["recordOperation"]
-        if not self.tally.expect(recorded["applied"], f"{change.operation_id}: record refused"):
-            return
-        released = self.client.call("ReleaseLease", input=key | {"token": lease_token})
-        self.tally.expect(
-            released["releaseLease"]["applied"], f"{change.operation_id}: release refused"
-        )
-        self.rescheduled[change.operation_id] = next_attempt_at
-        self.tally.retries += 1
+            }
+            for change, operation, error in failed
+        ]
+        recorded = self.client.call("RecordOperations", input={"items": records})
+        for (change, _, _), result in zip(
+            failed, recorded["recordOperations"]["results"], strict=True
+        ):
+            if not self.tally.expect(result["applied"], f"{change.operation_id}: record refused"):
+                continue
+            key = {"callerDID": self.CALLER, "operationID": change.operation_id}
+            released = self.client.call("ReleaseLease", input=key | {"token": lease_token})
+            self.tally.expect(
+                released["releaseLease"]["applied"], f"{change.operation_id}: release refused"
+            )
+            self.rescheduled[change.operation_id] = next_attempt_at
+            self.tally.retries += 1
 
     def retry_due(self, changes: dict[str, Change]) -> None:
         """Poll ``DueOperations`` until every rescheduled operation was retried."""
@@ -403,8 +447,7 @@ class Worker:
                     },
                 )["acquireLease"]
                 if self.tally.expect(acquired["applied"], f"{operation_id}: acquire refused"):
-                    change = changes[operation_id]
-                    self.send_and_finalize(change, acquired["operation"], lease_token)
+                    self.settle([(changes[operation_id], acquired["operation"])], lease_token)
             if self.rescheduled:
                 time.sleep(POLL_INTERVAL_S)
         for operation_id in self.rescheduled:
@@ -632,8 +675,7 @@ def run(url: str, count: int, token: str | None) -> int:
     verifier = Verifier(client, provider, worker.connector, ordered, worker.tally)
     started = time.perf_counter()
     try:
-        for change in ordered:
-            worker.write_back(change)
+        worker.write_back(ordered)
         last = ordered[-1]
         worker.replay(last)
         worker.conflict(last)

@@ -31,6 +31,10 @@ BAD_REQUEST: Final = "BAD_REQUEST"
 """An HTTP request refused before GraphQL runs (a body that is not JSON, …)."""
 PAYLOAD_TOO_LARGE: Final = "PAYLOAD_TOO_LARGE"
 """A request body over ``MAX_BODY_BYTES`` (HTTP 413)."""
+RESPONSE_TOO_LARGE: Final = "RESPONSE_TOO_LARGE"
+"""A list asked for after the request's answer reached ``MAX_RESPONSE_BYTES``;
+``extensions.field`` names it and ``maxResponseBytes`` gives the limit. Ask for it in a
+request of its own (or page on with ``after``)."""
 METHOD_NOT_ALLOWED: Final = "METHOD_NOT_ALLOWED"
 """A mutation sent by GET (HTTP 405)."""
 GRAPHQL_PARSE_FAILED: Final = "GRAPHQL_PARSE_FAILED"

@@ -183,10 +183,11 @@ class ValueNamer:
         if not self.arguments:
             return None
         argument, type_ = self.arguments[-1]
-        found = locate(argument.value, type_, node, argument.name.value)
+        found = locate(argument.value, type_, node, [argument.name.value])
         if found is None:
             return argument.name.value
-        name, value_type = found
+        path, value_type = found
+        name = field_at(path, argument.name.value)
         named = get_named_type(value_type) if value_type is not None else None
         if isinstance(node, ObjectValueNode) and is_input_object_type(named):
             given = {field.name.value for field in node.fields}
@@ -195,7 +196,8 @@ class ValueNamer:
                 for field_name, field in named.fields.items()
                 if field_name not in given and is_required_input_field(field)
             ]
-            return self.next_missing(node, required) or name
+            missing = self.next_missing(node, required)
+            return name if missing is None else field_at([*path, missing], name)
         return name
 
     def required_arguments(self, node: FieldNode | DirectiveNode) -> list[str]:
@@ -221,12 +223,13 @@ class ValueNamer:
 
 
 def locate(
-    node: Any, type_: GraphQLInputType | None, target: Node | None, name: str
-) -> tuple[str, GraphQLInputType | None] | None:
-    """The name of the innermost input field (``name`` at the top) around ``target`` in the
-    value ``node`` of type ``type_``, and the type of ``target``; None when it is not there."""
+    node: Any, type_: GraphQLInputType | None, target: Node | None, path: list[str | int]
+) -> tuple[list[str | int], GraphQLInputType | None] | None:
+    """The path (``path`` at the top: input field names and list indexes) to ``target`` in
+    the value ``node`` of type ``type_``, and the type of ``target``; None when it is not
+    there. ``field_at`` names the field it is at."""
     if node is target:
-        return name, type_
+        return path, type_
     nullable = get_nullable_type(type_) if type_ is not None else None
     if isinstance(node, ObjectValueNode):
         fields = nullable.fields if is_input_object_type(nullable) else {}
@@ -236,14 +239,14 @@ def locate(
                 field.value,
                 definition.type if definition is not None else None,
                 target,
-                field.name.value,
+                [*path, field.name.value],
             )
             if found is not None:
                 return found
     elif isinstance(node, ListValueNode):
         item = nullable.of_type if is_list_type(nullable) else None
-        for value in node.values:
-            found = locate(value, item, target, name)
+        for index, value in enumerate(node.values):
+            found = locate(value, item, target, [*path, index])
             if found is not None:
                 return found
     return None
@@ -300,11 +303,24 @@ def check_variables(
             continue
 
         def report(error: GraphQLError, path: list[str | int], name: str = name) -> None:
-            fields = [part for part in path if isinstance(part, str)]
-            errors.append(variable_error(name, fields[-1] if fields else name, error.message))
+            errors.append(variable_error(name, field_at(path, name), error.message))
 
         validate_input_value(value, type_, report)
     return errors
+
+
+def field_at(path: list[str | int], variable: str) -> str:
+    """The field a variable's bad value is at: the innermost input field of ``path`` (the
+    variable itself when there is none), after the list item that holds it when there is
+    one (``items[3].leaseToken``)."""
+    named = [at for at, part in enumerate(path) if isinstance(part, str)]
+    if not named:
+        return variable
+    last = named[-1]
+    items = [at for at in range(1, last) if isinstance(path[at], int)]
+    if not items:
+        return str(path[last])
+    return f"{path[items[-1] - 1]}[{path[items[-1]]}].{path[last]}"
 
 
 def type_input(type_: Any) -> GraphQLInputType | None:

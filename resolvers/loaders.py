@@ -1,30 +1,82 @@
 """Per-request DataLoaders: nested fields batch their store reads through these, one
 statement per nesting level. Mutations tell them what they wrote (``remember``), so a later
-field of the same request reads the fresh row, not the one cached before the write."""
+field of the same request reads the fresh row, not the one cached before the write.
 
-from collections.abc import Sequence
+Every batch loads at most what is left of the request's bytes (``Budget.reading``) and
+spends what it loaded; a key whose row the allowance left out fails with
+``RESPONSE_TOO_LARGE`` rather than reading as absent. Values carry each row's size, so an
+answer repeated from the cache is charged again (``Loaders.charge``)."""
+
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
+from graphql import GraphQLError
 from strawberry.dataloader import DataLoader
 
+from resolvers.budget import Budget
 from store import ConnectorStore
 from store.records import OperationRecord, WatchIdentity, WatchRecord
+from store.sizes import Measured
+
+_R = TypeVar("_R")
+_K = TypeVar("_K", bound=Hashable)
+
+
+@dataclass(slots=True)
+class Sized(Generic[_R]):
+    """A loaded row and its size in bytes (``store.sizes``). ``prepaid``: its batch already
+    spent its size from the budget when it was loaded, which pays for its first answer
+    (``Loaders.charge``). A row a mutation wrote has size 0: a mutation's answer is bounded
+    by its input."""
+
+    record: _R
+    size: int
+    prepaid: bool = False
+
+
+def by_key(
+    keys: Sequence[_K],
+    page: Measured[_R],
+    key_of: Callable[[_R], _K],
+    order: Callable[[_K], tuple[str, ...]],
+    too_large: Callable[[], GraphQLError],
+    *,
+    one_row: bool,
+) -> dict[_K, list[Sized[_R]] | GraphQLError]:
+    """The rows of ``page`` (in ``order`` of their keys) under each of ``keys``; when the
+    allowance cut the page, every key after the last one kept fails with ``too_large``, and
+    that last one too unless a key has ``one_row`` (its other rows may have been left out)."""
+    found: dict[_K, list[Sized[_R]] | GraphQLError] = {key: [] for key in keys}
+    for record, size in zip(page, page.sizes, strict=True):
+        rows = found[key_of(record)]
+        assert isinstance(rows, list), "no key fails before the page is read"
+        rows.append(Sized(record, size, prepaid=True))
+    if page.cut:
+        last = order(key_of(page[-1])) if page else None
+        for key in keys:
+            here = order(key)
+            if last is None or here > last or (here == last and not one_row):
+                found[key] = too_large()
+    return found
 
 
 @dataclass
 class Loaders:
-    """The loaders of one request; never shared between requests.
+    """The loaders of one request and its budget; never shared between requests.
 
     ``operation``: an operation by ``(caller_did, operation_id)`` (federation's
-    ``_entities``). ``watch``: a watch by identity (``Operation.watch``). ``watch_operations``: the
-    operations of a watch identity, oldest first (``Watch.operations``).
+    ``_entities``). ``watch``: a watch by identity (``Operation.watch``, ``_entities``).
+    ``watch_operations``: the operations of a watch identity, oldest first
+    (``Watch.operations``).
     """
 
     store: ConnectorStore
-    operation: DataLoader[tuple[str, str], OperationRecord | None] = field(init=False)
-    watch: DataLoader[WatchIdentity, WatchRecord | None] = field(init=False)
-    watch_operations: DataLoader[WatchIdentity, list[OperationRecord]] = field(init=False)
+    budget: Budget = field(default_factory=Budget)
+    operation: DataLoader[tuple[str, str], Sized[OperationRecord] | None] = field(init=False)
+    watch: DataLoader[WatchIdentity, Sized[WatchRecord] | None] = field(init=False)
+    watch_operations: DataLoader[WatchIdentity, list[Sized[OperationRecord]]] = field(init=False)
 
     def __post_init__(self) -> None:
         self.operation = DataLoader(load_fn=self._load_operations)
@@ -33,25 +85,52 @@ class Loaders:
 
     async def _load_operations(
         self, keys: Sequence[tuple[str, str]]
-    ) -> list[OperationRecord | None]:
-        found = {
-            (record.caller_did, record.operation_id): record
-            for record in await self.store.operations.list_operations(keys)
-        }
-        return [found.get(key) for key in keys]
+    ) -> list[Sized[OperationRecord] | GraphQLError | None]:
+        async with self.budget.reading("_entities") as allowance:
+            page = await self.store.operations.list_operations(keys, max_bytes=allowance)
+            self.budget.spend("_entities", page.sizes)
+        found = by_key(
+            keys,
+            page,
+            lambda record: (record.caller_did, record.operation_id),
+            lambda key: key,
+            lambda: self.budget.too_large("_entities"),
+            one_row=True,
+        )
+        return [one(found[key]) for key in keys]
 
-    async def _load_watches(self, identities: Sequence[WatchIdentity]) -> list[WatchRecord | None]:
-        found = {
-            record.identity: record for record in await self.store.watches.list_watches(identities)
-        }
-        return [found.get(identity) for identity in identities]
+    async def _load_watches(
+        self, identities: Sequence[WatchIdentity]
+    ) -> list[Sized[WatchRecord] | GraphQLError | None]:
+        async with self.budget.reading("watch") as allowance:
+            page = await self.store.watches.list_watches(identities, max_bytes=allowance)
+            self.budget.spend("watch", page.sizes)
+        found = by_key(
+            identities,
+            page,
+            lambda record: record.identity,
+            lambda identity: identity.parts,
+            lambda: self.budget.too_large("watch"),
+            one_row=True,
+        )
+        return [one(found[identity]) for identity in identities]
 
     async def _load_watch_operations(
         self, identities: Sequence[WatchIdentity]
-    ) -> list[list[OperationRecord]]:
-        found: dict[WatchIdentity, list[OperationRecord]] = {key: [] for key in identities}
-        for record in await self.store.operations.list_operations_of_watches(identities):
-            found[record.identity].append(record)
+    ) -> list[list[Sized[OperationRecord]] | GraphQLError]:
+        async with self.budget.reading("operations") as allowance:
+            page = await self.store.operations.list_operations_of_watches(
+                identities, max_bytes=allowance
+            )
+            self.budget.spend("operations", page.sizes)
+        found = by_key(
+            identities,
+            page,
+            lambda record: record.identity,
+            lambda identity: identity.parts,
+            lambda: self.budget.too_large("operations"),
+            one_row=False,
+        )
         return [found[identity] for identity in identities]
 
     def remember(self, *records: OperationRecord | WatchRecord | None) -> None:
@@ -59,15 +138,33 @@ class Loaders:
         an operation drops the cached operation list of its watch. None is skipped."""
         for record in records:
             if isinstance(record, WatchRecord):
-                self.watch.prime(record.identity, record, force=True)
+                self.watch.prime(record.identity, Sized(record, 0), force=True)
             elif isinstance(record, OperationRecord):
-                self.operation.prime((record.caller_did, record.operation_id), record, force=True)
+                key = (record.caller_did, record.operation_id)
+                self.operation.prime(key, Sized(record, 0), force=True)
                 # DataLoader.clear raises KeyError for a key it never loaded.
                 with suppress(KeyError):
                     self.watch_operations.clear(record.identity)
+
+    @staticmethod
+    def charge(rows: Iterable[Sized[_R]]) -> Measured[_R]:
+        """Rows answered from these loaders, each with what its answer costs now: nothing
+        for a row's first answer when its load paid for it, its size for every other."""
+        records: list[_R] = []
+        sizes: list[int] = []
+        for row in rows:
+            records.append(row.record)
+            sizes.append(0 if row.prepaid else row.size)
+            row.prepaid = False
+        return Measured(records, sizes)
 
     def forget_all(self) -> None:
         """Drop every cached row, after a write that changed rows it did not return."""
         self.operation.clear_all()
         self.watch.clear_all()
         self.watch_operations.clear_all()
+
+
+def one(rows: list[Sized[_R]] | GraphQLError) -> Sized[_R] | GraphQLError | None:
+    """The one row under a key (or None), or the key's error."""
+    return rows if isinstance(rows, GraphQLError) else (rows[0] if rows else None)

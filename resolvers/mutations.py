@@ -58,6 +58,8 @@ from schema.sync_state import SyncState, sync_state_or_none
 from store.operations import (
     ABANDONED_SEND_MARKER,
     CONTESTED_SEND_MARKER,
+    ClaimResult,
+    Finalization,
     OperationsStore,
     OperationTransition,
 )
@@ -70,7 +72,7 @@ from store.records import (
 )
 from store.retention import DEFAULT_COLLECT_LIMIT
 from store.sync_state import SyncProgress
-from store.watches import ArmResult, Resumed, WatchesStore
+from store.watches import ArmResult, Resumed, VerificationResult, WatchesStore
 
 Write = Callable[[OperationsStore], Awaitable[OperationRecord | None]]
 WatchWrite = Callable[[WatchesStore], Awaitable[WatchRecord | None]]
@@ -88,6 +90,27 @@ def to_claim(input: ClaimOperationInput) -> OperationClaim:
     """The store's claim for a ``claimOperation`` input, field by field of the claim
     (``ClaimOperationInput`` mirrors it): a field the input lacks raises AttributeError."""
     return OperationClaim(**{name: getattr(input, name) for name in CLAIM_FIELDS})
+
+
+def to_transition(input: RecordOperationInput) -> OperationTransition:
+    """The store's transition for a ``recordOperation`` input: attempts are counted unless
+    ``countAttempt`` is false, refunded only when ``refundAttempt`` is true."""
+    return OperationTransition(
+        caller_did=input.caller_did,
+        operation_id=input.operation_id,
+        from_state=input.from_state.value,
+        to_state=input.to_state.value,
+        version=input.version,
+        lease_token=input.lease_token,
+        provider_etag=input.provider_etag,
+        count_attempt=input.count_attempt is not False,
+        refund_attempt=input.refund_attempt is True,
+        send_marker=input.send_marker,
+        next_attempt_at=input.next_attempt_at,
+        defer_reason=value_of(input.defer_reason),
+        kind=input.kind,
+        http_status=input.http_status,
+    )
 
 
 def fresh(info: Info, *records: OperationRecord | WatchRecord | None) -> None:
@@ -146,6 +169,41 @@ async def watch_write(info: Info, identity: WatchIdentity, write: WatchWrite) ->
     return WatchWritePayload(applied=applied, watch=info.context.visible.watch(record))
 
 
+def claim_payload(info: Info, claim: OperationClaim, result: ClaimResult) -> ClaimOperationResult:
+    """The payload of one claim's ``result``, its operation remembered by the loaders."""
+    fresh(info, result.operation)
+    visible = info.context.visible
+    operation = None if result.status == "conflict" else visible.operation(result.operation)
+    if operation is None:
+        return OperationConflict(
+            caller_did=claim.caller_did,
+            operation_id=claim.operation_id,
+            message="the key holds an operation with a different envelope",
+        )
+    if result.status == "claimed":
+        return OperationClaimed(operation=operation)
+    return OperationExists(operation=operation)
+
+
+def finalize_payload(info: Info, done: Finalization) -> FinalizeOperationPayload:
+    """The payload of a finalize that applied, both rows remembered by the loaders."""
+    fresh(info, done.operation, done.watch)
+    return FinalizeOperationPayload(
+        applied=True,
+        operation=info.context.visible.operation(done.operation),
+        watch=info.context.visible.watch(done.watch),
+    )
+
+
+def verification_payload(info: Info, result: VerificationResult) -> RecordVerificationPayload:
+    """The payload of one verification, its watch remembered by the loaders."""
+    fresh(info, result.watch)
+    return RecordVerificationPayload(
+        outcome=VerificationOutcome(result.outcome),
+        watch=info.context.visible.watch(result.watch),
+    )
+
+
 def arm_payload(info: Info, result: ArmResult) -> ArmWatchPayload:
     """The payload of one arm, its watch remembered by the request's loaders."""
     fresh(info, result.watch)
@@ -167,19 +225,8 @@ class Mutation:
     @fields.mutation(description="Claim an operation key: claimed, exists or conflict.")
     async def claim_operation(self, info: Info, input: ClaimOperationInput) -> ClaimOperationResult:
         claim = to_claim(input)
-        visible = info.context.visible
         result = await info.context.store.operations.claim_operation(claim)
-        fresh(info, result.operation)
-        operation = None if result.status == "conflict" else visible.operation(result.operation)
-        if operation is None:
-            return OperationConflict(
-                caller_did=claim.caller_did,
-                operation_id=claim.operation_id,
-                message="the key holds an operation with a different envelope",
-            )
-        if result.status == "claimed":
-            return OperationClaimed(operation=operation)
-        return OperationExists(operation=operation)
+        return claim_payload(info, claim, result)
 
     @fields.mutation(description="Take the lease when it is free, expired or already yours.")
     async def acquire_lease(self, info: Info, input: AcquireLeaseInput) -> OperationWritePayload:
@@ -264,24 +311,7 @@ class Mutation:
         return await operation_write(
             info,
             input,
-            lambda operations: operations.record_operation(
-                OperationTransition(
-                    caller_did=input.caller_did,
-                    operation_id=input.operation_id,
-                    from_state=input.from_state.value,
-                    to_state=input.to_state.value,
-                    version=input.version,
-                    lease_token=input.lease_token,
-                    provider_etag=input.provider_etag,
-                    count_attempt=input.count_attempt is not False,
-                    refund_attempt=input.refund_attempt is True,
-                    send_marker=input.send_marker,
-                    next_attempt_at=input.next_attempt_at,
-                    defer_reason=value_of(input.defer_reason),
-                    kind=input.kind,
-                    http_status=input.http_status,
-                )
-            ),
+            lambda operations: operations.record_operation(to_transition(input)),
         )
 
     @fields.mutation(description="Commit a live operation and arm its entity's watch.")
@@ -299,12 +329,7 @@ class Mutation:
             document_id=input.document_id,
         )
         if done is not None:
-            fresh(info, done.operation, done.watch)
-            return FinalizeOperationPayload(
-                applied=True,
-                operation=info.context.visible.operation(done.operation),
-                watch=info.context.visible.watch(done.watch),
-            )
+            return finalize_payload(info, done)
         return FinalizeOperationPayload(
             applied=False, operation=await operation_at(info, input), watch=None
         )
@@ -365,11 +390,7 @@ class Mutation:
             due_at=input.due_at,
             claimed_until=input.claimed_until,
         )
-        fresh(info, result.watch)
-        return RecordVerificationPayload(
-            outcome=VerificationOutcome(result.outcome),
-            watch=info.context.visible.watch(result.watch),
-        )
+        return verification_payload(info, result)
 
     @fields.mutation(
         description="Record a document's new winner and arm each of its watches with reason "

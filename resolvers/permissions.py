@@ -76,8 +76,11 @@ class Viewer:
         return None if self.is_service else (self.did or "")
 
 
-def forbidden(message: str) -> GraphQLError:
-    return GraphQLError(message, extensions={"code": FORBIDDEN})
+def forbidden(message: str, field: str | None = None) -> GraphQLError:
+    """A ``FORBIDDEN`` error; ``field`` (an item's input field, ``items[3].callerDID``)
+    goes to ``extensions.field``."""
+    extensions = {"code": FORBIDDEN} | ({} if field is None else {"field": field})
+    return GraphQLError(message, extensions=extensions)
 
 
 def require(viewer: Viewer, scope: str) -> None:
@@ -101,29 +104,36 @@ def can_see_lease(viewer: Viewer, caller_did: str) -> bool:
     return viewer.is_service or (viewer.did is not None and viewer.did == caller_did)
 
 
-def assert_acts_as(viewer: Viewer, did: str, what: str) -> None:
-    """Raise ``FORBIDDEN`` unless the viewer is a service or ``did`` itself."""
+def assert_acts_as(viewer: Viewer, did: str, what: str, field: str | None = None) -> None:
+    """Raise ``FORBIDDEN`` unless the viewer is a service or ``did`` itself (``field``: the
+    item's input field the error names)."""
     if not owns(viewer, did):
-        raise forbidden(f"{what} must be the token's subject (or the token needs 'service')")
+        raise forbidden(f"{what} must be the token's subject (or the token needs 'service')", field)
 
 
 @dataclass(frozen=True, slots=True)
 class Rule:
     """What a root field needs: every scope in ``scopes``; for a write, ``actors`` are the
     paths of the input arguments (GraphQL names, as coerced) that must each equal the
-    viewer's DID unless the viewer is a service. ``rows`` says how the resolver narrows what
-    it returns."""
+    viewer's DID unless the viewer is a service; ``EACH`` in a path stands for every item
+    of a list, and a refusal names the item (``items[3].callerDID``). ``rows`` says how the
+    resolver narrows what it returns."""
 
     scopes: tuple[str, ...]
     actors: tuple[tuple[str, ...], ...] = ()
     rows: str = ""
 
 
+EACH = "[]"
+"""In an actor's path: every item of the list there (a batch's ``items``)."""
 OPS_READ = ("operations:read",)
 OPS_WRITE = ("operations:write",)
 CALLER = ("input", "callerDID")
 WATCH_OWNER = ("input", "identity", "ownerDID")
 OWNER = ("input", "ownerDID")
+ITEM_CALLER = ("input", "items", EACH, "callerDID")
+ITEM_OWNER = ("input", "items", EACH, "ownerDID")
+ITEM_WATCH_OWNER = ("input", "items", EACH, "identity", "ownerDID")
 
 QUERY_RULES: dict[str, Rule] = {
     "serverTime": Rule(()),
@@ -172,6 +182,12 @@ MUTATION_RULES: dict[str, Rule] = {
     "setSyncState": Rule(("sync:write",), actors=(OWNER,)),
     "updateSyncProgress": Rule(("sync:write",), actors=(OWNER,)),
     "deleteSyncState": Rule(("sync:write",), actors=(OWNER,)),
+    # The batch settles: every item as its single mutation's rule.
+    "claimOperations": Rule(OPS_WRITE, actors=(ITEM_CALLER, ITEM_OWNER)),
+    "markSendsStarted": Rule(OPS_WRITE, actors=(ITEM_CALLER,)),
+    "recordOperations": Rule(OPS_WRITE, actors=(ITEM_CALLER,)),
+    "finalizeOperations": Rule(OPS_WRITE, actors=(ITEM_CALLER,)),
+    "recordVerifications": Rule(("watches:write",), actors=(ITEM_WATCH_OWNER,)),
 }
 RULES: dict[str, dict[str, Rule]] = {"Query": QUERY_RULES, "Mutation": MUTATION_RULES}
 OPEN_ROOT_FIELDS = frozenset({"__typename", "__schema", "__type"})
@@ -185,12 +201,24 @@ def rule_for(type_name: str, field_name: str) -> Rule:
     return rule
 
 
-def argument(kwargs: dict[str, Any], path: tuple[str, ...]) -> Any:
-    """The value at ``path`` in a field's coerced arguments (nested dicts)."""
-    value: Any = kwargs
-    for part in path:
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
+def arguments(kwargs: dict[str, Any], path: tuple[str, ...]) -> list[tuple[str | None, Any]]:
+    """Each value at ``path`` in a field's coerced arguments (nested dicts; ``EACH`` walks
+    every item of a list), with the field it names when the path crosses a list: the
+    item and the innermost field (``items[3].callerDID``), else None."""
+    found: list[tuple[str | None, Any]] = [(None, kwargs)]
+    for at, part in enumerate(path):
+        step: list[tuple[str | None, Any]] = []
+        for field, value in found:
+            if part == EACH:
+                items = value if isinstance(value, list) else [None]
+                step.extend(
+                    (f"{path[at - 1]}[{index}].{path[-1]}", item)
+                    for index, item in enumerate(items)
+                )
+            else:
+                step.append((field, value.get(part) if isinstance(value, dict) else None))
+        found = step
+    return found
 
 
 def authorize(viewer: Viewer, type_name: str, field_name: str, kwargs: dict[str, Any]) -> None:
@@ -199,10 +227,10 @@ def authorize(viewer: Viewer, type_name: str, field_name: str, kwargs: dict[str,
     for scope in rule.scopes:
         require(viewer, scope)
     for actor in rule.actors:
-        did = argument(kwargs, actor)
-        if not isinstance(did, str):
-            raise forbidden(f"{field_name}: no DID to check at {'.'.join(actor)}")
-        assert_acts_as(viewer, did, actor[-1])
+        for field, did in arguments(kwargs, actor):
+            if not isinstance(did, str):
+                raise forbidden(f"{field_name}: no DID to check at {field or '.'.join(actor)}")
+            assert_acts_as(viewer, did, field or actor[-1], field)
 
 
 class Authorization(SchemaExtension):

@@ -7,6 +7,7 @@ import strawberry
 from resolvers import fields
 from resolvers.context import Info
 from resolvers.errors import bad_input, not_found
+from resolvers.visible import first_of
 from schema.enums import value_of
 from schema.inputs import OperationFilter, WatchFilter, WatchIdentityInput
 from schema.node import Node, decode_cursor, decode_global_id, encode_opaque
@@ -25,7 +26,8 @@ from schema.watch import Watch
 from store import operations as ops
 from store import watches as wat
 from store.errors import InvalidInput
-from store.records import OperationRecord, WatchIdentity, WatchRecord
+from store.records import OperationRecord, SyncStateRecord, WatchIdentity, WatchRecord
+from store.sizes import Measured
 
 DEFAULT_PAGE = 50
 DEFAULT_LIMIT = 100
@@ -48,7 +50,7 @@ def page_request(
     rows) and the key behind ``after`` (``arity`` parts, each a ``kind`` when given), or
     ``BAD_USER_INPUT`` naming the argument."""
     size = page_size("first", first, DEFAULT_PAGE)
-    info.context.rows.take("first", size)
+    info.context.budget.take("first", size)
     if after is None:
         return size, None
     key = decode_cursor(after, arity)
@@ -58,7 +60,8 @@ def page_request(
 
 
 def page_info(cursors: list[str], has_next_page: bool, after: str | None) -> PageInfo:
-    """Where a page of ``cursors`` stands: more after it, and whether it began after one."""
+    """Where a page of ``cursors`` stands: more after it (past the page's size, or left out
+    by the request's bytes), and whether it began after one."""
     return PageInfo(
         has_next_page=has_next_page,
         has_previous_page=after is not None,
@@ -116,10 +119,10 @@ async def node_of(info: Info, id: str) -> Node | None:
     visible = info.context.visible
     if decoded is not None and decoded[0] == "Operation" and isinstance(decoded[1], str):
         visible.require("operations:read")
-        found = await store.operations.list_tracked_operations(
-            ops.OperationFilter(node_key=decoded[1], visible_to=info.context.viewer.visible_to)
-        )
-        return visible.operation(found[0] if found else None)
+        where = ops.OperationFilter(node_key=decoded[1], visible_to=info.context.viewer.visible_to)
+        async with info.context.budget.reading("node") as allowance:
+            found = await store.operations.list_tracked_operations(where, max_bytes=allowance)
+            return first_of(visible.operations("node", found))
     elif (
         decoded is not None
         and decoded[0] == "Watch"
@@ -143,7 +146,11 @@ class Query:
         record = await info.context.store.operations.get_operation(caller_did, operation_id)
         return info.context.visible.operation(record)
 
-    @fields.query(description="Operations matching the filter, oldest first, by pages.")
+    @fields.query(
+        description="Operations matching the filter, oldest first, by pages. A page stops "
+        "early when the request's answer would pass MAX_RESPONSE_BYTES (hasNextPage stays "
+        "true: page on with `after`)."
+    )
     async def operations(
         self,
         info: Info,
@@ -153,18 +160,18 @@ class Query:
     ) -> OperationConnection:
         viewer = info.context.viewer
         size, after_key = page_request(info, first, after, 3)
-        records = await info.context.store.operations.list_tracked_operations(
-            to_store_filter(filter, viewer.visible_to),
-            after=None if after_key is None else tuple(after_key),
-            limit=size + 1,
-        )
-        edges = [
-            OperationEdge(cursor=operation_cursor(r), node=node)
-            for r in records[:size]
-            if (node := info.context.visible.operation(r)) is not None
-        ]
+        async with info.context.budget.reading("operations") as allowance:
+            records = await info.context.store.operations.list_tracked_operations(
+                to_store_filter(filter, viewer.visible_to),
+                after=None if after_key is None else tuple(after_key),
+                limit=size + 1,
+                max_bytes=allowance,
+            )
+            nodes = info.context.visible.operations("operations", records.first(size))
+        edges = [OperationEdge(cursor=operation_cursor(node.record), node=node) for node in nodes]
+        more = len(records) > size or records.cut
         return OperationConnection(
-            edges=edges, page_info=page_info([e.cursor for e in edges], len(records) > size, after)
+            edges=edges, page_info=page_info([e.cursor for e in edges], more, after)
         )
 
     @fields.query(description="The object behind a global id.")
@@ -185,7 +192,10 @@ class Query:
             caller_did, operation_id, visible_to=info.context.viewer.visible_to
         )
 
-    @fields.query(description="Live operations a worker may pick up now, oldest due first.")
+    @fields.query(
+        description="Live operations a worker may pick up now, oldest due first; fewer than "
+        "`limit` when the request's answer would pass MAX_RESPONSE_BYTES."
+    )
     async def due_operations(
         self,
         info: Info,
@@ -194,9 +204,12 @@ class Query:
         connector_name: str | None = None,
     ) -> list[Operation]:
         size = page_size("limit", limit, DEFAULT_LIMIT)
-        info.context.rows.take("limit", size)
-        records = await info.context.store.retention.list_due_operations(now, size, connector_name)
-        return info.context.visible.operations(records)
+        info.context.budget.take("limit", size)
+        async with info.context.budget.reading("dueOperations") as allowance:
+            records = await info.context.store.retention.list_due_operations(
+                now, size, connector_name, max_bytes=allowance
+            )
+            return info.context.visible.operations("dueOperations", records)
 
     @fields.query(description="One watch by its identity, or null.")
     async def watch(self, info: Info, identity: WatchIdentityInput) -> Watch | None:
@@ -217,7 +230,11 @@ class Query:
         )
         return info.context.visible.watch(mine[0] if mine else None)
 
-    @fields.query(description="Watches matching the filter, in identity order, by pages.")
+    @fields.query(
+        description="Watches matching the filter, in identity order, by pages. A page stops "
+        "early when the request's answer would pass MAX_RESPONSE_BYTES (hasNextPage stays "
+        "true: page on with `after`)."
+    )
     async def watches(
         self,
         info: Info,
@@ -228,22 +245,22 @@ class Query:
         viewer = info.context.viewer
         size, after_key = page_request(info, first, after, 5, str)
         where = to_watch_filter(filter, viewer.visible_to)
-        records = (
-            []
-            if where is None
-            else await info.context.store.watches.list_watches_matching(
-                where,
-                after=None if after_key is None else cast(wat.WatchOrderKey, tuple(after_key)),
-                limit=size + 1,
+        async with info.context.budget.reading("watches") as allowance:
+            records = (
+                Measured[WatchRecord]()
+                if where is None
+                else await info.context.store.watches.list_watches_matching(
+                    where,
+                    after=None if after_key is None else cast(wat.WatchOrderKey, tuple(after_key)),
+                    limit=size + 1,
+                    max_bytes=allowance,
+                )
             )
-        )
-        edges = [
-            WatchEdge(cursor=watch_cursor(r), node=node)
-            for r in records[:size]
-            if (node := info.context.visible.watch(r)) is not None
-        ]
+            nodes = info.context.visible.watches("watches", records.first(size))
+        edges = [WatchEdge(cursor=watch_cursor(node.record), node=node) for node in nodes]
+        more = len(records) > size or records.cut
         return WatchConnection(
-            edges=edges, page_info=page_info([e.cursor for e in edges], len(records) > size, after)
+            edges=edges, page_info=page_info([e.cursor for e in edges], more, after)
         )
 
     @fields.query(
@@ -263,7 +280,11 @@ class Query:
         record = await info.context.store.sync_state.get_sync_state(connector_name, owner_did)
         return sync_state_or_none(record)
 
-    @fields.query(description="One connector's sync states, ordered by owner DID, by pages.")
+    @fields.query(
+        description="One connector's sync states, ordered by owner DID, by pages. A page "
+        "stops early when the request's answer would pass MAX_RESPONSE_BYTES (hasNextPage "
+        "stays true: page on with `after`)."
+    )
     async def sync_states(
         self,
         info: Info,
@@ -275,27 +296,34 @@ class Query:
         size, after_key = page_request(info, first, after, 1, str)
         after_owner = None if after_key is None else after_key[0]
         store = info.context.store.sync_state
-        if viewer.is_service:
-            records = await store.list_sync_states_for_connector(
-                connector_name, after=after_owner, limit=size + 1
-            )
-        else:
-            # A tenant's page holds its own row alone, if any.
-            own = viewer.visible_to or ""
-            mine = None if after_owner is not None and own <= after_owner else own
-            record = None if mine is None else await store.get_sync_state(connector_name, mine)
-            records = [] if record is None else [record]
+        # A tenant's page holds its own row alone, if any.
+        own = viewer.visible_to or ""
+        mine = None if after_owner is not None and own <= after_owner else own
+        async with info.context.budget.reading("syncStates") as allowance:
+            if viewer.is_service:
+                records = await store.list_sync_states_for_connector(
+                    connector_name, after=after_owner, limit=size + 1, max_bytes=allowance
+                )
+            elif mine is None:
+                records = Measured[SyncStateRecord]()
+            else:
+                records = await store.list_sync_states_for_connector(
+                    connector_name, owner_did=mine, limit=1, max_bytes=allowance
+                )
+            shown = info.context.visible.charged("syncStates", records.first(size), lambda _: True)
         edges = [
             SyncStateEdge(cursor=encode_opaque([r.owner_did]), node=SyncState.from_record(r))
-            for r in records[:size]
+            for r in shown
         ]
+        more = len(records) > size or records.cut
         return SyncStateConnection(
-            edges=edges, page_info=page_info([e.cursor for e in edges], len(records) > size, after)
+            edges=edges, page_info=page_info([e.cursor for e in edges], more, after)
         )
 
     @fields.query(
         description="Pending watches a verifier may claim now: nextAttemptAt <= now and the "
-        "claim absent or lapsed, ordered by nextAttemptAt then identity."
+        "claim absent or lapsed, ordered by nextAttemptAt then identity; fewer than `limit` "
+        "when the request's answer would pass MAX_RESPONSE_BYTES."
     )
     async def due_watches(
         self,
@@ -305,6 +333,9 @@ class Query:
         connector_name: str | None = None,
     ) -> list[Watch]:
         size = page_size("limit", limit, DEFAULT_LIMIT)
-        info.context.rows.take("limit", size)
-        records = await info.context.store.watches.list_due_watches(now, size, connector_name)
-        return info.context.visible.watches(records)
+        info.context.budget.take("limit", size)
+        async with info.context.budget.reading("dueWatches") as allowance:
+            records = await info.context.store.watches.list_due_watches(
+                now, size, connector_name, max_bytes=allowance
+            )
+            return info.context.visible.watches("dueWatches", records)

@@ -11,11 +11,12 @@ connection, a payload or a union) whose resolver goes through the reader;
 ``tests/api/test_visible.py`` walks the schema and fails for any such field missing here.
 """
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, TypeVar
 
-from resolvers.loaders import Loaders
+from resolvers.budget import Budget
+from resolvers.loaders import Loaders, Sized
 from resolvers.permissions import Viewer, can_see, can_see_lease, owns, require
 from schema.operation import KEY_FIELDS as OPERATION_KEYS
 from schema.operation import Operation
@@ -24,9 +25,9 @@ from schema.watch import Watch
 from store import validation as check
 from store.errors import InvalidInput
 from store.records import OperationRecord, WatchIdentity, WatchRecord
+from store.sizes import Measured
 
-if TYPE_CHECKING:
-    from resolvers.context import RowBudget
+_R = TypeVar("_R")
 
 SERVES: Final = frozenset(
     {
@@ -52,6 +53,11 @@ SERVES: Final = frozenset(
         ("Mutation", "deferWatch"),
         ("Mutation", "recordVerification"),
         ("Mutation", "recordIngress"),
+        ("Mutation", "claimOperations"),
+        ("Mutation", "markSendsStarted"),
+        ("Mutation", "recordOperations"),
+        ("Mutation", "finalizeOperations"),
+        ("Mutation", "recordVerifications"),
         ("Operation", "watch"),
         ("Watch", "operations"),
     }
@@ -61,11 +67,12 @@ SERVES: Final = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class Visible:
-    """One request's reader: the viewer, the request's loaders and its row budget."""
+    """One request's reader: the viewer, the request's loaders and its budget. Every list
+    it returns charges the request's bytes with the size of each row it keeps."""
 
     viewer: Viewer
     loaders: Loaders
-    rows: "RowBudget"
+    budget: Budget
 
     def require(self, scope: str) -> None:
         """Raise ``FORBIDDEN`` unless the viewer holds ``scope`` (a nested field's right)."""
@@ -75,31 +82,41 @@ class Visible:
         """True when the viewer may see a row (sync state, pending auth) of ``owner_did``."""
         return owns(self.viewer, owner_did)
 
+    def sees_operation(self, record: OperationRecord) -> bool:
+        """True when the viewer may see the operation: its caller or owner, or a service."""
+        return can_see(self.viewer, record.caller_did, record.owner_did)
+
+    def sees_watch(self, record: WatchRecord) -> bool:
+        """True when the viewer may see the watch: its owner, or a service."""
+        return owns(self.viewer, record.owner_did)
+
+    def charged(self, field: str, page: Measured[_R], sees: Callable[[_R], bool]) -> list[_R]:
+        """The records of ``page`` that ``sees`` keeps, in order, their sizes spent from the
+        request's bytes for ``field`` (``Budget.spend``)."""
+        kept = seen(page, sees)
+        self.budget.spend(field, kept.sizes)
+        return kept
+
     def operation(self, record: OperationRecord | None) -> Operation | None:
         """``record`` as the viewer may see it (its caller or owner, or a service); else None."""
-        if record is None or not can_see(self.viewer, record.caller_did, record.owner_did):
+        if record is None or not self.sees_operation(record):
             return None
         return Operation.from_record(record)
 
-    def operations(self, records: Iterable[OperationRecord]) -> list[Operation]:
-        """The operations of ``records`` the viewer may see, in order."""
-        return [
-            Operation.from_record(record)
-            for record in records
-            if can_see(self.viewer, record.caller_did, record.owner_did)
-        ]
+    def operations(self, field: str, page: Measured[OperationRecord]) -> list[Operation]:
+        """The operations of ``page`` the viewer may see, in order, charged to ``field``."""
+        seen = self.charged(field, page, self.sees_operation)
+        return [Operation.from_record(record) for record in seen]
 
     def watch(self, record: WatchRecord | None) -> Watch | None:
         """``record`` as the viewer may see it (its owner, or a service); else None."""
-        if record is None or not owns(self.viewer, record.owner_did):
+        if record is None or not self.sees_watch(record):
             return None
         return Watch.from_record(record)
 
-    def watches(self, records: Iterable[WatchRecord]) -> list[Watch]:
-        """The watches of ``records`` the viewer may see, in order."""
-        return [
-            Watch.from_record(record) for record in records if owns(self.viewer, record.owner_did)
-        ]
+    def watches(self, field: str, page: Measured[WatchRecord]) -> list[Watch]:
+        """The watches of ``page`` the viewer may see, in order, charged to ``field``."""
+        return [Watch.from_record(record) for record in self.charged(field, page, self.sees_watch)]
 
     def lease_token(self, record: OperationRecord) -> str | None:
         """The operation's lease token when the viewer is its caller (or a service)."""
@@ -107,34 +124,60 @@ class Visible:
 
     async def watch_of(self, record: OperationRecord) -> Watch | None:
         """The watch an operation's finalize arms (``Operation.watch``): needs watches:read;
-        None when absent or not the viewer's."""
+        None when absent or not the viewer's; charged."""
         self.require("watches:read")
-        return self.watch(await self.loaders.watch.load(record.identity))
+        found = await self.loaders.watch.load(record.identity)
+        return first_of(self.watches("watch", measured_of(found)))
 
     async def operations_of(self, record: WatchRecord) -> list[Operation]:
         """The operations of a watch the viewer may see, oldest first (``Watch.operations``):
-        needs operations:read; they count against the request's rows."""
+        needs operations:read; they count against the request's rows and bytes."""
         self.require("operations:read")
-        visible = self.operations(await self.loaders.watch_operations.load(record.identity))
-        self.rows.take("operations", len(visible))
-        return visible
+        rows = await self.loaders.watch_operations.load(record.identity)
+        kept = seen(measured_of(*rows), self.sees_operation)
+        self.budget.take("operations", len(kept))
+        self.budget.spend("operations", kept.sizes)
+        return [Operation.from_record(operation) for operation in kept]
 
     async def operation_entity(self, key: Mapping[str, Any]) -> Operation | None:
         """The operation a gateway asks for by its key (``_entities``): needs
-        operations:read; a malformed, unknown or foreign key reads None."""
+        operations:read; a malformed, unknown or foreign key reads None; charged."""
         self.require("operations:read")
         try:
             caller_did, operation_id = (check.key(name, key.get(name)) for name in OPERATION_KEYS)
         except InvalidInput:
             return None
-        return self.operation(await self.loaders.operation.load((caller_did, operation_id)))
+        found = await self.loaders.operation.load((caller_did, operation_id))
+        return first_of(self.operations("_entities", measured_of(found)))
 
     async def watch_entity(self, key: Mapping[str, Any]) -> Watch | None:
         """The watch a gateway asks for by its identity (``_entities``): needs watches:read;
-        a malformed, unknown or foreign key reads None."""
+        a malformed, unknown or foreign key reads None; charged."""
         self.require("watches:read")
         try:
             identity = WatchIdentity(*(check.key(name, key.get(name)) for name in WATCH_KEYS))
         except InvalidInput:
             return None
-        return self.watch(await self.loaders.watch.load(identity))
+        return first_of(
+            self.watches("_entities", measured_of(await self.loaders.watch.load(identity)))
+        )
+
+
+def seen(page: Measured[_R], sees: Callable[[_R], bool]) -> Measured[_R]:
+    """The records of ``page`` that ``sees`` keeps, with their sizes, in order."""
+    pairs = [(record, size) for record, size in zip(page, page.sizes, strict=True) if sees(record)]
+    return Measured((record for record, _ in pairs), (size for _, size in pairs))
+
+
+def measured_of(*rows: Sized[_R] | None) -> Measured[_R]:
+    """Rows answered from the loaders (None skipped), each with what its answer costs
+    (``Loaders.charge``)."""
+    return Loaders.charge(row for row in rows if row is not None)
+
+
+_T = TypeVar("_T")
+
+
+def first_of(items: list[_T]) -> _T | None:
+    """The first of ``items``, or None."""
+    return items[0] if items else None

@@ -15,6 +15,7 @@ import orjson
 from cross_web import HTTPException
 from prometheus_client import make_asgi_app
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -28,6 +29,7 @@ from strawberry.schema import BaseSchema
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types.execution import ExecutionResult
 
+from resolvers.budget import DEFAULT_MAX_RESPONSE_BYTES, Budget
 from resolvers.codes import OPERATION_RESOLUTION_FAILURE, PERSISTED_QUERY_NOT_FOUND
 from resolvers.context import Context
 from resolvers.errors import RequestError
@@ -37,7 +39,7 @@ from server.auth import Authentication, Authenticator, authenticator, startup_he
 from server.graph import build_schema
 from server.http_server import listening
 from server.metrics import Metrics, metrics_endpoint, refreshing
-from server.responses import method_not_allowed, request_error
+from server.responses import http_exception, method_not_allowed, request_error
 from server.settings import Settings
 from server.sweeper import Sweeper
 from server.telemetry import RequestTelemetry, current_request
@@ -61,10 +63,16 @@ class GraphQLApp(GraphQL):
     this server serves itself (at ``/graphiql``), so it works with no internet."""
 
     def __init__(
-        self, schema: BaseSchema, *, graphiql: bool, startup_token: str | None = None
+        self,
+        schema: BaseSchema,
+        *,
+        graphiql: bool,
+        startup_token: str | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         super().__init__(schema, graphql_ide="graphiql" if graphiql else None)
         self.startup_token = startup_token
+        self.max_response_bytes = max_response_bytes
 
     def encode_json(self, data: object) -> bytes:
         """A response body, by orjson (several times faster than ``json.dumps``); a value
@@ -236,7 +244,7 @@ class GraphQLApp(GraphQL):
         return Context(
             store=store,
             viewer=request.scope.get("viewer") or Viewer.anonymous(),
-            loaders=Loaders(store),
+            loaders=Loaders(store, Budget(max_bytes=self.max_response_bytes)),
             request_id=request_id(),
             request=request,
         )
@@ -519,7 +527,10 @@ def create_app(
             await close_pool(db)
 
     graphql = GraphQLApp(
-        build_schema(settings), graphiql=settings.graphiql, startup_token=startup_token
+        build_schema(settings),
+        graphiql=settings.graphiql,
+        startup_token=startup_token,
+        max_response_bytes=settings.max_response_bytes,
     )
     app = Starlette(
         routes=[
@@ -534,6 +545,7 @@ def create_app(
             ),
         ],
         lifespan=lifespan,
+        exception_handlers={StarletteHTTPException: http_exception},
     )
     if settings.graphiql:
         app.mount("/graphiql", StaticFiles(directory=GRAPHIQL_ASSETS), name="graphiql")

@@ -93,6 +93,11 @@ def serve(
         )
     check_port(bind_host, bind_port, "PORT")
     if settings.metrics and settings.metrics_port is not None:
+        if settings.metrics_port == bind_port:
+            raise PortUnavailable(
+                f"METRICS_PORT: {bind_port} is the API's port too; unset METRICS_PORT to serve "
+                "/metrics on it, or choose another"
+            )
         check_port(settings.host, settings.metrics_port, "METRICS_PORT")
     require_database_folder(settings)
     auth = authenticator(settings)

@@ -7,10 +7,12 @@ import strawberry
 from graphql import GraphQLError
 from strawberry.federation.schema import FederationAny
 from strawberry.schema.config import StrawberryConfig
+from strawberry.tools import merge_types
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 from strawberry.types.info import Info
 
+from resolvers.batch_mutations import BatchMutation
 from resolvers.errors import bad_input, requested_operation_name
 from resolvers.mutations import Mutation
 from resolvers.queries import Query
@@ -70,7 +72,7 @@ class ConnectorSchema(strawberry.federation.Schema):
         ``__typename`` is one of our entities, else ``BAD_USER_INPUT`` (Strawberry would fail
         on a missing or unknown type name with an internal error). The representations count
         against the request's rows (at most 1000), like every list."""
-        info.context.rows.take("representations", len(representations))
+        info.context.budget.take("representations", len(representations))
         for index, representation in enumerate(representations):
             if not isinstance(representation, dict) or (
                 representation.get("__typename") not in ENTITY_TYPES
@@ -88,7 +90,7 @@ def build_schema(settings: Settings | None = None) -> strawberry.federation.Sche
     settings = settings or Settings()
     schema = ConnectorSchema(
         query=Query,
-        mutation=Mutation,
+        mutation=merge_types("Mutation", (Mutation, BatchMutation)),
         types=[Operation, Watch],
         extensions=[pipeline_extension(settings)],
         config=StrawberryConfig(name_converter=SeedNameConverter(), scalar_map=SCALAR_MAP),

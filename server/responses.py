@@ -1,7 +1,9 @@
 """JSON error responses for requests refused before any GraphQL runs, in the shape every
 GraphQL error has: ``{"errors": [{"message": …, "extensions": {"code": …}}]}``."""
 
-from starlette.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
 from resolvers.codes import (
     BAD_REQUEST,
@@ -41,3 +43,12 @@ def request_error(
         status_code=status,
         headers=headers or {},
     )
+
+
+async def http_exception(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (a method a route does not take, an unknown path) in the same
+    JSON shape, with the headers Starlette chose (``Allow`` on a 405)."""
+    assert isinstance(exc, HTTPException), "registered for HTTPException only"
+    if exc.status_code in (204, 304):
+        return Response(status_code=exc.status_code, headers=exc.headers)
+    return request_error(exc.status_code, exc.detail, headers=dict(exc.headers or {}))

@@ -6,6 +6,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from resolvers.budget import DEFAULT_MAX_RESPONSE_BYTES
 from store.database import Database
 
 
@@ -15,7 +16,7 @@ class Settings(BaseSettings):
     ``DATABASE_URL`` defaults to a SQLite file in ``DATA_DIR`` (``./data``).
     """
 
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", allow_inf_nan=False)
 
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
@@ -25,12 +26,15 @@ class Settings(BaseSettings):
     db_wait_timeout_seconds: float = Field(default=10.0, gt=0)
     db_lock_timeout_seconds: float | None = Field(
         default=None,
-        gt=0,
+        ge=0,
         description="PostgreSQL: the longest a statement waits for a row lock (default: half "
-        "of DB_WAIT_TIMEOUT_SECONDS).",
+        "of DB_WAIT_TIMEOUT_SECONDS; 0: the role's or database's own setting).",
     )
     db_statement_timeout_seconds: float = Field(
-        default=30.0, gt=0, description="PostgreSQL: the longest one statement runs."
+        default=30.0,
+        ge=0,
+        description="PostgreSQL: the longest one statement runs (0: the role's or database's "
+        "own setting).",
     )
     graphiql: bool = True
     introspection: bool = True
@@ -39,6 +43,11 @@ class Settings(BaseSettings):
     max_query_fields: int = Field(default=500, ge=1)
     max_aliases: int = Field(default=30, ge=1)
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    max_response_bytes: int = Field(
+        default=DEFAULT_MAX_RESPONSE_BYTES,
+        ge=64 * 1024,
+        description="Bytes of rows one request's lists may load and answer.",
+    )
     max_header_bytes: int = Field(
         default=32 * 1024, ge=1024, description="Request line and headers, in bytes."
     )
@@ -106,6 +115,17 @@ class Settings(BaseSettings):
     def default_database(self) -> "Settings":
         if not self.database_url:
             self.database_url = self.default_database_url
+        return self
+
+    @model_validator(mode="after")
+    def lock_wait_below_pool_wait(self) -> "Settings":
+        """A lock wait past the pool wait would let calls stalled on a peer's lock hold every
+        connection while a queued call gives up."""
+        if (self.db_lock_timeout_seconds or 0) >= self.db_wait_timeout_seconds:
+            raise ValueError(
+                "DB_LOCK_TIMEOUT_SECONDS must be below DB_WAIT_TIMEOUT_SECONDS "
+                f"({self.db_lock_timeout_seconds} >= {self.db_wait_timeout_seconds})"
+            )
         return self
 
     def database(

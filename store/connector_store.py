@@ -2,6 +2,7 @@
 
 from collections.abc import Callable
 
+from store.batches import BatchesStore, one_reader
 from store.context import Clock, ReadWinner, StoreContext, random_id, system_clock
 from store.database import Database
 from store.operations import OperationsStore
@@ -20,7 +21,8 @@ class ConnectorStore:
     system time by default. ``read_winner``: the current winner digest of a document,
     by default the ``kubun_connector_document_winner`` table. ``new_id``: mints node keys
     and incarnations. Parts: ``operations``, ``watches``, ``winners``, ``retention``,
-    ``pending_auth``, ``sync_state``, ``persisted_queries``.
+    ``pending_auth``, ``sync_state``, ``persisted_queries``, ``batches`` (the batch forms
+    of the settling writes).
     """
 
     def __init__(
@@ -37,6 +39,9 @@ class ConnectorStore:
         read = read_winner or self.winners.read_winner
         self.watches = WatchesStore(context, read)
         self.operations = OperationsStore(context, self.watches, read)
+        self.batches = BatchesStore(
+            context, self.watches, None if read_winner is None else one_reader(read_winner)
+        )
         self.retention = RetentionStore(context)
         self.pending_auth = PendingAuthStore(context)
         self.sync_state = SyncStateStore(context)

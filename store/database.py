@@ -85,15 +85,18 @@ async def fetch_in_chunks(
     record: Callable[[Row], _T],
     order: Callable[[_T], Any],
     limit: int | None,
+    finish: Callable[[sa.Select[Any]], sa.Select[Any]] = lambda query: query,
 ) -> list[_T]:
     """``query``'s rows as records, with ``column IN values`` when ``values`` is given:
     ``IN_LIST_CHUNK`` values a statement, the chunks' records merged back into ``order``
-    and cut to ``limit`` (each chunk's statement carries the limit too)."""
+    and cut to ``limit`` (each chunk's statement carries the limit too). ``finish`` wraps
+    each statement once its condition is complete (``store.sizes.within_bytes``)."""
     if values is None:
-        return [record(row) for row in await db.fetch_all(query)]
+        return [record(row) for row in await db.fetch_all(finish(query))]
     found: list[_T] = []
     for chunk in chunked(values):
-        found.extend(record(row) for row in await db.fetch_all(query.where(column.in_(chunk))))
+        statement = finish(query.where(column.in_(chunk)))
+        found.extend(record(row) for row in await db.fetch_all(statement))
     found.sort(key=order)
     return found if limit is None else found[:limit]
 
@@ -131,12 +134,14 @@ class Database:
     peer's lock give their connections back before a call queued for one of them gives up:
     a pool full of stalled calls does not fail an unrelated read. ``statement_timeout_s``
     (PostgreSQL): the backstop for any one statement (``statement_timeout``), also
-    ``DatabaseBusy``. Every call raises ``DatabaseUnavailable`` when the database cannot be
+    ``DatabaseBusy``. Both are sent as startup parameters; 0 sends none (pgbouncer refuses
+    them: set them on the role or database instead, ``ALTER ROLE … SET lock_timeout``). Every
+    call raises ``DatabaseUnavailable`` when the database cannot be
     reached, or (SQLite) when its file was removed or replaced since ``connect``: nothing is
     read from or written to a file that is gone. ``statement_cache_size``: asyncpg's
     prepared-statement cache (None: asyncpg's default; 0 behind pgbouncer in transaction
-    mode). ``pool_stats`` reads the gate's counts. Raises ``InvalidInput`` for a timeout
-    that is not positive.
+    mode). ``pool_stats`` reads the gate's counts. Raises ``InvalidInput`` for a wait that is
+    not positive or a lock or statement timeout that is negative.
     """
 
     def __init__(
@@ -155,14 +160,14 @@ class Database:
         self.lock_timeout_s = wait_timeout_s / 2 if lock_timeout_s is None else lock_timeout_s
         self.statement_timeout_s = statement_timeout_s
         self.pool_size = pool_size
-        timeouts = {
-            "waitTimeout": wait_timeout_s,
-            "lockTimeout": self.lock_timeout_s,
-            "statementTimeout": statement_timeout_s,
-        }
-        for field, seconds in timeouts.items():
-            if not seconds > 0:
-                raise InvalidInput(field, f"must be a positive number of seconds, not {seconds}")
+        if not wait_timeout_s > 0:
+            raise InvalidInput(
+                "waitTimeout", f"must be a positive number of seconds, not {wait_timeout_s}"
+            )
+        timeouts = {"lock_timeout": self.lock_timeout_s, "statement_timeout": statement_timeout_s}
+        for name, seconds in timeouts.items():
+            if not seconds >= 0:
+                raise InvalidInput(name, f"must be 0 (not set) or more seconds, not {seconds}")
         self._pinned: set[int] = set()
         options: dict[str, Any] = (
             {
@@ -170,8 +175,7 @@ class Database:
                 "max_size": pool_size,
                 "reset": self._reset_connection,
                 "server_settings": {
-                    "lock_timeout": f"{_ms(self.lock_timeout_s)}ms",
-                    "statement_timeout": f"{_ms(statement_timeout_s)}ms",
+                    name: f"{_ms(seconds)}ms" for name, seconds in timeouts.items() if seconds
                 },
             }
             if self.is_postgres

@@ -15,6 +15,7 @@ from store import validation as check
 from store.context import ReadWinner, StoreContext
 from store.database import chunked, fetch_in_chunks
 from store.errors import InvalidInput, ReservedValue
+from store.items import Inputs
 from store.records import (
     ATTEMPTED,
     COMMITTED,
@@ -22,11 +23,13 @@ from store.records import (
     OPERATION_FIELDS,
     OPERATION_STATES,
     TERMINAL_STATES,
+    WATCH_IDENTITY,
     OperationClaim,
     OperationRecord,
     WatchIdentity,
     WatchRecord,
 )
+from store.sizes import SIZE, Measured, fetch_measured, measured, row_bytes, within_bytes
 from store.statements import Prepared, param
 from store.tables import operation as op
 from store.watches import WatchesStore, by_identity
@@ -151,18 +154,32 @@ def live_operation() -> sa.ColumnElement[bool]:
 KEY = by_key(param("p_caller", op.c.caller_did), param("p_operation", op.c.operation_id))
 """``by_key`` with the key as the parameters ``p_caller`` and ``p_operation``."""
 NOW = param("p_now", op.c.updated_at)
+ORDER = (op.c.created_at, op.c.caller_did, op.c.operation_id)
+"""The ``listTrackedOperations`` order (``OperationRecord.order_key``)."""
+KEY_ORDER = (op.c.caller_did, op.c.operation_id)
+"""Key order (``list_operations``)."""
+WATCH_ORDER = (*(op.c[name] for name in WATCH_IDENTITY), *ORDER)
+"""By watch identity, then in ``ORDER`` (``list_operations_of_watches``)."""
+ROW_BYTES = row_bytes(op.c)
+"""An operation's size in bytes (``store.sizes``)."""
 TOKEN = param("p_token", op.c.lease_token)
 
 CLAIM_COLUMNS = OPERATION_FIELDS
 """The columns ``claim_operation`` writes (every one), each from the parameter
 ``p_<column>``."""
 
+
+def claim_insert(insert: Any) -> Any:
+    """``insert`` (of whole operation rows, by values or from a select) as the claim's
+    insert-if-absent: a row whose key exists is left as stored; returns the rows inserted."""
+    return insert.on_conflict_do_nothing(
+        index_elements=[op.c.caller_did, op.c.operation_id]
+    ).returning(op)
+
+
 CLAIM = Prepared(
-    lambda insert: (
-        insert(op)
-        .values({name: param(f"p_{name}", op.c[name]) for name in CLAIM_COLUMNS})
-        .on_conflict_do_nothing(index_elements=[op.c.caller_did, op.c.operation_id])
-        .returning(op)
+    lambda insert: claim_insert(
+        insert(op).values({name: param(f"p_{name}", op.c[name]) for name in CLAIM_COLUMNS})
     )
 )
 """``claim_operation``'s insert-if-absent."""
@@ -170,57 +187,91 @@ CLAIM = Prepared(
 GET_OPERATION = Prepared(lambda _: sa.select(op).where(KEY))
 """``get_operation``'s read."""
 
-MARK_SEND_STARTED = Prepared(
-    lambda _: (
+ITEM_COLUMNS: dict[str, sa.Column[Any]] = {
+    "caller": op.c.caller_did,
+    "operation": op.c.operation_id,
+    "token": op.c.lease_token,
+    "marker": op.c.send_marker,
+    "version": op.c.version,
+    "result_entity": op.c.result_entity,
+    "provider_etag": op.c.provider_etag,
+    "document_id": op.c.document_id,
+    "from_state": op.c.state,
+    "to_state": op.c.state,
+    "attempts": op.c.state,
+    "next_attempt_at": op.c.next_attempt_at,
+    "defer_reason": op.c.defer_reason,
+    "kind": op.c.last_kind,
+    "http_status": op.c.last_http_status,
+}
+"""The per-item inputs of the guarded writes below, each typed as the column it is
+compared with or written to: a single write binds input ``name`` as the parameter
+``p_<name>`` (``PARAMS``), a batch (``store.batches``) reads it from its rows' column
+``name``, so both run the same guard."""
+
+
+PARAMS: Inputs = {name: param(f"p_{name}", column) for name, column in ITEM_COLUMNS.items()}
+
+
+def mark_send_started_update(item: Inputs, now: Any) -> sa.Update:
+    """``mark_send_started``'s guarded update of the operation at the item's ``caller`` and
+    ``operation``: state attempted and the lease ``token``'s; the send marker becomes
+    ``marker``, or contested when another run's marker is there."""
+    return (
         sa.update(op)
-        .where(KEY, op.c.state == ATTEMPTED, op.c.lease_token == TOKEN)
+        .where(
+            by_key(item["caller"], item["operation"]),
+            op.c.state == ATTEMPTED,
+            op.c.lease_token == item["token"],
+        )
         .values(
             send_marker=sa.case(
                 (
-                    sa.or_(
-                        op.c.send_marker.is_(None),
-                        op.c.send_marker == param("p_marker", op.c.send_marker),
-                    ),
-                    param("p_marker", op.c.send_marker),
+                    sa.or_(op.c.send_marker.is_(None), op.c.send_marker == item["marker"]),
+                    item["marker"],
                 ),
                 else_=sa.literal(CONTESTED_SEND_MARKER),
             ),
-            updated_at=NOW,
+            updated_at=now,
         )
         .returning(op)
     )
-)
+
+
+MARK_SEND_STARTED = Prepared(lambda _: mark_send_started_update(PARAMS, NOW))
 """``mark_send_started``'s guarded update."""
 
-FINALIZE = Prepared(
-    lambda _: (
+
+def finalize_update(item: Inputs, now: Any) -> sa.Update:
+    """``finalize_operation_and_arm_watch``'s compare-and-set to committed of the operation
+    at the item's ``caller`` and ``operation``, on state attempted, ``version`` and the
+    lease ``token``."""
+    return (
         sa.update(op)
         .where(
-            KEY,
+            by_key(item["caller"], item["operation"]),
             op.c.state == ATTEMPTED,
-            op.c.version == param("p_version", op.c.version),
-            op.c.lease_token == TOKEN,
+            op.c.version == item["version"],
+            op.c.lease_token == item["token"],
         )
         .values(
             state=COMMITTED,
-            result_entity=param("p_result_entity", op.c.result_entity),
+            result_entity=item["result_entity"],
             attempts=op.c.attempts + 1,
             send_marker=None,
             next_attempt_at=None,
             defer_reason=None,
             version=op.c.version + 1,
             # Replaced when given, kept when None.
-            provider_etag=sa.func.coalesce(
-                param("p_provider_etag", op.c.provider_etag), op.c.provider_etag
-            ),
-            document_id=sa.func.coalesce(
-                param("p_document_id", op.c.document_id), op.c.document_id
-            ),
-            updated_at=NOW,
+            provider_etag=sa.func.coalesce(item["provider_etag"], op.c.provider_etag),
+            document_id=sa.func.coalesce(item["document_id"], op.c.document_id),
+            updated_at=now,
         )
         .returning(op)
     )
-)
+
+
+FINALIZE = Prepared(lambda _: finalize_update(PARAMS, NOW))
 """``finalize_operation_and_arm_watch``'s compare-and-set to committed."""
 
 
@@ -266,42 +317,199 @@ DEFER_OPERATION = _keyed_update(
 """``defer_operation``'s guarded update (``p_token`` NULL: no holder's arm)."""
 
 
-def _record_operation(attempts: Literal["refund", "count", "keep"]) -> Prepared:
-    guard = sa.and_(
-        op.c.state == param("p_from_state", op.c.state),
-        op.c.version == param("p_version", op.c.version),
-        op.c.lease_token == TOKEN,
+AttemptsMode = Literal["refund", "count", "keep"]
+
+
+def record_operation_update(item: Inputs, now: Any) -> sa.Update:
+    """``record_operation``'s compare-and-set of the operation at the item's ``caller`` and
+    ``operation`` on (state = ``from_state``, ``version``, lease ``token``), to
+    ``to_state``, by what the item's ``attempts`` (an ``AttemptsMode``) does to the
+    attempts: ``refund`` takes one back (guarded by attempts > 0 and the send marker
+    absent or ``marker``; NULL: absent only), ``count`` counts one, ``keep`` keeps them;
+    refund and count clear the send marker."""
+    mode = item["attempts"]
+    refundable = sa.and_(
+        op.c.attempts > 0,
+        sa.or_(op.c.send_marker.is_(None), op.c.send_marker == item["marker"]),
     )
-    values: dict[str, Any] = {
-        "state": param("p_to_state", op.c.state),
-        "provider_etag": param("p_provider_etag", op.c.provider_etag),
-        "next_attempt_at": param("p_next_attempt_at", op.c.next_attempt_at),
-        "defer_reason": param("p_defer_reason", op.c.defer_reason),
-        "last_kind": param("p_kind", op.c.last_kind),
-        "last_http_status": param("p_http_status", op.c.last_http_status),
-        "version": op.c.version + 1,
-        "updated_at": NOW,
-    }
-    if attempts == "refund":
-        marker = sa.or_(
-            op.c.send_marker.is_(None), op.c.send_marker == param("p_marker", op.c.send_marker)
+    return (
+        sa.update(op)
+        .where(
+            by_key(item["caller"], item["operation"]),
+            op.c.state == item["from_state"],
+            op.c.version == item["version"],
+            op.c.lease_token == item["token"],
+            sa.or_(mode != "refund", refundable),
         )
-        guard = sa.and_(guard, op.c.attempts > 0, marker)
-        values |= {"attempts": op.c.attempts - 1, "send_marker": None}
-    elif attempts == "count":
-        values |= {"attempts": op.c.attempts + 1, "send_marker": None}
-    return _keyed_update(guard, values)
+        .values(
+            state=item["to_state"],
+            provider_etag=item["provider_etag"],
+            next_attempt_at=item["next_attempt_at"],
+            defer_reason=item["defer_reason"],
+            last_kind=item["kind"],
+            last_http_status=item["http_status"],
+            attempts=sa.case(
+                (mode == "refund", op.c.attempts - 1),
+                (mode == "count", op.c.attempts + 1),
+                else_=op.c.attempts,
+            ),
+            send_marker=sa.case((mode == "keep", op.c.send_marker), else_=None),
+            version=op.c.version + 1,
+            updated_at=now,
+        )
+        .returning(op)
+    )
 
 
-RECORD_OPERATION = {name: _record_operation(name) for name in ("refund", "count", "keep")}
-"""``record_operation``'s compare-and-set, by what it does to the attempts: take one back
-(guarded by attempts > 0 and the send marker absent or ``p_marker``; NULL: absent only),
-count one, or keep them."""
+RECORD_OPERATION = Prepared(lambda _: record_operation_update(PARAMS, NOW))
+"""``record_operation``'s compare-and-set."""
 
 
 def _reject_reserved_marker(field: str, marker: str | None) -> None:
     if marker in RESERVED_SEND_MARKERS:
         raise ReservedValue(field, f"{marker!r} is reserved")
+
+
+def claim_row(claim: OperationClaim, context: StoreContext) -> OperationRecord:
+    """The row a fresh claim inserts, as stored (its JSON as text): what the claim leaves
+    out takes the record's defaults (no result, no attempt, version 0, no schedule, no
+    marker), created now by ``context``'s clock. Raises ``InvalidInput`` for a malformed
+    field."""
+    values: dict[str, Any] = {
+        "caller_did": check.key("callerDID", claim.caller_did),
+        "operation_id": check.key("operationID", claim.operation_id),
+        "owner_did": check.key("ownerDID", claim.owner_did),
+        "connector_name": check.key("connectorName", claim.connector_name),
+        "model": check.key("model", claim.model),
+        "op": check.key("op", claim.op),
+        "account_key": check.key("accountKey", claim.account_key),
+        "target": check.key("target", claim.target),
+        "source_id": check.key("sourceID", claim.source_id),
+        "deterministic_event_id": check.key("deterministicEventID", claim.deterministic_event_id),
+        "payload_hash": check.key("payloadHash", claim.payload_hash),
+        "reissue_intent": check.json_text("reissueIntent", claim.reissue_intent),
+        "provider_etag": check.optional_key("providerEtag", claim.provider_etag),
+        "document_id": check.optional_key("documentID", claim.document_id),
+        "lease_token": check.key("leaseToken", claim.lease_token),
+        "lease_expires_at": check.epoch_ms("leaseExpiresAt", claim.lease_expires_at),
+    }
+    now = context.clock()
+    return OperationRecord(
+        **values,
+        node_key=context.new_id(),
+        incarnation=context.new_id(),
+        state=ATTEMPTED,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def claim_outcome(claim: OperationClaim, stored: OperationRecord | None) -> ClaimResult:
+    """The outcome of a claim whose insert found the key taken: ``exists`` with ``stored``
+    when its envelope equals the claim's, ``conflict`` on any drift or when the row
+    vanished in between (``stored`` None)."""
+    if stored is None or not claim.matches(stored):
+        return ClaimResult("conflict")
+    return ClaimResult("exists", stored)
+
+
+def prefixed(item: dict[str, Any]) -> dict[str, Any]:
+    """An item's inputs as the parameters of a single write (``PARAMS``: ``p_<name>``)."""
+    return {f"p_{name}": value for name, value in item.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class SendMark:
+    """The input of ``mark_send_started`` (seed ``markSendStarted``)."""
+
+    caller_did: str
+    operation_id: str
+    lease_token: str
+    marker: str
+
+
+def mark_item(mark: SendMark) -> dict[str, Any]:
+    """The inputs of ``mark_send_started_update`` for ``mark``, checked. Raises
+    ``InvalidInput`` for a malformed field, ``ReservedValue`` for a reserved marker."""
+    check.key("marker", mark.marker)
+    _reject_reserved_marker("marker", mark.marker)
+    return {
+        "token": check.key("leaseToken", mark.lease_token),
+        "marker": mark.marker,
+        "caller": check.key("callerDID", mark.caller_did),
+        "operation": check.key("operationID", mark.operation_id),
+    }
+
+
+def record_item(change: OperationTransition) -> dict[str, Any]:
+    """The inputs of ``record_operation_update`` for ``change``, checked. Raises
+    ``InvalidInput`` for ``to_state`` committed and any malformed field, ``ReservedValue``
+    for a reserved ``send_marker``."""
+    check.choice("fromState", change.from_state, OPERATION_STATES)
+    if change.to_state == COMMITTED:
+        raise InvalidInput("toState", "committed is reached only through finalizeOperation")
+    check.choice("toState", change.to_state, OPERATION_STATES)
+    check.optional_key("sendMarker", change.send_marker)
+    _reject_reserved_marker("sendMarker", change.send_marker)
+    attempts: AttemptsMode = (
+        "refund" if change.refund_attempt else "count" if change.count_attempt else "keep"
+    )
+    return {
+        "to_state": change.to_state,
+        "provider_etag": check.optional_key("providerEtag", change.provider_etag),
+        "next_attempt_at": check.optional_epoch_ms("nextAttemptAt", change.next_attempt_at),
+        "defer_reason": check.optional_choice("deferReason", change.defer_reason, DEFER_REASONS),
+        "kind": check.optional_key("kind", change.kind),
+        "http_status": None
+        if change.http_status is None
+        else check.count("httpStatus", change.http_status, minimum=100, maximum=599),
+        "caller": check.key("callerDID", change.caller_did),
+        "operation": check.key("operationID", change.operation_id),
+        "from_state": change.from_state,
+        "version": check.count("version", change.version),
+        "token": check.key("leaseToken", change.lease_token),
+        "marker": change.send_marker,
+        "attempts": attempts,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Finalize:
+    """The input of ``finalize_operation_and_arm_watch`` (seed
+    ``finalizeOperationAndArmWatch``); ``due_at`` epoch ms, ``result_entity`` any JSON
+    value."""
+
+    caller_did: str
+    operation_id: str
+    version: int
+    lease_token: str
+    due_at: int
+    result_entity: Any = None
+    provider_etag: str | None = None
+    document_id: str | None = None
+
+
+def finalize_item(final: Finalize) -> dict[str, Any]:
+    """The inputs of ``finalize_update`` for ``final``, and its ``due_at``, checked. Raises
+    ``InvalidInput`` for a malformed field."""
+    item: dict[str, Any] = {
+        "result_entity": None
+        if final.result_entity is None
+        else check.json_text("resultEntity", final.result_entity),
+        "provider_etag": None
+        if final.provider_etag is None
+        else check.key("providerEtag", final.provider_etag),
+        "document_id": None
+        if final.document_id is None
+        else check.key("documentID", final.document_id),
+    }
+    return item | {
+        "due_at": check.epoch_ms("dueAt", final.due_at),
+        "caller": check.key("callerDID", final.caller_did),
+        "operation": check.key("operationID", final.operation_id),
+        "version": check.count("version", final.version),
+        "token": check.key("leaseToken", final.lease_token),
+    }
 
 
 class OperationsStore:
@@ -330,45 +538,12 @@ class OperationsStore:
         when the row vanished in between. The stored row is never overwritten.
         Raises ``InvalidInput`` for a malformed field.
         """
-        values: dict[str, Any] = {
-            "caller_did": check.key("callerDID", claim.caller_did),
-            "operation_id": check.key("operationID", claim.operation_id),
-            "owner_did": check.key("ownerDID", claim.owner_did),
-            "connector_name": check.key("connectorName", claim.connector_name),
-            "model": check.key("model", claim.model),
-            "op": check.key("op", claim.op),
-            "account_key": check.key("accountKey", claim.account_key),
-            "target": check.key("target", claim.target),
-            "source_id": check.key("sourceID", claim.source_id),
-            "deterministic_event_id": check.key(
-                "deterministicEventID", claim.deterministic_event_id
-            ),
-            "payload_hash": check.key("payloadHash", claim.payload_hash),
-            "reissue_intent": check.json_text("reissueIntent", claim.reissue_intent),
-            "provider_etag": check.optional_key("providerEtag", claim.provider_etag),
-            "document_id": check.optional_key("documentID", claim.document_id),
-            "lease_token": check.key("leaseToken", claim.lease_token),
-            "lease_expires_at": check.epoch_ms("leaseExpiresAt", claim.lease_expires_at),
-        }
-        now = self._ctx.clock()
-        # The new row as stored (its JSON as text): what the claim leaves out takes the
-        # record's defaults (no result, no attempt, version 0, no schedule, no marker).
-        fresh = OperationRecord(
-            **values,
-            node_key=self._ctx.new_id(),
-            incarnation=self._ctx.new_id(),
-            state=ATTEMPTED,
-            created_at=now,
-            updated_at=now,
-        )
+        fresh = claim_row(claim, self._ctx)
         params = {f"p_{name}": getattr(fresh, name) for name in CLAIM_COLUMNS}
         inserted = await self._db.write_prepared(CLAIM, params)
         if inserted is not None:
             return ClaimResult("claimed", OperationRecord.from_row(inserted))
-        stored = await self.get_operation(claim.caller_did, claim.operation_id)
-        if stored is None or not claim.matches(stored):
-            return ClaimResult("conflict")
-        return ClaimResult("exists", stored)
+        return claim_outcome(claim, await self.get_operation(claim.caller_did, claim.operation_id))
 
     async def acquire_lease(
         self, caller_did: str, operation_id: str, token: str, expires_at: int
@@ -452,13 +627,16 @@ class OperationsStore:
         *,
         after: OrderKey | None = None,
         limit: int | None = None,
-    ) -> list[OperationRecord]:
-        """Operations matching ``where``, ordered by created_at, caller, operation id.
+        max_bytes: int | None = None,
+    ) -> Measured[OperationRecord]:
+        """Operations matching ``where``, ordered by created_at, caller, operation id, each
+        with its size (``store.sizes``).
 
         Ports the seed's ``listTrackedOperations`` and adds keyset paging: ``after`` is the
-        order key of the last row already seen, ``limit`` the most rows returned. More than
-        500 document ids are queried in chunks and merged back into order.
-        Raises ``InvalidInput`` for a malformed filter.
+        order key of the last row already seen, ``limit`` the most rows returned,
+        ``max_bytes`` the most bytes (the rows past it are never sent; the first row always
+        is; ``cut`` says more follow). More than 500 document ids are queried in chunks and
+        merged back into order. Raises ``InvalidInput`` for a malformed filter.
         """
         states = (
             None
@@ -473,7 +651,7 @@ class OperationsStore:
             else list(dict.fromkeys(check.key_list("documentIDs", where.document_ids)))
         )
         if states == [] or document_ids == []:
-            return []
+            return Measured()
         if limit is not None:
             check.count("limit", limit)
         if after is not None:
@@ -482,7 +660,7 @@ class OperationsStore:
                 check.key("after", after[1]),
                 check.key("after", after[2]),
             )
-        query = sa.select(op).order_by(op.c.created_at, op.c.caller_did, op.c.operation_id)
+        query = sa.select(op).order_by(*ORDER)
         conditions = {
             "nodeKey": (op.c.node_key, where.node_key),
             "callerDID": (op.c.caller_did, where.caller_did),
@@ -503,15 +681,17 @@ class OperationsStore:
             )
         if limit is not None:
             query = query.limit(limit)
-        return await fetch_in_chunks(
+        sized = await fetch_in_chunks(
             self._db,
             query,
             op.c.document_id,
             document_ids,
-            OperationRecord.from_row,
-            lambda record: record.order_key,
+            lambda row: (OperationRecord.from_row(row), row[SIZE]),
+            lambda pair: pair[0].order_key,
             limit,
+            lambda query: within_bytes(query, ORDER, ROW_BYTES, max_bytes),
         )
+        return measured(sized, max_bytes)
 
     async def has_newer_operation_on_document(
         self, caller_did: str, operation_id: str, visible_to: str | None = None
@@ -555,19 +735,9 @@ class OperationsStore:
         operation, or None when refused or absent. Raises ``ReservedValue`` for the
         contested marker itself.
         """
-        check.key("marker", marker)
-        _reject_reserved_marker("marker", marker)
-        check.key("leaseToken", lease_token)
-        now = self._ctx.clock()
-        params = {
-            "p_caller": check.key("callerDID", caller_did),
-            "p_operation": check.key("operationID", operation_id),
-            "p_token": lease_token,
-            "p_marker": marker,
-            "p_now": now,
-        }
-        row = await self._db.write_prepared(MARK_SEND_STARTED, params)
-        return None if row is None else OperationRecord.from_row(row)
+        item = mark_item(SendMark(caller_did, operation_id, lease_token, marker))
+        params = prefixed(item) | {"p_now": self._ctx.clock()}
+        return await self._update_prepared(MARK_SEND_STARTED, params)
 
     async def defer_operation(
         self,
@@ -604,37 +774,11 @@ class OperationsStore:
         Raises ``InvalidInput`` for ``to_state`` committed (finalize reaches it) and
         ``ReservedValue`` for the contested ``send_marker``.
         """
-        check.choice("fromState", change.from_state, OPERATION_STATES)
-        if change.to_state == COMMITTED:
-            raise InvalidInput("toState", "committed is reached only through finalizeOperation")
-        check.choice("toState", change.to_state, OPERATION_STATES)
-        check.optional_key("sendMarker", change.send_marker)
-        _reject_reserved_marker("sendMarker", change.send_marker)
-        params: dict[str, Any] = {
-            "p_to_state": change.to_state,
-            "p_provider_etag": check.optional_key("providerEtag", change.provider_etag),
-            "p_next_attempt_at": check.optional_epoch_ms("nextAttemptAt", change.next_attempt_at),
-            "p_defer_reason": check.optional_choice(
-                "deferReason", change.defer_reason, DEFER_REASONS
-            ),
-            "p_kind": check.optional_key("kind", change.kind),
-            "p_http_status": None
-            if change.http_status is None
-            else check.count("httpStatus", change.http_status, minimum=100, maximum=599),
-            "p_now": self._ctx.clock(),
-            "p_caller": check.key("callerDID", change.caller_did),
-            "p_operation": check.key("operationID", change.operation_id),
-            "p_from_state": change.from_state,
-            "p_version": check.count("version", change.version),
-            "p_token": check.key("leaseToken", change.lease_token),
-            "p_marker": change.send_marker,
-        }
-        if change.from_state in TERMINAL_STATES:
+        item = record_item(change)
+        if item["from_state"] in TERMINAL_STATES:
             return None
-        attempts = (
-            "refund" if change.refund_attempt else "count" if change.count_attempt else "keep"
-        )
-        return await self._update_prepared(RECORD_OPERATION[attempts], params)
+        params = prefixed(item) | {"p_now": self._ctx.clock()}
+        return await self._update_prepared(RECORD_OPERATION, params)
 
     async def finalize_operation_and_arm_watch(
         self,
@@ -658,22 +802,19 @@ class OperationsStore:
         current winner. Returns both records, or None (and writes nothing) when the CAS
         refused or the operation is absent. Ports ``finalizeOperationAndArmWatch``.
         """
-        params: dict[str, Any] = {
-            "p_result_entity": None
-            if result_entity is None
-            else check.json_text("resultEntity", result_entity),
-            "p_provider_etag": None
-            if provider_etag is None
-            else check.key("providerEtag", provider_etag),
-            "p_document_id": None if document_id is None else check.key("documentID", document_id),
-        }
-        check.epoch_ms("dueAt", due_at)
-        params |= {
-            "p_caller": check.key("callerDID", caller_did),
-            "p_operation": check.key("operationID", operation_id),
-            "p_version": check.count("version", version),
-            "p_token": check.key("leaseToken", lease_token),
-        }
+        item = finalize_item(
+            Finalize(
+                caller_did,
+                operation_id,
+                version=version,
+                lease_token=lease_token,
+                due_at=due_at,
+                result_entity=result_entity,
+                provider_etag=provider_etag,
+                document_id=document_id,
+            )
+        )
+        params = prefixed(item)
         async with self._db.write_transaction():
             row = await self._db.write_prepared(FINALIZE, params | {"p_now": self._ctx.clock()})
             if row is None:
@@ -687,31 +828,40 @@ class OperationsStore:
             )
         return Finalization(committed, armed)
 
-    async def list_operations(self, keys: Sequence[tuple[str, str]]) -> list[OperationRecord]:
-        """The operations at ``(caller_did, operation_id)`` of ``keys`` that exist, in no
-        particular order; one statement per 100 keys (for DataLoaders). Raises
-        ``InvalidInput`` for a malformed key."""
-        found: list[OperationRecord] = []
-        for chunk in chunked(keys, 100):
-            guards = [
-                by_key(check.key("callerDID", caller), check.key("operationID", operation))
-                for caller, operation in chunk
-            ]
-            rows = await self._db.fetch_all(sa.select(op).where(sa.or_(*guards)))
-            found.extend(OperationRecord.from_row(row) for row in rows)
-        return found
+    async def list_operations(
+        self, keys: Sequence[tuple[str, str]], *, max_bytes: int | None = None
+    ) -> Measured[OperationRecord]:
+        """The operations at ``(caller_did, operation_id)`` of ``keys`` that exist, in key
+        order, each with its size; one statement per 100 keys (for DataLoaders).
+        ``max_bytes``: the most bytes loaded (``store.sizes``; ``cut`` says operations of
+        keys after the last one kept were left out). Raises ``InvalidInput`` for a malformed
+        key."""
+        checked = sorted(
+            (check.key("callerDID", caller), check.key("operationID", operation))
+            for caller, operation in keys
+        )
+        queries = (
+            sa.select(op).where(sa.or_(*(by_key(*key) for key in chunk))).order_by(*KEY_ORDER)
+            for chunk in chunked(checked, 100)
+        )
+        return await fetch_measured(
+            self._db, queries, KEY_ORDER, ROW_BYTES, OperationRecord.from_row, max_bytes
+        )
 
     async def list_operations_of_watches(
-        self, identities: Sequence[WatchIdentity]
-    ) -> list[OperationRecord]:
+        self, identities: Sequence[WatchIdentity], *, max_bytes: int | None = None
+    ) -> Measured[OperationRecord]:
         """Every operation whose watch is one of ``identities`` (same owner, connector,
-        model, account and source), in ``listTrackedOperations`` order; one statement per
-        100 identities (for DataLoaders)."""
-        found: list[OperationRecord] = []
-        for chunk in chunked(identities, 100):
-            rows = await self._db.fetch_all(
-                sa.select(op).where(sa.or_(*(by_identity(identity, op) for identity in chunk)))
-            )
-            found.extend(OperationRecord.from_row(row) for row in rows)
-        found.sort(key=lambda record: record.order_key)
-        return found
+        model, account and source), by identity and then in ``listTrackedOperations``
+        order, each with its size; one statement per 100 identities (for DataLoaders).
+        ``max_bytes``: the most bytes loaded (``store.sizes``; ``cut`` says operations were
+        left out after the last one kept)."""
+        queries = (
+            sa.select(op)
+            .where(sa.or_(*(by_identity(identity, op) for identity in chunk)))
+            .order_by(*WATCH_ORDER)
+            for chunk in chunked(sorted(identities, key=lambda identity: identity.parts), 100)
+        )
+        return await fetch_measured(
+            self._db, queries, WATCH_ORDER, ROW_BYTES, OperationRecord.from_row, max_bytes
+        )

@@ -12,6 +12,7 @@ from store import validation as check
 from store.context import StoreContext
 from store.operations import due_operation, lease_free, live_operation
 from store.records import TERMINAL_STATES, OperationRecord
+from store.sizes import Measured, measured, row_bytes, sized_rows, within_bytes
 from store.statements import Prepared, param
 from store.tables import operation as op
 from store.tables import pending_auth as pa
@@ -109,14 +110,21 @@ class RetentionStore:
         self._db = context.db
 
     async def list_due_operations(
-        self, now: int, limit: int = DEFAULT_LIMIT, connector_name: str | None = None
-    ) -> list[OperationRecord]:
-        """Live operations a worker may pick up at ``now`` (epoch ms) (seed ``listDueOperations``).
+        self,
+        now: int,
+        limit: int = DEFAULT_LIMIT,
+        connector_name: str | None = None,
+        *,
+        max_bytes: int | None = None,
+    ) -> Measured[OperationRecord]:
+        """Live operations a worker may pick up at ``now`` (epoch ms) (seed ``listDueOperations``),
+        each with its size.
 
         State attempted, ``next_attempt_at`` null or at most ``now``, and the lease free or
         expired (``lease_expires_at < now``). Ordered by the time each became due
         (``next_attempt_at``, or ``created_at`` when null), then caller and operation id.
-        ``limit`` is 1 to 500. Raises ``InvalidInput`` for a bad ``now`` or ``limit``.
+        ``limit`` is 1 to 500; ``max_bytes`` the most bytes (``store.sizes``: fewer
+        operations, the first always). Raises ``InvalidInput`` for a bad ``now`` or ``limit``.
         """
         check.epoch_ms("now", now)
         check.count("limit", limit, minimum=1, maximum=MAX_LIMIT)
@@ -148,10 +156,11 @@ class RetentionStore:
             sa.select(never_deferred.subquery()), sa.select(next_attempt.subquery())
         ).subquery()
         due_at = sa.func.coalesce(both.c.next_attempt_at, both.c.created_at)
-        query = (
-            sa.select(both).order_by(due_at, both.c.caller_did, both.c.operation_id).limit(limit)
-        )
-        return [OperationRecord.from_row(row) for row in await self._db.fetch_all(query)]
+        order = (due_at, both.c.caller_did, both.c.operation_id)
+        query = sa.select(both).order_by(*order).limit(limit)
+        size = row_bytes(both.c)
+        rows = await self._db.fetch_all(within_bytes(query, order, size, max_bytes))
+        return measured(sized_rows(rows, OperationRecord.from_row), max_bytes)
 
     async def collect_finished_operations(
         self, older_than: int, limit: int = DEFAULT_COLLECT_LIMIT

@@ -16,6 +16,7 @@ from store import validation as check
 from store.context import StoreContext
 from store.errors import InvalidInput
 from store.records import SYNC_IDLE, SYNC_STATUSES, SyncStateRecord
+from store.sizes import Measured, measured, row_bytes, sized_rows, within_bytes
 from store.statements import Prepared, param
 from store.tables import sync_state as ss
 
@@ -94,6 +95,8 @@ def _set_sync_state(insert: Any) -> Any:
     ).returning(ss)
 
 
+ROW_BYTES = row_bytes(ss.c)
+"""A sync state's size in bytes (``store.sizes``)."""
 GET_SYNC_STATE = Prepared(lambda _: sa.select(ss).where(KEY))
 """``get_sync_state``'s read."""
 SET_SYNC_STATE = Prepared(_set_sync_state)
@@ -175,21 +178,34 @@ class SyncStateStore:
         return await self._db.write_prepared(DELETE_SYNC_STATE, params) is not None
 
     async def list_sync_states_for_connector(
-        self, connector_name: str, *, after: str | None = None, limit: int = DEFAULT_PAGE
-    ) -> list[SyncStateRecord]:
+        self,
+        connector_name: str,
+        *,
+        after: str | None = None,
+        owner_did: str | None = None,
+        limit: int = DEFAULT_PAGE,
+        max_bytes: int | None = None,
+    ) -> Measured[SyncStateRecord]:
         """The sync states of one connector ordered by owner DID (seed
-        ``listSyncStatesForConnector``), with keyset paging: ``after`` is the last owner
-        DID already seen, ``limit`` (1 to 501, a page and one to tell whether more follow)
-        the most rows returned. Raises ``InvalidInput`` naming the field."""
+        ``listSyncStatesForConnector``), each with its size, with keyset paging: ``after``
+        is the last owner DID already seen, ``owner_did`` the one owner listed (a tenant's
+        page), ``limit`` (1 to 501, a page and one to tell whether more follow) the most rows
+        returned, ``max_bytes`` the most bytes (``store.sizes``: the rows past it are never
+        sent, the first row always is, ``cut`` says more follow). Raises ``InvalidInput``
+        naming the field."""
+        order = (ss.c.owner_did,)
         query = (
             sa.select(ss)
             .where(ss.c.connector_name == check.key("connectorName", connector_name))
-            .order_by(ss.c.owner_did)
+            .order_by(*order)
             .limit(check.count("limit", limit, minimum=1, maximum=MAX_PAGE + 1))
         )
         if after is not None:
             query = query.where(ss.c.owner_did > check.key("after", after))
-        return [SyncStateRecord.from_row(row) for row in await self._db.fetch_all(query)]
+        if owner_did is not None:
+            query = query.where(ss.c.owner_did == check.key("ownerDID", owner_did))
+        rows = await self._db.fetch_all(within_bytes(query, order, ROW_BYTES, max_bytes))
+        return measured(sized_rows(rows, SyncStateRecord.from_row), max_bytes)
 
     async def update_sync_progress(
         self,

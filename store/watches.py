@@ -12,7 +12,7 @@ lock through ``read_winner``, or the ingress upsert), then the watch row (``FOR 
 as finalize does. SQLite's ``BEGIN IMMEDIATE`` takes the whole write lock up front.
 """
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -22,6 +22,7 @@ from store import validation as check
 from store.context import ReadWinner, StoreContext
 from store.database import Row, chunked, fetch_in_chunks
 from store.errors import CasRetriesExhausted, InvalidInput, ReservedValue
+from store.items import Inputs, ItemStatement, each_item, refuse_repeats
 from store.records import (
     ATTEMPTED,
     DEFER_REASONS,
@@ -34,11 +35,23 @@ from store.records import (
     WatchIdentity,
     WatchRecord,
 )
+from store.sizes import (
+    SIZE,
+    Measured,
+    fetch_measured,
+    measured,
+    row_bytes,
+    sized_rows,
+    within_bytes,
+)
 from store.statements import Prepared, param
 from store.tables import operation as op
 from store.tables import projection_watch as watch
 from store.winners import RECORD_WINNER, winner_params
 
+ReadWinners = Callable[[Sequence[str]], Awaitable[dict[str, str]]]
+"""The current winner digest of each of these documents (those that have one), read
+inside the caller's transaction as ``ReadWinner`` is (share-locked on PostgreSQL)."""
 CAS_ATTEMPTS = 6
 """How many transactions a multi-statement decision runs before ``CasRetriesExhausted``
 (the seed's first try and five retries)."""
@@ -189,6 +202,8 @@ def by_identity(identity: WatchIdentity, table: sa.Table = watch) -> sa.ColumnEl
 
 IDENTITY_COLUMNS = tuple(watch.c[name] for name in WATCH_IDENTITY)
 """The identity's columns, in key order: the order of watch lists and their cursors."""
+ROW_BYTES = row_bytes(watch.c)
+"""A watch's size in bytes (``store.sizes``)."""
 
 
 def _opened(stored: WatchRecord, current_winner: str | None, due_at: int) -> dict[str, Any]:
@@ -223,12 +238,13 @@ OPEN_GENERATION_COLUMNS = WATCH_FIELDS
 ``p_<column>``."""
 
 
-def _open_generation(insert: Any) -> Any:
-    upsert = insert(watch).values(
-        {name: param(f"p_{name}", watch.c[name]) for name in OPEN_GENERATION_COLUMNS}
-    )
-    fresh = upsert.excluded
-    return upsert.on_conflict_do_update(
+def open_generation_upsert(insert: Any) -> Any:
+    """``insert`` (an INSERT of whole watch rows, by values or from a select) as the upsert
+    that opens a generation: a new watch as inserted, or, on the identity of one that
+    exists, its next generation from the inserted row's values (``verified_state_digest``
+    kept), returning the row."""
+    fresh = insert.excluded
+    return insert.on_conflict_do_update(
         index_elements=list(watch.primary_key.columns),
         set_={
             "document_id": fresh.document_id,
@@ -243,6 +259,41 @@ def _open_generation(insert: Any) -> Any:
             "updated_at": fresh.updated_at,
         },
     ).returning(watch)
+
+
+def opening_row(
+    identity: WatchIdentity,
+    *,
+    document_id: str | None,
+    observed_winner: str | None,
+    due_at: int,
+    now: int,
+) -> dict[str, Any]:
+    """The row ``open_generation_upsert`` inserts for a watch at generation 1 (the values
+    a new generation takes): pending verification, due at ``due_at`` (epoch ms), 0
+    attempts, no claim, no defer reason. Raises ``InvalidInput`` for a bad ``due_at``."""
+    return dict(zip(WATCH_IDENTITY, identity.parts, strict=True)) | {
+        "document_id": document_id,
+        "repair_generation": 1,
+        "verification_status": PENDING_VERIFICATION,
+        "verification_attempts": 0,
+        "observed_winner_digest": observed_winner,
+        "verified_state_digest": None,
+        "next_attempt_at": check.epoch_ms("dueAt", due_at),
+        "claimed_until": None,
+        "defer_reason": None,
+        "version": 0,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
+def _open_generation(insert: Any) -> Any:
+    return open_generation_upsert(
+        insert(watch).values(
+            {name: param(f"p_{name}", watch.c[name]) for name in OPEN_GENERATION_COLUMNS}
+        )
+    )
 
 
 OPEN_GENERATION = Prepared(_open_generation)
@@ -334,6 +385,127 @@ def identity_params(identity: WatchIdentity) -> dict[str, str]:
     }
 
 
+def watch_item(stored: WatchRecord) -> dict[str, Any]:
+    """The identity parts and version of ``stored``: what ``unchanged_watch`` compares."""
+    return dict(zip(WATCH_IDENTITY, stored.identity.parts, strict=True)) | {
+        "version": stored.version
+    }
+
+
+def unchanged_watch(item: Inputs) -> sa.ColumnElement[bool]:
+    """The watch at the item's identity parts (``owner_did`` … ``source_id``), still at the
+    item's ``version``: the compare-and-set of a decision written over a watch it read."""
+    return sa.and_(
+        *(watch.c[name] == item[name] for name in WATCH_IDENTITY),
+        watch.c.version == item["version"],
+    )
+
+
+def verification_values(
+    outcome: VerificationOutcome, stored: WatchRecord, current_winner: str | None, due_at: int
+) -> dict[str, Any]:
+    """The columns a verification with ``outcome`` (``verified``, ``repair_failed`` or
+    ``pending``) writes over ``stored``: each drops the claim and the defer reason;
+    verified sets both watermarks to the current winner; repair_failed counts the attempt
+    and observes the current winner; pending counts the attempt, due again at ``due_at``
+    (epoch ms)."""
+    settled: dict[str, Any] = {"claimed_until": None, "defer_reason": None}
+    if outcome == "verified":
+        return settled | {
+            "verification_status": VERIFIED,
+            "observed_winner_digest": current_winner,
+            "verified_state_digest": current_winner,
+            "next_attempt_at": None,
+        }
+    if outcome == "repair_failed":
+        return settled | {
+            "verification_status": REPAIR_FAILED,
+            "observed_winner_digest": current_winner,
+            "verification_attempts": stored.verification_attempts + 1,
+            "next_attempt_at": None,
+        }
+    return settled | {
+        "verification_attempts": stored.verification_attempts + 1,
+        "next_attempt_at": due_at,
+    }
+
+
+IDENTITY_ITEM = {name: watch.c[name] for name in WATCH_IDENTITY}
+WATCH_DOCUMENTS = ItemStatement(
+    IDENTITY_ITEM,
+    lambda _, rows: sa.select(*IDENTITY_COLUMNS, watch.c.document_id).select_from(
+        watch.join(rows, sa.and_(*(watch.c[name] == rows.c[name] for name in WATCH_IDENTITY)))
+    ),
+)
+"""The documents the items' watches name (read before their winners, then the watches
+are locked), as ``WATCH_DOCUMENT`` for many."""
+LOCK_WATCHES = ItemStatement(
+    IDENTITY_ITEM,
+    lambda _, rows: (
+        sa.select(watch)
+        .select_from(
+            watch.join(rows, sa.and_(*(watch.c[name] == rows.c[name] for name in WATCH_IDENTITY)))
+        )
+        .order_by(*IDENTITY_COLUMNS)
+        .with_for_update(of=watch)
+    ),
+)
+"""The items' watches, locked in identity order, as ``LOCK_WATCH`` for many."""
+VERIFIED_COLUMNS = (
+    "verification_status",
+    "verification_attempts",
+    "observed_winner_digest",
+    "verified_state_digest",
+    "next_attempt_at",
+)
+WRITE_VERIFICATIONS = ItemStatement(
+    IDENTITY_ITEM
+    | {"version": watch.c.version}
+    | {name: watch.c[name] for name in VERIFIED_COLUMNS},
+    lambda _, rows: (
+        sa.update(watch)
+        .where(unchanged_watch(rows.c))
+        .values(
+            {name: rows.c[name] for name in VERIFIED_COLUMNS}
+            | {
+                "claimed_until": None,
+                "defer_reason": None,
+                "version": watch.c.version + 1,
+                "updated_at": NOW,
+            }
+        )
+        .returning(watch)
+    ),
+)
+"""Each item's verification written over its watch, guarded by ``unchanged_watch``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verification:
+    """The input of ``record_verification`` (seed ``recordVerification``): what a verifier
+    fetched (``fetched_digest``) for ``generation`` of the watch at ``identity``, under its
+    claim ``claimed_until`` (None: no claim gate); ``due_at`` epoch ms."""
+
+    identity: WatchIdentity
+    generation: int
+    fetched_digest: str | None
+    max_attempts: int
+    due_at: int
+    claimed_until: int | None = None
+
+
+def verification_key(verification: Verification) -> dict[str, str]:
+    """The checked ``identity_params`` of ``verification``'s watch, after its other fields
+    are checked. Raises ``InvalidInput`` for a bad field (``maxAttempts`` below 1
+    included)."""
+    check.count("generation", verification.generation)
+    check.optional_key("fetchedDigest", verification.fetched_digest)
+    check.count("maxAttempts", verification.max_attempts, minimum=1)
+    check.epoch_ms("dueAt", verification.due_at)
+    check.optional_epoch_ms("claimedUntil", verification.claimed_until)
+    return identity_params(verification.identity)
+
+
 class WatchesStore:
     """The watch methods of the seed's ``createProjectionWatchesMethods``, the due list,
     filtered pages, ingress, and the finalize half of ``finalizeOperationAndArmWatch``.
@@ -379,15 +551,22 @@ class WatchesStore:
         found.sort(key=lambda record: record.order_key)
         return found
 
-    async def list_watches(self, identities: Sequence[WatchIdentity]) -> list[WatchRecord]:
-        """The watches of ``identities`` that exist, in no particular order (for DataLoaders)."""
-        found: list[WatchRecord] = []
-        for chunk in chunked(identities, 100):
-            rows = await self._db.fetch_all(
-                sa.select(watch).where(sa.or_(*(by_identity(identity) for identity in chunk)))
-            )
-            found.extend(WatchRecord.from_row(row) for row in rows)
-        return found
+    async def list_watches(
+        self, identities: Sequence[WatchIdentity], *, max_bytes: int | None = None
+    ) -> Measured[WatchRecord]:
+        """The watches of ``identities`` that exist, in identity order, each with its size;
+        one statement per 100 identities (for DataLoaders). ``max_bytes``: the most bytes
+        loaded (``store.sizes``; ``cut`` says watches after the last one kept were left
+        out)."""
+        queries = (
+            sa.select(watch)
+            .where(sa.or_(*(by_identity(identity) for identity in chunk)))
+            .order_by(*IDENTITY_COLUMNS)
+            for chunk in chunked(sorted(identities, key=lambda identity: identity.parts), 100)
+        )
+        return await fetch_measured(
+            self._db, queries, IDENTITY_COLUMNS, ROW_BYTES, WatchRecord.from_row, max_bytes
+        )
 
     async def list_watches_matching(
         self,
@@ -395,12 +574,15 @@ class WatchesStore:
         *,
         after: WatchOrderKey | None = None,
         limit: int | None = None,
-    ) -> list[WatchRecord]:
-        """Watches matching ``where``, in identity order, by keyset pages.
+        max_bytes: int | None = None,
+    ) -> Measured[WatchRecord]:
+        """Watches matching ``where``, in identity order, by keyset pages, each with its size.
 
         ``after``: the identity (five parts) of the last watch already seen; ``limit``: the
-        most rows returned. More than 500 document ids are queried in chunks and merged
-        back into order. Raises ``InvalidInput`` for a malformed filter.
+        most rows returned; ``max_bytes`` the most bytes (``store.sizes``: the rows past it
+        are never sent, the first row always is, ``cut`` says more follow). More than 500
+        document ids are queried in chunks and merged back into order. Raises
+        ``InvalidInput`` for a malformed filter.
         """
         document_ids = (
             None
@@ -408,7 +590,7 @@ class WatchesStore:
             else list(dict.fromkeys(check.key_list("documentIDs", where.document_ids)))
         )
         if document_ids == []:
-            return []
+            return Measured()
         if limit is not None:
             check.count("limit", limit)
         query = sa.select(watch).order_by(*IDENTITY_COLUMNS)
@@ -435,39 +617,44 @@ class WatchesStore:
             query = query.where(sa.tuple_(*IDENTITY_COLUMNS) > sa.tuple_(*key))
         if limit is not None:
             query = query.limit(limit)
-        return await fetch_in_chunks(
+        sized = await fetch_in_chunks(
             self._db,
             query,
             watch.c.document_id,
             document_ids,
-            WatchRecord.from_row,
-            lambda record: record.order_key,
+            lambda row: (WatchRecord.from_row(row), row[SIZE]),
+            lambda pair: pair[0].order_key,
             limit,
+            lambda query: within_bytes(query, IDENTITY_COLUMNS, ROW_BYTES, max_bytes),
         )
+        return measured(sized, max_bytes)
 
     async def list_due_watches(
-        self, now: int, limit: int = DEFAULT_DUE_LIMIT, connector_name: str | None = None
-    ) -> list[WatchRecord]:
-        """Watches a verifier may claim at ``now`` (epoch ms).
+        self,
+        now: int,
+        limit: int = DEFAULT_DUE_LIMIT,
+        connector_name: str | None = None,
+        *,
+        max_bytes: int | None = None,
+    ) -> Measured[WatchRecord]:
+        """Watches a verifier may claim at ``now`` (epoch ms), each with its size.
 
         Pending verification, ``next_attempt_at`` at most ``now``, and the claim absent or
         lapsed (``claimed_until <= now``), the guard ``claim_watch_attempt`` applies.
-        Ordered by ``next_attempt_at``, then identity. ``limit`` is 1 to 500. Raises
+        Ordered by ``next_attempt_at``, then identity. ``limit`` is 1 to 500; ``max_bytes``
+        the most bytes (``store.sizes``: fewer watches, the first always). Raises
         ``InvalidInput`` for a bad ``now``, ``limit`` or ``connectorName``.
         """
         check.epoch_ms("now", now)
         check.count("limit", limit, minimum=1, maximum=MAX_DUE_LIMIT)
-        query = (
-            sa.select(watch)
-            .where(due_watch(now))
-            .order_by(watch.c.next_attempt_at, *IDENTITY_COLUMNS)
-            .limit(limit)
-        )
+        order = (watch.c.next_attempt_at, *IDENTITY_COLUMNS)
+        query = sa.select(watch).where(due_watch(now)).order_by(*order).limit(limit)
         if connector_name is not None:
             query = query.where(
                 watch.c.connector_name == check.key("connectorName", connector_name)
             )
-        return [WatchRecord.from_row(row) for row in await self._db.fetch_all(query)]
+        rows = await self._db.fetch_all(within_bytes(query, order, ROW_BYTES, max_bytes))
+        return measured(sized_rows(rows, WatchRecord.from_row), max_bytes)
 
     async def open_generation(
         self,
@@ -485,21 +672,13 @@ class WatchesStore:
         once both land, one generation each. The finalize half of the seed's
         ``finalizeOperationAndArmWatch``; run it inside the finalize transaction.
         """
-        now = self._ctx.clock()
-        values = dict(zip(WATCH_IDENTITY, identity.parts, strict=True)) | {
-            "document_id": document_id,
-            "repair_generation": 1,
-            "verification_status": PENDING_VERIFICATION,
-            "verification_attempts": 0,
-            "observed_winner_digest": observed_winner,
-            "verified_state_digest": None,
-            "next_attempt_at": check.epoch_ms("dueAt", due_at),
-            "claimed_until": None,
-            "defer_reason": None,
-            "version": 0,
-            "created_at": now,
-            "updated_at": now,
-        }
+        values = opening_row(
+            identity,
+            document_id=document_id,
+            observed_winner=observed_winner,
+            due_at=due_at,
+            now=self._ctx.clock(),
+        )
         params = {f"p_{name}": values[name] for name in OPEN_GENERATION_COLUMNS}
         row = await self._db.write_prepared(OPEN_GENERATION, params)
         assert row is not None, "an upsert always returns its row"
@@ -529,7 +708,7 @@ class WatchesStore:
     async def _write_over(self, stored: WatchRecord, values: dict[str, Any]) -> WatchRecord:
         """Write ``values`` on ``stored`` if its version is still the one read, version +1;
         raises ``_Unsettled`` when it is not."""
-        guard = sa.and_(by_identity(stored.identity), watch.c.version == stored.version)
+        guard = unchanged_watch(watch_item(stored))
         values = values | {"version": stored.version + 1, "updated_at": self._ctx.clock()}
         row = await self._db.fetch_one(
             sa.update(watch).where(guard).values(values).returning(watch)
@@ -706,50 +885,130 @@ class WatchesStore:
         bad field (``maxAttempts`` below 1 included), ``CasRetriesExhausted`` when every
         attempt lost its compare-and-set.
         """
-        check.count("generation", generation)
-        check.optional_key("fetchedDigest", fetched_digest)
-        check.count("maxAttempts", max_attempts, minimum=1)
-        check.epoch_ms("dueAt", due_at)
-        check.optional_epoch_ms("claimedUntil", claimed_until)
-        watch_key = identity_params(identity)
+        verification = Verification(
+            identity=identity,
+            generation=generation,
+            fetched_digest=fetched_digest,
+            max_attempts=max_attempts,
+            due_at=due_at,
+            claimed_until=claimed_until,
+        )
+        watch_key = verification_key(verification)
         for _ in range(CAS_ATTEMPTS):
             try:
                 async with self._db.write_transaction():
-                    stored, current_winner = await self._locked_with_winner(watch_key)
-                    outcome = verification_decision(
-                        stored,
-                        generation=generation,
-                        claimed_until=claimed_until,
-                        fetched_digest=fetched_digest,
-                        current_winner=current_winner,
-                        max_attempts=max_attempts,
-                    )
-                    if stored is None or outcome in ("stale-generation", "stale-claim"):
-                        return VerificationResult(outcome, stored)
-                    settled: dict[str, Any] = {"claimed_until": None, "defer_reason": None}
-                    if outcome == "verified":
-                        values = settled | {
-                            "verification_status": VERIFIED,
-                            "observed_winner_digest": current_winner,
-                            "verified_state_digest": current_winner,
-                            "next_attempt_at": None,
-                        }
-                    elif outcome == "repair_failed":
-                        values = settled | {
-                            "verification_status": REPAIR_FAILED,
-                            "observed_winner_digest": current_winner,
-                            "verification_attempts": stored.verification_attempts + 1,
-                            "next_attempt_at": None,
-                        }
-                    else:
-                        values = settled | {
-                            "verification_attempts": stored.verification_attempts + 1,
-                            "next_attempt_at": due_at,
-                        }
-                    return VerificationResult(outcome, await self._write_over(stored, values))
+                    return await self._verify_locked(verification, watch_key)
             except _Unsettled:
                 continue
         raise CasRetriesExhausted("recordVerification", CAS_ATTEMPTS)
+
+    async def record_verifications(
+        self, verifications: Sequence[Verification], read_winners: ReadWinners
+    ) -> list[VerificationResult]:
+        """``record_verification`` of each item, in one transaction; each item's outcome is
+        the one its single call would have, in input order.
+
+        Every item is checked first (``items[i].<field>`` in the error), and two items on
+        one watch refuse the batch (``items[j].identity``): nothing is written then. Then
+        one statement per step, in the single call's lock order: the watches' documents,
+        those documents' winners (``read_winners``), the watches locked in identity order;
+        each item is decided by ``verification_decision`` and the decided ones written by
+        one ``unchanged_watch``-guarded update. The whole batch runs again when a watch's
+        document moved or a compare-and-set lost. Raises ``InvalidInput``, or
+        ``CasRetriesExhausted`` when every run lost.
+        """
+        keys = each_item(verifications, verification_key)
+        refuse_repeats([verification.identity for verification in verifications], "identity")
+        items = sorted(
+            ({name: key[f"p_{name}"] for name in WATCH_IDENTITY} for key in keys),
+            key=lambda item: tuple(item[name] for name in WATCH_IDENTITY),
+        )
+        for _ in range(CAS_ATTEMPTS):
+            try:
+                async with self._db.write_transaction():
+                    return await self._verify_all_locked(verifications, items, read_winners)
+            except _Unsettled:
+                continue
+        raise CasRetriesExhausted("recordVerifications", CAS_ATTEMPTS)
+
+    async def _verify_all_locked(
+        self,
+        verifications: Sequence[Verification],
+        items: list[dict[str, Any]],
+        read_winners: ReadWinners,
+    ) -> list[VerificationResult]:
+        """Inside a write transaction: ``record_verifications``' steps for ``items`` (the
+        checked identities, in identity order); raises ``_Unsettled`` to run again."""
+        is_postgres = self._db.is_postgres
+        prepared, values = WATCH_DOCUMENTS.bind(is_postgres, items)
+        first = {
+            WatchIdentity(*(row[name] for name in WATCH_IDENTITY)): row["document_id"]
+            for row in await self._db.fetch_prepared_all(prepared, values)
+        }
+        winners = await read_winners(sorted({d for d in first.values() if d is not None}))
+        prepared, values = LOCK_WATCHES.bind(is_postgres, items)
+        locked = {
+            record.identity: record
+            for record in map(
+                WatchRecord.from_row, await self._db.fetch_prepared_all(prepared, values)
+            )
+        }
+        if any(first.get(identity) != record.document_id for identity, record in locked.items()):
+            raise _Unsettled
+        outcomes: list[VerificationOutcome] = []
+        writes: list[dict[str, Any]] = []
+        for verification in verifications:
+            stored = locked.get(verification.identity)
+            current_winner = None if stored is None else winners.get(stored.document_id or "")
+            outcome = verification_decision(
+                stored,
+                generation=verification.generation,
+                claimed_until=verification.claimed_until,
+                fetched_digest=verification.fetched_digest,
+                current_winner=current_winner,
+                max_attempts=verification.max_attempts,
+            )
+            outcomes.append(outcome)
+            if stored is not None and outcome not in ("stale-generation", "stale-claim"):
+                decided = verification_values(outcome, stored, current_winner, verification.due_at)
+                row = {name: getattr(stored, name) for name in VERIFIED_COLUMNS}
+                writes.append(watch_item(stored) | row | decided)
+        written: dict[WatchIdentity, WatchRecord] = {}
+        if writes:
+            writes.sort(key=lambda item: tuple(item[name] for name in WATCH_IDENTITY))
+            prepared, values = WRITE_VERIFICATIONS.bind(
+                is_postgres, writes, p_now=self._ctx.clock()
+            )
+            rows = await self._db.write_prepared_all(prepared, values)
+            if len(rows) != len(writes):
+                raise _Unsettled
+            written = {record.identity: record for record in map(WatchRecord.from_row, rows)}
+        return [
+            VerificationResult(
+                outcome,
+                written.get(verification.identity, locked.get(verification.identity)),
+            )
+            for verification, outcome in zip(verifications, outcomes, strict=True)
+        ]
+
+    async def _verify_locked(
+        self, verification: Verification, watch_key: dict[str, str]
+    ) -> VerificationResult:
+        """Inside a write transaction: decide and write one verification of the watch at
+        ``watch_key`` (``identity_params``); raises ``_Unsettled`` when its write lost."""
+        stored, current_winner = await self._locked_with_winner(watch_key)
+        outcome = verification_decision(
+            stored,
+            generation=verification.generation,
+            claimed_until=verification.claimed_until,
+            fetched_digest=verification.fetched_digest,
+            current_winner=current_winner,
+            max_attempts=verification.max_attempts,
+        )
+        if stored is None or outcome in ("stale-generation", "stale-claim"):
+            return VerificationResult(outcome, stored)
+        values = verification_values(outcome, stored, current_winner, verification.due_at)
+        return VerificationResult(outcome, await self._write_over(stored, values))
 
     async def resume_offline_deferred(self, now: int) -> Resumed:
         """Make every live operation and pending watch deferred ``offline`` due at ``now``

@@ -178,6 +178,24 @@ def test_serve__port_in_use_is_one_error_line_and_exit_1_before_anything_is_prin
     assert not (tmp_path / "ports.db").exists()
 
 
+def test_serve__metrics_port_equal_to_port_is_one_error_line_before_anything_is_printed(
+    tmp_path,
+):
+    with socket.socket() as spare:
+        spare.bind(("127.0.0.1", 0))
+        port = spare.getsockname()[1]
+    result = run(
+        "serve",
+        DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'same.db'}",
+        PORT=str(port),
+        METRICS_PORT=str(port),
+    )
+    assert result.returncode == 1
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: METRICS_PORT"), result.stderr
+
+
 def test_migrate__nothing_to_migrate_is_not_followed_by_migrated(tmp_path):
     url = f"sqlite+aiosqlite:///{tmp_path}/twice.db"
     first = run("migrate", DATABASE_URL=url)

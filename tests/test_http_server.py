@@ -319,6 +319,13 @@ async def test_max_header_bytes__a_pipelined_head_past_the_limit_refused_while_o
     assert transport.written.startswith(b"HTTP/1.1 431"), transport.written[:100]
     assert transport.closed
     protocol.connection_lost(None)
+def test_max_header_bytes__get_query_string_past_the_limit_refused(bounded):
+    """A GET's query and variables travel in the request line, which the same limit bounds."""
+    target = b"/graphql?query={__typename}&variables=" + b"a" * 12 * 1024
+    with connect(bounded) as sock:
+        sock.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        received, _ = read_until_closed(sock)
+    assert received.startswith(b"HTTP/1.1 431"), received[:100]
 
 
 def test_max_header_bytes__header_within_the_limit_reaches_the_token_check(bounded):

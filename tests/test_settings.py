@@ -1,6 +1,9 @@
 """Settings reach the store: ``Settings.database`` is the one place the ``DB_*`` settings
 become a ``Database``."""
 
+import pytest
+from pydantic import ValidationError
+
 from server.settings import Settings
 
 
@@ -20,3 +23,17 @@ def test_database__lock_timeout_defaults_to_half_the_pool_wait() -> None:
     settings = Settings(database_url="postgresql+asyncpg://u@127.0.0.1:5432/db")
     assert settings.database().lock_timeout_s == settings.db_wait_timeout_seconds / 2
     assert settings.database(wait_timeout_s=4).lock_timeout_s == 2
+
+
+@pytest.mark.parametrize(
+    "setting", ["header_timeout_seconds", "body_timeout_seconds", "db_wait_timeout_seconds"]
+)
+@pytest.mark.parametrize("value", ["inf", "1e309", "nan"])
+def test_settings__a_time_that_switches_a_bound_off_is_refused(setting, value) -> None:
+    with pytest.raises(ValidationError, match=setting):
+        Settings(**{setting: value})
+
+
+def test_settings__lock_wait_at_or_past_the_pool_wait_is_refused() -> None:
+    with pytest.raises(ValidationError, match="DB_LOCK_TIMEOUT_SECONDS"):
+        Settings(db_wait_timeout_seconds=10, db_lock_timeout_seconds=10)

@@ -240,3 +240,17 @@ async def test_row_budget__aliased_pages_cannot_exceed_1000_rows(http):
     three = await http.post("/graphql", json={"query": f"{{ a: {page} b: {page} c: {page} }}"})
     assert error_codes(three.json()) == ["BAD_USER_INPUT"]
     assert three.json()["data"] is None or three.json()["data"].get("c") is None
+
+
+@pytest.mark.parametrize("method", ["PUT", "DELETE", "PATCH"])
+async def test_graphql__other_methods_are_405_json_with_a_code_and_allow(http, method):
+    refused = await http.request(method, "/graphql")
+    assert refused.status_code == 405
+    assert refused.json()["errors"][0]["extensions"]["code"] == "METHOD_NOT_ALLOWED"
+    assert set(refused.headers["allow"].replace(" ", "").split(",")) >= {"GET", "POST"}
+
+
+async def test_unknown_path__is_404_json_with_a_code(http):
+    missing = await http.get("/nowhere")
+    assert missing.status_code == 404
+    assert missing.json()["errors"][0]["extensions"]["code"] == "NOT_FOUND"

@@ -70,6 +70,14 @@ async def test_apq__registrations_stop_at_the_limit(store):
     assert await store.persisted_queries.get(hashlib.sha256(b"{ c }").hexdigest()) is None
 
 
+async def test_apq__registrations_stop_at_the_byte_limit(store):
+    first, second = "{ a " + "é" * 40 + " }", "{ b }"
+    assert await store.persisted_queries.register(first, max_bytes=90)
+    assert not await store.persisted_queries.register(second, max_bytes=90)
+    assert await store.persisted_queries.get(hashlib.sha256(second.encode()).hexdigest()) is None
+    assert await store.persisted_queries.register(second, max_bytes=91)
+
+
 async def test_apq__malformed_hash_refused(http):
     response = await http.post("/graphql", json={"extensions": extensions("not-a-hash")})
     assert response.status_code == 400

@@ -189,6 +189,41 @@ MUTATIONS: dict[str, tuple[str, str]] = {
         f"mutation {{ deleteSyncState(input: {{{SYNC_B}}}) {{ deleted }} }}",
         "forbidden",
     ),
+    # The batch settles: A's own item first, then B's; the whole request is refused.
+    "claimOperations": (
+        "mutation { claimOperations(input: {items: ["
+        + CLAIM_B.replace(f'"{B}"', f'"{A}"').replace('"op-b"', '"op-a"')
+        + f", {CLAIM_B}]}}) {{ results {{ __typename }} }} }}",
+        "forbidden",
+    ),
+    "markSendsStarted": (
+        f'mutation {{ markSendsStarted(input: {{items: [{{callerDID: "{A}", operationID: "op-a", '
+        f'leaseToken: "l", marker: "m"}}, {{{OP_B}, leaseToken: "lease-b", marker: "m"}}]}}) '
+        "{ results { applied } } }",
+        "forbidden",
+    ),
+    "recordOperations": (
+        f'mutation {{ recordOperations(input: {{items: [{{callerDID: "{A}", operationID: "op-a", '
+        'fromState: ATTEMPTED, toState: FAILED, version: 0, leaseToken: "l"}, '
+        f"{{{OP_B}, fromState: ATTEMPTED, "
+        'toState: FAILED, version: {version}, leaseToken: "lease-b"}]}) { results { applied } } }',
+        "forbidden",
+    ),
+    "finalizeOperations": (
+        f'mutation {{ finalizeOperations(input: {{items: [{{callerDID: "{A}", '
+        f'operationID: "op-a", version: 0, leaseToken: "l", dueAt: {FAR}}}, '
+        f'{{{OP_B}, version: {{version}}, leaseToken: "lease-b", dueAt: {FAR}}}]}}) '
+        "{ results { applied } } }",
+        "forbidden",
+    ),
+    "recordVerifications": (
+        "mutation { recordVerifications(input: {items: [{identity: "
+        + IDENT_B.replace(f'"{B}"', f'"{A}"')
+        + f', generation: 1, maxAttempts: 3, dueAt: {FAR}, fetchedDigest: "d"}}, '
+        f"{{identity: {IDENT_B}, generation: 1, "
+        f'maxAttempts: 3, dueAt: {FAR}, fetchedDigest: "d"}}]}}) {{ results {{ outcome }} }} }}',
+        "forbidden",
+    ),
 }
 B_MARKERS = (B, "op-b", "evt-b", "lease-b", "state-b", "verifier-b")
 CASES = [("Query", name) for name in QUERIES] + [("Mutation", name) for name in MUTATIONS]

@@ -18,6 +18,7 @@ from resolvers.visible import SERVES
 from schema.names import SeedNameConverter, to_graphql_name
 from schema.scalars import SCALAR_MAP
 from server.graph import build_schema
+from store.sizes import Measured
 from tests.factories import claimed_operation, committed_operation, pending_watch
 
 TARGETS = frozenset({"Operation", "Watch"})
@@ -106,7 +107,12 @@ async def test_visible_operation__another_tenants_reads_none(store):
     record = await claimed_operation(store)
 
     assert viewer_context(store, "did:key:other").visible.operation(record) is None
-    assert viewer_context(store, "did:key:other").visible.operations([record]) == []
+    assert (
+        viewer_context(store, "did:key:other").visible.operations(
+            "operations", Measured([record], [1])
+        )
+        == []
+    )
 
 
 async def test_visible_operation__caller_and_owner_see_it(store):
@@ -128,7 +134,10 @@ async def test_visible_watch__another_tenants_reads_none(store):
     record = await pending_watch(store)
 
     assert viewer_context(store, "did:key:caller").visible.watch(record) is None
-    assert viewer_context(store, "did:key:caller").visible.watches([record]) == []
+    assert (
+        viewer_context(store, "did:key:caller").visible.watches("watches", Measured([record], [1]))
+        == []
+    )
     assert viewer_context(store, "did:key:owner").visible.watch(record) is not None
 
 
@@ -142,11 +151,11 @@ async def test_visible_watch_of__refused_without_watches_read(store):
 async def test_visible_operations_of__drop_foreign_rows_and_count_what_they_return(store):
     record = await pending_watch(store)
     context = viewer_context(store, "did:key:caller", "operations:read")
-    left = context.rows.left
+    left = context.budget.rows_left
 
     seen = await context.visible.operations_of(record)
 
     assert [operation.record.caller_did for operation in seen] == ["did:key:caller"]
-    assert context.rows.left == left - 1
+    assert context.budget.rows_left == left - 1
     foreign = viewer_context(store, "did:key:other", "operations:read")
     assert await foreign.visible.operations_of(record) == []

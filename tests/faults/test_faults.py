@@ -234,6 +234,7 @@ async def test_replicas_on_one_postgres__random_worker_deaths_exactly_once(
         bouncer, port = start_pgbouncer(tmp_path, fresh_postgres.name)
         url = url.replace("127.0.0.1:5432", f"127.0.0.1:{port}")
         env["DB_STATEMENT_CACHE_SIZE"] = "0"
+        env["DB_LOCK_TIMEOUT_SECONDS"] = env["DB_STATEMENT_TIMEOUT_SECONDS"] = "0"
     servers = []
     try:
         for i in range(2):

@@ -184,10 +184,35 @@ async def test_wait__statement_timeout_is_database_busy_by_type(database_url):
         await db.disconnect()
 
 
-@pytest.mark.parametrize("field", ["lock_timeout_s", "statement_timeout_s", "wait_timeout_s"])
-def test_database__timeout_not_positive_refused(field):
+@pytest.mark.parametrize(
+    ("field", "seconds"),
+    [("lock_timeout_s", -1), ("statement_timeout_s", -1), ("wait_timeout_s", 0)],
+)
+def test_database__timeout_out_of_range_refused(field, seconds):
     with pytest.raises(InvalidInput):
-        Database("postgresql+asyncpg://postgres@127.0.0.1/test", **{field: 0})
+        Database("postgresql+asyncpg://postgres@127.0.0.1/test", **{field: seconds})
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_database__timeouts_of_zero_send_no_startup_parameter(database_url):
+    """0 leaves the timeouts to the role or database (pgbouncer refuses startup
+    parameters); the defaults send them."""
+    shown = {}
+    for name, options in {
+        "zero": {"lock_timeout_s": 0, "statement_timeout_s": 0},
+        "default": {},
+    }.items():
+        db = Database(database_url, **options)
+        await db.connect()
+        try:
+            lock = await db.fetch_one(sa.text("SELECT current_setting('lock_timeout') AS v"))
+            statement = await db.fetch_one(
+                sa.text("SELECT current_setting('statement_timeout') AS v")
+            )
+            shown[name] = (lock["v"], statement["v"])
+        finally:
+            await db.disconnect()
+    assert shown == {"zero": ("0", "0"), "default": ("5s", "30s")}
 
 
 async def test_schema_change__under_cached_statements_is_busy_then_the_retry_applies(

@@ -74,3 +74,24 @@ async def test_plan__filtered_operations_walk_the_order_index(seeded: ConnectorS
     where = OperationFilter(connector_name="seed")
     plan = await plan_of(seeded.db, lambda: operations.list_tracked_operations(where, limit=100))
     assert_no_table_scan(plan, "kubun_connector_operation")
+
+
+async def test_plan__byte_bounded_lists_still_walk_their_indexes(seeded: ConnectorStore):
+    operations, retention, watches = seeded.operations, seeded.retention, seeded.watches
+    where = OperationFilter(connector_name="seed")
+    bounded = 1_000_000
+    plans = [
+        await plan_of(
+            seeded.db,
+            lambda: operations.list_tracked_operations(where, limit=100, max_bytes=bounded),
+        ),
+        await plan_of(
+            seeded.db, lambda: retention.list_due_operations(NOW, 100, max_bytes=bounded)
+        ),
+    ]
+    watch_plan = await plan_of(
+        seeded.db, lambda: watches.list_due_watches(NOW, 100, max_bytes=bounded)
+    )
+    for plan in plans:
+        assert_no_table_scan(plan, "kubun_connector_operation")
+    assert_no_table_scan(watch_plan, "kubun_connector_projection_watch")

@@ -1,0 +1,333 @@
+"""Batch settles: many operations claimed, marked, recorded or finalized in one call.
+
+Each item is its own compare-and-set with exactly its single write's outcome (the writes
+are independent: an item that does not apply changes nothing of the others), and each
+step runs one statement for the whole batch, on both backends, whatever the number of
+items: the items travel as arrays (PostgreSQL ``unnest``) or one JSON array (SQLite
+``json_each``), see ``store.items.ItemStatement``. The statements are built from the
+single writes' own guard functions (``store.operations.mark_send_started_update``, …), so
+each guard is written once.
+
+Every item is checked before anything runs: a bad item, or two items naming one key,
+refuse the whole batch with ``InvalidInput`` naming ``items[i].<field>``. Rows are written
+in key order, so two batches over the same keys lock them in the same order.
+"""
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from store.context import ReadWinner, StoreContext
+from store.database import Row
+from store.items import ItemStatement, each_item, refuse_repeats
+from store.operations import (
+    CLAIM_COLUMNS,
+    ITEM_COLUMNS,
+    NOW,
+    ClaimResult,
+    Finalization,
+    Finalize,
+    OperationTransition,
+    SendMark,
+    by_key,
+    claim_insert,
+    claim_outcome,
+    claim_row,
+    finalize_item,
+    finalize_update,
+    mark_item,
+    mark_send_started_update,
+    record_item,
+    record_operation_update,
+)
+from store.records import (
+    TERMINAL_STATES,
+    WATCH_FIELDS,
+    WATCH_IDENTITY,
+    OperationClaim,
+    OperationRecord,
+    WatchIdentity,
+    WatchRecord,
+)
+from store.tables import document_winner as winner
+from store.tables import operation as op
+from store.tables import projection_watch as watch
+from store.watches import (
+    ReadWinners,
+    Verification,
+    VerificationResult,
+    WatchesStore,
+    open_generation_upsert,
+    opening_row,
+)
+
+Key = tuple[str, str]
+
+
+def _columns(*names: str) -> dict[str, sa.Column[Any]]:
+    return {name: ITEM_COLUMNS[name] for name in names}
+
+
+KEYS = _columns("caller", "operation")
+
+MARK_SENDS_STARTED = ItemStatement(
+    _columns("caller", "operation", "token", "marker"),
+    lambda _, rows: mark_send_started_update(rows.c, NOW),
+)
+"""``mark_send_started_update`` of every item."""
+
+RECORD_OPERATIONS = ItemStatement(
+    _columns(
+        "caller",
+        "operation",
+        "from_state",
+        "to_state",
+        "version",
+        "token",
+        "attempts",
+        "marker",
+        "provider_etag",
+        "next_attempt_at",
+        "defer_reason",
+        "kind",
+        "http_status",
+    ),
+    lambda _, rows: record_operation_update(rows.c, NOW),
+)
+"""``record_operation_update`` of every item."""
+
+FINALIZE_OPERATIONS = ItemStatement(
+    _columns(
+        "caller", "operation", "version", "token", "result_entity", "provider_etag", "document_id"
+    ),
+    lambda _, rows: finalize_update(rows.c, NOW),
+)
+"""``finalize_update`` of every item."""
+
+CLAIM_OPERATIONS = ItemStatement(
+    {name: op.c[name] for name in CLAIM_COLUMNS},
+    lambda insert, rows: claim_insert(
+        insert(op).from_select(
+            list(CLAIM_COLUMNS),
+            # ``WHERE true``: SQLite parses ``ON CONFLICT`` after a bare SELECT as a join's.
+            sa.select(*(rows.c[name] for name in CLAIM_COLUMNS)).where(sa.true()),
+        )
+    ),
+)
+"""``claim_insert`` of every item's fresh row."""
+
+GET_OPERATIONS = ItemStatement(
+    KEYS,
+    lambda _, rows: sa.select(op).select_from(
+        op.join(rows, by_key(rows.c.caller, rows.c.operation))
+    ),
+)
+"""The operations at the items' keys that exist."""
+
+OPEN_GENERATIONS = ItemStatement(
+    {name: watch.c[name] for name in WATCH_FIELDS},
+    lambda insert, rows: open_generation_upsert(
+        insert(watch).from_select(
+            list(WATCH_FIELDS), sa.select(*(rows.c[name] for name in WATCH_FIELDS)).where(sa.true())
+        )
+    ),
+)
+"""``open_generation_upsert`` of every item's opening row (no two of one watch)."""
+
+READ_WINNERS = ItemStatement(
+    {"document_id": winner.c.document_id},
+    lambda _, rows: (
+        sa.select(winner.c.document_id, winner.c.winner_digest)
+        .select_from(winner.join(rows, winner.c.document_id == rows.c.document_id))
+        .with_for_update(read=True, of=winner)
+    ),
+)
+"""The items' documents' winners (share-locked on PostgreSQL, as ``read_winner``)."""
+
+
+def _key(item: Mapping[str, Any]) -> Key:
+    return (item["caller"], item["operation"])
+
+
+def _in_key_order(items: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return sorted(items, key=_key)
+
+
+def _by_key(rows: Sequence[Row]) -> dict[Key, OperationRecord]:
+    records = (OperationRecord.from_row(row) for row in rows)
+    return {(record.caller_did, record.operation_id): record for record in records}
+
+
+def one_reader(read_winner: ReadWinner) -> ReadWinners:
+    """``ReadWinners`` by one ``read_winner`` call per document, for an injected reader."""
+
+    async def read(document_ids: Sequence[str]) -> dict[str, str]:
+        found = {}
+        for document_id in document_ids:
+            digest = await read_winner(document_id)
+            if digest is not None:
+                found[document_id] = digest
+        return found
+
+    return read
+
+
+class BatchesStore:
+    """The batch forms of ``claim_operation``, ``mark_send_started``, ``record_operation``,
+    ``finalize_operation_and_arm_watch`` and ``record_verification``.
+
+    ``read_winners`` reads the finalized documents' winners in one statement; with an
+    injected ``read_winner`` (``ConnectorStore``) it is ``one_reader`` of it.
+    """
+
+    def __init__(
+        self,
+        context: StoreContext,
+        watches: WatchesStore,
+        read_winners: ReadWinners | None = None,
+    ) -> None:
+        self._ctx = context
+        self._db = context.db
+        self._watches = watches
+        self._read_winners = read_winners or self.read_winners
+
+    async def _write(
+        self, statement: ItemStatement, items: Sequence[Mapping[str, Any]], **params: Any
+    ) -> list[Row]:
+        prepared, values = statement.bind(self._db.is_postgres, items, **params)
+        return await self._db.write_prepared_all(prepared, values)
+
+    async def read_winners(self, document_ids: Sequence[str]) -> dict[str, str]:
+        """The default ``ReadWinners``: the winner digest of each document that has one,
+        one statement (share-locked on PostgreSQL until the transaction ends)."""
+        if not document_ids:
+            return {}
+        items = [{"document_id": document_id} for document_id in sorted(document_ids)]
+        prepared, values = READ_WINNERS.bind(self._db.is_postgres, items)
+        rows = await self._db.fetch_prepared_all(prepared, values)
+        return {row["document_id"]: row["winner_digest"] for row in rows}
+
+    async def get_operations(self, keys: Sequence[Key]) -> dict[Key, OperationRecord]:
+        """The operations at ``keys`` (``(caller_did, operation_id)``, checked by the
+        caller) that exist, by key; one statement."""
+        if not keys:
+            return {}
+        items = [{"caller": caller, "operation": operation} for caller, operation in keys]
+        prepared, values = GET_OPERATIONS.bind(self._db.is_postgres, items)
+        return _by_key(await self._db.fetch_prepared_all(prepared, values))
+
+    async def claim_operations(self, claims: Sequence[OperationClaim]) -> list[ClaimResult]:
+        """``claim_operation`` of each claim, in input order: one insert-if-absent for all,
+        then one read of the keys that were taken. Raises ``InvalidInput`` (naming
+        ``items[i].<field>``) for a bad claim or a key named twice."""
+        fresh = each_item(claims, lambda claim: claim_row(claim, self._ctx))
+        keys = [(row.caller_did, row.operation_id) for row in fresh]
+        refuse_repeats(keys, "operationID")
+        rows = [{name: getattr(row, name) for name in CLAIM_COLUMNS} for row in fresh]
+        inserted = _by_key(
+            await self._write(
+                CLAIM_OPERATIONS,
+                sorted(rows, key=lambda row: (row["caller_did"], row["operation_id"])),
+            )
+        )
+        stored = await self.get_operations([key for key in keys if key not in inserted])
+        return [
+            ClaimResult("claimed", inserted[key])
+            if key in inserted
+            else claim_outcome(claim, stored.get(key))
+            for claim, key in zip(claims, keys, strict=True)
+        ]
+
+    async def mark_sends_started(self, marks: Sequence[SendMark]) -> list[OperationRecord | None]:
+        """``mark_send_started`` of each mark, in input order (None where it did not apply).
+        Raises ``InvalidInput``/``ReservedValue`` (naming ``items[i].<field>``) for a bad
+        mark or a key named twice."""
+        items = each_item(marks, mark_item)
+        refuse_repeats([_key(item) for item in items], "operationID")
+        rows = await self._write(MARK_SENDS_STARTED, _in_key_order(items), p_now=self._ctx.clock())
+        applied = _by_key(rows)
+        return [applied.get(_key(item)) for item in items]
+
+    async def record_operations(
+        self, changes: Sequence[OperationTransition]
+    ) -> list[OperationRecord | None]:
+        """``record_operation`` of each change, in input order (None where it did not
+        apply; a terminal ``from_state`` never does). Raises ``InvalidInput``/
+        ``ReservedValue`` (naming ``items[i].<field>``) for a bad change or a key named
+        twice."""
+        items = each_item(changes, record_item)
+        refuse_repeats([_key(item) for item in items], "operationID")
+        live = [item for item in items if item["from_state"] not in TERMINAL_STATES]
+        rows = (
+            await self._write(RECORD_OPERATIONS, _in_key_order(live), p_now=self._ctx.clock())
+            if live
+            else []
+        )
+        applied = _by_key(rows)
+        return [applied.get(_key(item)) for item in items]
+
+    async def finalize_operations(self, finals: Sequence[Finalize]) -> list[Finalization | None]:
+        """``finalize_operation_and_arm_watch`` of each item, in input order (None where
+        its compare-and-set did not apply: that item writes nothing), in one transaction:
+        one statement commits the operations, one reads their documents' winners, and one
+        opens their watches (one more for each further item of a watch already opened in
+        the batch, so each opens its own generation, in input order). Raises
+        ``InvalidInput`` (naming ``items[i].<field>``) for a bad item or a key named twice.
+        """
+        items = each_item(finals, finalize_item)
+        refuse_repeats([_key(item) for item in items], "operationID")
+        now = self._ctx.clock()
+        async with self._db.write_transaction():
+            rows = await self._write(FINALIZE_OPERATIONS, _in_key_order(items), p_now=now)
+            committed = _by_key(rows)
+            done = [(item, committed[_key(item)]) for item in items if _key(item) in committed]
+            documents = {record.document_id for _, record in done} - {None}
+            winners = await self._read_winners(sorted(d for d in documents if d is not None))
+            watches = await self._open_generations(
+                [
+                    opening_row(
+                        record.identity,
+                        document_id=record.document_id,
+                        observed_winner=winners.get(record.document_id or ""),
+                        due_at=item["due_at"],
+                        now=now,
+                    )
+                    for item, record in done
+                ]
+            )
+        armed = {
+            _key(item): Finalization(record, opened)
+            for (item, record), opened in zip(done, watches, strict=True)
+        }
+        return [armed.get(_key(item)) for item in items]
+
+    async def _open_generations(self, openings: Sequence[dict[str, Any]]) -> list[WatchRecord]:
+        """``open_generation`` of each opening row, in order, inside the caller's
+        transaction: one upsert per round, a round holding at most one opening per watch."""
+        identities = [
+            WatchIdentity(*(opening[name] for name in WATCH_IDENTITY)) for opening in openings
+        ]
+        rounds: list[list[int]] = []
+        seen: dict[WatchIdentity, int] = {}
+        for index, identity in enumerate(identities):
+            depth = seen[identity] = seen.get(identity, -1) + 1
+            if depth == len(rounds):
+                rounds.append([])
+            rounds[depth].append(index)
+        opened: dict[int, WatchRecord] = {}
+        for indexes in rounds:
+            batch = sorted(indexes, key=lambda index: identities[index].parts)
+            rows = await self._write(OPEN_GENERATIONS, [openings[index] for index in batch])
+            records = (WatchRecord.from_row(row) for row in rows)
+            by_identity = {record.identity: record for record in records}
+            for index in indexes:
+                opened[index] = by_identity[identities[index]]
+        return [opened[index] for index in range(len(openings))]
+
+    async def record_verifications(
+        self, verifications: Sequence[Verification]
+    ) -> list[VerificationResult]:
+        """``record_verification`` of each item, in input order, one statement per step
+        (``WatchesStore.record_verifications``)."""
+        return await self._watches.record_verifications(verifications, self._read_winners)

@@ -1,0 +1,140 @@
+"""The items of a batch write: each checked as its single write checks it, refused as a whole.
+
+A batch (``store.batches``) takes 1 to ``MAX_ITEMS`` items. A bad item refuses the whole
+batch before anything is written, its error naming the item: ``items[3].leaseToken``.
+"""
+
+import json
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.sql import ClauseElement
+
+from store.errors import InvalidInput
+from store.statements import Prepared
+
+MAX_ITEMS = 500
+"""The most items one batch takes (and the fewest is one)."""
+
+
+class Inputs(Protocol):
+    """An item's inputs by name: a single write's parameters, a batch's rows' columns
+    (``item_rows``), or checked values; the guarded writes are functions of them."""
+
+    def __getitem__(self, name: str, /) -> Any: ...
+
+
+_Item = TypeVar("_Item")
+_Checked = TypeVar("_Checked")
+
+
+def each_item(items: Sequence[_Item], check: Callable[[_Item], _Checked]) -> list[_Checked]:
+    """``check`` of every item, in order. Raises ``InvalidInput`` naming ``items`` for fewer
+    than one or more than ``MAX_ITEMS`` items, and the error ``check`` raised for an item
+    (its type kept) with its field as ``items[i].<field>``."""
+    if not 1 <= len(items) <= MAX_ITEMS:
+        raise InvalidInput("items", f"must hold 1 to {MAX_ITEMS} items, not {len(items)}")
+    checked = []
+    for index, item in enumerate(items):
+        try:
+            checked.append(check(item))
+        except InvalidInput as error:
+            raise type(error)(f"items[{index}].{error.field}", error.problem) from error
+    return checked
+
+
+def refuse_repeats(keys: Sequence[Hashable], field: str) -> None:
+    """Raise ``InvalidInput`` naming ``items[j].<field>`` for the first item whose key an
+    earlier item ``i`` already named: two writes of one row in a batch would depend on
+    their order."""
+    first: dict[Hashable, int] = {}
+    for index, key in enumerate(keys):
+        earlier = first.setdefault(key, index)
+        if earlier != index:
+            raise InvalidInput(f"items[{index}].{field}", f"names the same key as items[{earlier}]")
+
+
+class ItemStatement:
+    """A statement over a batch's items, built once per backend at import: ``build(insert,
+    rows)`` gets the backend's ``insert`` and ``item_rows`` (one row per item, a column per
+    name of ``columns``) and writes its guard as the single write does, over ``rows.c``.
+
+    ``bind`` gives the statement and its parameters for a list of items (mappings holding
+    every name of ``columns``), so the SQL is the same whatever the number of items: on
+    PostgreSQL one array per column (``unnest``), on SQLite one JSON array of rows
+    (``json_each``).
+    """
+
+    def __init__(
+        self,
+        columns: Mapping[str, sa.Column[Any]],
+        build: Callable[[Callable[[sa.Table], Any], sa.FromClause], ClauseElement],
+    ) -> None:
+        self.columns = dict(columns)
+        self._prepared = {
+            backend: Prepared(_for_backend(build, backend, self.columns))
+            for backend in ("postgresql", "sqlite")
+        }
+
+    def bind(
+        self, is_postgres: bool, items: Sequence[Mapping[str, Any]], **params: Any
+    ) -> tuple[Prepared, dict[str, Any]]:
+        """The statement for the backend and its parameters: the items' columns, and
+        ``params`` by name (``p_now=…``)."""
+        names = list(self.columns)
+        if is_postgres:
+            values = {f"b_{name}": [item[name] for item in items] for name in names}
+            return self._prepared["postgresql"], values | params
+        rows = json.dumps([[item[name] for name in names] for item in items])
+        return self._prepared["sqlite"], {"b_rows": rows} | params
+
+
+def _for_backend(
+    build: Callable[[Callable[[sa.Table], Any], sa.FromClause], ClauseElement],
+    backend: str,
+    columns: Mapping[str, sa.Column[Any]],
+) -> Callable[[Callable[[sa.Table], Any]], ClauseElement]:
+    return lambda insert: build(insert, item_rows(backend, columns))
+
+
+def item_rows(backend: str, columns: Mapping[str, sa.Column[Any]]) -> sa.FromClause:
+    """The items as a table named ``item``, a column per name of ``columns`` typed as its
+    column: on PostgreSQL ``unnest`` of one array parameter ``b_<name>`` per column, on
+    SQLite ``json_each`` of the JSON array of rows ``b_rows``."""
+    if backend == "postgresql":
+        arrays = [
+            sa.bindparam(f"b_{name}", type_=postgresql.ARRAY(_element_type(column)))
+            for name, column in columns.items()
+        ]
+        return (
+            sa.func.unnest(*arrays)
+            .table_valued(
+                *(sa.column(name, _element_type(column)) for name, column in columns.items())
+            )
+            .render_derived(name="item")
+        )
+    each = sa.func.json_each(sa.bindparam("b_rows", type_=sa.Text)).table_valued("value")
+    return (
+        sa.select(
+            *(
+                sa.func.json_extract(
+                    each.c.value, sa.literal_column(f"'$[{index}]'"), type_=_element_type(column)
+                ).label(name)
+                for index, (name, column) in enumerate(columns.items())
+            )
+        )
+        .select_from(each)
+        .subquery("item")
+    )
+
+
+def _element_type(column: sa.Column[Any]) -> sa.types.TypeEngine[Any]:
+    """The plain type of an item's column: BIGINT or INTEGER as the column, else TEXT (a
+    key column's PostgreSQL collation stays the column's, which wins the comparison)."""
+    if isinstance(column.type, sa.BigInteger):
+        return sa.BigInteger()
+    if isinstance(column.type, sa.Integer):
+        return sa.Integer()
+    return sa.Text()

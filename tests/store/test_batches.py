@@ -1,0 +1,607 @@
+"""The batch settles (DESIGN.md section 6): each item's outcome is its single write's, in
+input order; a bad item, or a key named twice, refuses the whole batch and writes nothing;
+two batches racing over the same keys apply each key once. On both backends."""
+
+import asyncio
+import dataclasses
+from dataclasses import replace
+
+import pytest
+import sqlalchemy as sa
+
+from store.errors import InvalidInput, ReservedValue
+from store.items import MAX_ITEMS
+from store.operations import Finalize, SendMark
+from store.tables import operation as operation_table
+from store.tables import projection_watch as watch_table
+from store.watches import Verification
+from tests.factories import (
+    LEASE_MS,
+    claim,
+    claimed_operation,
+    claimed_watch,
+    committed_operation,
+    marked_operation,
+    pending_watch,
+    recorded_operation,
+    transition,
+)
+
+DUE_MS = 60_000
+
+
+def keyed(prefix, case, **overrides):
+    """The fields that make a case's rows its own in one world (``s``: single writes, ``b``:
+    the batch): key, entity and document."""
+    return {
+        "operation_id": f"{prefix}-op-{case}",
+        "source_id": f"{prefix}-evt-{case}",
+        "document_id": f"{prefix}-doc-{case}",
+    } | overrides
+
+
+def normalized(value, prefix):
+    """``value`` (a record, a result, a list of them) with the world's prefix and the ids
+    minted per row taken out, so both worlds compare equal when they did the same."""
+    if isinstance(value, list | tuple):
+        return [normalized(item, prefix) for item in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {
+            field.name: normalized(getattr(value, field.name), prefix)
+            for field in dataclasses.fields(value)
+            if field.name not in ("node_key", "incarnation")
+        }
+        return (type(value).__name__, fields)
+    if isinstance(value, str):
+        return value.replace(f"{prefix}-", "P-")
+    return value
+
+
+async def both_worlds(store, clock, setups):
+    """Run each case's setup in the single world and then in the batch world from the same
+    clock, so both hold the same rows; returns the inputs of each world."""
+    singles, batch = [], []
+    for case, setup in enumerate(setups):
+        start = clock.now
+        singles.append(await setup(store, clock, "s", case))
+        after = clock.now
+        clock.now = start
+        batch.append(await setup(store, clock, "b", case))
+        assert clock.now == after
+    clock.advance(1_000)
+    return singles, batch
+
+
+async def rows_of(store, table, prefix):
+    rows = await store.db.fetch_all(sa.select(table))
+    keep = [
+        {k: v for k, v in row.items() if k not in ("node_key", "incarnation")}
+        for row in rows
+        if any(isinstance(v, str) and v.startswith(f"{prefix}-") for v in row.values())
+    ]
+    return sorted(normalized(list(row.items()), prefix) for row in keep)
+
+
+async def assert_same_outcomes(store, clock, setups, single, batch):
+    """Every case through the single write (one call each, in order) and through one batch
+    of all of them: the same outcomes, in input order, and the same rows afterwards."""
+    single_inputs, batch_inputs = await both_worlds(store, clock, setups)
+    single_results = [await single(store, item) for item in single_inputs]
+    batch_results = await batch(store, batch_inputs)
+    assert len(batch_results) == len(batch_inputs)
+    for case, (one, many) in enumerate(zip(single_results, batch_results, strict=True)):
+        assert normalized(many, "b") == normalized(one, "s"), f"case {case}"
+    for table in (operation_table, watch_table):
+        assert await rows_of(store, table, "b") == await rows_of(store, table, "s")
+
+
+# markSendsStarted
+
+
+async def mark_applies(store, clock, p, case):
+    record = await claimed_operation(store, **keyed(p, case))
+    return SendMark(record.caller_did, record.operation_id, "lease-A", "run-1")
+
+
+async def mark_wrong_token(store, clock, p, case):
+    record = await claimed_operation(store, **keyed(p, case))
+    return SendMark(record.caller_did, record.operation_id, "lease-B", "run-1")
+
+
+async def mark_absent(store, clock, p, case):
+    return SendMark("did:key:caller", f"{p}-op-{case}", "lease-A", "run-1")
+
+
+async def mark_contested(store, clock, p, case):
+    record = await marked_operation(store, "run-1", **keyed(p, case))
+    return SendMark(record.caller_did, record.operation_id, "lease-A", "run-2")
+
+
+async def mark_same_marker(store, clock, p, case):
+    record = await marked_operation(store, "run-1", **keyed(p, case))
+    return SendMark(record.caller_did, record.operation_id, "lease-A", "run-1")
+
+
+async def mark_committed(store, clock, p, case):
+    record = await committed_operation(store, **keyed(p, case))
+    return SendMark(record.caller_did, record.operation_id, "lease-A", "run-2")
+
+
+MARK_CASES = [
+    mark_applies,
+    mark_wrong_token,
+    mark_absent,
+    mark_contested,
+    mark_same_marker,
+    mark_committed,
+]
+
+
+async def mark_one(store, mark):
+    return await store.operations.mark_send_started(
+        mark.caller_did, mark.operation_id, mark.lease_token, mark.marker
+    )
+
+
+async def mark_many(store, marks):
+    return await store.batches.mark_sends_started(marks)
+
+
+async def test_mark_sends_started__outcomes_equal_single(store, clock):
+    await assert_same_outcomes(store, clock, MARK_CASES, mark_one, mark_many)
+
+
+# recordOperations
+
+
+async def record_counts(store, clock, p, case):
+    return transition(await claimed_operation(store, **keyed(p, case)), to_state="failed")
+
+
+async def record_keeps(store, clock, p, case):
+    record = await claimed_operation(store, **keyed(p, case))
+    return transition(record, count_attempt=False, next_attempt_at=clock.now + 5, kind="transient")
+
+
+async def record_refunds(store, clock, p, case):
+    record = await recorded_operation(store, "attempted", **keyed(p, case))
+    return transition(record, refund_attempt=True, send_marker="run-1", http_status=503)
+
+
+async def record_refund_refused(store, clock, p, case):
+    record = await marked_operation(store, "run-1", **keyed(p, case))
+    return transition(record, refund_attempt=True, send_marker="run-2")
+
+
+async def record_stale_version(store, clock, p, case):
+    record = await claimed_operation(store, **keyed(p, case))
+    return transition(record, version=record.version + 1)
+
+
+async def record_wrong_token(store, clock, p, case):
+    record = await claimed_operation(store, **keyed(p, case))
+    return transition(record, lease_token="lease-B", to_state="superseded")
+
+
+async def record_terminal(store, clock, p, case):
+    record = await committed_operation(store, **keyed(p, case))
+    return transition(record, to_state="failed")
+
+
+async def record_absent(store, clock, p, case):
+    return replace(
+        transition(await claimed_operation(store, **keyed(p, case))),
+        operation_id=f"{p}-absent-{case}",
+    )
+
+
+RECORD_CASES = [
+    record_counts,
+    record_keeps,
+    record_refunds,
+    record_refund_refused,
+    record_stale_version,
+    record_wrong_token,
+    record_terminal,
+    record_absent,
+]
+
+
+async def record_one(store, change):
+    return await store.operations.record_operation(change)
+
+
+async def record_many(store, changes):
+    return await store.batches.record_operations(changes)
+
+
+async def test_record_operations__outcomes_equal_single(store, clock):
+    await assert_same_outcomes(store, clock, RECORD_CASES, record_one, record_many)
+
+
+# finalizeOperations
+
+
+def finalizing(record, clock, **overrides):
+    base = Finalize(
+        record.caller_did,
+        record.operation_id,
+        version=record.version,
+        lease_token=record.lease_token or "",
+        due_at=clock.now + DUE_MS,
+        result_entity={"id": "remote-1"},
+    )
+    return replace(base, **overrides)
+
+
+async def finalize_applies(store, clock, p, case):
+    await store.winners.record_winner(f"{p}-doc-{case}", "digest-1")
+    record = await marked_operation(store, **keyed(p, case))
+    return finalizing(record, clock, provider_etag="etag-2")
+
+
+async def finalize_reopens(store, clock, p, case):
+    await committed_operation(store, **keyed(p, case))
+    record = await marked_operation(store, **keyed(p, case, operation_id=f"{p}-op-{case}-2"))
+    return finalizing(record, clock, document_id=f"{p}-doc-moved")
+
+
+async def finalize_stale_version(store, clock, p, case):
+    record = await marked_operation(store, **keyed(p, case))
+    return finalizing(record, clock, version=record.version + 1)
+
+
+async def finalize_wrong_token(store, clock, p, case):
+    record = await marked_operation(store, **keyed(p, case))
+    return finalizing(record, clock, lease_token="lease-B")
+
+
+async def finalize_absent(store, clock, p, case):
+    record = await marked_operation(store, **keyed(p, case))
+    return finalizing(record, clock, operation_id=f"{p}-absent-{case}")
+
+
+def same_entity(second):
+    """Two operations of one provider entity finalized in one batch: each opens its own
+    generation, in input order."""
+
+    async def setup(store, clock, p, case):
+        record = await marked_operation(
+            store, **keyed(p, case, source_id=f"{p}-evt-shared", operation_id=f"{p}-e-{second}")
+        )
+        return finalizing(record, clock)
+
+    return setup
+
+
+FINALIZE_CASES = [
+    finalize_applies,
+    finalize_reopens,
+    finalize_stale_version,
+    same_entity(1),
+    finalize_wrong_token,
+    same_entity(2),
+    finalize_absent,
+]
+
+
+async def finalize_one(store, final):
+    return await store.operations.finalize_operation_and_arm_watch(
+        final.caller_did,
+        final.operation_id,
+        version=final.version,
+        lease_token=final.lease_token,
+        due_at=final.due_at,
+        result_entity=final.result_entity,
+        provider_etag=final.provider_etag,
+        document_id=final.document_id,
+    )
+
+
+async def finalize_many(store, finals):
+    return await store.batches.finalize_operations(finals)
+
+
+async def test_finalize_operations__outcomes_equal_single(store, clock):
+    await assert_same_outcomes(store, clock, FINALIZE_CASES, finalize_one, finalize_many)
+
+
+# claimOperations
+
+
+async def claim_fresh(store, clock, p, case):
+    return claim(**keyed(p, case), lease_expires_at=clock.now + LEASE_MS)
+
+
+async def claim_exists(store, clock, p, case):
+    record = await claimed_operation(store, **keyed(p, case))
+    return claim(**keyed(p, case), lease_expires_at=record.lease_expires_at)
+
+
+async def claim_conflict(store, clock, p, case):
+    await claimed_operation(store, **keyed(p, case))
+    return claim(**keyed(p, case), payload_hash="sha256:other")
+
+
+CLAIM_CASES = [claim_fresh, claim_exists, claim_conflict, claim_fresh]
+
+
+async def test_claim_operations__outcomes_equal_single(store, clock):
+    async def one(store, item):
+        return await store.operations.claim_operation(item)
+
+    async def many(store, items):
+        return await store.batches.claim_operations(items)
+
+    await assert_same_outcomes(store, clock, CLAIM_CASES, one, many)
+
+
+# recordVerifications
+
+
+def verifying(watch, clock, **overrides):
+    base = Verification(
+        identity=watch.identity,
+        generation=watch.repair_generation,
+        fetched_digest="digest-1",
+        max_attempts=3,
+        due_at=clock.now + DUE_MS,
+    )
+    return replace(base, **overrides)
+
+
+async def verify_verified(store, clock, p, case):
+    return verifying(await pending_watch(store, **keyed(p, case)), clock)
+
+
+async def verify_pending(store, clock, p, case):
+    watch = await pending_watch(store, **keyed(p, case))
+    return verifying(watch, clock, fetched_digest="digest-wrong")
+
+
+async def verify_repair_failed(store, clock, p, case):
+    watch = await pending_watch(store, **keyed(p, case))
+    return verifying(watch, clock, fetched_digest="digest-wrong", max_attempts=1)
+
+
+async def verify_stale_generation(store, clock, p, case):
+    watch = await pending_watch(store, **keyed(p, case))
+    return verifying(watch, clock, generation=watch.repair_generation + 1)
+
+
+async def verify_stale_claim(store, clock, p, case):
+    watch = await claimed_watch(store, clock, **keyed(p, case))
+    return verifying(watch, clock, claimed_until=(watch.claimed_until or 0) + 1)
+
+
+async def verify_claimed(store, clock, p, case):
+    watch = await claimed_watch(store, clock, **keyed(p, case))
+    return verifying(watch, clock, claimed_until=watch.claimed_until)
+
+
+async def verify_absent(store, clock, p, case):
+    watch = await pending_watch(store, **keyed(p, case))
+    return verifying(watch, clock, identity=replace(watch.identity, source_id=f"{p}-none"))
+
+
+VERIFY_CASES = [
+    verify_verified,
+    verify_pending,
+    verify_repair_failed,
+    verify_stale_generation,
+    verify_stale_claim,
+    verify_claimed,
+    verify_absent,
+]
+
+
+async def test_record_verifications__outcomes_equal_single(store, clock):
+    async def one(store, item):
+        return await store.watches.record_verification(
+            item.identity,
+            generation=item.generation,
+            fetched_digest=item.fetched_digest,
+            max_attempts=item.max_attempts,
+            due_at=item.due_at,
+            claimed_until=item.claimed_until,
+        )
+
+    async def many(store, items):
+        return await store.batches.record_verifications(items)
+
+    await assert_same_outcomes(store, clock, VERIFY_CASES, one, many)
+
+
+# Sizes, refusals, races
+
+
+async def claimed_many(store, clock, count, prefix="op"):
+    claims = [
+        claim(operation_id=f"{prefix}-{index}", lease_expires_at=clock.now + LEASE_MS)
+        for index in range(count)
+    ]
+    results = await store.batches.claim_operations(claims)
+    assert [result.status for result in results] == ["claimed"] * count
+    return [result.operation for result in results]
+
+
+@pytest.mark.parametrize("count", [1, MAX_ITEMS])
+async def test_settle_batches__one_and_most_items_apply(store, clock, count):
+    records = await claimed_many(store, clock, count)
+    marks = [SendMark(r.caller_did, r.operation_id, "lease-A", "run-1") for r in records]
+    marked = await store.batches.mark_sends_started(marks)
+    assert [m.operation_id for m in marked] == [r.operation_id for r in records]
+    finals = [finalizing(m, clock) for m in marked]
+    done = await store.batches.finalize_operations(finals)
+    assert [d.operation.state for d in done] == ["committed"] * count
+    assert [d.operation.operation_id for d in done] == [r.operation_id for r in records]
+    assert all(d.watch.repair_generation == index + 1 for index, d in enumerate(done))
+
+
+async def database_rows(store):
+    found = {}
+    for table in (operation_table, watch_table):
+        rows = await store.db.fetch_all(sa.select(table))
+        found[table.name] = sorted(sorted(row.items()) for row in rows)
+    return found
+
+
+@pytest.mark.parametrize("count", [0, MAX_ITEMS + 1])
+async def test_mark_sends_started__too_few_or_many_items_refused(store, clock, count):
+    record = await claimed_operation(store)
+    marks = [SendMark(record.caller_did, record.operation_id, "lease-A", "run-1")] * count
+    before = await database_rows(store)
+    with pytest.raises(InvalidInput) as refused:
+        await store.batches.mark_sends_started(marks)
+    assert refused.value.field == "items"
+    assert await database_rows(store) == before
+
+
+async def test_claim_operations__too_many_items_refused(store, clock):
+    claims = [claim(operation_id=f"op-{i}") for i in range(MAX_ITEMS + 1)]
+    with pytest.raises(InvalidInput) as refused:
+        await store.batches.claim_operations(claims)
+    assert refused.value.field == "items"
+    assert await database_rows(store) == {
+        "kubun_connector_operation": [],
+        "kubun_connector_projection_watch": [],
+    }
+
+
+async def settle_inputs(store, clock):
+    """Three live operations, marked, and a valid item of each batch write for them."""
+    records = [await marked_operation(store, operation_id=f"op-{i}") for i in range(3)]
+    return records, {
+        "claim": [claim(operation_id=f"new-{i}") for i in range(3)],
+        "mark": [SendMark(r.caller_did, r.operation_id, "lease-A", "run-1") for r in records],
+        "record": [transition(r, to_state="failed") for r in records],
+        "finalize": [finalizing(r, clock) for r in records],
+    }
+
+
+BATCH_WRITE = {
+    "claim": lambda store: store.batches.claim_operations,
+    "mark": lambda store: store.batches.mark_sends_started,
+    "record": lambda store: store.batches.record_operations,
+    "finalize": lambda store: store.batches.finalize_operations,
+}
+BAD_ITEM = {
+    "claim": (lambda item: replace(item, lease_token=""), "leaseToken"),
+    "mark": (lambda item: replace(item, marker="*contested*"), "marker"),
+    "record": (lambda item: replace(item, to_state="committed"), "toState"),
+    "finalize": (lambda item: replace(item, due_at=-1), "dueAt"),
+}
+
+
+@pytest.mark.parametrize("write", sorted(BATCH_WRITE))
+async def test_settle_batches__bad_item_refuses_whole_batch(store, clock, write):
+    _, inputs = await settle_inputs(store, clock)
+    spoil, field = BAD_ITEM[write]
+    items = list(inputs[write])
+    items[2] = spoil(items[2])
+    before = await database_rows(store)
+    clock.advance(1_000)
+    with pytest.raises(InvalidInput) as refused:
+        await BATCH_WRITE[write](store)(items)
+    assert refused.value.field == f"items[2].{field}"
+    assert await database_rows(store) == before
+
+
+async def test_mark_sends_started__reserved_marker_keeps_its_type(store, clock):
+    _, inputs = await settle_inputs(store, clock)
+    items = [inputs["mark"][0], replace(inputs["mark"][1], marker="*abandoned*")]
+    with pytest.raises(ReservedValue) as refused:
+        await store.batches.mark_sends_started(items)
+    assert refused.value.field == "items[1].marker"
+
+
+@pytest.mark.parametrize("write", sorted(BATCH_WRITE))
+async def test_settle_batches__repeated_key_refuses_whole_batch(store, clock, write):
+    _, inputs = await settle_inputs(store, clock)
+    items = [*inputs[write], inputs[write][0]]
+    before = await database_rows(store)
+    clock.advance(1_000)
+    with pytest.raises(InvalidInput) as refused:
+        await BATCH_WRITE[write](store)(items)
+    assert refused.value.field == "items[3].operationID"
+    assert await database_rows(store) == before
+
+
+async def test_record_verifications__repeated_watch_refuses_whole_batch(store, clock):
+    watch = await pending_watch(store)
+    item = verifying(watch, clock)
+    before = await database_rows(store)
+    with pytest.raises(InvalidInput) as refused:
+        await store.batches.record_verifications([item, item])
+    assert refused.value.field == "items[1].identity"
+    assert await database_rows(store) == before
+
+
+async def test_record_verifications__bad_item_refuses_whole_batch(store, clock):
+    watch = await pending_watch(store)
+    other = await pending_watch(store, **keyed("x", 1))
+    items = [verifying(watch, clock), verifying(other, clock, max_attempts=0)]
+    before = await database_rows(store)
+    with pytest.raises(InvalidInput) as refused:
+        await store.batches.record_verifications(items)
+    assert refused.value.field == "items[1].maxAttempts"
+    assert await database_rows(store) == before
+
+
+async def test_finalize_operations__racing_batches_apply_each_key_once(store, clock):
+    records = await claimed_many(store, clock, 40)
+    forward = [finalizing(r, clock) for r in records]
+    backward = list(reversed(forward))
+    first, second = await asyncio.gather(
+        store.batches.finalize_operations(forward), store.batches.finalize_operations(backward)
+    )
+    applied = [d.operation.operation_id for d in [*first, *second] if d is not None]
+    assert sorted(applied) == sorted(r.operation_id for r in records)
+    watches = await store.db.fetch_all(sa.select(watch_table))
+    assert len(watches) == 1 and watches[0]["repair_generation"] == len(records)
+
+
+async def test_record_operations__racing_batches_apply_each_key_once(store, clock):
+    records = await claimed_many(store, clock, 40)
+    forward = [transition(r, to_state="failed") for r in records]
+    first, second = await asyncio.gather(
+        store.batches.record_operations(forward),
+        store.batches.record_operations(list(reversed(forward))),
+    )
+    applied = [r.operation_id for r in [*first, *second] if r is not None]
+    assert sorted(applied) == sorted(r.operation_id for r in records)
+
+
+async def test_claim_operations__racing_batches_claim_each_key_once(store, clock):
+    claims = [claim(operation_id=f"op-{i}", lease_expires_at=clock.now + 1) for i in range(40)]
+    first, second = await asyncio.gather(
+        store.batches.claim_operations(claims),
+        store.batches.claim_operations(list(reversed(claims))),
+    )
+    statuses = [result.status for result in [*first, *second]]
+    assert statuses.count("claimed") == 40 and statuses.count("exists") == 40
+
+
+async def test_finalize_operations__injected_read_winner_observed(database, clock):
+    from store import ConnectorStore
+
+    async def read_winner(document_id):
+        return None if document_id is None else f"winner-of-{document_id}"
+
+    store = ConnectorStore(database, clock=clock, read_winner=read_winner)
+    record = await marked_operation(store)
+    [done] = await store.batches.finalize_operations([finalizing(record, clock)])
+    assert done.watch.observed_winner_digest == "winner-of-doc-1"
+
+
+async def test_record_verifications__racing_batches_lose_no_attempt(store, clock):
+    watches = [await pending_watch(store, **keyed("r", i)) for i in range(20)]
+    items = [verifying(w, clock, fetched_digest="digest-wrong", max_attempts=10) for w in watches]
+    first, second = await asyncio.gather(
+        store.batches.record_verifications(items),
+        store.batches.record_verifications(list(reversed(items))),
+    )
+    assert {r.outcome for r in [*first, *second]} == {"pending"}
+    stored = [await store.watches.get_watch(w.identity) for w in watches]
+    assert [w.verification_attempts for w in stored] == [2] * len(watches)
+    assert [w.version for w in stored] == [w.version + 2 for w in watches]
