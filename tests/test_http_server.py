@@ -319,6 +319,8 @@ async def test_max_header_bytes__a_pipelined_head_past_the_limit_refused_while_o
     assert transport.written.startswith(b"HTTP/1.1 431"), transport.written[:100]
     assert transport.closed
     protocol.connection_lost(None)
+
+
 def test_max_header_bytes__get_query_string_past_the_limit_refused(bounded):
     """A GET's query and variables travel in the request line, which the same limit bounds."""
     target = b"/graphql?query={__typename}&variables=" + b"a" * 12 * 1024
