@@ -2,8 +2,10 @@
 
 from collections.abc import Callable
 
+from store.accounts import AccountsStore
 from store.context import Clock, ReadWinner, StoreContext, random_id, system_clock
 from store.database import Database
+from store.leasing import LeasingStore
 from store.operations import OperationsStore
 from store.pending_auth import PendingAuthStore
 from store.persisted_queries import PersistedQueriesStore
@@ -20,7 +22,7 @@ class ConnectorStore:
     system time by default. ``read_winner``: the current winner digest of a document,
     by default the ``kubun_connector_document_winner`` table. ``new_id``: mints node keys
     and incarnations. Parts: ``operations``, ``watches``, ``winners``, ``retention``,
-    ``pending_auth``, ``sync_state``, ``persisted_queries``.
+    ``accounts``, ``leasing``, ``pending_auth``, ``sync_state``, ``persisted_queries``.
     """
 
     def __init__(
@@ -38,6 +40,8 @@ class ConnectorStore:
         self.watches = WatchesStore(context, read)
         self.operations = OperationsStore(context, self.watches, read)
         self.retention = RetentionStore(context)
+        self.accounts = AccountsStore(context)
+        self.leasing = LeasingStore(context)
         self.pending_auth = PendingAuthStore(context)
         self.sync_state = SyncStateStore(context)
         self.persisted_queries = PersistedQueriesStore(context)
