@@ -52,6 +52,10 @@ SERVES: Final = frozenset(
         ("Mutation", "deferWatch"),
         ("Mutation", "recordVerification"),
         ("Mutation", "recordIngress"),
+        ("Mutation", "leaseOperations"),
+        ("Mutation", "renewLeases"),
+        ("Mutation", "releaseLeases"),
+        ("Mutation", "claimWatches"),
         ("Operation", "watch"),
         ("Watch", "operations"),
     }

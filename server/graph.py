@@ -7,11 +7,13 @@ import strawberry
 from graphql import GraphQLError
 from strawberry.federation.schema import FederationAny
 from strawberry.schema.config import StrawberryConfig
+from strawberry.tools import merge_types
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 from strawberry.types.info import Info
 
 from resolvers.errors import bad_input, requested_operation_name
+from resolvers.leasing import AccountsQuery, LeasingMutation
 from resolvers.mutations import Mutation
 from resolvers.queries import Query
 from resolvers.strawberry_internals import graphql_schema
@@ -87,8 +89,8 @@ def build_schema(settings: Settings | None = None) -> strawberry.federation.Sche
     """The API's schema, its extensions the pipeline ``settings`` give (``server.pipeline``)."""
     settings = settings or Settings()
     schema = ConnectorSchema(
-        query=Query,
-        mutation=Mutation,
+        query=merge_types("Query", (Query, AccountsQuery)),
+        mutation=merge_types("Mutation", (Mutation, LeasingMutation)),
         types=[Operation, Watch],
         extensions=pipeline(settings),
         config=StrawberryConfig(name_converter=SeedNameConverter(), scalar_map=SCALAR_MAP),

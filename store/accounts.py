@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from store import lease_guards as guards
 from store import validation as check
 from store.context import StoreContext
+from store.database import Row
 from store.records import ACCOUNT_FIELDS, AccountLoad, AccountRecord
 from store.statements import Prepared, param
 from store.tables import account
@@ -49,6 +50,20 @@ LOCK_ACCOUNT = Prepared(
 """Lock the account's row until the transaction ends (PostgreSQL)."""
 
 
+def _with_in_flight(now: Any) -> sa.Select[Any]:
+    """Accounts with their live leases at ``now`` (``in_flight``)."""
+    return sa.select(
+        *(account.c[name] for name in ACCOUNT_FIELDS),
+        guards.in_flight(account.c, now).label("in_flight"),
+    )
+
+
+READ_ACCOUNT = Prepared(
+    lambda _: _with_in_flight(param("p_now", account.c.updated_at)).where(ACCOUNT_KEY)
+)
+"""One account and its live leases at ``p_now``."""
+
+
 def _upsert(column: str) -> Prepared:
     def build(insert: Any) -> Any:
         values = {
@@ -61,7 +76,7 @@ def _upsert(column: str) -> Prepared:
         return upsert.on_conflict_do_update(
             index_elements=[account.c.connector_name, account.c.account_key],
             set_={column: upsert.excluded[column], "updated_at": upsert.excluded.updated_at},
-        ).returning(account)
+        ).returning(account.c.account_key)
 
     return Prepared(build)
 
@@ -81,11 +96,12 @@ class AccountsStore:
 
     async def set_account_limit(
         self, connector_name: str, account_key: str, max_in_flight: int | None
-    ) -> AccountRecord:
+    ) -> AccountLoad:
         """Cap the live leases of the account at ``max_in_flight`` (None clears the cap),
-        creating its row if absent. Leases already held stay: a cap below them lets no new
-        lease through until enough end. One upsert. Raises ``InvalidInput`` naming
-        ``connectorName``, ``accountKey`` or ``maxInFlight`` (0 to 2^31-1)."""
+        creating its row if absent, and return it with its live leases now. Leases already
+        held stay: a cap below them lets no new lease through until enough end. An upsert,
+        then a read. Raises ``InvalidInput`` naming ``connectorName``, ``accountKey`` or
+        ``maxInFlight`` (0 to 2^31-1)."""
         params = {
             "p_connector_name": check.key("connectorName", connector_name),
             "p_account_key": check.key("accountKey", account_key),
@@ -94,17 +110,17 @@ class AccountsStore:
             else check.count("maxInFlight", max_in_flight),
             "p_updated_at": self._ctx.clock(),
         }
-        row = await self._db.write_prepared(SET_LIMIT, params)
-        assert row is not None
-        return AccountRecord.from_row(row)
+        await self._db.write_prepared(SET_LIMIT, params)
+        return await self._read(params)
 
     async def throttle_account(
         self, connector_name: str, account_key: str, retry_after_ms: int
-    ) -> AccountRecord:
+    ) -> AccountLoad:
         """Stop leasing for the account until the store's now + ``retry_after_ms`` (1 to
-        86,400,000 ms; a provider's 429 with Retry-After), creating its row if absent. A
-        later throttle replaces the earlier one's time. One upsert. Raises ``InvalidInput``
-        naming ``connectorName``, ``accountKey`` or ``retryAfterMs``."""
+        86,400,000 ms; a provider's 429 with Retry-After), creating its row if absent, and
+        return it with its live leases now. A later throttle replaces the earlier one's time.
+        An upsert, then a read. Raises ``InvalidInput`` naming ``connectorName``,
+        ``accountKey`` or ``retryAfterMs``."""
         retry = check.count("retryAfterMs", retry_after_ms, minimum=1, maximum=MAX_RETRY_AFTER_MS)
         now = self._ctx.clock()
         params = {
@@ -113,9 +129,14 @@ class AccountsStore:
             "p_throttled_until": now + retry,
             "p_updated_at": now,
         }
-        row = await self._db.write_prepared(THROTTLE, params)
-        assert row is not None
-        return AccountRecord.from_row(row)
+        await self._db.write_prepared(THROTTLE, params)
+        return await self._read(params)
+
+    async def _read(self, params: dict[str, Any]) -> AccountLoad:
+        """The account at ``p_connector_name``/``p_account_key`` and its live leases now."""
+        return _load(
+            await self._db.fetch_prepared(READ_ACCOUNT, {"p_now": self._ctx.clock()} | params)
+        )
 
     async def list_accounts(
         self, connector_name: str, *, after: str | None = None, limit: int = DEFAULT_LIST_LIMIT
@@ -125,17 +146,16 @@ class AccountsStore:
         (``in_flight``). One statement. Raises ``InvalidInput`` naming ``connectorName``,
         ``after`` or ``limit``."""
         query = (
-            sa.select(
-                *(account.c[name] for name in ACCOUNT_FIELDS),
-                guards.in_flight(account.c, self._ctx.clock()).label("in_flight"),
-            )
+            _with_in_flight(self._ctx.clock())
             .where(account.c.connector_name == check.key("connectorName", connector_name))
             .order_by(account.c.account_key)
             .limit(check.count("limit", limit, minimum=1, maximum=MAX_LIST_LIMIT))
         )
         if after is not None:
             query = query.where(account.c.account_key > check.key("after", after))
-        return [
-            AccountLoad(account=AccountRecord.from_row(row), in_flight=int(row["in_flight"]))
-            for row in await self._db.fetch_all(query)
-        ]
+        return [_load(row) for row in await self._db.fetch_all(query)]
+
+
+def _load(row: Row | None) -> AccountLoad:
+    assert row is not None, "read after its upsert"
+    return AccountLoad(account=AccountRecord.from_row(row), in_flight=int(row["in_flight"]))

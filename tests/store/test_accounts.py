@@ -7,11 +7,14 @@ from tests.factories import claimed_operation
 
 
 async def test_set_account_limit__creates_sets_and_clears(store, clock):
+    await claimed_operation(store)
     set_ = await store.accounts.set_account_limit("calendar", "acct-1", 3)
-    assert (set_.max_in_flight, set_.throttled_until, set_.updated_at) == (3, None, clock())
+    assert set_.in_flight == 1
+    assert (set_.account.max_in_flight, set_.account.throttled_until) == (3, None)
+    assert set_.account.updated_at == clock()
 
     cleared = await store.accounts.set_account_limit("calendar", "acct-1", None)
-    assert cleared.max_in_flight is None
+    assert cleared.account.max_in_flight is None
 
 
 async def test_throttle_account__until_store_now_plus_retry_after(store, clock):
@@ -19,8 +22,8 @@ async def test_throttle_account__until_store_now_plus_retry_after(store, clock):
 
     throttled = await store.accounts.throttle_account("calendar", "acct-1", 5_000)
 
-    assert throttled.throttled_until == clock() + 5_000
-    assert throttled.max_in_flight == 3
+    assert throttled.account.throttled_until == clock() + 5_000
+    assert throttled.account.max_in_flight == 3
 
 
 async def test_list_accounts__keyset_pages_with_in_flight(store):
