@@ -1,4 +1,4 @@
-"""Test data for leasing: many due operations at once, written in bulk."""
+"""Test data for leasing: many due operations and watches at once, written in bulk."""
 
 from dataclasses import replace
 from typing import Any
@@ -6,8 +6,15 @@ from typing import Any
 import sqlalchemy as sa
 
 from store import ConnectorStore
-from store.records import ATTEMPTED, OPERATION_FIELDS, OperationRecord
-from store.tables import operation
+from store.records import (
+    ATTEMPTED,
+    OPERATION_FIELDS,
+    PENDING_VERIFICATION,
+    WATCH_FIELDS,
+    OperationRecord,
+    WatchRecord,
+)
+from store.tables import operation, projection_watch
 from tests.factories import claim
 
 ROWS_PER_INSERT = 500
@@ -52,3 +59,41 @@ async def due_operations(
     records = [due_record(store, n, **overrides) for n in range(count)]
     await insert_operations(store, records)
     return records
+
+
+def due_watch_record(store: ConnectorStore, n: int, **overrides: Any) -> WatchRecord:
+    """The ``n``-th due watch: pending verification, unclaimed, due ``n`` ms after a time
+    1,000 s before the store's now, its own source."""
+    now = store.clock()
+    record = WatchRecord(
+        owner_did="did:key:owner",
+        connector_name="calendar",
+        model="Event",
+        account_key="acct-1",
+        source_id=f"evt-{n}",
+        document_id=f"doc-{n}",
+        repair_generation=1,
+        verification_status=PENDING_VERIFICATION,
+        verification_attempts=0,
+        observed_winner_digest="digest-1",
+        verified_state_digest=None,
+        next_attempt_at=now - 1_000_000 + n,
+        claimed_until=None,
+        defer_reason=None,
+        version=0,
+        created_at=now,
+        updated_at=now,
+    )
+    return replace(record, **overrides)
+
+
+async def insert_watches(store: ConnectorStore, records: list[WatchRecord]) -> None:
+    """Write ``records`` as they are, a few hundred rows per statement."""
+    for start in range(0, len(records), ROWS_PER_INSERT):
+        rows = [
+            {name: getattr(record, name) for name in WATCH_FIELDS}
+            for record in records[start : start + ROWS_PER_INSERT]
+        ]
+        await store.db.write_all(
+            projection_watch.insert().values(rows).returning(projection_watch.c.source_id)
+        )

@@ -8,7 +8,13 @@ from collections import Counter
 from store import ConnectorStore
 from store.operations import OperationFilter
 from tests.factories import LEASE_MS, claim
-from tests.leasing_factories import due_operations, due_record, insert_operations
+from tests.leasing_factories import (
+    due_operations,
+    due_record,
+    due_watch_record,
+    insert_operations,
+    insert_watches,
+)
 
 LEASERS = 16
 
@@ -117,3 +123,21 @@ async def test_lease_operations__concurrent_leasers_lease_one_per_entity(store, 
     assert len(live) == 10
     assert set(entities.values()) == {1}
     assert all(int(r.operation_id[3:]) < 10 for r in live)
+
+
+async def test_claim_watches__16_claimers_claim_each_of_300_once(store):
+    await insert_watches(
+        store, [due_watch_record(store, n, owner_did=f"o{n % 7}") for n in range(300)]
+    )
+
+    async def claimer():
+        claimed = []
+        while batch := await store.leasing.claim_watches(LEASE_MS, limit=20):
+            claimed.extend(batch)
+        return claimed
+
+    results = await race(claimer() for _ in range(LEASERS))
+
+    counts = Counter(w.identity for batch in results for w in batch)
+    assert len(counts) == 300
+    assert set(counts.values()) == {1}
