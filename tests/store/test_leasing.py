@@ -117,14 +117,26 @@ async def test_lease_operations__a_deferred_older_operation_holds_back_the_entit
     assert await lease(store) == []
 
 
-async def test_lease_operations__the_entity_frees_when_the_older_finishes(store):
+async def test_lease_operations__the_entity_frees_when_the_older_finishes(store, clock):
     older = await claimed_operation(store, operation_id="op-old", source_id="evt-same")
-    await insert_operations(store, [due_record(store, 1, source_id="evt-same")])
-    assert await lease(store) == []
+    newer = due_record(store, 1, source_id="evt-same", created_at=clock() + 1)
+    await insert_operations(store, [newer])
+    clock.advance(LEASE_MS + 1)
+    (taken,) = await lease(store)
+    assert taken.operation_id == older.operation_id
 
-    await store.operations.record_operation(transition(older, to_state="failed"))
+    assert await store.operations.record_operation(transition(taken, to_state="failed"))
 
     assert keys(await lease(store)) == ["op-1"]
+
+
+async def test_lease_operations__refused_while_a_younger_of_the_entity_holds_a_lease(store):
+    """A younger operation leased before the older one existed (e.g. another replica's
+    clock): the older one waits until that lease ends."""
+    await claimed_operation(store, operation_id="op-young", source_id="evt-same")
+    await insert_operations(store, [due_record(store, 1, source_id="evt-same")])
+
+    assert await lease(store) == []
 
 
 async def test_lease_operations__cap_bounds_live_leases_of_the_account(store, clock):
@@ -274,7 +286,7 @@ async def test_acquire_lease__refused_while_another_of_the_entity_holds_a_lease(
             due_record(
                 store, 1, source_id="evt-same", lease_token="other", lease_expires_at=clock() + 1000
             ),
-            due_record(store, 0, source_id="evt-same", created_at=clock() + 5),
+            due_record(store, 0, source_id="evt-same", created_at=clock() - 2_000_000),
         ],
     )
 
