@@ -16,12 +16,15 @@ from store import lease_guards as guards
 from store import validation as check
 from store.context import StoreContext
 from store.errors import InvalidInput
-from store.operations import due_operation, held_by, lease_values, releasable_by
+from store.operations import due_operation, held_by, lease_free, lease_values, releasable_by
 from store.records import OperationRecord, WatchRecord
 from store.tables import account
 from store.tables import operation as op
 from store.tables import projection_watch as watch
 from store.watches import IDENTITY_COLUMNS, claim_values, due_watch
+
+Filters = tuple[str | None, list[str] | None, str | None]
+"""``lease_operations``' connector, account keys and caller (each None: any)."""
 
 MIN_LEASE_MS = 1_000
 MAX_LEASE_MS = 3_600_000
@@ -105,9 +108,14 @@ class LeasingStore:
 
         One transaction. On PostgreSQL it first locks every capped account in scope (in key
         order; every path that takes a lease of a capped account locks it, so counts after
-        the lock are exact), then one ``UPDATE … WHERE key IN (SELECT … FOR UPDATE SKIP
-        LOCKED)``: concurrent leasers skip each other's rows instead of waiting. On SQLite
-        the transaction is ``BEGIN IMMEDIATE``. Raises ``InvalidInput`` naming
+        the lock are exact) and counts the owners with live operations; then ``UPDATE …
+        WHERE key IN (SELECT … FOR UPDATE SKIP LOCKED)`` over each owner's first ``depth``
+        qualifying operations (``_ranked_by_owner``; ``depth`` = ``limit`` / owners, rounded
+        up), so the cost follows the owners, not the operations due; concurrent leasers skip
+        each other's rows instead of waiting. When that leases fewer than ``limit`` (some
+        owners had fewer to give), it goes again for the rest with ``depth`` doubled, up to
+        ``limit``. On SQLite the transaction is ``BEGIN IMMEDIATE`` and one ``UPDATE`` ranks
+        every qualifying operation (``_ranked_all``). Raises ``InvalidInput`` naming
         ``leaseToken``, ``leaseMs``, ``limit``, ``connectorName`` or ``accountKeys``.
         """
         check.key("leaseToken", token)
@@ -122,25 +130,43 @@ class LeasingStore:
             if not accounts:
                 return []
         caller = check.optional_key("callerDID", caller_did)
+        where: Filters = (connector, accounts, caller)
+        leased: list[OperationRecord] = []
         async with self._db.write_transaction():
-            if self._db.is_postgres:
-                await self._db.fetch_all(_lock_capped_accounts(connector, accounts))
+            if not self._db.is_postgres:
+                now = self._ctx.clock()
+                leased += await self._lease(now, token, duration, size, _ranked_all(now, where))
+                return fair_order(leased)
+            await self._db.fetch_all(_lock_capped_accounts(connector, accounts))
             now = self._ctx.clock()
-            # A CTE, so the chosen keys are read once: an IN subquery with LIMIT and SKIP
-            # LOCKED may be run again for each row it is compared with, and lease more than
-            # ``limit``.
-            chosen = _chosen(now, size, connector, accounts, caller).cte("chosen")
-            update = (
-                sa.update(op)
-                .where(
-                    sa.tuple_(op.c.caller_did, op.c.operation_id).in_(sa.select(chosen)),
-                    due_operation(now),
-                )
-                .values(lease_values(now, token, now + duration))
-                .returning(op)
+            counted = await self._db.fetch_one(_count_owners())
+            owners = int(counted["n"]) if counted else 0
+            depth = max(1, -(-size // max(owners, 1)))
+            while True:
+                ranked = _ranked_by_owner(now, where, depth)
+                leased += await self._lease(now, token, duration, size - len(leased), ranked)
+                if len(leased) >= size or depth >= size:
+                    return fair_order(leased)
+                # Some owners had fewer than ``depth`` to give: the others' next ones.
+                depth = min(size, depth * 2)
+
+    async def _lease(
+        self, now: int, token: str, duration: int, size: int, candidate: sa.Subquery
+    ) -> list[OperationRecord]:
+        """Lease to ``token`` the first ``size`` of ``candidate`` that ``_chosen`` keeps."""
+        # A CTE, so the chosen keys are read once: an IN subquery with LIMIT and SKIP LOCKED
+        # may be run again for each row it is compared with, and lease more than ``size``.
+        chosen = _chosen(now, size, candidate).cte("chosen")
+        update = (
+            sa.update(op)
+            .where(
+                sa.tuple_(op.c.caller_did, op.c.operation_id).in_(sa.select(chosen)),
+                due_operation(now),
             )
-            rows = await self._db.write_all(update)
-        return fair_order([OperationRecord.from_row(row) for row in rows])
+            .values(lease_values(now, token, now + duration))
+            .returning(op)
+        )
+        return [OperationRecord.from_row(row) for row in await self._db.write_all(update)]
 
     async def renew_leases(
         self,
@@ -285,12 +311,22 @@ def _lock_capped_accounts(connector: str | None, accounts: list[str] | None) -> 
     return query
 
 
-def _chosen(
-    now: int, size: int, connector: str | None, accounts: list[str] | None, caller: str | None
+def _filtered(
+    query: sa.Select[Any], connector: str | None, accounts: list[str] | None, caller: str | None
 ) -> sa.Select[Any]:
-    """The keys of the operations to lease at ``now``: the qualifying ones ranked within
-    their owner, those past their account's room dropped, the first ``size`` in fair order
-    that no other transaction holds locked (PostgreSQL: ``FOR UPDATE SKIP LOCKED``)."""
+    """``query`` over operations narrowed to ``connector``, ``accounts`` and ``caller``."""
+    if connector is not None:
+        query = query.where(op.c.connector_name == connector)
+    if accounts is not None:
+        query = query.where(op.c.account_key.in_(accounts))
+    if caller is not None:
+        query = query.where(op.c.caller_did == caller)
+    return query
+
+
+def _ranked_all(now: int, where: Filters) -> sa.Subquery:
+    """Every qualifying operation at ``now`` with its rank within its owner (SQLite: one
+    window over them all)."""
     due_at = sa.func.coalesce(op.c.next_attempt_at, op.c.created_at)
     owner_rank = sa.func.row_number().over(
         partition_by=op.c.owner_did, order_by=[due_at, op.c.caller_did, op.c.operation_id]
@@ -303,13 +339,88 @@ def _chosen(
         due_at.label("due_at"),
         owner_rank.label("owner_rank"),
     ).where(due_operation(now), guards.lease_allowed(op.c, now, guards.own_key(), cap=False))
-    if connector is not None:
-        candidates = candidates.where(op.c.connector_name == connector)
-    if accounts is not None:
-        candidates = candidates.where(op.c.account_key.in_(accounts))
-    if caller is not None:
-        candidates = candidates.where(op.c.caller_did == caller)
-    candidate = candidates.subquery("candidate")
+    return _filtered(candidates, *where).subquery("candidate")
+
+
+def _owners() -> sa.CTE:
+    """The owners with attempted operations, one index probe each (a loose index scan of
+    the entity index, which leads with the owner)."""
+    first = sa.select(sa.func.min(op.c.owner_did).label("owner_did")).where(guards.live())
+    owners = first.cte("owners", recursive=True)
+    following = (
+        sa.select(sa.func.min(op.c.owner_did))
+        .where(guards.live(), op.c.owner_did > owners.c.owner_did)
+        .scalar_subquery()
+    )
+    return owners.union_all(sa.select(following).where(owners.c.owner_did.is_not(None)))
+
+
+def _count_owners() -> sa.Select[Any]:
+    """How many owners have attempted operations (``_owners``)."""
+    owners = _owners()
+    return sa.select(sa.func.count().label("n")).where(owners.c.owner_did.is_not(None))
+
+
+def _ranked_by_owner(now: int, where: Filters, depth: int) -> sa.Subquery:
+    """The first ``depth`` qualifying operations of each owner at ``now``, with their rank
+    within the owner (PostgreSQL): per owner, a walk of each due index of the owner in due
+    order that stops at ``depth``, so the cost grows with the owners and ``depth``, not with
+    the operations due."""
+    owners = _owners()
+
+    def walk(never_deferred: bool) -> Any:
+        due_at = op.c.created_at if never_deferred else op.c.next_attempt_at
+        due = (
+            op.c.next_attempt_at.is_(None)
+            if never_deferred
+            else sa.and_(op.c.next_attempt_at.is_not(None), op.c.next_attempt_at <= now)
+        )
+        query = (
+            sa.select(
+                op.c.caller_did,
+                op.c.operation_id,
+                op.c.owner_did,
+                op.c.connector_name,
+                op.c.account_key,
+                due_at.label("due_at"),
+            )
+            .where(
+                op.c.owner_did == owners.c.owner_did,
+                guards.live(),
+                due,
+                lease_free(now),
+                guards.lease_allowed(op.c, now, guards.own_key(), cap=False),
+            )
+            .order_by(due_at, op.c.caller_did, op.c.operation_id)
+            .limit(depth)
+        )
+        return _filtered(query, *where).lateral()
+
+    sides = []
+    for never_deferred in (True, False):
+        side = walk(never_deferred)
+        sides.append(sa.select(side).select_from(owners.join(side, sa.true())))
+    both = sa.union_all(*sides).subquery("gathered")
+    owner_rank = sa.func.row_number().over(
+        partition_by=both.c.owner_did,
+        order_by=[both.c.due_at, both.c.caller_did, both.c.operation_id],
+    )
+    ranked = sa.select(
+        both.c.caller_did,
+        both.c.operation_id,
+        both.c.connector_name,
+        both.c.account_key,
+        both.c.due_at,
+        owner_rank.label("owner_rank"),
+    ).subquery("ranked")
+    # Past ``depth`` a rank may skip an operation the other walk did not reach.
+    return sa.select(ranked).where(ranked.c.owner_rank <= depth).subquery("candidate")
+
+
+def _chosen(now: int, size: int, candidate: sa.Subquery) -> sa.Select[Any]:
+    """The keys of the operations to lease at ``now`` among ``candidate`` (ranked within
+    their owner): those past their account's room dropped, the first ``size`` in fair order
+    that no other transaction holds locked (PostgreSQL: ``FOR UPDATE SKIP LOCKED``)."""
     order = [
         candidate.c.owner_rank,
         candidate.c.due_at,

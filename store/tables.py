@@ -88,6 +88,26 @@ operation = sa.Table(
         postgresql_where=sa.text("state = 'attempted'"),
         sqlite_where=sa.text("state = 'attempted'"),
     ),
+    # Each owner's live operations in due order (``lease_operations``' fair walk on
+    # PostgreSQL), as the due indexes above but per owner.
+    sa.Index(
+        "kubun_connector_operation_owner_due_new_idx",
+        "owner_did",
+        "created_at",
+        "caller_did",
+        "operation_id",
+        postgresql_where=sa.text("state = 'attempted' AND next_attempt_at IS NULL"),
+        sqlite_where=sa.text("state = 'attempted' AND next_attempt_at IS NULL"),
+    ),
+    sa.Index(
+        "kubun_connector_operation_owner_due_next_idx",
+        "owner_did",
+        "next_attempt_at",
+        "caller_did",
+        "operation_id",
+        postgresql_where=sa.text("state = 'attempted' AND next_attempt_at IS NOT NULL"),
+        sqlite_where=sa.text("state = 'attempted' AND next_attempt_at IS NOT NULL"),
+    ),
     sa.Index(
         "kubun_connector_operation_leased_idx",
         "connector_name",

@@ -4,8 +4,9 @@ Revision ID: 0005
 Revises: 0004
 Create Date: 2026-12-01 15:20:00
 
-``leaseOperations`` checks, for each candidate, the older live operations of its provider
-entity and the live leases of its account: both are index range scans here.
+``leaseOperations`` walks each owner's live operations in due order and checks, for each
+candidate, the older live operations of its provider entity and the live leases of its
+account: each is an index range scan here.
 """
 
 from collections.abc import Sequence
@@ -24,6 +25,8 @@ ACCOUNT = "kubun_connector_account"
 OPERATION = "kubun_connector_operation"
 LIVE = "state = 'attempted'"
 LEASED = "state = 'attempted' AND lease_token IS NOT NULL"
+LIVE_NEW = "state = 'attempted' AND next_attempt_at IS NULL"
+LIVE_NEXT = "state = 'attempted' AND next_attempt_at IS NOT NULL"
 
 
 def _index(name: str, columns: list[str], where: str) -> None:
@@ -59,6 +62,16 @@ def upgrade() -> None:
         LIVE,
     )
     _index(
+        "kubun_connector_operation_owner_due_new_idx",
+        ["owner_did", "created_at", "caller_did", "operation_id"],
+        LIVE_NEW,
+    )
+    _index(
+        "kubun_connector_operation_owner_due_next_idx",
+        ["owner_did", "next_attempt_at", "caller_did", "operation_id"],
+        LIVE_NEXT,
+    )
+    _index(
         "kubun_connector_operation_leased_idx",
         ["connector_name", "account_key", "lease_expires_at"],
         LEASED,
@@ -67,5 +80,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index("kubun_connector_operation_leased_idx", table_name=OPERATION)
+    op.drop_index("kubun_connector_operation_owner_due_next_idx", table_name=OPERATION)
+    op.drop_index("kubun_connector_operation_owner_due_new_idx", table_name=OPERATION)
     op.drop_index("kubun_connector_operation_entity_idx", table_name=OPERATION)
     op.drop_table(ACCOUNT)
