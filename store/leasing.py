@@ -114,8 +114,9 @@ class LeasingStore:
         up), so the cost follows the owners, not the operations due; concurrent leasers skip
         each other's rows instead of waiting. When that leases fewer than ``limit`` (some
         owners had fewer to give), it goes again for the rest with ``depth`` doubled, up to
-        ``limit``. On SQLite the transaction is ``BEGIN IMMEDIATE`` and one ``UPDATE`` ranks
-        every qualifying operation (``_ranked_all``). Raises ``InvalidInput`` naming
+        ``limit``. For a tenant (``caller_did`` given) one ``UPDATE`` ranks every qualifying
+        operation it called (``_ranked_all``, found by the key's leading column); so it does
+        on SQLite, whose transaction is ``BEGIN IMMEDIATE``. Raises ``InvalidInput`` naming
         ``leaseToken``, ``leaseMs``, ``limit``, ``connectorName`` or ``accountKeys``.
         """
         check.key("leaseToken", token)
@@ -133,12 +134,13 @@ class LeasingStore:
         where: Filters = (connector, accounts, caller)
         leased: list[OperationRecord] = []
         async with self._db.write_transaction():
-            if not self._db.is_postgres:
-                now = self._ctx.clock()
+            if self._db.is_postgres:
+                await self._db.fetch_all(_lock_capped_accounts(connector, accounts))
+            now = self._ctx.clock()
+            if not self._db.is_postgres or caller is not None:
+                # A tenant's calls are found through the key's leading column, the caller.
                 leased += await self._lease(now, token, duration, size, _ranked_all(now, where))
                 return fair_order(leased)
-            await self._db.fetch_all(_lock_capped_accounts(connector, accounts))
-            now = self._ctx.clock()
             counted = await self._db.fetch_one(_count_owners())
             owners = int(counted["n"]) if counted else 0
             depth = max(1, -(-size // max(owners, 1)))
@@ -325,8 +327,8 @@ def _filtered(
 
 
 def _ranked_all(now: int, where: Filters) -> sa.Subquery:
-    """Every qualifying operation at ``now`` with its rank within its owner (SQLite: one
-    window over them all)."""
+    """Every qualifying operation at ``now`` with its rank within its owner: one window over
+    them all (SQLite, and a tenant's own calls on PostgreSQL)."""
     due_at = sa.func.coalesce(op.c.next_attempt_at, op.c.created_at)
     owner_rank = sa.func.row_number().over(
         partition_by=op.c.owner_did, order_by=[due_at, op.c.caller_did, op.c.operation_id]

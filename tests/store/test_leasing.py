@@ -397,3 +397,22 @@ async def test_lease_operations__one_due_of_a_tenant_among_10000_of_another_in_f
 
     assert len(leased) == 50
     assert ("did:key:small", "op-20000") in [(r.caller_did, r.operation_id) for r in leased]
+
+
+async def test_lease_operations__owners_with_little_leave_the_rest_to_others(store):
+    """On PostgreSQL the first walk takes limit/owners of each owner (here 4); the owners
+    with less leave room that a deeper walk fills from the others, in fair order."""
+    await insert_operations(
+        store,
+        [due_record(store, n, owner_did="a") for n in range(10)]
+        + [due_record(store, 20, owner_did="b"), due_record(store, 21, owner_did="c")],
+    )
+
+    leased = await lease(store, limit=10)
+
+    assert [r.operation_id for r in leased] == [
+        "op-0",
+        "op-20",
+        "op-21",
+        *(f"op-{n}" for n in range(1, 8)),
+    ]
