@@ -148,6 +148,9 @@ QUERY_RULES: dict[str, Rule] = {
     "watchByDocument": Rule(("watches:read",), rows="owner (store filter), else null"),
     "watches": Rule(("watches:read",), rows="owner (store filter)"),
     "dueWatches": Rule((SERVICE,)),
+    # Provider accounts are shared by every owner: a service's to read (and, once it
+    # exists, an operator's).
+    "accounts": Rule((SERVICE,)),
     "pendingAuth": Rule(("auth:write",), rows="owner, else null"),
     "syncState": Rule(("sync:read",), rows="owner, else null"),
     "syncStates": Rule(("sync:read",), rows="owner only"),
@@ -188,6 +191,12 @@ MUTATION_RULES: dict[str, Rule] = {
     "recordOperations": Rule(OPS_WRITE, actors=(ITEM_CALLER,)),
     "finalizeOperations": Rule(OPS_WRITE, actors=(ITEM_CALLER,)),
     "recordVerifications": Rule(("watches:write",), actors=(ITEM_WATCH_OWNER,)),
+    "leaseOperations": Rule(OPS_WRITE, rows="the viewer's calls (store filter)"),
+    "renewLeases": Rule(OPS_WRITE, rows="the viewer's calls (store filter)"),
+    "releaseLeases": Rule(OPS_WRITE, rows="the viewer's calls (store filter)"),
+    "claimWatches": Rule(("watches:write",), rows="owner (store filter)"),
+    "setAccountLimit": Rule((SERVICE,)),
+    "throttleAccount": Rule((SERVICE,)),
 }
 RULES: dict[str, dict[str, Rule]] = {"Query": QUERY_RULES, "Mutation": MUTATION_RULES}
 OPEN_ROOT_FIELDS = frozenset({"__typename", "__schema", "__type"})

@@ -58,6 +58,10 @@ SERVES: Final = frozenset(
         ("Mutation", "recordOperations"),
         ("Mutation", "finalizeOperations"),
         ("Mutation", "recordVerifications"),
+        ("Mutation", "leaseOperations"),
+        ("Mutation", "renewLeases"),
+        ("Mutation", "releaseLeases"),
+        ("Mutation", "claimWatches"),
         ("Operation", "watch"),
         ("Watch", "operations"),
     }

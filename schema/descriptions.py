@@ -178,7 +178,7 @@ BY_FIELD: dict[str, str] = {
     "FinalizeOperationInput.providerEtag": "The provider's ETag after the write, if known.",
     "ClaimOperationInput.leaseExpiresAt": "When the first lease ends (epoch ms).",
     "ClaimOperationInput.leaseToken": "The lease token of the first attempt (the claim takes "
-    "the lease).",
+    "the lease where leasing allows it).",
     "ClaimOperationInput.reissueIntent": "What a reissue must carry (JSON), if anything.",
     "ClaimOperationInput.providerEtag": "The provider's ETag the write starts from, if known.",
     "ClaimOperationInput.documentID": "The document the entity belongs to, if known.",

@@ -14,6 +14,7 @@ from strawberry.types.info import Info
 
 from resolvers.batch_mutations import BatchMutation
 from resolvers.errors import bad_input, requested_operation_name
+from resolvers.leasing import AccountsQuery, LeasingMutation
 from resolvers.mutations import Mutation
 from resolvers.queries import Query
 from resolvers.strawberry_internals import graphql_schema
@@ -89,8 +90,8 @@ def build_schema(settings: Settings | None = None) -> strawberry.federation.Sche
     """The API's schema, its extensions the pipeline ``settings`` give (``server.pipeline``)."""
     settings = settings or Settings()
     schema = ConnectorSchema(
-        query=Query,
-        mutation=merge_types("Mutation", (Mutation, BatchMutation)),
+        query=merge_types("Query", (Query, AccountsQuery)),
+        mutation=merge_types("Mutation", (Mutation, BatchMutation, LeasingMutation)),
         types=[Operation, Watch],
         extensions=[pipeline_extension(settings)],
         config=StrawberryConfig(name_converter=SeedNameConverter(), scalar_map=SCALAR_MAP),

@@ -2,9 +2,11 @@
 
 from collections.abc import Callable
 
+from store.accounts import AccountsStore
 from store.batches import BatchesStore, one_reader
 from store.context import Clock, ReadWinner, StoreContext, random_id, system_clock
 from store.database import Database
+from store.leasing import LeasingStore
 from store.operations import OperationsStore
 from store.pending_auth import PendingAuthStore
 from store.persisted_queries import PersistedQueriesStore
@@ -21,8 +23,8 @@ class ConnectorStore:
     system time by default. ``read_winner``: the current winner digest of a document,
     by default the ``kubun_connector_document_winner`` table. ``new_id``: mints node keys
     and incarnations. Parts: ``operations``, ``watches``, ``winners``, ``retention``,
-    ``pending_auth``, ``sync_state``, ``persisted_queries``, ``batches`` (the batch forms
-    of the settling writes).
+    ``accounts``, ``leasing``, ``pending_auth``, ``sync_state``, ``persisted_queries``,
+    ``batches`` (the batch forms of the settling writes).
     """
 
     def __init__(
@@ -43,6 +45,8 @@ class ConnectorStore:
             context, self.watches, None if read_winner is None else one_reader(read_winner)
         )
         self.retention = RetentionStore(context)
+        self.accounts = AccountsStore(context)
+        self.leasing = LeasingStore(context)
         self.pending_auth = PendingAuthStore(context)
         self.sync_state = SyncStateStore(context)
         self.persisted_queries = PersistedQueriesStore(context)

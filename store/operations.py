@@ -7,11 +7,14 @@ refused, where the seed returns a boolean.
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Literal
 
 import sqlalchemy as sa
 
+from store import lease_guards as guards
 from store import validation as check
+from store.accounts import ENSURE_ACCOUNT, LOCK_ACCOUNT
 from store.context import ReadWinner, StoreContext
 from store.database import chunked, fetch_in_chunks
 from store.errors import InvalidInput, ReservedValue
@@ -31,6 +34,7 @@ from store.records import (
 )
 from store.sizes import SIZE, Measured, fetch_measured, measured, row_bytes, within_bytes
 from store.statements import Prepared, param
+from store.tables import account
 from store.tables import operation as op
 from store.watches import WatchesStore, by_identity
 
@@ -146,9 +150,8 @@ def due_operation(now: Any) -> sa.ColumnElement[bool]:
 
 
 def live_operation() -> sa.ColumnElement[bool]:
-    """State attempted, as a literal so the planner can match the partial indexes on live
-    operations."""
-    return op.c.state == sa.literal_column(f"'{ATTEMPTED}'")
+    """State attempted (``lease_guards.live``)."""
+    return guards.live()
 
 
 KEY = by_key(param("p_caller", op.c.caller_did), param("p_operation", op.c.operation_id))
@@ -177,12 +180,21 @@ def claim_insert(insert: Any) -> Any:
     ).returning(op)
 
 
+def claim_lease_expiry(row: Any, now: Any) -> Any:
+    """A claim's new ``row`` keeps the claimant's lease (its ``lease_expires_at``) only where
+    leasing would grant it (``lease_guards.lease_allowed``); else its lease has already
+    lapsed at ``now`` - 1, and it is due at once for ``leaseOperations``."""
+    return sa.case((guards.lease_allowed(row, now, None), row.lease_expires_at), else_=now - 1)
+
+
+CLAIMED = SimpleNamespace(**{name: param(f"p_{name}", op.c[name]) for name in CLAIM_COLUMNS})
+"""The claim's new row, column by column, as the parameters ``p_<column>``."""
 CLAIM = Prepared(
     lambda insert: claim_insert(
-        insert(op).values({name: param(f"p_{name}", op.c[name]) for name in CLAIM_COLUMNS})
+        insert(op).values(vars(CLAIMED) | {"lease_expires_at": claim_lease_expiry(CLAIMED, NOW)})
     )
 )
-"""``claim_operation``'s insert-if-absent."""
+"""``claim_operation``'s insert-if-absent; ``p_now`` is the store's now."""
 
 GET_OPERATION = Prepared(lambda _: sa.select(op).where(KEY))
 """``get_operation``'s read."""
@@ -280,28 +292,64 @@ def _keyed_update(guard: sa.ColumnElement[bool], values: dict[str, Any]) -> Prep
 
 
 EXPIRES_AT = param("p_expires_at", op.c.lease_expires_at)
-ACQUIRE_LEASE = _keyed_update(
-    sa.and_(op.c.state == ATTEMPTED, lease_free_or_held(NOW, TOKEN)),
-    {
-        "lease_token": TOKEN,
-        "lease_expires_at": EXPIRES_AT,
-        "attempts": sa.case((abandoned_send(NOW, TOKEN), op.c.attempts + 1), else_=op.c.attempts),
+
+
+def lease_values(now: Any, token: Any, expires_at: Any) -> dict[str, Any]:
+    """The columns a lease taken by ``token`` until ``expires_at`` writes at ``now`` (values
+    or ``param``s, epoch ms): a takeover of an ``abandoned_send`` counts it (attempts + 1,
+    the marker ``ABANDONED_SEND_MARKER``). ``acquire_lease`` and ``lease_operations`` both
+    write these."""
+    return {
+        "lease_token": token,
+        "lease_expires_at": expires_at,
+        "attempts": sa.case((abandoned_send(now, token), op.c.attempts + 1), else_=op.c.attempts),
         "send_marker": sa.case(
-            (abandoned_send(NOW, TOKEN), sa.literal(ABANDONED_SEND_MARKER)),
+            (abandoned_send(now, token), sa.literal(ABANDONED_SEND_MARKER)),
             else_=op.c.send_marker,
         ),
-        "updated_at": NOW,
-    },
-)
-"""``acquire_lease``'s guarded update."""
+        "updated_at": now,
+    }
 
-RENEW_LEASE = _keyed_update(
-    op.c.lease_token == TOKEN, {"lease_expires_at": EXPIRES_AT, "updated_at": NOW}
+
+ACQUIRE_LEASE = _keyed_update(
+    sa.and_(
+        op.c.state == ATTEMPTED,
+        lease_free_or_held(NOW, TOKEN),
+        guards.lease_allowed(op.c, NOW, guards.own_key()),
+    ),
+    lease_values(NOW, TOKEN, EXPIRES_AT),
 )
+"""``acquire_lease``'s guarded update: ``lease_free_or_held`` and ``lease_allowed``."""
+
+LOCK_ACCOUNT_OF_OPERATION = Prepared(
+    lambda _: (
+        sa.select(account.c.account_key)
+        .where(
+            account.c.connector_name == sa.select(op.c.connector_name).where(KEY).scalar_subquery(),
+            account.c.account_key == sa.select(op.c.account_key).where(KEY).scalar_subquery(),
+        )
+        .with_for_update()
+    )
+)
+"""Lock the account row of the operation at ``p_caller``/``p_operation`` (PostgreSQL): every
+path that takes a lease of a capped account holds it, so their in-flight counts are exact."""
+
+
+def held_by(token: Any) -> sa.ColumnElement[bool]:
+    """The lease is ``token``'s, lapsed or not: the guard of a renewal."""
+    return sa.and_(op.c.lease_token == token)
+
+
+def releasable_by(token: Any) -> sa.ColumnElement[bool]:
+    """The lease is ``token``'s, or none is held: the guard of a release."""
+    return sa.or_(op.c.lease_token.is_(None), op.c.lease_token == token)
+
+
+RENEW_LEASE = _keyed_update(held_by(TOKEN), {"lease_expires_at": EXPIRES_AT, "updated_at": NOW})
 """``renew_lease``'s update, for the lease's holder."""
 
 RELEASE_LEASE = _keyed_update(
-    sa.or_(op.c.lease_token.is_(None), op.c.lease_token == TOKEN),
+    releasable_by(TOKEN),
     {"lease_token": None, "lease_expires_at": None, "updated_at": NOW},
 )
 """``release_lease``'s update, for the holder or when there is no lease."""
@@ -533,14 +581,24 @@ class OperationsStore:
         """Claim ``(caller_did, operation_id)`` once (seed ``claimOperation``).
 
         Inserts the operation if the key is free: ``claimed`` with the new record (state
-        attempted, attempts 0, version 0, the claimant's lease). Otherwise reads the stored
+        attempted, attempts 0, version 0, the claimant's lease). The lease is the claimant's
+        only where ``lease_operations`` would lease the new row (its account neither
+        throttled nor at its cap, no other attempted operation of its provider entity);
+        otherwise the row keeps the claimant's token with a lease that lapsed at the store's
+        now - 1, due at once, for ``lease_operations`` to hand out. One transaction that
+        first creates the account's row if absent and (PostgreSQL) locks it, so concurrent
+        claims of one account decide one after another. Otherwise reads the stored
         one: ``exists`` when its envelope equals the claim's, ``conflict`` on any drift or
         when the row vanished in between. The stored row is never overwritten.
         Raises ``InvalidInput`` for a malformed field.
         """
         fresh = claim_row(claim, self._ctx)
         params = {f"p_{name}": getattr(fresh, name) for name in CLAIM_COLUMNS}
-        inserted = await self._db.write_prepared(CLAIM, params)
+        async with self._db.write_transaction():
+            await self._db.write_prepared(ENSURE_ACCOUNT, params)
+            if self._db.is_postgres:
+                await self._db.fetch_prepared(LOCK_ACCOUNT, params)
+            inserted = await self._db.write_prepared(CLAIM, params | {"p_now": fresh.created_at})
         if inserted is not None:
             return ClaimResult("claimed", OperationRecord.from_row(inserted))
         return claim_outcome(claim, await self.get_operation(claim.caller_did, claim.operation_id))
@@ -557,19 +615,25 @@ class OperationsStore:
         recorded, counts the abandoned attempt: attempts + 1, and the marker becomes
         ``ABANDONED_SEND_MARKER`` (no refund takes the count back, the next run's mark makes
         the attempt contested, and a takeover from a run that never marked counts nothing).
-        Returns the updated operation, or None when refused or absent. Raises
+        Caps, throttles and one lease per entity bind it as they bind ``lease_operations``
+        (``lease_guards.lease_allowed``): it is refused while the account is throttled or
+        at its cap (this operation's own lease not counted), when an older operation of its
+        provider entity is still attempted, or another holds a live lease. One transaction
+        that (PostgreSQL) first locks the account's row, as every path that takes a lease
+        does. Returns the updated operation, or None when refused or absent. Raises
         ``InvalidInput`` for a malformed field.
         """
-        now = self._ctx.clock()
         check.key("token", token)
         params = {
             "p_token": token,
             "p_expires_at": check.epoch_ms("expiresAt", expires_at),
-            "p_now": now,
             "p_caller": check.key("callerDID", caller_did),
             "p_operation": check.key("operationID", operation_id),
         }
-        return await self._update_prepared(ACQUIRE_LEASE, params)
+        async with self._db.write_transaction():
+            if self._db.is_postgres:
+                await self._db.fetch_prepared(LOCK_ACCOUNT_OF_OPERATION, params)
+            return await self._update_prepared(ACQUIRE_LEASE, params | {"p_now": self._ctx.clock()})
 
     async def renew_lease(
         self, caller_did: str, operation_id: str, token: str, expires_at: int

@@ -208,6 +208,38 @@ WATCH_FIELDS: Final = tuple(field.name for field in fields(WatchRecord))
 """Every field of a watch, in the table's column order."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AccountRecord:
+    """One provider account of a connector (a row of ``kubun_connector_account``), shared by
+    every owner that names it: ``max_in_flight`` caps its live leases (None: no cap),
+    ``throttled_until`` (epoch ms) stops leasing for it until then (None: never throttled).
+    A row is created the first time a claim names the account, or by a limit or a throttle."""
+
+    connector_name: str
+    account_key: str
+    max_in_flight: int | None = None
+    throttled_until: EpochMs | None = None
+    updated_at: EpochMs
+
+    @classmethod
+    def from_row(cls, row: Row) -> "AccountRecord":
+        """Build the record from a full row."""
+        return cls(**{name: row[name] for name in ACCOUNT_FIELDS})
+
+
+ACCOUNT_FIELDS: Final = tuple(field.name for field in fields(AccountRecord))
+"""Every field of an account, in the table's column order."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AccountLoad:
+    """An account and its live leases now (``in_flight``: attempted operations of the
+    account whose lease has not lapsed), as ``list_accounts`` reads them."""
+
+    account: AccountRecord
+    in_flight: int
+
+
 SYNC_IDLE: Final = "idle"
 SYNC_STATUSES: Final = frozenset({SYNC_IDLE, "syncing", "error"})
 

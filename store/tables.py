@@ -72,7 +72,63 @@ operation = sa.Table(
         postgresql_where=sa.text("state = 'attempted' AND next_attempt_at IS NOT NULL"),
         sqlite_where=sa.text("state = 'attempted' AND next_attempt_at IS NOT NULL"),
     ),
+    # Leasing (``store.lease_guards``): the live operations of one provider entity in claim
+    # order (the oldest of each, and whether another holds a lease), and the live leases of
+    # one account (its in-flight count).
+    sa.Index(
+        "kubun_connector_operation_entity_idx",
+        "owner_did",
+        "connector_name",
+        "model",
+        "account_key",
+        "source_id",
+        "created_at",
+        "caller_did",
+        "operation_id",
+        postgresql_where=sa.text("state = 'attempted'"),
+        sqlite_where=sa.text("state = 'attempted'"),
+    ),
+    # Each owner's live operations in due order (``lease_operations``' fair walk on
+    # PostgreSQL), as the due indexes above but per owner.
+    sa.Index(
+        "kubun_connector_operation_owner_due_new_idx",
+        "owner_did",
+        "created_at",
+        "caller_did",
+        "operation_id",
+        postgresql_where=sa.text("state = 'attempted' AND next_attempt_at IS NULL"),
+        sqlite_where=sa.text("state = 'attempted' AND next_attempt_at IS NULL"),
+    ),
+    sa.Index(
+        "kubun_connector_operation_owner_due_next_idx",
+        "owner_did",
+        "next_attempt_at",
+        "caller_did",
+        "operation_id",
+        postgresql_where=sa.text("state = 'attempted' AND next_attempt_at IS NOT NULL"),
+        sqlite_where=sa.text("state = 'attempted' AND next_attempt_at IS NOT NULL"),
+    ),
+    sa.Index(
+        "kubun_connector_operation_leased_idx",
+        "connector_name",
+        "account_key",
+        "lease_expires_at",
+        postgresql_where=sa.text("state = 'attempted' AND lease_token IS NOT NULL"),
+        sqlite_where=sa.text("state = 'attempted' AND lease_token IS NOT NULL"),
+    ),
 )
+
+account = sa.Table(
+    "kubun_connector_account",
+    metadata,
+    sa.Column("connector_name", Key, nullable=False),
+    sa.Column("account_key", Key, nullable=False),
+    sa.Column("max_in_flight", sa.Integer),
+    sa.Column("throttled_until", sa.BigInteger),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.PrimaryKeyConstraint("connector_name", "account_key", name="kubun_connector_account_pkey"),
+)
+"""Provider accounts (``store.accounts``): the cap on live leases and the throttle of each."""
 
 projection_watch = sa.Table(
     "kubun_connector_projection_watch",

@@ -307,20 +307,27 @@ NOW = param("p_now", watch.c.updated_at)
 GET_WATCH = Prepared(lambda _: sa.select(watch).where(IDENTITY))
 """``get_watch``'s read."""
 
+
+def claim_values(until: Any, now: Any) -> dict[str, Any]:
+    """The columns a verifier's claim until ``until`` writes at ``now`` (epoch ms, values or
+    ``param``s): a takeover of a lapsed claim counts the verification attempt it abandoned.
+    ``claim_watch_attempt`` and ``claim_watches`` both write these."""
+    return {
+        "claimed_until": until,
+        "verification_attempts": sa.case(
+            (watch.c.claimed_until.is_not(None), watch.c.verification_attempts + 1),
+            else_=watch.c.verification_attempts,
+        ),
+        "version": watch.c.version + 1,
+        "updated_at": now,
+    }
+
+
 CLAIM_WATCH = Prepared(
     lambda _: (
         sa.update(watch)
         .where(IDENTITY, watch.c.repair_generation == GENERATION, due_watch(param("p_due", NOW)))
-        .values(
-            claimed_until=param("p_until", watch.c.claimed_until),
-            # A takeover of a lapsed claim counts the verification attempt it abandoned.
-            verification_attempts=sa.case(
-                (watch.c.claimed_until.is_not(None), watch.c.verification_attempts + 1),
-                else_=watch.c.verification_attempts,
-            ),
-            version=watch.c.version + 1,
-            updated_at=NOW,
-        )
+        .values(claim_values(param("p_until", watch.c.claimed_until), NOW))
         .returning(watch)
     )
 )

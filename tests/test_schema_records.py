@@ -16,6 +16,7 @@ from schema.records import RecordMismatch, mirrors, record_values
 from server.graph import build_schema
 from store import tables
 from store.records import (
+    AccountRecord,
     JsonValue,
     OperationClaim,
     OperationRecord,
@@ -64,6 +65,7 @@ RECORD_TABLES = [
     (WatchRecord, tables.projection_watch, {}),
     (PendingAuthRecord, tables.pending_auth, {"incremental": "is_incremental"}),
     (SyncStateRecord, tables.sync_state, {}),
+    (AccountRecord, tables.account, {}),
 ]
 
 

@@ -355,7 +355,9 @@ async def test_has_newer_operation_on_document(gql, clock):
 async def test_due_operations__order_and_limit(gql, clock):
     start = clock.now
     for index in range(3):
-        await claim(gql, operationID=f"op-{index}", leaseExpiresAt=start + 100)
+        await claim(
+            gql, operationID=f"op-{index}", sourceID=f"evt-{index}", leaseExpiresAt=start + 100
+        )
         clock.advance(1)
     await gql.run(
         "DeferOperation",

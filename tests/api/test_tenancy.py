@@ -77,6 +77,10 @@ QUERIES: dict[str, tuple[str, str]] = {
         '{ syncStates(connectorName: "calendar") { edges { node { ownerDID } } } }',
         "null",
     ),
+    "accounts": (
+        '{ accounts(connectorName: "calendar") { edges { node { accountKey inFlight } } } }',
+        "forbidden",
+    ),
     "_service": ("{ _service { sdl } }", "open"),
     "_entities": (
         f'{{ _entities(representations: [{{__typename: "Operation", {OP_B}}}, '
@@ -222,6 +226,35 @@ MUTATIONS: dict[str, tuple[str, str]] = {
         + f', generation: 1, maxAttempts: 3, dueAt: {FAR}, fetchedDigest: "d"}}, '
         f"{{identity: {IDENT_B}, generation: 1, "
         f'maxAttempts: 3, dueAt: {FAR}, fetchedDigest: "d"}}]}}) {{ results {{ outcome }} }} }}',
+        "forbidden",
+    ),
+    "leaseOperations": (
+        'mutation { leaseOperations(input: {leaseToken: "t", leaseMs: 60000, limit: 50}) '
+        "{ operations { operationID } } }",
+        "null",
+    ),
+    "renewLeases": (
+        f'mutation {{ renewLeases(input: {{leaseToken: "lease-b", leaseMs: 60000, '
+        f"keys: [{{{OP_B}}}]}}) {{ renewed {{ operationID }} }} }}",
+        "null",
+    ),
+    "releaseLeases": (
+        f'mutation {{ releaseLeases(input: {{leaseToken: "lease-b", keys: [{{{OP_B}}}]}}) '
+        "{ released { operationID } } }",
+        "null",
+    ),
+    "claimWatches": (
+        "mutation { claimWatches(input: {claimMs: 60000}) { watches { sourceID } } }",
+        "null",
+    ),
+    "setAccountLimit": (
+        'mutation { setAccountLimit(input: {connectorName: "calendar", accountKey: "acct-1", '
+        "maxInFlight: 3}) { account { maxInFlight } } }",
+        "forbidden",
+    ),
+    "throttleAccount": (
+        'mutation { throttleAccount(input: {connectorName: "calendar", accountKey: "acct-1", '
+        "retryAfterMs: 1000}) { account { throttledUntil } } }",
         "forbidden",
     ),
 }

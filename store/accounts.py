@@ -1,0 +1,161 @@
+"""Provider accounts: a connector's account, shared by every owner that names it, with a cap
+on its live leases and a throttle (DESIGN section 6; no seed counterpart).
+
+An account's row is created the first time a claim names it (``ENSURE_ACCOUNT``, inside the
+claim's transaction), or by ``set_account_limit``/``throttle_account``. Every path that takes
+a lease of a capped account locks its row first (``LOCK_ACCOUNT``), so in-flight counts taken
+after the lock are exact.
+"""
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from store import lease_guards as guards
+from store import validation as check
+from store.context import StoreContext
+from store.database import Row
+from store.records import ACCOUNT_FIELDS, AccountLoad, AccountRecord
+from store.statements import Prepared, param
+from store.tables import account
+
+MAX_RETRY_AFTER_MS = 86_400_000
+"""The longest throttle, in ms: one day."""
+DEFAULT_LIST_LIMIT = 100
+MAX_LIST_LIMIT = 500
+
+ACCOUNT_KEY = sa.and_(
+    account.c.connector_name == param("p_connector_name", account.c.connector_name),
+    account.c.account_key == param("p_account_key", account.c.account_key),
+)
+"""One account, its key as the parameters ``p_connector_name`` and ``p_account_key``."""
+
+ENSURE_ACCOUNT = Prepared(
+    lambda insert: (
+        insert(account)
+        .values(
+            connector_name=param("p_connector_name", account.c.connector_name),
+            account_key=param("p_account_key", account.c.account_key),
+            updated_at=param("p_updated_at", account.c.updated_at),
+        )
+        .on_conflict_do_nothing(index_elements=[account.c.connector_name, account.c.account_key])
+        .returning(account.c.account_key)
+    )
+)
+"""Create the account's row (no cap, no throttle) unless it exists."""
+
+LOCK_ACCOUNT = Prepared(
+    lambda _: sa.select(account.c.account_key).where(ACCOUNT_KEY).with_for_update()
+)
+"""Lock the account's row until the transaction ends (PostgreSQL)."""
+
+
+def _with_in_flight(now: Any) -> sa.Select[Any]:
+    """Accounts with their live leases at ``now`` (``in_flight``)."""
+    return sa.select(
+        *(account.c[name] for name in ACCOUNT_FIELDS),
+        guards.in_flight(account.c, now).label("in_flight"),
+    )
+
+
+READ_ACCOUNT = Prepared(
+    lambda _: _with_in_flight(param("p_now", account.c.updated_at)).where(ACCOUNT_KEY)
+)
+"""One account and its live leases at ``p_now``."""
+
+
+def _upsert(column: str) -> Prepared:
+    def build(insert: Any) -> Any:
+        values = {
+            "connector_name": param("p_connector_name", account.c.connector_name),
+            "account_key": param("p_account_key", account.c.account_key),
+            column: param(f"p_{column}", account.c[column]),
+            "updated_at": param("p_updated_at", account.c.updated_at),
+        }
+        upsert = insert(account).values(values)
+        return upsert.on_conflict_do_update(
+            index_elements=[account.c.connector_name, account.c.account_key],
+            set_={column: upsert.excluded[column], "updated_at": upsert.excluded.updated_at},
+        ).returning(account.c.account_key)
+
+    return Prepared(build)
+
+
+SET_LIMIT = _upsert("max_in_flight")
+"""``set_account_limit``'s upsert."""
+THROTTLE = _upsert("throttled_until")
+"""``throttle_account``'s upsert."""
+
+
+class AccountsStore:
+    """Caps and throttles of provider accounts."""
+
+    def __init__(self, context: StoreContext) -> None:
+        self._ctx = context
+        self._db = context.db
+
+    async def set_account_limit(
+        self, connector_name: str, account_key: str, max_in_flight: int | None
+    ) -> AccountLoad:
+        """Cap the live leases of the account at ``max_in_flight`` (None clears the cap),
+        creating its row if absent, and return it with its live leases now. Leases already
+        held stay: a cap below them lets no new lease through until enough end. An upsert,
+        then a read. Raises ``InvalidInput`` naming ``connectorName``, ``accountKey`` or
+        ``maxInFlight`` (0 to 2^31-1)."""
+        params = {
+            "p_connector_name": check.key("connectorName", connector_name),
+            "p_account_key": check.key("accountKey", account_key),
+            "p_max_in_flight": None
+            if max_in_flight is None
+            else check.count("maxInFlight", max_in_flight),
+            "p_updated_at": self._ctx.clock(),
+        }
+        await self._db.write_prepared(SET_LIMIT, params)
+        return await self._read(params)
+
+    async def throttle_account(
+        self, connector_name: str, account_key: str, retry_after_ms: int
+    ) -> AccountLoad:
+        """Stop leasing for the account until the store's now + ``retry_after_ms`` (1 to
+        86,400,000 ms; a provider's 429 with Retry-After), creating its row if absent, and
+        return it with its live leases now. A later throttle replaces the earlier one's time.
+        An upsert, then a read. Raises ``InvalidInput`` naming ``connectorName``,
+        ``accountKey`` or ``retryAfterMs``."""
+        retry = check.count("retryAfterMs", retry_after_ms, minimum=1, maximum=MAX_RETRY_AFTER_MS)
+        now = self._ctx.clock()
+        params = {
+            "p_connector_name": check.key("connectorName", connector_name),
+            "p_account_key": check.key("accountKey", account_key),
+            "p_throttled_until": now + retry,
+            "p_updated_at": now,
+        }
+        await self._db.write_prepared(THROTTLE, params)
+        return await self._read(params)
+
+    async def _read(self, params: dict[str, Any]) -> AccountLoad:
+        """The account at ``p_connector_name``/``p_account_key`` and its live leases now."""
+        return _load(
+            await self._db.fetch_prepared(READ_ACCOUNT, {"p_now": self._ctx.clock()} | params)
+        )
+
+    async def list_accounts(
+        self, connector_name: str, *, after: str | None = None, limit: int = DEFAULT_LIST_LIMIT
+    ) -> list[AccountLoad]:
+        """The accounts of ``connector_name`` in ``account_key`` order (byte-wise), after the
+        account key ``after``, at most ``limit`` (1 to 500), each with its live leases now
+        (``in_flight``). One statement. Raises ``InvalidInput`` naming ``connectorName``,
+        ``after`` or ``limit``."""
+        query = (
+            _with_in_flight(self._ctx.clock())
+            .where(account.c.connector_name == check.key("connectorName", connector_name))
+            .order_by(account.c.account_key)
+            .limit(check.count("limit", limit, minimum=1, maximum=MAX_LIST_LIMIT))
+        )
+        if after is not None:
+            query = query.where(account.c.account_key > check.key("after", after))
+        return [_load(row) for row in await self._db.fetch_all(query)]
+
+
+def _load(row: Row | None) -> AccountLoad:
+    assert row is not None, "read after its upsert"
+    return AccountLoad(account=AccountRecord.from_row(row), in_flight=int(row["in_flight"]))

@@ -1,0 +1,119 @@
+"""The guards every path that takes a lease applies (DESIGN section 6), written once.
+
+A live lease is one on an attempted operation that has not lapsed (``lease_expires_at >=
+now``, epoch ms): what an account's cap counts and what the one-lease-per-entity rule
+forbids twice. An operation may take a lease (``lease_allowed``) when its account is not
+throttled and below its cap, and it is the oldest attempted operation of its provider entity
+(the watch identity) with no other operation of the entity holding a live lease.
+``store.leasing`` (``leaseOperations``), ``acquire_lease`` and ``claim_operation``
+(``store.operations``) build their statements from these; each takes a value or a ``param``
+for ``now``, and a ``subject`` whose attributes name the operation's identity columns (the
+operation table's ``c`` collection, or the parameters of a claim's new row).
+"""
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from store.records import ATTEMPTED, WATCH_IDENTITY
+from store.tables import account
+from store.tables import operation as op
+
+ORDER_COLUMNS = ("created_at", "caller_did", "operation_id")
+"""The claim order of operations (``listTrackedOperations``): which of an entity's is oldest."""
+
+
+def live(table: Any = op) -> sa.ColumnElement[bool]:
+    """State attempted, as a literal so the planner can match the partial indexes on live
+    operations."""
+    state: sa.ColumnElement[bool] = table.c.state == sa.literal_column(f"'{ATTEMPTED}'")
+    return state
+
+
+def live_lease(now: Any, table: Any = op) -> sa.ColumnElement[bool]:
+    """An attempted operation whose lease is held and has not lapsed at ``now``."""
+    return sa.and_(live(table), table.c.lease_token.is_not(None), table.c.lease_expires_at >= now)
+
+
+def _same_account(table: Any, subject: Any) -> sa.ColumnElement[bool]:
+    return sa.and_(
+        table.c.connector_name == subject.connector_name,
+        table.c.account_key == subject.account_key,
+    )
+
+
+def _other_of_entity(subject: Any, key: tuple[Any, Any] | None) -> tuple[Any, list[Any]]:
+    """An alias of operations and the conditions naming the live operations of ``subject``'s
+    entity other than ``key`` (the subject's own key; None for a row not yet written)."""
+    other = op.alias("entity_other")
+    conditions: list[Any] = [live(other)]
+    conditions += [other.c[name] == getattr(subject, name) for name in WATCH_IDENTITY]
+    if key is not None:
+        conditions.append(sa.tuple_(other.c.caller_did, other.c.operation_id) != sa.tuple_(*key))
+    return other, conditions
+
+
+def throttled(subject: Any, now: Any) -> sa.ColumnElement[bool]:
+    """``subject``'s account is throttled at ``now`` (``throttled_until > now``)."""
+    return sa.exists().where(_same_account(account, subject), account.c.throttled_until > now)
+
+
+def in_flight(subject: Any, now: Any, but: tuple[Any, Any] | None = None) -> Any:
+    """How many live leases ``subject``'s account holds at ``now`` (a scalar subquery),
+    not counting the operation at ``but``."""
+    leased = op.alias("leased")
+    query = sa.select(sa.func.count()).where(
+        _same_account(leased, subject), live_lease(now, leased)
+    )
+    if but is not None:
+        query = query.where(
+            sa.tuple_(leased.c.caller_did, leased.c.operation_id) != sa.tuple_(*but)
+        )
+    return query.scalar_subquery()
+
+
+def at_cap(subject: Any, now: Any, but: tuple[Any, Any] | None = None) -> sa.ColumnElement[bool]:
+    """``subject``'s account has a cap and its live leases (but ``but``'s) reach it."""
+    return sa.exists().where(
+        _same_account(account, subject),
+        account.c.max_in_flight.is_not(None),
+        account.c.max_in_flight <= in_flight(subject, now, but),
+    )
+
+
+def entity_taken(subject: Any, now: Any, key: tuple[Any, Any] | None) -> sa.ColumnElement[bool]:
+    """Another live operation of ``subject``'s entity holds a live lease at ``now``."""
+    other, conditions = _other_of_entity(subject, key)
+    return sa.exists().where(*conditions, live_lease(now, other))
+
+
+def older_in_entity(subject: Any, key: tuple[Any, Any] | None) -> sa.ColumnElement[bool]:
+    """``subject`` is not the oldest attempted operation of its entity (by claim order); for
+    a row not yet written (``key`` None), the entity has any attempted operation at all."""
+    other, conditions = _other_of_entity(subject, key)
+    if key is not None:
+        order = [getattr(subject, name) for name in ORDER_COLUMNS]
+        conditions.append(sa.tuple_(*(other.c[n] for n in ORDER_COLUMNS)) < sa.tuple_(*order))
+    return sa.exists().where(*conditions)
+
+
+def lease_allowed(
+    subject: Any, now: Any, key: tuple[Any, Any] | None, *, cap: bool = True
+) -> sa.ColumnElement[bool]:
+    """``subject`` (the operation at ``key``, or a claim's new row when None) may take a
+    lease at ``now``: its account is neither throttled nor at its cap (its own lease not
+    counted; ``cap`` False leaves the cap to the caller), it is the oldest attempted
+    operation of its entity, and no other operation of the entity holds a live lease."""
+    guards = [
+        sa.not_(throttled(subject, now)),
+        sa.not_(older_in_entity(subject, key)),
+        sa.not_(entity_taken(subject, now, key)),
+    ]
+    if cap:
+        guards.insert(1, sa.not_(at_cap(subject, now, key)))
+    return sa.and_(*guards)
+
+
+def own_key() -> tuple[Any, Any]:
+    """The key of the operation a statement over ``operation`` is deciding (its own row)."""
+    return (op.c.caller_did, op.c.operation_id)

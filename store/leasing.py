@@ -1,0 +1,472 @@
+"""Batch leasing (DESIGN section 6): hand out due operations and watches many at a time,
+fairly across owners, within each account's cap and throttle and one lease per provider
+entity; renew and release many leases at once. No seed counterpart (the seed leases one
+operation at a time); the guards are the single methods', written once in
+``store.operations``, ``store.watches`` and ``store.lease_guards``.
+
+Durations are relative (ms from the store's now): no caller's clock decides a guard.
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from store import lease_guards as guards
+from store import validation as check
+from store.context import StoreContext
+from store.errors import InvalidInput
+from store.operations import due_operation, held_by, lease_free, lease_values, releasable_by
+from store.records import OperationRecord, WatchRecord
+from store.tables import account
+from store.tables import operation as op
+from store.tables import projection_watch as watch
+from store.watches import IDENTITY_COLUMNS, claim_values, due_watch
+
+Filters = tuple[str | None, list[str] | None, str | None]
+"""``lease_operations``' connector, account keys and caller (each None: any)."""
+
+MIN_LEASE_MS = 1_000
+MAX_LEASE_MS = 3_600_000
+DEFAULT_BATCH = 10
+MAX_BATCH = 500
+"""The most operations or watches one call leases, and the most keys or account keys it
+names."""
+
+
+def fair_order(records: Sequence[OperationRecord]) -> list[OperationRecord]:
+    """``records`` in the order ``lease_operations`` hands them out: fair across owners (each
+    owner's k-th before any owner's (k+1)-th), then the time each became due
+    (``next_attempt_at``, or ``created_at`` when never deferred), then caller and operation id.
+    """
+    by_due = sorted(records, key=_due_key)
+    seen: dict[str, int] = {}
+    ranked = []
+    for record in by_due:
+        rank = seen[record.owner_did] = seen.get(record.owner_did, 0) + 1
+        ranked.append((rank, _due_key(record), record))
+    return [record for _, _, record in sorted(ranked, key=lambda item: item[:2])]
+
+
+def _due_key(record: OperationRecord) -> tuple[int, str, str]:
+    due = record.created_at if record.next_attempt_at is None else record.next_attempt_at
+    return (due, record.caller_did, record.operation_id)
+
+
+def _duration(field: str, value: Any) -> int:
+    return check.count(field, value, minimum=MIN_LEASE_MS, maximum=MAX_LEASE_MS)
+
+
+def _batch(value: Any) -> int:
+    return check.count("limit", value, minimum=1, maximum=MAX_BATCH)
+
+
+def _keys(keys: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    if len(keys) > MAX_BATCH:
+        raise InvalidInput("keys", f"must hold at most {MAX_BATCH} items")
+    found = [
+        (check.key("keys.callerDID", caller), check.key("keys.operationID", operation))
+        for caller, operation in keys
+    ]
+    return list(dict.fromkeys(found))
+
+
+def _in_keys(keys: Sequence[tuple[str, str]]) -> sa.ColumnElement[bool]:
+    return sa.tuple_(op.c.caller_did, op.c.operation_id).in_(
+        [sa.tuple_(caller, operation) for caller, operation in keys]
+    )
+
+
+class LeasingStore:
+    """``leaseOperations``, ``renewLeases``, ``releaseLeases`` and ``claimWatches``."""
+
+    def __init__(self, context: StoreContext) -> None:
+        self._ctx = context
+        self._db = context.db
+
+    async def lease_operations(
+        self,
+        token: str,
+        lease_ms: int,
+        *,
+        limit: int = DEFAULT_BATCH,
+        connector_name: str | None = None,
+        account_keys: Sequence[str] | None = None,
+        caller_did: str | None = None,
+    ) -> list[OperationRecord]:
+        """Lease up to ``limit`` (1 to 500) operations to ``token`` until the store's now +
+        ``lease_ms`` (1,000 to 3,600,000) and return them in ``fair_order``.
+
+        An operation qualifies when it is attempted, due (``next_attempt_at`` null or at
+        most now), its lease free or lapsed, called by ``caller_did`` when given (a
+        tenant's own calls), of ``connector_name`` and one of ``account_keys`` when given
+        (an empty list: nothing), and ``lease_guards.lease_allowed``: its account not
+        throttled, it the oldest attempted operation of its provider entity, no other of
+        the entity holding a live lease. Each capped account hands out at most its cap less
+        its live leases, in fair order. A takeover of a lapsed lease counts an abandoned
+        send as ``acquire_lease`` does (``lease_values``).
+
+        One transaction. On PostgreSQL it first locks every capped account in scope (in key
+        order; every path that takes a lease of a capped account locks it, so counts after
+        the lock are exact) and counts the owners with live operations; then ``UPDATE …
+        WHERE key IN (SELECT … FOR UPDATE SKIP LOCKED)`` over each owner's first ``depth``
+        qualifying operations (``_ranked_by_owner``; ``depth`` = ``limit`` / owners, rounded
+        up), so the cost follows the owners, not the operations due; concurrent leasers skip
+        each other's rows instead of waiting. When that leases fewer than ``limit`` (some
+        owners had fewer to give), it goes again for the rest with ``depth`` doubled, up to
+        ``limit``. For a tenant (``caller_did`` given) one ``UPDATE`` ranks every qualifying
+        operation it called (``_ranked_all``, found by the key's leading column); so it does
+        on SQLite, whose transaction is ``BEGIN IMMEDIATE``. Raises ``InvalidInput`` naming
+        ``leaseToken``, ``leaseMs``, ``limit``, ``connectorName`` or ``accountKeys``.
+        """
+        check.key("leaseToken", token)
+        duration = _duration("leaseMs", lease_ms)
+        size = _batch(limit)
+        connector = check.optional_key("connectorName", connector_name)
+        accounts = None
+        if account_keys is not None:
+            if len(account_keys) > MAX_BATCH:
+                raise InvalidInput("accountKeys", f"must hold at most {MAX_BATCH} items")
+            accounts = sorted(set(check.key_list("accountKeys", list(account_keys))))
+            if not accounts:
+                return []
+        caller = check.optional_key("callerDID", caller_did)
+        where: Filters = (connector, accounts, caller)
+        leased: list[OperationRecord] = []
+        async with self._db.write_transaction():
+            if self._db.is_postgres:
+                await self._db.fetch_all(_lock_capped_accounts(connector, accounts))
+            now = self._ctx.clock()
+            if not self._db.is_postgres or caller is not None:
+                # A tenant's calls are found through the key's leading column, the caller.
+                leased += await self._lease(now, token, duration, size, _ranked_all(now, where))
+                return fair_order(leased)
+            counted = await self._db.fetch_one(_count_owners())
+            owners = int(counted["n"]) if counted else 0
+            depth = max(1, -(-size // max(owners, 1)))
+            while True:
+                ranked = _ranked_by_owner(now, where, depth)
+                leased += await self._lease(now, token, duration, size - len(leased), ranked)
+                if len(leased) >= size or depth >= size:
+                    return fair_order(leased)
+                # Some owners had fewer than ``depth`` to give: the others' next ones.
+                depth = min(size, depth * 2)
+
+    async def _lease(
+        self, now: int, token: str, duration: int, size: int, candidate: sa.Subquery
+    ) -> list[OperationRecord]:
+        """Lease to ``token`` the first ``size`` of ``candidate`` that ``_chosen`` keeps."""
+        # A CTE, so the chosen keys are read once: an IN subquery with LIMIT and SKIP LOCKED
+        # may be run again for each row it is compared with, and lease more than ``size``.
+        chosen = _chosen(now, size, candidate).cte("chosen")
+        update = (
+            sa.update(op)
+            .where(
+                sa.tuple_(op.c.caller_did, op.c.operation_id).in_(sa.select(chosen)),
+                due_operation(now),
+            )
+            .values(lease_values(now, token, now + duration))
+            .returning(op)
+        )
+        return [OperationRecord.from_row(row) for row in await self._db.write_all(update)]
+
+    async def renew_leases(
+        self,
+        token: str,
+        lease_ms: int,
+        keys: Sequence[tuple[str, str]],
+        *,
+        caller_did: str | None = None,
+    ) -> list[OperationRecord]:
+        """Move the leases ``token`` holds on the operations at ``keys`` (caller, operation
+        id; at most 500) to the store's now + ``lease_ms`` (1,000 to 3,600,000), in any
+        state, and return the renewed operations in key order. The holder's guard of
+        ``renew_lease`` (``held_by``), and the lease must not have lapsed: a lapsed lease is
+        taken again through ``acquire_lease`` or ``lease_operations``, which apply the
+        account caps and the one-lease-per-entity rule. ``caller_did`` given: only that
+        caller's operations (a tenant's). One statement. Raises ``InvalidInput`` naming
+        ``leaseToken``, ``leaseMs`` or ``keys``."""
+        check.key("leaseToken", token)
+        duration = _duration("leaseMs", lease_ms)
+        wanted = _keys(keys)
+        caller = check.optional_key("callerDID", caller_did)
+        if not wanted:
+            return []
+        now = self._ctx.clock()
+        update = (
+            sa.update(op)
+            .where(_in_keys(wanted), held_by(token), op.c.lease_expires_at >= now)
+            .values(lease_expires_at=now + duration, updated_at=now)
+            .returning(op)
+        )
+        if caller is not None:
+            update = update.where(op.c.caller_did == caller)
+        return _in_order(await self._db.write_all(update))
+
+    async def release_leases(
+        self, token: str, keys: Sequence[tuple[str, str]], *, caller_did: str | None = None
+    ) -> list[OperationRecord]:
+        """Drop the leases of the operations at ``keys`` (at most 500) where ``token`` holds
+        it or none is held (``release_lease``'s guard, ``releasable_by``), and return those
+        operations in key order. ``caller_did`` given: only that caller's operations. One
+        statement. Raises ``InvalidInput`` naming ``leaseToken`` or ``keys``."""
+        check.key("leaseToken", token)
+        wanted = _keys(keys)
+        caller = check.optional_key("callerDID", caller_did)
+        if not wanted:
+            return []
+        now = self._ctx.clock()
+        update = (
+            sa.update(op)
+            .where(_in_keys(wanted), releasable_by(token))
+            .values(lease_token=None, lease_expires_at=None, updated_at=now)
+            .returning(op)
+        )
+        if caller is not None:
+            update = update.where(op.c.caller_did == caller)
+        return _in_order(await self._db.write_all(update))
+
+    async def claim_watches(
+        self,
+        claim_ms: int,
+        *,
+        limit: int = DEFAULT_BATCH,
+        connector_name: str | None = None,
+        owner_did: str | None = None,
+    ) -> list[WatchRecord]:
+        """Claim up to ``limit`` (1 to 500) due pending watches until the store's now +
+        ``claim_ms`` (1,000 to 3,600,000), fair across owners (each owner's k-th before any
+        owner's (k+1)-th, then ``next_attempt_at``, then identity), and return them in that
+        order. Due is ``claim_watch_attempt``'s guard (``due_watch``) at the store's now; a
+        takeover of a lapsed claim counts the abandoned verification attempt
+        (``claim_values``). ``owner_did`` given: only that owner's watches (a tenant's).
+        One statement (PostgreSQL: ``FOR UPDATE SKIP LOCKED``). Raises ``InvalidInput``
+        naming ``claimMs``, ``limit`` or ``connectorName``."""
+        duration = _duration("claimMs", claim_ms)
+        size = _batch(limit)
+        connector = check.optional_key("connectorName", connector_name)
+        owner = check.optional_key("ownerDID", owner_did)
+        now = self._ctx.clock()
+        rank = sa.func.row_number().over(
+            partition_by=watch.c.owner_did, order_by=[watch.c.next_attempt_at, *IDENTITY_COLUMNS]
+        )
+        due = sa.select(*IDENTITY_COLUMNS, watch.c.next_attempt_at, rank.label("owner_rank")).where(
+            due_watch(now)
+        )
+        if connector is not None:
+            due = due.where(watch.c.connector_name == connector)
+        if owner is not None:
+            due = due.where(watch.c.owner_did == owner)
+        ranked = due.subquery("ranked")
+        pick = watch.alias("pick")
+        chosen = (
+            sa.select(*(pick.c[column.name] for column in IDENTITY_COLUMNS))
+            .join_from(
+                pick,
+                ranked,
+                sa.and_(*(pick.c[c.name] == ranked.c[c.name] for c in IDENTITY_COLUMNS)),
+            )
+            .order_by(
+                ranked.c.owner_rank,
+                ranked.c.next_attempt_at,
+                *(ranked.c[c.name] for c in IDENTITY_COLUMNS),
+            )
+            .limit(size)
+            .with_for_update(of=pick, skip_locked=True)
+            .cte("chosen")
+        )
+        update = (
+            sa.update(watch)
+            .where(sa.tuple_(*IDENTITY_COLUMNS).in_(sa.select(chosen)), due_watch(now))
+            .values(claim_values(now + duration, now))
+            .returning(watch)
+        )
+        records = [WatchRecord.from_row(row) for row in await self._db.write_all(update)]
+        ranks: dict[str, int] = {}
+        placed = []
+        for record in sorted(records, key=lambda r: (r.next_attempt_at or 0, r.identity.parts)):
+            owner_rank = ranks[record.owner_did] = ranks.get(record.owner_did, 0) + 1
+            placed.append(
+                ((owner_rank, record.next_attempt_at or 0, record.identity.parts), record)
+            )
+        return [record for _, record in sorted(placed, key=lambda item: item[0])]
+
+
+def _in_order(rows: Sequence[Any]) -> list[OperationRecord]:
+    records = [OperationRecord.from_row(row) for row in rows]
+    return sorted(records, key=lambda record: (record.caller_did, record.operation_id))
+
+
+def _lock_capped_accounts(connector: str | None, accounts: list[str] | None) -> sa.Select[Any]:
+    """Lock every capped account a lease may draw on, in key order (no deadlock between
+    leasers)."""
+    query = (
+        sa.select(account.c.connector_name, account.c.account_key)
+        .where(account.c.max_in_flight.is_not(None))
+        .order_by(account.c.connector_name, account.c.account_key)
+        .with_for_update()
+    )
+    if connector is not None:
+        query = query.where(account.c.connector_name == connector)
+    if accounts is not None:
+        query = query.where(account.c.account_key.in_(accounts))
+    return query
+
+
+def _filtered(
+    query: sa.Select[Any], connector: str | None, accounts: list[str] | None, caller: str | None
+) -> sa.Select[Any]:
+    """``query`` over operations narrowed to ``connector``, ``accounts`` and ``caller``."""
+    if connector is not None:
+        query = query.where(op.c.connector_name == connector)
+    if accounts is not None:
+        query = query.where(op.c.account_key.in_(accounts))
+    if caller is not None:
+        query = query.where(op.c.caller_did == caller)
+    return query
+
+
+def _ranked_all(now: int, where: Filters) -> sa.Subquery:
+    """Every qualifying operation at ``now`` with its rank within its owner: one window over
+    them all (SQLite, and a tenant's own calls on PostgreSQL)."""
+    due_at = sa.func.coalesce(op.c.next_attempt_at, op.c.created_at)
+    owner_rank = sa.func.row_number().over(
+        partition_by=op.c.owner_did, order_by=[due_at, op.c.caller_did, op.c.operation_id]
+    )
+    candidates = sa.select(
+        op.c.caller_did,
+        op.c.operation_id,
+        op.c.connector_name,
+        op.c.account_key,
+        due_at.label("due_at"),
+        owner_rank.label("owner_rank"),
+    ).where(due_operation(now), guards.lease_allowed(op.c, now, guards.own_key(), cap=False))
+    return _filtered(candidates, *where).subquery("candidate")
+
+
+def _owners() -> sa.CTE:
+    """The owners with attempted operations, one index probe each (a loose index scan of
+    the entity index, which leads with the owner)."""
+    first = sa.select(sa.func.min(op.c.owner_did).label("owner_did")).where(guards.live())
+    owners = first.cte("owners", recursive=True)
+    following = (
+        sa.select(sa.func.min(op.c.owner_did))
+        .where(guards.live(), op.c.owner_did > owners.c.owner_did)
+        .scalar_subquery()
+    )
+    return owners.union_all(sa.select(following).where(owners.c.owner_did.is_not(None)))
+
+
+def _count_owners() -> sa.Select[Any]:
+    """How many owners have attempted operations (``_owners``)."""
+    owners = _owners()
+    return sa.select(sa.func.count().label("n")).where(owners.c.owner_did.is_not(None))
+
+
+def _ranked_by_owner(now: int, where: Filters, depth: int) -> sa.Subquery:
+    """The first ``depth`` qualifying operations of each owner at ``now``, with their rank
+    within the owner (PostgreSQL): per owner, a walk of each due index of the owner in due
+    order that stops at ``depth``, so the cost grows with the owners and ``depth``, not with
+    the operations due."""
+    owners = _owners()
+
+    def walk(never_deferred: bool) -> Any:
+        due_at = op.c.created_at if never_deferred else op.c.next_attempt_at
+        due = (
+            op.c.next_attempt_at.is_(None)
+            if never_deferred
+            else sa.and_(op.c.next_attempt_at.is_not(None), op.c.next_attempt_at <= now)
+        )
+        query = (
+            sa.select(
+                op.c.caller_did,
+                op.c.operation_id,
+                op.c.owner_did,
+                op.c.connector_name,
+                op.c.account_key,
+                due_at.label("due_at"),
+            )
+            .where(
+                op.c.owner_did == owners.c.owner_did,
+                guards.live(),
+                due,
+                lease_free(now),
+                guards.lease_allowed(op.c, now, guards.own_key(), cap=False),
+            )
+            .order_by(due_at, op.c.caller_did, op.c.operation_id)
+            .limit(depth)
+        )
+        return _filtered(query, *where).lateral()
+
+    sides = []
+    for never_deferred in (True, False):
+        side = walk(never_deferred)
+        sides.append(sa.select(side).select_from(owners.join(side, sa.true())))
+    both = sa.union_all(*sides).subquery("gathered")
+    owner_rank = sa.func.row_number().over(
+        partition_by=both.c.owner_did,
+        order_by=[both.c.due_at, both.c.caller_did, both.c.operation_id],
+    )
+    ranked = sa.select(
+        both.c.caller_did,
+        both.c.operation_id,
+        both.c.connector_name,
+        both.c.account_key,
+        both.c.due_at,
+        owner_rank.label("owner_rank"),
+    ).subquery("ranked")
+    # Past ``depth`` a rank may skip an operation the other walk did not reach.
+    return sa.select(ranked).where(ranked.c.owner_rank <= depth).subquery("candidate")
+
+
+def _chosen(now: int, size: int, candidate: sa.Subquery) -> sa.Select[Any]:
+    """The keys of the operations to lease at ``now`` among ``candidate`` (ranked within
+    their owner): those past their account's room dropped, the first ``size`` in fair order
+    that no other transaction holds locked (PostgreSQL: ``FOR UPDATE SKIP LOCKED``)."""
+    order = [
+        candidate.c.owner_rank,
+        candidate.c.due_at,
+        candidate.c.caller_did,
+        candidate.c.operation_id,
+    ]
+    capped = account.alias("capped")
+    room = (
+        sa.select(
+            candidate,
+            capped.c.max_in_flight.label("cap"),
+            sa.case(
+                (capped.c.max_in_flight.is_(None), None),
+                else_=capped.c.max_in_flight - guards.in_flight(candidate.c, now),
+            ).label("room"),
+            sa.func.row_number()
+            .over(
+                partition_by=[candidate.c.connector_name, candidate.c.account_key], order_by=order
+            )
+            .label("account_rank"),
+        )
+        .select_from(
+            candidate.outerjoin(
+                capped,
+                sa.and_(
+                    capped.c.connector_name == candidate.c.connector_name,
+                    capped.c.account_key == candidate.c.account_key,
+                ),
+            )
+        )
+        .subquery("capacity")
+    )
+    pick = op.alias("pick")
+    return (
+        sa.select(pick.c.caller_did, pick.c.operation_id)
+        .join_from(
+            pick,
+            room,
+            sa.and_(
+                pick.c.caller_did == room.c.caller_did, pick.c.operation_id == room.c.operation_id
+            ),
+        )
+        .where(sa.or_(room.c.room.is_(None), room.c.account_rank <= room.c.room))
+        .order_by(room.c.owner_rank, room.c.due_at, room.c.caller_did, room.c.operation_id)
+        .limit(size)
+        .with_for_update(of=pick, skip_locked=True)
+    )

@@ -1,0 +1,169 @@
+"""Batch leasing and provider accounts over GraphQL (the documents of graphql/operations), on
+both backends: the mutations' outcomes, a tenant's rights, input bounds naming the field."""
+
+import pytest
+
+from tests.api.conftest import GraphQLClient, app_client, claim_input, error_codes
+from tests.tokens import mint
+
+LEASE = {"leaseToken": "worker-1", "leaseMs": 60_000}
+TENANT_A = mint("did:a", "operations:read operations:write watches:read watches:write")
+
+
+async def due_claims(gql: GraphQLClient, count: int, **overrides) -> None:
+    """``count`` operations claimed with a lapsed lease (due at once), each its own entity."""
+    for n in range(count):
+        data = await gql.run(
+            "ClaimOperation",
+            input=claim_input(
+                operationID=f"op-{n}", sourceID=f"evt-{n}", leaseExpiresAt=0, **overrides
+            ),
+        )
+        assert data["claimOperation"]["__typename"] == "OperationClaimed"
+
+
+async def test_lease_operations__leases_and_returns_lean_operations(gql, clock):
+    await due_claims(gql, 3)
+
+    data = await gql.run("LeaseOperations", input=LEASE | {"limit": 2})
+
+    leased = data["leaseOperations"]["operations"]
+    assert [op["operationID"] for op in leased] == ["op-0", "op-1"]
+    assert {op["leaseExpiresAt"] for op in leased} == {clock.now + 60_000}
+    again = await gql.run("LeaseOperations", input=LEASE)
+    assert [op["operationID"] for op in again["leaseOperations"]["operations"]] == ["op-2"]
+
+
+async def test_renew_and_release_leases__the_holder(gql, clock):
+    await due_claims(gql, 2)
+    await gql.run("LeaseOperations", input=LEASE)
+    keys = [{"callerDID": "did:key:caller", "operationID": f"op-{n}"} for n in range(2)]
+    clock.advance(1_000)
+
+    renewed = await gql.run("RenewLeases", input=LEASE | {"keys": keys})
+    stranger = await gql.run("ReleaseLeases", input={"leaseToken": "other", "keys": keys})
+    released = await gql.run("ReleaseLeases", input={"leaseToken": "worker-1", "keys": keys})
+
+    assert {op["leaseExpiresAt"] for op in renewed["renewLeases"]["renewed"]} == {
+        clock.now + 60_000
+    }
+    assert stranger["releaseLeases"]["released"] == []
+    assert [op["operationID"] for op in released["releaseLeases"]["released"]] == ["op-0", "op-1"]
+
+
+async def test_account_limit_and_throttle__bind_leasing(gql, clock):
+    await due_claims(gql, 4)
+
+    limited = await gql.run(
+        "SetAccountLimit",
+        input={"connectorName": "calendar", "accountKey": "acct-1", "maxInFlight": 1},
+    )
+    leased = await gql.run("LeaseOperations", input=LEASE)
+    throttled = await gql.run(
+        "ThrottleAccount",
+        input={"connectorName": "calendar", "accountKey": "acct-1", "retryAfterMs": 5_000},
+    )
+    accounts = await gql.run("Accounts", connectorName="calendar")
+
+    assert limited["setAccountLimit"]["account"] == {
+        "connectorName": "calendar",
+        "accountKey": "acct-1",
+        "maxInFlight": 1,
+        "inFlight": 0,
+        "throttledUntil": None,
+    }
+    assert len(leased["leaseOperations"]["operations"]) == 1
+    assert throttled["throttleAccount"]["account"]["throttledUntil"] == clock.now + 5_000
+    (edge,) = accounts["accounts"]["edges"]
+    assert edge["node"]["inFlight"] == 1
+
+
+async def test_claim_watches__claims_due_watches(gql, clock):
+    claimed = await gql.run("ClaimOperation", input=claim_input(leaseExpiresAt=clock.now + 1000))
+    version = claimed["claimOperation"]["operation"]["version"]
+    await gql.run(
+        "FinalizeOperation",
+        input={"callerDID": "did:key:caller", "operationID": "op-1", "version": version}
+        | {"leaseToken": "lease-A", "dueAt": clock.now},
+    )
+
+    data = await gql.run("ClaimWatches", input={"claimMs": 30_000})
+
+    (watch,) = data["claimWatches"]["watches"]
+    assert watch["claimedUntil"] == clock.now + 30_000
+    assert (await gql.run("ClaimWatches", input={"claimMs": 30_000}))["claimWatches"] == {
+        "watches": []
+    }
+
+
+async def test_lease_operations__a_tenant_leases_only_what_it_called(store, gql):
+    await due_claims(gql, 2)
+    await due_claims(gql, 1, callerDID="did:a", ownerDID="did:a")
+
+    async with app_client(store, token=TENANT_A) as tenant:
+        response = await tenant.post(
+            "/graphql",
+            json={
+                "query": 'mutation { leaseOperations(input: {leaseToken: "t", leaseMs: 60000})'
+                " { operations { callerDID operationID } } }"
+            },
+        )
+
+    assert response.json()["data"]["leaseOperations"]["operations"] == [
+        {"callerDID": "did:a", "operationID": "op-0"}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("document", "field"),
+    [
+        (
+            'leaseOperations(input: {leaseToken: "t", leaseMs: 999}) { operations { id } }',
+            "leaseMs",
+        ),
+        (
+            'leaseOperations(input: {leaseToken: "t", leaseMs: 3600001}) { operations { id } }',
+            "leaseMs",
+        ),
+        (
+            'leaseOperations(input: {leaseToken: "t", leaseMs: 1000, limit: 501}) '
+            "{ operations { id } }",
+            "limit",
+        ),
+        (
+            'renewLeases(input: {leaseToken: "t", leaseMs: 0, keys: []}) { renewed { id } }',
+            "leaseMs",
+        ),
+        ("claimWatches(input: {claimMs: 999}) { watches { id } }", "claimMs"),
+        ("claimWatches(input: {claimMs: 1000, limit: 0}) { watches { id } }", "limit"),
+        (
+            'throttleAccount(input: {connectorName: "c", accountKey: "a", retryAfterMs: 0}) '
+            "{ account { accountKey } }",
+            "retryAfterMs",
+        ),
+        (
+            'throttleAccount(input: {connectorName: "c", accountKey: "a", '
+            "retryAfterMs: 86400001}) { account { accountKey } }",
+            "retryAfterMs",
+        ),
+        (
+            'setAccountLimit(input: {connectorName: "c", accountKey: "a", maxInFlight: -1}) '
+            "{ account { accountKey } }",
+            "maxInFlight",
+        ),
+    ],
+)
+async def test_leasing_mutations__bad_input_names_the_field(gql, document, field):
+    body = await gql.query(f"mutation {{ {document} }}")
+
+    assert error_codes(body) == ["BAD_USER_INPUT"]
+    assert body["errors"][0]["extensions"]["field"] == field
+
+
+async def test_accounts__a_tenant_is_forbidden(store):
+    async with app_client(store, token=TENANT_A) as tenant:
+        response = await tenant.post(
+            "/graphql", json={"query": '{ accounts(connectorName: "c") { edges { cursor } } }'}
+        )
+
+    assert error_codes(response.json()) == ["FORBIDDEN"]

@@ -1,0 +1,143 @@
+"""Leasing raced for real, on both backends: many leasers (and acquireLease and claims) at
+once, each in its own task and connection. No operation is held by two live leases, no
+account passes its cap, no provider entity has two live leases, and no call fails."""
+
+import asyncio
+from collections import Counter
+
+from store import ConnectorStore
+from store.operations import OperationFilter
+from tests.factories import LEASE_MS, claim
+from tests.leasing_factories import (
+    due_operations,
+    due_record,
+    due_watch_record,
+    insert_operations,
+    insert_watches,
+)
+
+LEASERS = 16
+
+
+async def race(calls):
+    results = await asyncio.gather(
+        *(asyncio.create_task(call) for call in calls), return_exceptions=True
+    )
+    errors = [result for result in results if isinstance(result, BaseException)]
+    assert errors == [], errors
+    return results
+
+
+async def drain(store: ConnectorStore, token: str, limit: int = 50) -> list:
+    """Lease until a call leases nothing; every lease stays live (the clock stands)."""
+    leased = []
+    while batch := await store.leasing.lease_operations(token, LEASE_MS, limit=limit):
+        leased.extend(batch)
+    return leased
+
+
+async def live_leases(store: ConnectorStore) -> list:
+    now = store.clock()
+    rows = await store.operations.list_tracked_operations(OperationFilter())
+    return [
+        r for r in rows if r.lease_token and r.lease_expires_at >= now and r.state == "attempted"
+    ]
+
+
+async def test_lease_operations__16_leasers_lease_each_of_1000_exactly_once(store):
+    await due_operations(store, 1000)
+
+    results = await race(drain(store, f"leaser-{n}") for n in range(LEASERS))
+
+    counts = Counter((r.caller_did, r.operation_id) for batch in results for r in batch)
+    assert len(counts) == 1000
+    assert set(counts.values()) == {1}
+    assert len(await live_leases(store)) == 1000
+
+
+async def test_lease_operations__concurrent_leasers_keep_the_cap(store):
+    await due_operations(store, 200)
+    await store.accounts.set_account_limit("calendar", "acct-1", 2)
+
+    results = await race(drain(store, f"leaser-{n}", limit=5) for n in range(LEASERS))
+
+    assert sum(len(batch) for batch in results) == 2
+    assert len(await live_leases(store)) == 2
+
+
+async def test_acquire_lease__concurrent_with_leasers_keeps_the_cap(store, clock):
+    await due_operations(store, 40)
+    await store.accounts.set_account_limit("calendar", "acct-1", 2)
+    acquires = [
+        store.operations.acquire_lease("did:key:caller", f"op-{n}", f"acq-{n}", clock() + LEASE_MS)
+        for n in range(0, 40, 2)
+    ]
+
+    await race([*acquires, *(drain(store, f"leaser-{n}", limit=3) for n in range(8))])
+
+    assert len(await live_leases(store)) == 2
+
+
+async def test_claim_operation__concurrent_claims_keep_the_cap(store, clock):
+    await store.accounts.set_account_limit("calendar", "acct-1", 2)
+    claims = [
+        claim(
+            operation_id=f"op-{n}",
+            source_id=f"evt-{n}",
+            lease_token=f"c-{n}",
+            lease_expires_at=clock() + LEASE_MS,
+        )
+        for n in range(LEASERS * 2)
+    ]
+
+    results = await race(store.operations.claim_operation(c) for c in claims)
+
+    assert {r.status for r in results} == {"claimed"}
+    assert len(await live_leases(store)) == 2
+
+
+async def test_claim_operation__concurrent_claims_of_one_entity_lease_one(store, clock):
+    claims = [
+        claim(operation_id=f"op-{n}", lease_token=f"c-{n}", lease_expires_at=clock() + LEASE_MS)
+        for n in range(LEASERS * 2)
+    ]
+
+    await race(store.operations.claim_operation(c) for c in claims)
+
+    assert len(await live_leases(store)) == 1
+
+
+async def test_lease_operations__concurrent_leasers_lease_one_per_entity(store, clock):
+    await insert_operations(
+        store, [due_record(store, n, source_id=f"evt-{n % 10}") for n in range(100)]
+    )
+    acquires = [
+        store.operations.acquire_lease("did:key:caller", f"op-{n}", f"acq-{n}", clock() + LEASE_MS)
+        for n in range(100)
+    ]
+
+    await race([*acquires, *(drain(store, f"leaser-{n}", limit=7) for n in range(LEASERS))])
+
+    live = await live_leases(store)
+    entities = Counter(r.source_id for r in live)
+    assert len(live) == 10
+    assert set(entities.values()) == {1}
+    assert all(int(r.operation_id[3:]) < 10 for r in live)
+
+
+async def test_claim_watches__16_claimers_claim_each_of_300_once(store):
+    await insert_watches(
+        store, [due_watch_record(store, n, owner_did=f"o{n % 7}") for n in range(300)]
+    )
+
+    async def claimer():
+        claimed = []
+        while batch := await store.leasing.claim_watches(LEASE_MS, limit=20):
+            claimed.extend(batch)
+        return claimed
+
+    results = await race(claimer() for _ in range(LEASERS))
+
+    counts = Counter(w.identity for batch in results for w in batch)
+    assert len(counts) == 300
+    assert set(counts.values()) == {1}

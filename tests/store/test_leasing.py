@@ -1,0 +1,418 @@
+"""Batch leasing (store.leasing) and the lease guards on every path that takes a lease, on
+both backends: what qualifies, the fair order, caps, throttles, one lease per provider
+entity, takeovers, and every refusal."""
+
+import pytest
+
+from store.errors import InvalidInput
+from store.leasing import fair_order
+from tests.factories import (
+    LEASE_MS,
+    claim,
+    claimed_operation,
+    marked_operation,
+    reread,
+    transition,
+)
+from tests.leasing_factories import due_operations, due_record, insert_operations
+
+TOKEN = "lease-W"
+
+
+async def lease(store, limit=10, **options):
+    return await store.leasing.lease_operations(TOKEN, LEASE_MS, limit=limit, **options)
+
+
+def keys(records):
+    return sorted(record.operation_id for record in records)
+
+
+async def test_lease_operations__leases_due_operations_to_the_token(store, clock):
+    await due_operations(store, 3)
+
+    leased = await lease(store)
+
+    assert keys(leased) == ["op-0", "op-1", "op-2"]
+    assert {r.lease_token for r in leased} == {TOKEN}
+    assert {r.lease_expires_at for r in leased} == {clock() + LEASE_MS}
+    assert [await reread(store, r) for r in leased] == leased
+
+
+async def test_lease_operations__a_live_lease_is_skipped_until_it_lapses(store, clock):
+    await due_operations(store, 2)
+    first = await lease(store)
+
+    assert await lease(store) == []
+    clock.advance(LEASE_MS + 1)
+    again = await lease(store)
+
+    assert keys(again) == keys(first)
+
+
+async def test_lease_operations__not_due_or_finished_is_skipped(store, clock):
+    await insert_operations(
+        store,
+        [
+            due_record(store, 0, next_attempt_at=clock() + 1),
+            due_record(store, 1, state="committed"),
+            due_record(store, 2, next_attempt_at=clock()),
+        ],
+    )
+
+    assert keys(await lease(store)) == ["op-2"]
+
+
+async def test_lease_operations__limit_connector_accounts_and_caller_filter(store):
+    await insert_operations(
+        store,
+        [
+            due_record(store, 0),
+            due_record(store, 1, connector_name="crm"),
+            due_record(store, 2, account_key="acct-2"),
+            due_record(store, 3, caller_did="did:key:other"),
+            due_record(store, 4),
+        ],
+    )
+
+    assert keys(await lease(store, connector_name="crm")) == ["op-1"]
+    assert keys(await lease(store, account_keys=["acct-2"])) == ["op-2"]
+    assert keys(await lease(store, caller_did="did:key:other")) == ["op-3"]
+    assert await lease(store, account_keys=[]) == []
+    assert keys(await lease(store, limit=1)) == ["op-0"]
+
+
+async def test_lease_operations__fair_across_owners(store):
+    many = [due_record(store, n, owner_did="did:key:big") for n in range(20)]
+    one = due_record(store, 100, owner_did="did:key:small")
+    await insert_operations(store, [*many, one])
+
+    leased = await lease(store, limit=3)
+
+    assert [r.operation_id for r in leased] == ["op-0", "op-100", "op-1"]
+
+
+async def test_lease_operations__one_per_entity_oldest_first(store, clock):
+    await insert_operations(
+        store,
+        [due_record(store, n, source_id="evt-same") for n in range(3)],
+    )
+
+    first = await lease(store)
+    assert keys(first) == ["op-0"]
+    assert await lease(store) == []
+
+    clock.advance(LEASE_MS + 1)
+    assert keys(await lease(store)) == ["op-0"]
+
+
+async def test_lease_operations__a_deferred_older_operation_holds_back_the_entity(store, clock):
+    await insert_operations(
+        store,
+        [
+            due_record(store, 0, source_id="evt-same", next_attempt_at=clock() + 60_000),
+            due_record(store, 1, source_id="evt-same"),
+        ],
+    )
+
+    assert await lease(store) == []
+
+
+async def test_lease_operations__the_entity_frees_when_the_older_finishes(store, clock):
+    older = await claimed_operation(store, operation_id="op-old", source_id="evt-same")
+    newer = due_record(store, 1, source_id="evt-same", created_at=clock() + 1)
+    await insert_operations(store, [newer])
+    clock.advance(LEASE_MS + 1)
+    (taken,) = await lease(store)
+    assert taken.operation_id == older.operation_id
+
+    assert await store.operations.record_operation(transition(taken, to_state="failed"))
+
+    assert keys(await lease(store)) == ["op-1"]
+
+
+async def test_lease_operations__refused_while_a_younger_of_the_entity_holds_a_lease(store):
+    """A younger operation leased before the older one existed (e.g. another replica's
+    clock): the older one waits until that lease ends."""
+    await claimed_operation(store, operation_id="op-young", source_id="evt-same")
+    await insert_operations(store, [due_record(store, 1, source_id="evt-same")])
+
+    assert await lease(store) == []
+
+
+async def test_lease_operations__cap_bounds_live_leases_of_the_account(store, clock):
+    await due_operations(store, 5)
+    await store.accounts.set_account_limit("calendar", "acct-1", 2)
+
+    assert len(await lease(store)) == 2
+    assert await lease(store) == []
+    clock.advance(LEASE_MS + 1)
+    assert len(await lease(store)) == 2
+
+
+async def test_lease_operations__cap_counts_leases_held_through_other_paths(store):
+    await claimed_operation(store, operation_id="held", source_id="evt-held")
+    await due_operations(store, 5)
+    await store.accounts.set_account_limit("calendar", "acct-1", 2)
+
+    assert len(await lease(store)) == 1
+
+
+async def test_lease_operations__cap_of_one_account_leaves_others_unbounded(store):
+    await insert_operations(
+        store,
+        [due_record(store, n) for n in range(4)]
+        + [due_record(store, 10 + n, account_key="acct-2") for n in range(4)],
+    )
+    await store.accounts.set_account_limit("calendar", "acct-1", 1)
+
+    leased = await lease(store)
+
+    assert sorted(r.account_key for r in leased) == ["acct-1"] + ["acct-2"] * 4
+
+
+async def test_lease_operations__throttled_account_gets_none_until_its_time(store, clock):
+    await due_operations(store, 2)
+    await store.accounts.throttle_account("calendar", "acct-1", 5_000)
+
+    assert await lease(store) == []
+    clock.advance(4_999)
+    assert await lease(store) == []
+    clock.advance(1)
+    assert len(await lease(store)) == 2
+
+
+async def test_lease_operations__takeover_counts_an_abandoned_send(store, clock):
+    marked = await marked_operation(store)
+    clock.advance(LEASE_MS + 1)
+
+    (taken,) = await lease(store)
+
+    assert taken.attempts == marked.attempts + 1
+    assert taken.send_marker == "*abandoned*"
+    assert taken.lease_token == TOKEN
+
+
+async def test_lease_operations__takeover_of_an_unmarked_run_counts_nothing(store, clock):
+    claimed = await claimed_operation(store)
+    clock.advance(LEASE_MS + 1)
+
+    (taken,) = await lease(store)
+
+    assert taken.attempts == claimed.attempts
+    assert taken.send_marker is None
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"lease_ms": 999}, "leaseMs"),
+        ({"lease_ms": 3_600_001}, "leaseMs"),
+        ({"limit": 0}, "limit"),
+        ({"limit": 501}, "limit"),
+        ({"connector_name": ""}, "connectorName"),
+        ({"account_keys": [""]}, "accountKeys"),
+        ({"account_keys": [f"a{n}" for n in range(501)]}, "accountKeys"),
+        ({"token": ""}, "leaseToken"),
+    ],
+)
+async def test_lease_operations__bad_input_names_the_field(store, options, field):
+    arguments = {"token": TOKEN, "lease_ms": LEASE_MS} | options
+    token, lease_ms = arguments.pop("token"), arguments.pop("lease_ms")
+
+    with pytest.raises(InvalidInput) as raised:
+        await store.leasing.lease_operations(token, lease_ms, **arguments)
+
+    assert raised.value.field == field
+
+
+def test_fair_order__owner_rank_then_due_then_key(store):
+    records = [
+        due_record(store, 0, owner_did="a"),
+        due_record(store, 1, owner_did="a"),
+        due_record(store, 2, owner_did="b"),
+        due_record(store, 3, owner_did="a", next_attempt_at=1),
+    ]
+
+    assert [r.operation_id for r in fair_order(records)] == ["op-3", "op-2", "op-0", "op-1"]
+
+
+async def test_acquire_lease__refused_at_the_cap(store, clock):
+    await claimed_operation(store, operation_id="held", source_id="evt-held")
+    await due_operations(store, 1)
+    await store.accounts.set_account_limit("calendar", "acct-1", 1)
+
+    refused = await store.operations.acquire_lease("did:key:caller", "op-0", TOKEN, clock() + 1000)
+
+    assert refused is None
+    assert (await store.operations.get_operation("did:key:caller", "op-0")).lease_token is None
+
+
+async def test_acquire_lease__the_holder_renews_at_the_cap(store, clock):
+    held = await claimed_operation(store)
+    await store.accounts.set_account_limit("calendar", "acct-1", 1)
+
+    again = await store.operations.acquire_lease(
+        held.caller_did, held.operation_id, held.lease_token, clock() + 5000
+    )
+
+    assert again is not None and again.lease_expires_at == clock() + 5000
+
+
+async def test_acquire_lease__refused_while_throttled(store, clock):
+    await due_operations(store, 1)
+    await store.accounts.throttle_account("calendar", "acct-1", 1_000)
+
+    assert (
+        await store.operations.acquire_lease("did:key:caller", "op-0", TOKEN, clock() + 1) is None
+    )
+    clock.advance(1_000)
+    assert await store.operations.acquire_lease("did:key:caller", "op-0", TOKEN, clock() + 1)
+
+
+async def test_acquire_lease__refused_for_a_newer_operation_of_the_entity(store, clock):
+    await insert_operations(store, [due_record(store, n, source_id="evt-same") for n in range(2)])
+
+    assert (
+        await store.operations.acquire_lease("did:key:caller", "op-1", TOKEN, clock() + 1) is None
+    )
+    assert await store.operations.acquire_lease("did:key:caller", "op-0", TOKEN, clock() + 1)
+
+
+async def test_acquire_lease__refused_while_another_of_the_entity_holds_a_lease(store, clock):
+    # A younger operation leased before the older one existed (e.g. clock skew).
+    await insert_operations(
+        store,
+        [
+            due_record(
+                store, 1, source_id="evt-same", lease_token="other", lease_expires_at=clock() + 1000
+            ),
+            due_record(store, 0, source_id="evt-same", created_at=clock() - 2_000_000),
+        ],
+    )
+
+    assert (
+        await store.operations.acquire_lease("did:key:caller", "op-0", TOKEN, clock() + 1) is None
+    )
+
+
+async def test_claim_operation__a_second_of_the_entity_is_claimed_unleased_and_due(store, clock):
+    await claimed_operation(store, operation_id="op-1")
+
+    result = await store.operations.claim_operation(
+        claim(operation_id="op-2", lease_expires_at=clock() + LEASE_MS)
+    )
+
+    assert result.status == "claimed"
+    assert result.operation.lease_expires_at == clock() - 1
+    assert result.operation.next_attempt_at is None
+
+
+async def test_claim_operation__unleased_at_the_cap(store, clock):
+    await store.accounts.set_account_limit("calendar", "acct-1", 1)
+    await claimed_operation(store, operation_id="op-1")
+
+    second = await claimed_operation(store, operation_id="op-2", source_id="evt-2")
+
+    assert second.lease_expires_at == clock() - 1
+
+
+async def test_claim_operation__unleased_while_throttled(store, clock):
+    await store.accounts.throttle_account("calendar", "acct-1", 1_000)
+
+    claimed = await claimed_operation(store)
+
+    assert claimed.lease_expires_at == clock() - 1
+
+
+async def test_claim_operation__leased_where_allowed_and_creates_the_account(store, clock):
+    claimed = await claimed_operation(store)
+
+    assert claimed.lease_expires_at == clock() + LEASE_MS
+    (account,) = await store.accounts.list_accounts("calendar")
+    assert account.in_flight == 1
+    assert account.account.max_in_flight is None
+
+
+async def test_renew_leases__the_holder_only_and_not_lapsed(store, clock):
+    await due_operations(store, 3)
+    leased = await lease(store, limit=2)
+    keys_of = [(r.caller_did, r.operation_id) for r in leased]
+    clock.advance(1000)
+
+    renewed = await store.leasing.renew_leases(
+        TOKEN, 60_000, [*keys_of, ("did:key:caller", "op-2")]
+    )
+    assert [r.operation_id for r in renewed] == keys(leased)
+    assert {r.lease_expires_at for r in renewed} == {clock() + 60_000}
+
+    assert await store.leasing.renew_leases("stranger", 60_000, keys_of) == []
+    clock.advance(60_001)
+    assert await store.leasing.renew_leases(TOKEN, 60_000, keys_of) == []
+
+
+async def test_renew_leases__a_tenant_renews_only_its_calls(store):
+    await due_operations(store, 1)
+    (leased,) = await lease(store)
+
+    key = [(leased.caller_did, leased.operation_id)]
+    assert await store.leasing.renew_leases(TOKEN, 60_000, key, caller_did="did:key:other") == []
+
+
+async def test_release_leases__the_holder_only(store):
+    await due_operations(store, 2)
+    leased = await lease(store)
+    keys_of = [(r.caller_did, r.operation_id) for r in leased]
+
+    assert await store.leasing.release_leases("stranger", keys_of) == []
+    released = await store.leasing.release_leases(TOKEN, keys_of)
+
+    assert [r.lease_token for r in released] == [None, None]
+    assert keys(await lease(store)) == keys(leased)
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda s: s.leasing.renew_leases(TOKEN, 999, []), "leaseMs"),
+        (lambda s: s.leasing.renew_leases("", 1000, []), "leaseToken"),
+        (lambda s: s.leasing.renew_leases(TOKEN, 1000, [("", "x")]), "keys.callerDID"),
+        (lambda s: s.leasing.release_leases(TOKEN, [("x", "y")] * 501), "keys"),
+        (lambda s: s.leasing.claim_watches(999), "claimMs"),
+        (lambda s: s.leasing.claim_watches(1000, limit=501), "limit"),
+    ],
+)
+async def test_batch_leases__bad_input_names_the_field(store, call, field):
+    with pytest.raises(InvalidInput) as raised:
+        await call(store)
+
+    assert raised.value.field == field
+
+
+async def test_lease_operations__one_due_of_a_tenant_among_10000_of_another_in_first_50(store):
+    others = [due_record(store, n, owner_did="did:key:big") for n in range(10_000)]
+    mine = due_record(store, 20_000, owner_did="did:key:small", caller_did="did:key:small")
+    await insert_operations(store, [*others, mine])
+
+    leased = await lease(store, limit=50)
+
+    assert len(leased) == 50
+    assert ("did:key:small", "op-20000") in [(r.caller_did, r.operation_id) for r in leased]
+
+
+async def test_lease_operations__owners_with_little_leave_the_rest_to_others(store):
+    """On PostgreSQL the first walk takes limit/owners of each owner (here 4); the owners
+    with less leave room that a deeper walk fills from the others, in fair order."""
+    await insert_operations(
+        store,
+        [due_record(store, n, owner_did="a") for n in range(10)]
+        + [due_record(store, 20, owner_did="b"), due_record(store, 21, owner_did="c")],
+    )
+
+    leased = await lease(store, limit=10)
+
+    assert [r.operation_id for r in leased] == [
+        "op-0",
+        "op-20",
+        "op-21",
+        *(f"op-{n}" for n in range(1, 8)),
+    ]
