@@ -160,7 +160,10 @@ def test_http_protocol__has_what_the_bounded_protocol_relies_on(protocol_class, 
         loop.close()
     source = inspect.getsource(cycle_class.__init__)
     assert "self.response_complete = False" in source
+    assert "self.response_started = False" in source
     assert "self.more_body = True" in source
+    assert "self.body = " in source
+    assert "self.scope = scope" in source
 
 
 @pytest.mark.parametrize("parser", ["httptools", "h11"])
@@ -350,6 +353,66 @@ def test_max_header_bytes__a_refused_body_still_arriving_is_not_taken_for_a_head
             while chunk := sock.recv(65536):
                 more += chunk
     assert b"431" not in more, more
+
+
+def chunked_head(token: str | None) -> bytes:
+    authorization = f"Authorization: Bearer {token}\r\n" if token else ""
+    return (
+        "POST /graphql HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        f"{authorization}Transfer-Encoding: chunked\r\n\r\n"
+    ).encode()
+
+
+def test_early_answer__a_401_before_the_body_closes_the_connection_instead_of_draining(bounded):
+    """No token, a chunked body still arriving: the 401 says ``Connection: close`` and the
+    connection closes, however long the client would go on sending."""
+    with connect(bounded) as sock:
+        sock.sendall(chunked_head(None) + b"1\r\n{\r\n" * 10)
+        started = time.monotonic()
+        received, closed = read_until_closed(sock)
+    assert received.startswith(b"HTTP/1.1 401"), received[:200]
+    assert b"connection: close" in received.lower()
+    assert closed - started < SLACK_S
+
+
+def test_early_answer__a_body_less_request_keeps_its_connection(bounded):
+    with connect(bounded) as sock:
+        for _ in range(2):
+            sock.sendall(HEALTHZ)
+            answer = read_response(sock)
+            assert answer.startswith(b"HTTP/1.1 200")
+            assert b"connection: close" not in answer.lower()
+
+
+def send_one_byte_chunks(sock: socket.socket, count: int) -> None:
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        for _ in range(count // 10_000):
+            sock.sendall(b"1\r\n \r\n" * 10_000)
+
+
+def test_max_body_framing_bytes__a_body_of_one_byte_chunks_refused_413_and_closed(bounded):
+    """200,000 one-byte chunks (1.2 MB on the wire for a 200 KB body, within
+    ``MAX_BODY_BYTES``), with a valid token: refused once the framing passes 64 KiB, the
+    connection closed, and ``/healthz`` answers meanwhile."""
+    with connect(bounded) as sock:
+        sock.sendall(chunked_head(SERVICE_TOKEN))
+        started = time.monotonic()
+        send_one_byte_chunks(sock, 200_000)
+        received, closed = read_until_closed(sock)
+        assert httpx.get(bounded.url + "/healthz", timeout=SLACK_S).status_code == 200
+    assert received.startswith(b"HTTP/1.1 413"), received[:200]
+    assert closed - started < SLACK_S
+    assert "MAX_BODY_FRAMING_BYTES" in bounded.output()
+
+
+def test_max_body_framing_bytes__a_chunked_body_of_ordinary_chunks_is_answered(bounded):
+    body = json.dumps({"query": "{ __typename }", "variables": {"pad": "x" * 200_000}})
+    chunks = [body[i : i + 1024].encode() for i in range(0, len(body), 1024)]
+    framed = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for chunk in chunks) + b"0\r\n\r\n"
+    with connect(bounded) as sock:
+        sock.sendall(chunked_head(SERVICE_TOKEN) + framed)
+        answer = read_response_head(sock)
+    assert answer.startswith(b"HTTP/1.1 200"), answer
 
 
 def test_body_timeout__stalled_body_answered_408_and_closed(bounded):
