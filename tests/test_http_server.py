@@ -11,10 +11,12 @@ import inspect
 import json
 import signal
 import socket
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import asyncpg
 import httpx
 import pytest
 from graphql import get_introspection_query
@@ -558,3 +560,77 @@ def test_freeze_startup_objects__what_lives_now_is_out_of_the_collectors_sight()
         assert gc.get_count()[2] == 0
     finally:
         gc.unfreeze()
+
+
+@contextlib.asynccontextmanager
+async def sync_state_locked(url: str) -> AsyncIterator[None]:
+    """A peer session holding a write lock on the sync-state table for the block."""
+    if url.startswith("sqlite"):
+        peer = sqlite3.connect(url.split("///", 1)[1], isolation_level=None)
+        peer.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            peer.execute("ROLLBACK")
+            peer.close()
+        return
+    connection = await asyncpg.connect(url.replace("+asyncpg", ""))
+    transaction = connection.transaction()
+    await transaction.start()
+    await connection.execute("LOCK TABLE kubun_connector_sync_state IN ACCESS EXCLUSIVE MODE")
+    try:
+        yield
+    finally:
+        await transaction.rollback()
+        await connection.close()
+
+
+SET_SYNC_STATE = json.dumps(
+    {
+        "query": 'mutation { setSyncState(input: {connectorName: "c", ownerDID: "did:v", '
+        'lastSyncedAt: "2026-01-01T00:00:00+00:00", entityCount: 0, status: IDLE}) '
+        "{ syncState { version } } }"
+    }
+).encode()
+
+
+async def test_sigterm__a_request_waiting_on_a_lock_at_the_end_of_the_grace_gets_a_retryable_503(
+    backend_url, tmp_path
+):
+    """A write waiting on a peer's lock (for up to 20 s) when SIGTERM's grace ends: answered
+    503 SERVICE_UNAVAILABLE, retryable, ``Connection: close``, within the grace; counted
+    503; no ERROR, no traceback. (The process exits once the peer lets go: on SQLite the
+    cancelled statement's thread waits out its busy timeout.)"""
+    grace_s = 1.0
+    running = Server(
+        backend_url,
+        free_port(),
+        tmp_path / "cut.log",
+        BOUNDS
+        | {
+            "SHUTDOWN_GRACE_SECONDS": str(grace_s),
+            "DB_WAIT_TIMEOUT_SECONDS": "30",
+            "DB_LOCK_TIMEOUT_SECONDS": "20",
+        },
+    ).start()
+    await asyncio.to_thread(running.wait_ready)
+    async with sync_state_locked(backend_url):
+        with connect(running) as sock:
+            sock.sendall(request_head(len(SET_SYNC_STATE)) + SET_SYNC_STATE)
+            await asyncio.sleep(0.5)
+            assert running.process is not None
+            signalled = time.monotonic()
+            running.process.send_signal(signal.SIGTERM)
+            received, answered = await asyncio.to_thread(read_until_closed, sock)
+    code = await asyncio.to_thread(running.process.wait, 30)
+    output = running.output()
+    assert received.startswith(b"HTTP/1.1 503"), output
+    assert b"connection: close" in received.lower()
+    error = json.loads(received.split(b"\r\n\r\n", 1)[1])["errors"][0]
+    assert error["extensions"] == {"code": "SERVICE_UNAVAILABLE", "retryable": True}
+    assert code in (0, -signal.SIGTERM), output
+    assert answered - signalled < grace_s + SLACK_S, output
+    entries = log_entries(running)
+    assert not [entry for entry in entries if entry["level"] == "error"], output
+    assert "Traceback" not in output
+    assert [entry for entry in entries if entry.get("status") == 503], output
