@@ -37,7 +37,7 @@ from resolvers.loaders import Loaders
 from resolvers.permissions import Viewer
 from server.auth import Authentication, Authenticator, authenticator, startup_headers
 from server.graph import build_schema
-from server.http_server import listening
+from server.http_server import REFUSED_STATUS, ShutdownCut, listening
 from server.metrics import Metrics, metrics_endpoint, refreshing
 from server.responses import http_exception, method_not_allowed, request_error
 from server.settings import Settings
@@ -295,8 +295,10 @@ class RequestBody:
       connection is closed (``BODY_TIMEOUT_SECONDS``);
     - the client gone before it all arrived: nothing can be answered; the request is
       reported to the telemetry as status 499 (a client event, logged at INFO, never a
-      500 with a traceback). The 499 start message is dropped by uvicorn, whose connection
-      is closed (pinned by ``tests/test_http_server.py``'s client-gone test).
+      500 with a traceback), or as the status the HTTP protocol answered it with before
+      closing (``REFUSED_STATUS``: a body whose framing is too large). The start message is
+      dropped by uvicorn, whose connection is closed (pinned by
+      ``tests/test_http_server.py``'s client-gone test).
     """
 
     def __init__(self, app: ASGIApp, max_bytes: int, timeout_s: float) -> None:
@@ -357,7 +359,8 @@ class RequestBody:
             )
         except ClientGone:
             log.info("the connection closed before the whole request body arrived")
-            await send({"type": "http.response.start", "status": CLIENT_GONE, "headers": []})
+            status = scope.get(REFUSED_STATUS, CLIENT_GONE)
+            await send({"type": "http.response.start", "status": status, "headers": []})
 
     async def refuse(
         self,
@@ -564,5 +567,6 @@ def create_app(
             allow_headers=["Authorization", "Content-Type"],
             max_age=600,
         )
+    app.add_middleware(ShutdownCut)
     app.add_middleware(RequestTelemetry, metrics=metrics, tracer=tracer)
     return app

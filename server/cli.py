@@ -21,7 +21,7 @@ from server.http_server import PortUnavailable, check_port, serve_http
 from server.logs import configure_logging
 from server.settings import Settings
 from server.sweeper import sweep
-from server.workers import STARTUP_TOKEN_ENV, reuse_port_socket, supervise
+from server.workers import STARTUP_TOKEN_ENV, WorkersFailing, reuse_port_socket, supervise
 from store import ConnectorStore
 from store import validation as check
 from store.database import shown_url, sqlite_path
@@ -288,7 +288,7 @@ def main() -> None:
         fail(f"bad setting: {settings_problem(error)}")
     except (InvalidInput, AuthError) as error:
         fail(f"bad setting: {error}")
-    except PortUnavailable as error:
+    except (PortUnavailable, WorkersFailing) as error:
         fail(str(error))
     except DatabaseUnavailable as error:
         fail(f"{error}\n  check DATABASE_URL, that the database exists and that its server runs")

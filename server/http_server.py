@@ -22,8 +22,19 @@ are held open, so ``Bounds`` adds them to uvicorn's HTTP/1.1 protocol of ``HTTP_
 - a connection whose client reads nothing of its response for ``SEND_TIMEOUT_SECONDS``
   (the server's write buffer full all that time) is closed, so a response left unread
   cannot hold its request (and its memory) for ever;
-- at shutdown, a request still unanswered ``SHUTDOWN_GRACE_SECONDS`` later has its
-  connection closed (the application sees a disconnect, counted as 499).
+- a request body's framing (chunk sizes, extensions, trailers: its bytes on the wire less
+  the body's own) past ``MAX_BODY_FRAMING_BYTES`` is answered 413 and the connection closed,
+  so a body sent in a million one-byte chunks costs the event loop no more than a body sent
+  whole (the request is counted 413); the bytes of each read are parsed a slice
+  (``READ_SLICE``) at a time, so one read's worth of tiny chunks never runs long before the
+  check;
+- a response that starts before its request's body has all arrived (401, 413, 408, any early
+  answer) says ``Connection: close`` (``CloseAfterEarlyAnswer``, around the application),
+  so uvicorn closes the connection after it rather than reading and discarding the rest;
+- at shutdown, a request that has not started its response ``SHUTDOWN_GRACE_SECONDS``
+  later is cut: cancelled and answered 503 ``SERVICE_UNAVAILABLE`` (retryable) with
+  ``Connection: close`` by ``ShutdownCut``, logged at WARNING, counted as 503; a response
+  already started has its connection closed.
 
 A stalled request body is bounded at ASGI level (``server.app.RequestBody``).
 
@@ -32,8 +43,9 @@ What this relies on beyond uvicorn's public settings, pinned by
 their ``connection_made``, ``data_received``, ``connection_lost``, ``on_response_complete``,
 ``shutdown``, ``pause_writing`` and ``resume_writing`` hooks, their ``loop`` and
 ``transport``, their ``connections`` set (the server's open connections), and their ``cycle``
-(the latest request whose head arrived, None before the first) with ``response_complete``
-and ``more_body``; and, for
+(the latest request whose head arrived, None before the first) with ``response_started``,
+``response_complete``, ``more_body``, ``scope`` (the dict the application is called with)
+and ``body`` (the body bytes parsed and not yet received by the application); and, for
 ``listening`` (a second port on the running loop, the metrics'), ``ServerState`` and the
 protocol's constructor, as uvicorn's own server calls them.
 """
@@ -49,11 +61,13 @@ from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import uvicorn
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
+from resolvers.codes import SERVICE_UNAVAILABLE
+from server.responses import request_error
 from server.settings import Settings
 
 log = logging.getLogger("connector_store.http")
@@ -82,6 +96,23 @@ HEAD_TOO_LARGE = (
 )
 
 
+FRAMING_TOO_LARGE = (
+    b"HTTP/1.1 413 Content Too Large\r\ncontent-type: text/plain\r\n"
+    b"content-length: 34\r\nconnection: close\r\n\r\nrequest body framing is too large\n"
+)
+READ_SLICE = 16 * 1024
+"""Bytes of a read handed to the parser at once, so the framing is checked after each slice:
+the parser calls Python once per chunk (about 6 µs), and one 256 KiB read of one-byte chunks
+(43,000 of them) would hold the event loop a quarter of a second; a slice, under 20 ms."""
+REFUSED_STATUS = "connector_store.refused_status"
+"""The ASGI scope key where the protocol leaves the status it answered a request with on its
+own (413 for its body's framing) before closing the connection; ``server.app.RequestBody``
+reports that status rather than the disconnect's 499."""
+SHUTDOWN_CUT = "connector_store.shutdown_cut"
+"""The ASGI scope key of a request's cut (``ShutdownCut`` puts it there; the protocol calls
+it when shutdown's grace ends before the response started)."""
+
+
 class Bounds(asyncio.Protocol):
     """A deadline on each request head, a cap on open connections and a bounded shutdown
     (see the module docstring), over the uvicorn protocol it is mixed into before. The
@@ -97,6 +128,7 @@ class Bounds(asyncio.Protocol):
     max_connections: int = 1000
     send_timeout_s: float = 30.0
     shutdown_grace_s: float = 10.0
+    max_body_framing_bytes: int = 64 * 1024
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
         super().connection_made(transport)  # type: ignore[arg-type]
@@ -105,6 +137,8 @@ class Bounds(asyncio.Protocol):
         self.send_deadline: asyncio.TimerHandle | None = None
         self.head_bytes = 0
         self.head_tail = b""
+        self.framing_cycle: Any = None
+        self.framing_bytes = 0
         self.await_head()
         if len(self.connections) > self.max_connections:
             self.make_room()
@@ -112,7 +146,10 @@ class Bounds(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.awaiting_head() and self.head_too_large(data):
             return
-        super().data_received(data)
+        for start in range(0, len(data), READ_SLICE):
+            if self.transport.is_closing():
+                return
+            self.parse(data[start : start + READ_SLICE])
         if self.in_flight():
             self.cancel_head_deadline()
         elif self.head_deadline is None:
@@ -151,10 +188,49 @@ class Bounds(asyncio.Protocol):
         )
         self.transport.abort()  # close() would wait for the unread buffer to drain
 
+    def parse(self, piece: bytes) -> None:
+        """Hand ``piece`` to the parser; what of it a body still arriving did not gain is
+        that body's framing, counted against ``max_body_framing_bytes``. A piece in which
+        a new request starts is not counted (it is at most ``READ_SLICE`` bytes)."""
+        cycle = self.cycle if self.receiving_body() else None
+        before = len(cycle.body) if cycle is not None else 0
+        super().data_received(piece)  # type: ignore[misc]
+        if cycle is None or cycle is not self.cycle:
+            return
+        if cycle is not self.framing_cycle:
+            self.framing_cycle, self.framing_bytes = cycle, 0
+        self.framing_bytes += len(piece) - (len(cycle.body) - before)
+        if self.framing_bytes > self.max_body_framing_bytes:
+            self.framing_too_large()
+
+    def framing_too_large(self) -> None:
+        """Answer 413 (unless a response has started) and close, and say so."""
+        log.info(
+            "http: a request body's framing passed MAX_BODY_FRAMING_BYTES (%d): 413",
+            self.max_body_framing_bytes,
+        )
+        self.cycle.scope[REFUSED_STATUS] = 413
+        if not self.cycle.response_started:
+            self.transport.write(FRAMING_TOO_LARGE)
+        self.transport.close()
+
     def shutdown(self) -> None:
         super().shutdown()  # type: ignore[misc]
         if not self.transport.is_closing():
-            self.loop.call_later(self.shutdown_grace_s, self.transport.close)
+            self.loop.call_later(self.shutdown_grace_s, self.grace_over)
+
+    def grace_over(self) -> None:
+        """Shutdown's grace is over: a request whose response has not started is cut
+        (``ShutdownCut`` answers 503, after which uvicorn closes); otherwise the connection
+        is closed."""
+        if self.transport.is_closing():
+            return
+        waiting = self.in_flight() and not self.cycle.response_started
+        cut = self.cycle.scope.get(SHUTDOWN_CUT) if waiting else None
+        if cut is None:
+            self.transport.close()
+        else:
+            cut()
 
     def in_flight(self) -> bool:
         """A request's head has arrived and its response is not complete."""
@@ -164,7 +240,11 @@ class Bounds(asyncio.Protocol):
         """The next bytes start a request head: no request yet, or the last one's body all
         received, answered or not (a pipelined request's head is a head too; a body still
         arriving after an early answer, a 413 say, is not)."""
-        return self.cycle is None or not self.cycle.more_body
+        return not self.receiving_body()
+
+    def receiving_body(self) -> bool:
+        """The latest request's body has not all arrived."""
+        return self.cycle is not None and bool(self.cycle.more_body)
 
     def await_head(self) -> None:
         self.head_deadline = self.loop.call_later(self.header_timeout_s, self.head_too_slow)
@@ -244,6 +324,7 @@ def bounded_protocol(settings: Settings) -> type[Bounds]:
             "max_connections": max_connections(settings),
             "send_timeout_s": settings.send_timeout_seconds,
             "shutdown_grace_s": settings.shutdown_grace_seconds,
+            "max_body_framing_bytes": settings.max_body_framing_bytes,
         },
     )
 
@@ -253,7 +334,7 @@ def http_config(app: ASGIApp, settings: Settings, host: str, port: int) -> uvico
     ``settings``. uvicorn's own graceful-shutdown timeout is a backstop one second after
     ours (for requests stuck on something other than their connection)."""
     return uvicorn.Config(
-        app,
+        CloseAfterEarlyAnswer(app),
         host=host,
         port=port,
         http=bounded_protocol(settings),
@@ -264,6 +345,92 @@ def http_config(app: ASGIApp, settings: Settings, host: str, port: int) -> uvico
         log_config=None,
         access_log=False,
     )
+
+
+class CloseAfterEarlyAnswer:
+    """ASGI middleware: a response that starts before its request's body has all been
+    received by the application says ``Connection: close`` (any ``Connection`` header it had
+    replaced), so uvicorn closes the connection once it is sent instead of reading and
+    discarding the rest of the body, which a client without a token could make last for
+    ever. A request without a body (no ``Transfer-Encoding``, ``Content-Length`` absent or
+    0) keeps its connection."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not has_body(scope):
+            await self.app(scope, receive, send)
+            return
+        all_received = False
+
+        async def receive_noting() -> Message:
+            nonlocal all_received
+            message = await receive()
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                all_received = True
+            return message
+
+        async def send_closing(message: Message) -> None:
+            if message["type"] == "http.response.start" and not all_received:
+                headers = [
+                    (name, value)
+                    for name, value in message.get("headers", [])
+                    if name.lower() != b"connection"
+                ]
+                message = {**message, "headers": [*headers, (b"connection", b"close")]}
+            await send(message)
+
+        await self.app(scope, receive_noting, send_closing)
+
+
+def has_body(scope: Scope) -> bool:
+    """The request has a body to read: chunked, or a ``Content-Length`` other than 0."""
+    headers = dict(scope["headers"])
+    return b"transfer-encoding" in headers or headers.get(b"content-length", b"0") != b"0"
+
+
+class ShutdownCut:
+    """ASGI middleware (inside the request telemetry, which counts what it answers): a
+    request still running when shutdown's grace (``SHUTDOWN_GRACE_SECONDS``) ends before its
+    response started, on a lock wait say, is cancelled by the protocol (through
+    ``SHUTDOWN_CUT``) and answered 503 ``SERVICE_UNAVAILABLE`` with ``retryable: true`` and
+    ``Connection: close``, logged at WARNING without a traceback; uvicorn would otherwise
+    cancel it a second later and log ERRORs with a traceback, the client answered nothing."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        task = asyncio.current_task()
+        assert task is not None, "an ASGI request runs in a task"
+        cut = False
+
+        def cut_now() -> None:
+            nonlocal cut
+            cut = True
+            task.cancel()
+
+        scope[SHUTDOWN_CUT] = cut_now
+        try:
+            await self.app(scope, receive, send)
+            return
+        except asyncio.CancelledError:
+            if not cut:
+                raise
+            task.uncancel()
+        log.warning("http: shutdown's grace ended with a request still running: cut, answered 503")
+        response = request_error(
+            503,
+            "the server is shutting down; send the request again",
+            headers={"Connection": "close"},
+            code=SERVICE_UNAVAILABLE,
+            retryable=True,
+        )
+        await response(scope, receive, send)
 
 
 class PortUnavailable(Exception):

@@ -30,16 +30,23 @@ def method_not_allowed(message: str) -> JSONResponse:
 
 
 def request_error(
-    status: int, message: str, headers: dict[str, str] | None = None, code: str | None = None
+    status: int,
+    message: str,
+    headers: dict[str, str] | None = None,
+    code: str | None = None,
+    retryable: bool = False,
 ) -> JSONResponse:
     """A GraphQL-shaped error response for a request refused before execution, its code
-    ``code`` or the HTTP status's; the message is cut to 200 characters, since some echo
-    what the client sent."""
+    ``code`` or the HTTP status's (with ``retryable: true`` when ``retryable``); the message
+    is cut to 200 characters, since some echo what the client sent."""
     code = code or STATUS_CODES.get(status, BAD_REQUEST)
     if len(message) > MAX_ECHOED_CHARS:
         message = message[:MAX_ECHOED_CHARS] + "…"
+    extensions: dict[str, object] = {"code": code}
+    if retryable:
+        extensions["retryable"] = True
     return JSONResponse(
-        {"errors": [{"message": message, "extensions": {"code": code}}]},
+        {"errors": [{"message": message, "extensions": extensions}]},
         status_code=status,
         headers=headers or {},
     )

@@ -57,6 +57,12 @@ class Settings(BaseSettings):
     body_timeout_seconds: float = Field(
         default=30.0, gt=0, description="Time a request's whole body may take to arrive."
     )
+    max_body_framing_bytes: int = Field(
+        default=64 * 1024,
+        ge=1024,
+        description="Bytes a request body's framing (chunk sizes, extensions, trailers) may "
+        "add on the wire beyond the body's own.",
+    )
     http_parser: Literal["httptools", "h11"] = Field(
         default="httptools",
         description="uvicorn's HTTP/1.1 parser: httptools (C) or h11 (pure Python); "

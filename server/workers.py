@@ -10,7 +10,12 @@ the same app over the same bounded HTTP protocol as a single process does
   and histograms of all of them (``server.metrics``);
 - lets one worker sweep: on SQLite the first (the others get ``SWEEPER=false``); on
   PostgreSQL every worker runs the sweeper and its advisory lock lets one sweep at a time;
-- starts a worker again when one exits while serving, and on SIGTERM or SIGINT sends
+- starts a worker again when one exits while serving: at once after a worker that served
+  for a while (``QUICK_EXIT_S``), otherwise after a delay that doubles with each such quick
+  exit in a row (``RESTART_DELAYS``); after ``MAX_QUICK_EXITS`` quick exits in a row of one
+  worker (a setting, the database, the port that breaks every start) it stops the others
+  and gives up (``WorkersFailing``: one ``error:`` line, exit status 1);
+- on SIGTERM or SIGINT sends
   SIGTERM to every worker and waits for them (each has ``SHUTDOWN_GRACE_SECONDS``); a
   supervisor that dies without a word (SIGKILL) takes its workers with it
   (``die_with_supervisor``).
@@ -42,6 +47,25 @@ STARTUP_TOKEN_ENV = "CONNECTOR_STORE_STARTUP_TOKEN"
 """The GraphiQL startup token, handed to the workers through their environment (not their
 command line, which any local user can read)."""
 POLL_S = 0.2
+QUICK_EXIT_S = 10.0
+"""A worker that exits within this many seconds of its start exited right after it."""
+RESTART_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
+"""Seconds before starting a worker again after its 1st, 2nd, … quick exit in a row (the last
+one for any further)."""
+MAX_QUICK_EXITS = 4
+"""Quick exits in a row of one worker after which the supervisor gives up."""
+
+
+class WorkersFailing(Exception):
+    """The workers keep exiting right after they start; the message says how."""
+
+
+def restart_delay(quick_exits: int) -> float:
+    """Seconds before starting again a worker that has exited ``quick_exits`` times in a row
+    right after its start (0: it had served for a while)."""
+    if quick_exits == 0:
+        return 0.0
+    return RESTART_DELAYS[min(quick_exits, len(RESTART_DELAYS)) - 1]
 
 
 def reuse_port_socket(host: str, port: int) -> socket.socket:
@@ -85,7 +109,8 @@ def supervise(
     settings: Settings, host: str, port: int, workers: int, startup_token: str | None
 ) -> int:
     """Run ``workers`` worker processes on ``host:port`` until SIGTERM or SIGINT; the exit
-    status is 0 after a clean stop."""
+    status is 0 after a clean stop. Raises ``WorkersFailing`` (the other workers stopped)
+    when one worker has exited ``MAX_QUICK_EXITS`` times in a row right after starting."""
     metrics_dir = tempfile.mkdtemp(prefix="connector-store-metrics-")
     command = [sys.executable, "-m", "server", "serve-worker", "--host", host, "--port", str(port)]
     stopping = False
@@ -107,20 +132,46 @@ def supervise(
                 process.send_signal(signal.SIGTERM)
 
     running = [start(index) for index in range(workers)]
+    started = [time.monotonic()] * workers
+    quick_exits = [0] * workers
+    restart_at: list[float | None] = [None] * workers
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     log.info("serving with %d workers (pids %s)", workers, [p.pid for p in running])
     try:
         while not stopping:
+            now = time.monotonic()
             for index, process in enumerate(running):
-                if process.poll() is not None and not stopping:
-                    mark_process_dead(process.pid, metrics_dir)
-                    log.warning(
-                        "worker %d (pid %d) exited with %s: starting it again",
-                        index,
-                        process.pid,
-                        process.returncode,
+                if stopping:
+                    break
+                due = restart_at[index]
+                if due is not None:
+                    if now >= due:
+                        running[index], started[index] = start(index), now
+                        restart_at[index] = None
+                    continue
+                if process.poll() is None:
+                    continue
+                mark_process_dead(process.pid, metrics_dir)
+                quick = now - started[index] < QUICK_EXIT_S
+                quick_exits[index] = quick_exits[index] + 1 if quick else 0
+                if quick_exits[index] >= MAX_QUICK_EXITS:
+                    stop(signal.SIGTERM, None)
+                    for other in running:
+                        other.wait()
+                    raise WorkersFailing(
+                        f"worker {index} exited {quick_exits[index]} times in a row within "
+                        f"{QUICK_EXIT_S:g} s of starting (last status {process.returncode}); "
+                        "giving up: see its log above"
                     )
-                    running[index] = start(index)
+                delay = restart_delay(quick_exits[index])
+                log.warning(
+                    "worker %d (pid %d) exited with %s: starting it again in %g s",
+                    index,
+                    process.pid,
+                    process.returncode,
+                    delay,
+                )
+                restart_at[index] = now + delay
             time.sleep(POLL_S)
         for process in running:
             process.wait()

@@ -11,10 +11,12 @@ import inspect
 import json
 import signal
 import socket
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import asyncpg
 import httpx
 import pytest
 from graphql import get_introspection_query
@@ -160,7 +162,10 @@ def test_http_protocol__has_what_the_bounded_protocol_relies_on(protocol_class, 
         loop.close()
     source = inspect.getsource(cycle_class.__init__)
     assert "self.response_complete = False" in source
+    assert "self.response_started = False" in source
     assert "self.more_body = True" in source
+    assert "self.body = " in source
+    assert "self.scope = scope" in source
 
 
 @pytest.mark.parametrize("parser", ["httptools", "h11"])
@@ -352,6 +357,66 @@ def test_max_header_bytes__a_refused_body_still_arriving_is_not_taken_for_a_head
     assert b"431" not in more, more
 
 
+def chunked_head(token: str | None) -> bytes:
+    authorization = f"Authorization: Bearer {token}\r\n" if token else ""
+    return (
+        "POST /graphql HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        f"{authorization}Transfer-Encoding: chunked\r\n\r\n"
+    ).encode()
+
+
+def test_early_answer__a_401_before_the_body_closes_the_connection_instead_of_draining(bounded):
+    """No token, a chunked body still arriving: the 401 says ``Connection: close`` and the
+    connection closes, however long the client would go on sending."""
+    with connect(bounded) as sock:
+        sock.sendall(chunked_head(None) + b"1\r\n{\r\n" * 10)
+        started = time.monotonic()
+        received, closed = read_until_closed(sock)
+    assert received.startswith(b"HTTP/1.1 401"), received[:200]
+    assert b"connection: close" in received.lower()
+    assert closed - started < SLACK_S
+
+
+def test_early_answer__a_body_less_request_keeps_its_connection(bounded):
+    with connect(bounded) as sock:
+        for _ in range(2):
+            sock.sendall(HEALTHZ)
+            answer = read_response(sock)
+            assert answer.startswith(b"HTTP/1.1 200")
+            assert b"connection: close" not in answer.lower()
+
+
+def send_one_byte_chunks(sock: socket.socket, count: int) -> None:
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        for _ in range(count // 10_000):
+            sock.sendall(b"1\r\n \r\n" * 10_000)
+
+
+def test_max_body_framing_bytes__a_body_of_one_byte_chunks_refused_413_and_closed(bounded):
+    """200,000 one-byte chunks (1.2 MB on the wire for a 200 KB body, within
+    ``MAX_BODY_BYTES``), with a valid token: refused once the framing passes 64 KiB, the
+    connection closed, and ``/healthz`` answers meanwhile."""
+    with connect(bounded) as sock:
+        sock.sendall(chunked_head(SERVICE_TOKEN))
+        started = time.monotonic()
+        send_one_byte_chunks(sock, 200_000)
+        received, closed = read_until_closed(sock)
+        assert httpx.get(bounded.url + "/healthz", timeout=SLACK_S).status_code == 200
+    assert received.startswith(b"HTTP/1.1 413"), received[:200]
+    assert closed - started < SLACK_S
+    assert "MAX_BODY_FRAMING_BYTES" in bounded.output()
+
+
+def test_max_body_framing_bytes__a_chunked_body_of_ordinary_chunks_is_answered(bounded):
+    body = json.dumps({"query": "{ __typename }", "variables": {"pad": "x" * 200_000}})
+    chunks = [body[i : i + 1024].encode() for i in range(0, len(body), 1024)]
+    framed = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for chunk in chunks) + b"0\r\n\r\n"
+    with connect(bounded) as sock:
+        sock.sendall(chunked_head(SERVICE_TOKEN) + framed)
+        answer = read_response_head(sock)
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+
+
 def test_body_timeout__stalled_body_answered_408_and_closed(bounded):
     with connect(bounded) as sock:
         sock.sendall(request_head(1000) + b'{"query": ')
@@ -495,3 +560,77 @@ def test_freeze_startup_objects__what_lives_now_is_out_of_the_collectors_sight()
         assert gc.get_count()[2] == 0
     finally:
         gc.unfreeze()
+
+
+@contextlib.asynccontextmanager
+async def sync_state_locked(url: str) -> AsyncIterator[None]:
+    """A peer session holding a write lock on the sync-state table for the block."""
+    if url.startswith("sqlite"):
+        peer = sqlite3.connect(url.split("///", 1)[1], isolation_level=None)
+        peer.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            peer.execute("ROLLBACK")
+            peer.close()
+        return
+    connection = await asyncpg.connect(url.replace("+asyncpg", ""))
+    transaction = connection.transaction()
+    await transaction.start()
+    await connection.execute("LOCK TABLE kubun_connector_sync_state IN ACCESS EXCLUSIVE MODE")
+    try:
+        yield
+    finally:
+        await transaction.rollback()
+        await connection.close()
+
+
+SET_SYNC_STATE = json.dumps(
+    {
+        "query": 'mutation { setSyncState(input: {connectorName: "c", ownerDID: "did:v", '
+        'lastSyncedAt: "2026-01-01T00:00:00+00:00", entityCount: 0, status: IDLE}) '
+        "{ syncState { version } } }"
+    }
+).encode()
+
+
+async def test_sigterm__a_request_waiting_on_a_lock_at_the_end_of_the_grace_gets_a_retryable_503(
+    backend_url, tmp_path
+):
+    """A write waiting on a peer's lock (for up to 20 s) when SIGTERM's grace ends: answered
+    503 SERVICE_UNAVAILABLE, retryable, ``Connection: close``, within the grace; counted
+    503; no ERROR, no traceback. (The process exits once the peer lets go: on SQLite the
+    cancelled statement's thread waits out its busy timeout.)"""
+    grace_s = 1.0
+    running = Server(
+        backend_url,
+        free_port(),
+        tmp_path / "cut.log",
+        BOUNDS
+        | {
+            "SHUTDOWN_GRACE_SECONDS": str(grace_s),
+            "DB_WAIT_TIMEOUT_SECONDS": "30",
+            "DB_LOCK_TIMEOUT_SECONDS": "20",
+        },
+    ).start()
+    await asyncio.to_thread(running.wait_ready)
+    async with sync_state_locked(backend_url):
+        with connect(running) as sock:
+            sock.sendall(request_head(len(SET_SYNC_STATE)) + SET_SYNC_STATE)
+            await asyncio.sleep(0.5)
+            assert running.process is not None
+            signalled = time.monotonic()
+            running.process.send_signal(signal.SIGTERM)
+            received, answered = await asyncio.to_thread(read_until_closed, sock)
+    code = await asyncio.to_thread(running.process.wait, 30)
+    output = running.output()
+    assert received.startswith(b"HTTP/1.1 503"), output
+    assert b"connection: close" in received.lower()
+    error = json.loads(received.split(b"\r\n\r\n", 1)[1])["errors"][0]
+    assert error["extensions"] == {"code": "SERVICE_UNAVAILABLE", "retryable": True}
+    assert code in (0, -signal.SIGTERM), output
+    assert answered - signalled < grace_s + SLACK_S, output
+    entries = log_entries(running)
+    assert not [entry for entry in entries if entry["level"] == "error"], output
+    assert "Traceback" not in output
+    assert [entry for entry in entries if entry.get("status") == 503], output

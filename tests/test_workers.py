@@ -1,6 +1,8 @@
 """server/workers.py: ``serve --workers 2`` in real processes: two workers serve one port,
 ``/metrics`` sums both, SIGTERM stops them all."""
 
+import os
+import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -10,7 +12,7 @@ import httpx
 import pytest
 
 from server.settings import Settings
-from server.workers import worker_env
+from server.workers import MAX_QUICK_EXITS, RESTART_DELAYS, restart_delay, worker_env
 from tests.faults.harness import Server, free_port, kill_started
 from tests.tokens import SERVICE_TOKEN, bearer
 
@@ -114,3 +116,33 @@ def test_worker_env__one_sweeper_on_sqlite_every_worker_under_the_lock_on_postgr
     envs = [worker_env(settings, index, "/metrics-dir", None) for index in range(3)]
     assert [env.get("SWEEPER") != "false" for env in envs] == sweeping
     assert all(env["PROMETHEUS_MULTIPROC_DIR"] == "/metrics-dir" for env in envs)
+
+
+def test_restart_delay__at_once_after_serving_doubling_with_quick_exits_then_capped():
+    assert restart_delay(0) == 0
+    assert [restart_delay(n) for n in range(1, 4)] == [0.5, 1.0, 2.0]
+    assert restart_delay(len(RESTART_DELAYS) + 5) == RESTART_DELAYS[-1] == 30.0
+
+
+def test_workers__workers_that_keep_dying_at_start_make_serve_give_up_with_one_error(tmp_path):
+    """The data folder removed under a running server: workers killed then cannot start
+    again (each exits at startup); the supervisor backs off, then gives up: exit 1 and one
+    ``error:`` line, every worker gone."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    env = {"WORKERS": "2", "SWEEPER": "false", "LOG_LEVEL": "info"}
+    running = Server(f"sqlite+aiosqlite:///{folder / 'w.db'}", free_port(), tmp_path / "w.log", env)
+    running.start()
+    assert running.process is not None
+    wait_for(lambda: running.output().count("Application startup complete") == 2)
+    shutil.rmtree(folder)
+    for pid in children(running.process.pid):
+        os.kill(pid, signal.SIGKILL)
+    started = time.monotonic()
+    assert running.process.wait(timeout=60) == 1, running.output()
+    output = running.output()
+    assert time.monotonic() - started > sum(RESTART_DELAYS[: MAX_QUICK_EXITS - 1])
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, output
+    assert f"exited {MAX_QUICK_EXITS} times in a row" in errors[0]
+    assert "starting it again in 2 s" in output
