@@ -8,11 +8,11 @@ in process on PostgreSQL, 1 and 16 tasks; the same on raw ``sqlite3`` (WAL) and 
 on SQLite. Over HTTP, 16 workers driven by ``benchmarks/load.py`` in a process of its own
 (its CPU and the server's reported per lifecycle): our server at batch 1 beside pg-boss at
 batch 1 and a minimal Starlette + asyncpg service (``benchmarks/floor_service.py``); our
-server at batch 50 (claiming, and leasing) beside pg-boss at batch 50, "n/a" while the live
-schema has no ``leaseOperations``; procrastinate; ``{ serverTime }`` beside stock Strawberry
-(``benchmarks/stock_strawberry.py``) and a plain Starlette endpoint. Rounds interleave every
-row; each number is the median over rounds. Then ``dueOperations``/``operations(filter)``
-latency at 10k and 100k operations (1M with ``--million``), and the server's peak RSS.
+server at batch 50 (claiming, and leasing) beside pg-boss at batch 50; procrastinate;
+``{ serverTime }`` beside stock Strawberry (``benchmarks/stock_strawberry.py``) and a plain
+Starlette endpoint. Rounds interleave every row; each number is the median over rounds. Then
+``dueOperations``/``operations(filter)`` latency at 10k and 100k operations (1M with
+``--million``), and the server's peak RSS.
 """
 
 import argparse
@@ -56,7 +56,6 @@ BATCH = 50
 BATCH_JOBS = 10
 """The batch rows run ``BATCH_JOBS`` times ``--lifecycles``: with 16 workers taking 50 a
 request, ``--lifecycles`` alone would leave most of them idle after their first request."""
-NO_BATCH = "n/a (batch mutations not in the schema yet)"
 
 
 def claim_for(operation_id: str, token: str, now: int) -> OperationClaim:
@@ -219,17 +218,6 @@ async def load(spec: dict[str, Any]) -> dict[str, float]:
     return result
 
 
-def has_mutation(port: int, token: str, name: str) -> bool:
-    """Whether the live server's schema has the mutation ``name`` (by introspection)."""
-    response = httpx.post(
-        f"http://127.0.0.1:{port}/graphql",
-        json={"query": '{ __type(name: "Mutation") { fields { name } } }'},
-        headers={"Authorization": f"Bearer {token}"},
-    )
-    fields = response.json()["data"]["__type"]["fields"]
-    return any(field["name"] == name for field in fields)
-
-
 def worker_token(command: list[str], env: dict[str, str]) -> str:
     """A worker's bearer token, signed with the server's secret: a ``service`` token, as a
     connector worker writing back for its tenants holds (a tenant token may only claim its
@@ -336,14 +324,9 @@ async def soak_server(spec: dict[str, Any], pid: int, minutes: float) -> list[di
 # --- the run ---------------------------------------------------------------------------------
 
 
-def medians(rounds: list[dict[str, float] | None]) -> dict[str, float] | None:
-    """Each measure's median over the rounds; None for a row that could not run."""
-    if any(measure is None for measure in rounds):
-        return None
-    return {
-        field: statistics.median(measure[field] for measure in rounds if measure is not None)
-        for field in rounds[0] or {}
-    }
+def medians(rounds: list[dict[str, float]]) -> dict[str, float]:
+    """Each measure's median over the rounds."""
+    return {field: statistics.median(measure[field] for measure in rounds) for field in rounds[0]}
 
 
 async def create_database(admin_url: str) -> tuple[str, str]:
@@ -427,7 +410,6 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             STOCK_PORT,
         )
         processes.append(stock)
-        batches = has_mutation(SERVER_PORT, token, "leaseOperations")
 
         pg_db = Database(pg_url, pool_size=TASKS)
         await pg_db.connect()
@@ -454,13 +436,11 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         count, batch_count = args.lifecycles, args.lifecycles * BATCH_JOBS
         ours = {"port": SERVER_PORT, "server_pid": server.pid, "token": token}
 
-        async def ours_batch(scenario: str) -> dict[str, float] | None:
-            if not batches:
-                return None
+        async def ours_batch(scenario: str) -> dict[str, float]:
             return await load(ours | {"scenario": scenario, "count": batch_count, "batch": BATCH})
 
         lifecycle_spec = ours | {"scenario": "lifecycle", "count": count}
-        rows: dict[str, Callable[[], Awaitable[dict[str, float] | None]]] = {
+        rows: dict[str, Callable[[], Awaitable[dict[str, float]]]] = {
             "asyncpg_1": lambda: rate(asyncpg_floor(pool, pg_steps), count, 1),
             "store_pg_1": lambda: rate(store_run(pg_store, "spg"), count, 1),
             "asyncpg_16": lambda: rate(asyncpg_floor(pool, pg_steps), count, TASKS),
@@ -488,7 +468,7 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             ),
             "server_time_16": lambda: load(ours | {"scenario": "server_time", "count": count * 5}),
         }
-        measured: dict[str, list[dict[str, float] | None]] = {key: [] for key in rows}
+        measured: dict[str, list[dict[str, float]]] = {key: [] for key in rows}
         memory: list[dict[str, float]] = []
         for round_number in range(args.rounds):
             for key, run in rows.items():
@@ -599,8 +579,8 @@ EXTRA_RATIOS = [
 ]
 
 
-def cell(measure: dict[str, float] | None, field: str, form: str) -> str:
-    return "" if measure is None or field not in measure else format(measure[field], form)
+def cell(measure: dict[str, float], field: str, form: str) -> str:
+    return format(measure[field], form) if field in measure else ""
 
 
 def report(results: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str:
@@ -621,9 +601,6 @@ def report(results: dict[str, Any], args: argparse.Namespace, elapsed: float) ->
     ]
     for key, title, to in RATIOS:
         measure = medians[key]
-        if measure is None:
-            lines.append(f"| {title} | {NO_BATCH} | | {to} | | | |")
-            continue
         if to is None:
             ratio, to = "1", "peer" if key in PEERS_ROWS else "floor"
         else:
