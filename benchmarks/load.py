@@ -28,6 +28,7 @@ import os
 import secrets
 import sys
 import time
+import zlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -42,23 +43,30 @@ CALLER = "did:bench:caller"
 PRECLAIM_BATCH = 500
 """Items per ``claimOperations`` request when the leasing scenario pre-claims (the most a
 batch takes, DESIGN section 6)."""
+OWNERS = 1_000
+"""The tenants the batch rows' operations belong to, each with a provider account of its
+own (issue 16's 1,000 owners). Leasing hands work out fairly across owners and walks each
+owner's first few due operations: with one owner, 16 concurrent leasers would all rank the
+same 50 and skip each other's locked rows, and one account would serialize every claim."""
 
-# DESIGN section 6's batch mutations, with lean selections. Items are the single mutations'
-# inputs, so the documents name only those input types.
+# The batch mutations of graphql/schema.graphql, with leaner selections than
+# worker.graphql's: what the next step needs, and the claim's lease expiry, which shows
+# whether the claim took the claimant's lease (marks and finalizes go by the token alone, so
+# they would also apply to a claim left unleased).
 BATCH_DOCUMENT = """
-mutation ClaimOperations($items: [ClaimOperationInput!]!) {
-  claimOperations(input: { items: $items }) { results { __typename } }
-}
-mutation MarkSendsStarted($items: [MarkSendStartedInput!]!) {
-  markSendsStarted(input: { items: $items }) { results { applied operation { version } } }
-}
-mutation FinalizeOperations($items: [FinalizeOperationInput!]!) {
-  finalizeOperations(input: { items: $items }) { results { applied } }
-}
-mutation LeaseOperations($leaseToken: String!, $leaseMs: Int!, $limit: Int) {
-  leaseOperations(input: { leaseToken: $leaseToken, leaseMs: $leaseMs, limit: $limit }) {
-    operations { callerDID operationID }
+mutation ClaimOperations($input: ClaimOperationsInput!) {
+  claimOperations(input: $input) {
+    results { __typename ... on OperationClaimed { operation { leaseExpiresAt } } }
   }
+}
+mutation MarkSendsStarted($input: MarkSendsStartedInput!) {
+  markSendsStarted(input: $input) { results { applied operation { version } } }
+}
+mutation FinalizeOperations($input: FinalizeOperationsInput!) {
+  finalizeOperations(input: $input) { results { applied } }
+}
+mutation LeaseOperations($input: LeaseOperationsInput!) {
+  leaseOperations(input: $input) { operations { callerDID operationID } }
 }
 """
 
@@ -132,17 +140,20 @@ async def graphql(connection: Connection, body: bytes) -> Any:
     return reply["data"]
 
 
-def claim_input(operation_id: str, token: str, lease_expires_at: int) -> dict[str, Any]:
-    """``ClaimOperationInput`` of the benchmark's operations: one owner, one account, one
-    provider entity per operation."""
+def claim_input(
+    operation_id: str, token: str, lease_expires_at: int, tenant: int = 0
+) -> dict[str, Any]:
+    """``ClaimOperationInput`` of the benchmark's operations: the owner ``tenant`` with its
+    own account, and one provider entity per operation (its own ``sourceID``), so no claim
+    waits for an older operation of its entity."""
     return {
         "callerDID": CALLER,
         "operationID": operation_id,
-        "ownerDID": "did:bench:owner",
+        "ownerDID": f"did:bench:owner-{tenant}",
         "connectorName": "bench",
         "model": "CalendarEvent",
         "op": "create",
-        "accountKey": "account",
+        "accountKey": f"account-{tenant}",
         "target": "calendars/primary",
         "sourceID": f"source-{operation_id}",
         "deterministicEventID": f"event-{operation_id}",
@@ -151,6 +162,11 @@ def claim_input(operation_id: str, token: str, lease_expires_at: int) -> dict[st
         "leaseExpiresAt": lease_expires_at,
         "documentID": f"doc-{operation_id}",
     }
+
+
+def tenant_of(operation_id: str) -> int:
+    """The owner of a batch row's operation: one of ``OWNERS``, spread evenly."""
+    return zlib.crc32(operation_id.encode()) % OWNERS
 
 
 def now_ms() -> int:
@@ -217,18 +233,21 @@ FINALIZE = graphql_body(BATCH_DOCUMENT, "FinalizeOperations")
 CLAIM = graphql_body(BATCH_DOCUMENT, "ClaimOperations")
 
 
-async def claim_batch(connection: Connection, items: list[dict[str, Any]]) -> None:
-    claimed = await graphql(connection, CLAIM({"items": items}))
-    if any(r["__typename"] != "OperationClaimed" for r in claimed["claimOperations"]["results"]):
+async def claim_batch(connection: Connection, items: list[dict[str, Any]]) -> list[Any]:
+    """``claimOperations`` of ``items``; each result's ``leaseExpiresAt``, or ``LoadError``
+    unless every item was freshly claimed."""
+    claimed = await graphql(connection, CLAIM({"input": {"items": items}}))
+    results = claimed["claimOperations"]["results"]
+    if any(result["__typename"] != "OperationClaimed" for result in results):
         raise LoadError(claimed)
+    return [result["operation"]["leaseExpiresAt"] for result in results]
 
 
 async def settle_batch(connection: Connection, keys: list[dict[str, str]], token: str) -> None:
     """markSendsStarted then finalizeOperations on ``keys``, all leased to ``token``."""
     marker = f"run-{token}"
-    marked = await graphql(
-        connection, MARK({"items": [key | {"leaseToken": token, "marker": marker} for key in keys]})
-    )
+    marks = [key | {"leaseToken": token, "marker": marker} for key in keys]
+    marked = await graphql(connection, MARK({"input": {"items": marks}}))
     results = marked["markSendsStarted"]["results"]
     if not all(result["applied"] for result in results):
         raise LoadError(marked)
@@ -244,21 +263,24 @@ async def settle_batch(connection: Connection, keys: list[dict[str, str]], token
         }
         for key, result in zip(keys, results, strict=True)
     ]
-    done = await graphql(connection, FINALIZE({"items": items}))
+    done = await graphql(connection, FINALIZE({"input": {"items": items}}))
     if not all(result["applied"] for result in done["finalizeOperations"]["results"]):
         raise LoadError(done)
 
 
 def claimed_batch(spec: dict[str, Any]) -> Scenario:
-    """Ours at batch N: claimOperations (N items, the claimant's lease) → markSendsStarted
-    → finalizeOperations, 3 requests per N lifecycles."""
+    """Ours at batch N: claimOperations (N items of ``OWNERS`` tenants, each claim taking
+    the claimant's lease, or ``LoadError``) → markSendsStarted → finalizeOperations, 3
+    requests per N lifecycles."""
     new_id = new_ids()
 
     async def run(connection: Connection, n: int) -> int:
         token = secrets.token_hex(8)
         expires = now_ms() + LEASE_MS
         ids = [new_id() for _ in range(n)]
-        await claim_batch(connection, [claim_input(i, token, expires) for i in ids])
+        items = [claim_input(i, token, expires, tenant_of(i)) for i in ids]
+        if any(lease != expires for lease in await claim_batch(connection, items)):
+            raise LoadError(f"a claim was left unleased: {ids}")
         await settle_batch(
             connection, [{"callerDID": CALLER, "operationID": i} for i in ids], token
         )
@@ -270,13 +292,13 @@ def claimed_batch(spec: dict[str, Any]) -> Scenario:
 def leased_batch(spec: dict[str, Any]) -> Scenario:
     """Ours at batch N, leasing: leaseOperations(limit N) → markSendsStarted →
     finalizeOperations over operations claimed before the run with a lapsed lease (so
-    unleased and due), 3 requests per N lifecycles."""
+    unleased and due; ``preclaim_unleased``), 3 requests per N lifecycles."""
     lease = graphql_body(BATCH_DOCUMENT, "LeaseOperations")
 
     async def run(connection: Connection, n: int) -> int:
         token = secrets.token_hex(8)
         leased = await graphql(
-            connection, lease({"leaseToken": token, "leaseMs": LEASE_MS, "limit": n})
+            connection, lease({"input": {"leaseToken": token, "leaseMs": LEASE_MS, "limit": n}})
         )
         operations = leased["leaseOperations"]["operations"]
         if operations:
@@ -287,15 +309,13 @@ def leased_batch(spec: dict[str, Any]) -> Scenario:
 
 
 async def preclaim_unleased(connection: Connection, count: int) -> None:
-    """``count`` operations claimed with a lease that has already lapsed: due, and free for
-    ``leaseOperations``."""
+    """``count`` operations of ``OWNERS`` tenants claimed with a lease that has already
+    lapsed: due, and free for ``leaseOperations``."""
     new_id = new_ids()
     for start in range(0, count, PRECLAIM_BATCH):
         lapsed = now_ms() - 1
-        items = [
-            claim_input(new_id(), secrets.token_hex(8), lapsed)
-            for _ in range(min(PRECLAIM_BATCH, count - start))
-        ]
+        ids = [new_id() for _ in range(min(PRECLAIM_BATCH, count - start))]
+        items = [claim_input(i, secrets.token_hex(8), lapsed, tenant_of(i)) for i in ids]
         await claim_batch(connection, items)
 
 

@@ -2,9 +2,14 @@
 ``generate_series`` (PostgreSQL) or a recursive CTE (SQLite).
 
 Of ``rows`` operations, 1 in 10 is live (``attempted``; half of those never deferred, half
-with a next attempt spread over the past), the rest committed; of ``rows`` watches, 1 in 10
-is pending verification, the rest verified. Times are epoch ms before ``now``.
+with a next attempt spread over the past, so all of them due), the rest committed; each
+operation is its own provider entity, and the operations go round ``owners`` owners ten at a
+time (``(i / 10) % owners``), so every owner has live ones. Of ``rows`` watches, 1 in 10 is
+pending verification, the rest verified. Times are epoch ms before ``now``.
 """
+
+OWNERS = 50
+"""The owners of the seeded operations unless a caller names another count."""
 
 OPERATION_COLUMNS = (
     "caller_did, operation_id, node_key, owner_did, connector_name, model, op, account_key,"
@@ -12,9 +17,9 @@ OPERATION_COLUMNS = (
     " state, attempts, next_attempt_at, version, incarnation, created_at, updated_at"
 )
 OPERATION_VALUES = (
-    "'did:seed:caller', 'seed-' || i, 'node-seed-' || i, 'did:seed:owner-' || (i % 50),"
-    " 'seed', 'CalendarEvent', 'create', 'account', 'calendars/primary', 'source-' || i,"
-    " 'event-' || i, 'sha256:0', 'null', 'doc-seed-' || i,"
+    "'did:seed:caller', 'seed-' || i, 'node-seed-' || i,"
+    " 'did:seed:owner-' || ((i / 10) % {owners}), 'seed', 'CalendarEvent', 'create', 'account',"
+    " 'calendars/primary', 'source-' || i, 'event-' || i, 'sha256:0', 'null', 'doc-seed-' || i,"
     " CASE WHEN i % 10 = 0 THEN 'attempted' ELSE 'committed' END, 1,"
     " CASE WHEN i % 20 = 0 THEN {now} - 1000 - i ELSE NULL END,"
     " 1, 'seed', {now} - 10000000 + i, {now} - 10000000 + i"
@@ -32,15 +37,17 @@ WATCH_VALUES = (
 )
 
 
-def seed_statements(is_postgres: bool, rows: int, now: int, start: int = 0) -> list[str]:
-    """The statements that insert ``rows`` operations and ``rows`` watches (numbered from
-    ``start + 1``), then ANALYZE."""
+def seed_statements(
+    is_postgres: bool, rows: int, now: int, start: int = 0, owners: int = OWNERS
+) -> list[str]:
+    """The statements that insert ``rows`` operations of ``owners`` owners and ``rows``
+    watches (numbered from ``start + 1``), then ANALYZE."""
     statements = []
     for table, columns, values in [
         ("kubun_connector_operation", OPERATION_COLUMNS, OPERATION_VALUES),
         ("kubun_connector_projection_watch", WATCH_COLUMNS, WATCH_VALUES),
     ]:
-        select = values.format(now=int(now))
+        select = values.format(now=int(now), owners=int(owners))
         if is_postgres:
             statements.append(
                 f"INSERT INTO {table} ({columns}) SELECT {select}"

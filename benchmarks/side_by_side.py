@@ -8,11 +8,11 @@ in process on PostgreSQL, 1 and 16 tasks; the same on raw ``sqlite3`` (WAL) and 
 on SQLite. Over HTTP, 16 workers driven by ``benchmarks/load.py`` in a process of its own
 (its CPU and the server's reported per lifecycle): our server at batch 1 beside pg-boss at
 batch 1 and a minimal Starlette + asyncpg service (``benchmarks/floor_service.py``); our
-server at batch 50 (claiming, and leasing) beside pg-boss at batch 50, "n/a" while the live
-schema has no ``leaseOperations``; procrastinate; ``{ serverTime }`` beside stock Strawberry
-(``benchmarks/stock_strawberry.py``) and a plain Starlette endpoint. Rounds interleave every
-row; each number is the median over rounds. Then ``dueOperations``/``operations(filter)``
-latency at 10k and 100k operations (1M with ``--million``), and the server's peak RSS.
+server at batch 50 (claiming, and leasing) beside pg-boss at batch 50; procrastinate;
+``{ serverTime }`` beside stock Strawberry (``benchmarks/stock_strawberry.py``) and a plain
+Starlette endpoint. Rounds interleave every row; each number is the median over rounds. Then
+``dueOperations``/``dueWatches``/``operations(filter)``/``leaseOperations`` latency at 10k
+and 100k operations (1M with ``--million``), and the server's peak RSS.
 """
 
 import argparse
@@ -38,13 +38,14 @@ import httpx
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from benchmarks.load import LEASE_MS, claim_input
+from benchmarks.load import LEASE_MS, OWNERS, claim_input
 from benchmarks.seed import seed_statements
 from benchmarks.template import groups, record, recording_ids, values_for
 from store import ConnectorStore
 from store.database import Database
 from store.migrate import upgrade
 from store.operations import OperationClaim, OperationFilter
+from store.records import OperationRecord
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = 16
@@ -56,7 +57,8 @@ BATCH = 50
 BATCH_JOBS = 10
 """The batch rows run ``BATCH_JOBS`` times ``--lifecycles``: with 16 workers taking 50 a
 request, ``--lifecycles`` alone would leave most of them idle after their first request."""
-NO_BATCH = "n/a (batch mutations not in the schema yet)"
+SIZED_LIMIT = 100
+"""``limit`` of the queries at size."""
 
 
 def claim_for(operation_id: str, token: str, now: int) -> OperationClaim:
@@ -219,17 +221,6 @@ async def load(spec: dict[str, Any]) -> dict[str, float]:
     return result
 
 
-def has_mutation(port: int, token: str, name: str) -> bool:
-    """Whether the live server's schema has the mutation ``name`` (by introspection)."""
-    response = httpx.post(
-        f"http://127.0.0.1:{port}/graphql",
-        json={"query": '{ __type(name: "Mutation") { fields { name } } }'},
-        headers={"Authorization": f"Bearer {token}"},
-    )
-    fields = response.json()["data"]["__type"]["fields"]
-    return any(field["name"] == name for field in fields)
-
-
 def worker_token(command: list[str], env: dict[str, str]) -> str:
     """A worker's bearer token, signed with the server's secret: a ``service`` token, as a
     connector worker writing back for its tenants holds (a tenant token may only claim its
@@ -274,42 +265,77 @@ def procrastinate_command(dsn: str, count: int) -> list[str]:
 # --- queries at size -------------------------------------------------------------------------
 
 
-async def p50_ms(call: Callable[[], Awaitable[Any]], repeats: int = 30) -> float:
-    for _ in range(3):
-        await call()
+async def p50_ms(
+    call: Callable[[], Awaitable[Any]],
+    undo: Callable[[Any], Awaitable[Any]] | None = None,
+    repeats: int = 30,
+) -> float:
+    """The median time of ``call`` in ms over ``repeats`` calls, after 3 warm-up calls;
+    ``undo``, given each call's result, runs after each call outside the timing."""
     times = []
-    for _ in range(repeats):
+    for number in range(3 + repeats):
         started = time.perf_counter()
-        await call()
-        times.append(time.perf_counter() - started)
+        result = await call()
+        if number >= 3:
+            times.append(time.perf_counter() - started)
+        if undo is not None:
+            await undo(result)
     return statistics.median(times) * 1000
 
 
+def leasing(
+    store: ConnectorStore,
+) -> tuple[
+    Callable[[], Awaitable[list[OperationRecord]]],
+    Callable[[list[OperationRecord]], Awaitable[None]],
+]:
+    """``leaseOperations(limit: 100)`` as a service calls it, through the store, and its undo:
+    release what it leased, so that every call finds the same due operations (a call that
+    leased fewer than 100 fails the run: the row would measure less work)."""
+    token = "bench-sized-lease"
+
+    async def lease() -> list[OperationRecord]:
+        leased = await store.leasing.lease_operations(token, LEASE_MS, limit=SIZED_LIMIT)
+        if len(leased) != SIZED_LIMIT:
+            raise SystemExit(f"leaseOperations leased {len(leased)} of {SIZED_LIMIT}")
+        return leased
+
+    async def release(leased: list[OperationRecord]) -> None:
+        keys = [(record.caller_did, record.operation_id) for record in leased]
+        await store.leasing.release_leases(token, keys)
+
+    return lease, release
+
+
 async def queries_at_size(url: str, sizes: list[int]) -> list[dict[str, float]]:
+    """The p50 of each list at each size: ``seed_statements`` (10% of operations live and
+    due, ``OWNERS`` owners, then ANALYZE) grows one database from size to size."""
     db = Database(url, pool_size=4)
     await db.connect()
     store = ConnectorStore(db)
     now = int(time.time() * 1000)
     where = OperationFilter(connector_name="seed")
+    lease, release = leasing(store)
     results = []
     seeded = 0
     try:
         for size in sizes:
-            for statement in seed_statements(True, size - seeded, now, start=seeded):
+            for statement in seed_statements(True, size - seeded, now, start=seeded, owners=OWNERS):
                 await db.write_all(sa.text(statement))
             seeded = size
             results.append(
                 {
                     "rows": size,
                     "due_operations_ms": await p50_ms(
-                        lambda: store.retention.list_due_operations(now, 100)
+                        lambda: store.retention.list_due_operations(now, SIZED_LIMIT)
                     ),
                     "due_watches_ms": await p50_ms(
-                        lambda: store.watches.list_due_watches(now, 100)
+                        lambda: store.watches.list_due_watches(now, SIZED_LIMIT)
                     ),
                     "operations_filter_ms": await p50_ms(
-                        lambda: store.operations.list_tracked_operations(where, limit=100)
+                        lambda: store.operations.list_tracked_operations(where, limit=SIZED_LIMIT)
                     ),
+                    "lease_operations_ms": await p50_ms(lease, release),
                 }
             )
     finally:
@@ -336,14 +362,9 @@ async def soak_server(spec: dict[str, Any], pid: int, minutes: float) -> list[di
 # --- the run ---------------------------------------------------------------------------------
 
 
-def medians(rounds: list[dict[str, float] | None]) -> dict[str, float] | None:
-    """Each measure's median over the rounds; None for a row that could not run."""
-    if any(measure is None for measure in rounds):
-        return None
-    return {
-        field: statistics.median(measure[field] for measure in rounds if measure is not None)
-        for field in rounds[0] or {}
-    }
+def medians(rounds: list[dict[str, float]]) -> dict[str, float]:
+    """Each measure's median over the rounds."""
+    return {field: statistics.median(measure[field] for measure in rounds) for field in rounds[0]}
 
 
 async def create_database(admin_url: str) -> tuple[str, str]:
@@ -427,7 +448,6 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             STOCK_PORT,
         )
         processes.append(stock)
-        batches = has_mutation(SERVER_PORT, token, "leaseOperations")
 
         pg_db = Database(pg_url, pool_size=TASKS)
         await pg_db.connect()
@@ -454,13 +474,11 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         count, batch_count = args.lifecycles, args.lifecycles * BATCH_JOBS
         ours = {"port": SERVER_PORT, "server_pid": server.pid, "token": token}
 
-        async def ours_batch(scenario: str) -> dict[str, float] | None:
-            if not batches:
-                return None
+        async def ours_batch(scenario: str) -> dict[str, float]:
             return await load(ours | {"scenario": scenario, "count": batch_count, "batch": BATCH})
 
         lifecycle_spec = ours | {"scenario": "lifecycle", "count": count}
-        rows: dict[str, Callable[[], Awaitable[dict[str, float] | None]]] = {
+        rows: dict[str, Callable[[], Awaitable[dict[str, float]]]] = {
             "asyncpg_1": lambda: rate(asyncpg_floor(pool, pg_steps), count, 1),
             "store_pg_1": lambda: rate(store_run(pg_store, "spg"), count, 1),
             "asyncpg_16": lambda: rate(asyncpg_floor(pool, pg_steps), count, TASKS),
@@ -488,7 +506,7 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             ),
             "server_time_16": lambda: load(ours | {"scenario": "server_time", "count": count * 5}),
         }
-        measured: dict[str, list[dict[str, float] | None]] = {key: [] for key in rows}
+        measured: dict[str, list[dict[str, float]]] = {key: [] for key in rows}
         memory: list[dict[str, float]] = []
         for round_number in range(args.rounds):
             for key, run in rows.items():
@@ -599,8 +617,8 @@ EXTRA_RATIOS = [
 ]
 
 
-def cell(measure: dict[str, float] | None, field: str, form: str) -> str:
-    return "" if measure is None or field not in measure else format(measure[field], form)
+def cell(measure: dict[str, float], field: str, form: str) -> str:
+    return format(measure[field], form) if field in measure else ""
 
 
 def report(results: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str:
@@ -621,9 +639,6 @@ def report(results: dict[str, Any], args: argparse.Namespace, elapsed: float) ->
     ]
     for key, title, to in RATIOS:
         measure = medians[key]
-        if measure is None:
-            lines.append(f"| {title} | {NO_BATCH} | | {to} | | | |")
-            continue
         if to is None:
             ratio, to = "1", "peer" if key in PEERS_ROWS else "floor"
         else:
@@ -636,17 +651,28 @@ def report(results: dict[str, Any], args: argparse.Namespace, elapsed: float) ->
     for title, key, to in EXTRA_RATIOS:
         ratio = medians[key]["per_s"] / medians[to]["per_s"]
         lines.append(f"| {title} | | {ratio:.2f} | {to} | | | |")
+    sizes = results["sizes"]
     lines += [
         "",
+        f"Queries at size, limit {SIZED_LIMIT}, through the store (PostgreSQL; 10% of"
+        f" operations live and due, {OWNERS:,} owners):",
+        "",
         "| operations (and watches) | dueOperations p50 ms | dueWatches p50 ms"
-        " | operations(filter) p50 ms |",
-        "| ---: | ---: | ---: | ---: |",
+        " | operations(filter) p50 ms | leaseOperations p50 ms |",
+        "| ---: | ---: | ---: | ---: | ---: |",
     ]
-    for size in results["sizes"]:
+    for size in sizes:
         lines.append(
             f"| {size['rows']:,} | {size['due_operations_ms']:.2f} | {size['due_watches_ms']:.2f}"
-            f" | {size['operations_filter_ms']:.2f} |"
+            f" | {size['operations_filter_ms']:.2f} | {size['lease_operations_ms']:.2f} |"
         )
+    smallest, largest = sizes[0], sizes[-1]
+    lines += [
+        "",
+        f"leaseOperations p50 at {largest['rows']:,} / at {smallest['rows']:,}:"
+        f" {largest['lease_operations_ms'] / smallest['lease_operations_ms']:.2f}"
+        " (issue 16's target: at most 1.5 at 1,000,000 / 10,000)",
+    ]
     memory = results["memory"]
     lines += [
         "",
