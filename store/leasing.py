@@ -429,30 +429,18 @@ def _chosen(now: int, size: int, candidate: sa.Subquery) -> sa.Select[Any]:
         candidate.c.caller_did,
         candidate.c.operation_id,
     ]
-    capped = account.alias("capped")
+    joined, account_room = guards.with_room(candidate, now)
     room = (
         sa.select(
             candidate,
-            capped.c.max_in_flight.label("cap"),
-            sa.case(
-                (capped.c.max_in_flight.is_(None), None),
-                else_=capped.c.max_in_flight - guards.in_flight(candidate.c, now),
-            ).label("room"),
+            account_room.label("room"),
             sa.func.row_number()
             .over(
                 partition_by=[candidate.c.connector_name, candidate.c.account_key], order_by=order
             )
             .label("account_rank"),
         )
-        .select_from(
-            candidate.outerjoin(
-                capped,
-                sa.and_(
-                    capped.c.connector_name == candidate.c.connector_name,
-                    capped.c.account_key == candidate.c.account_key,
-                ),
-            )
-        )
+        .select_from(joined)
         .subquery("capacity")
     )
     pick = op.alias("pick")
