@@ -6,6 +6,7 @@ import pytest
 
 from store.errors import InvalidInput
 from store.leasing import fair_order
+from store.operations import OperationFilter
 from tests.factories import (
     LEASE_MS,
     claim,
@@ -331,6 +332,42 @@ async def test_claim_operation__leased_where_allowed_and_creates_the_account(sto
     (account,) = await store.accounts.list_accounts("calendar")
     assert account.in_flight == 1
     assert account.account.max_in_flight is None
+
+
+async def test_lease_operations__leases_only_what_max_bytes_fits(store, clock):
+    for n in range(6):
+        await claimed_operation(
+            store,
+            operation_id=f"op-{n}",
+            source_id=f"evt-{n}",
+            reissue_intent={"blob": "x" * 10_000},
+            lease_expires_at=clock() - 1,
+        )
+
+    first = await lease(store, limit=50, max_bytes=1)
+    one = first.sizes[0]
+    more = await lease(store, limit=50, max_bytes=2 * one + one // 2)
+    none = await lease(store, limit=50, max_bytes=one // 2, at_least_one=False)
+
+    assert keys(first) == ["op-0"] and one > 10_000
+    assert keys(more) == ["op-1", "op-2"] and more.sizes == [one, one]
+    assert list(none) == []
+    stored = await store.operations.list_tracked_operations(OperationFilter())
+    assert keys(r for r in stored if r.lease_token == TOKEN) == ["op-0", "op-1", "op-2"]
+
+
+async def test_renew_and_release_leases__return_each_operations_size(store):
+    await due_operations(store, 2)
+    leased = await lease(store)
+    keys_of = [(r.caller_did, r.operation_id) for r in leased]
+
+    renewed = await store.leasing.renew_leases(TOKEN, LEASE_MS, keys_of)
+    released = await store.leasing.release_leases(TOKEN, keys_of)
+
+    assert renewed.sizes == leased.sizes
+    assert all(size > 512 for size in renewed.sizes)
+    # Released, an operation no longer carries its lease token.
+    assert released.sizes == [size - len(TOKEN) for size in leased.sizes]
 
 
 async def claimed_in_one_batch(store, clock, sources):
