@@ -84,7 +84,8 @@ class LeasingMutation:
     @fields.mutation(
         description="Renew, until the store's now + `leaseMs`, the leases `leaseToken` holds on "
         "the operations at `keys` (at most 500) and has not let lapse; a lapsed lease is taken "
-        "again with leaseOperations or acquireLease. Only the viewer's calls (a service: any). "
+        "again with leaseOperations or acquireLease (unlike renewLease, which renews its "
+        "holder's lapsed lease too). Only the viewer's calls (a service: any). "
         "Returns the renewed operations."
     )
     async def renew_leases(self, info: Info, input: RenewLeasesInput) -> RenewLeasesPayload:

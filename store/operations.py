@@ -650,8 +650,11 @@ class OperationsStore:
 
         Ports the seed's ``renewLease`` with one deliberate change (DESIGN 3.1): it applies
         only when ``token`` holds the lease, expired or not, in any state; the seed let any
-        caller extend a lapsed lease it does not hold. Returns the updated operation, or
-        None when refused or absent. Raises ``InvalidInput`` for a malformed field.
+        caller extend a lapsed lease it does not hold. A lapsed lease is renewed without
+        the account caps, throttles or one-lease-per-entity rule (``lease_allowed``): DESIGN
+        3.1 keeps this, while ``LeasingStore.renew_leases`` renews only unlapsed leases.
+        Returns the updated operation, or None when refused or absent. Raises
+        ``InvalidInput`` for a malformed field.
         """
         now = self._ctx.clock()
         params = {
