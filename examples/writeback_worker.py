@@ -21,9 +21,14 @@ a batch is its own compare-and-set with the single mutation's outcome, in input 
    e.g. a redelivered queue message; the stored operation says how far it got),
    ``OperationConflict`` (the key holds a different envelope: a bug upstream; the stored
    operation is never overwritten).
-3. ``MarkSendsStarted``: before calling the provider, record that this run is sending. When
-   a crashed run's marker is still there, the attempt becomes contested: it may have reached
-   the provider, so no run can refund it.
+   A claim keeps its lease only where leasing would grant it (the account below its cap and
+   not throttled, no other write of the provider entity in flight); otherwise the operation
+   is claimed with its lease already lapsed, for ``LeaseOperations`` to hand out.
+3. ``RenewLeases``: the heartbeat, before a batch is sent: it extends the leases this run
+   holds and has not let lapse, and answers which those are; the others are left for
+   ``LeaseOperations``. ``MarkSendsStarted``: before calling the provider, record that this
+   run is sending. When a crashed run's marker is still there, the attempt becomes
+   contested: it may have reached the provider, so no run can refund it.
 4. Send each to the provider, idempotently: the provider keys the write by the
    ``deterministicEventID``, so a repeated send updates rather than duplicates.
 5. ``FinalizeOperations``: compare-and-set each sent operation (its ``version`` and our
@@ -34,26 +39,26 @@ When the provider fails transiently (one operation of each run does, on its firs
 
 3'. ``RecordOperations`` ATTEMPTED -> ATTEMPTED with ``kind: "transient"`` and
     ``nextAttemptAt = serverTime + 1500`` for the failed ones: the attempt is counted and
-    the operation rescheduled. Then ``ReleaseLease``, so any worker may take it when due.
-4'. Poll ``DueOperations(now: serverTime)``: the operation is listed once its
-    ``nextAttemptAt`` has passed and its lease is free. ``AcquireLease`` with a fresh token,
-    then steps 3 to 5 again, as a batch of one. It ends COMMITTED with 2 attempts (the
-    others with 1). (Leasing due work in batches, ``leaseOperations`` with ``renewLeases``
-    as the heartbeat, replaces this poll once the server has them.)
+    the operation rescheduled. Then ``ReleaseLeases`` in one request, so any worker may take
+    them when due.
+4'. Poll ``LeaseOperations`` (a fresh token, ``leaseMs``, no clock of ours): the server
+    leases, fairly and within each account's cap, the due operations whose lease is free;
+    then steps 3 to 5 again for the batch it handed out. The failed one ends COMMITTED with
+    2 attempts (the others with 1).
 
 Before writing a change back, the worker records the document's new state as its winner
 (``RecordIngress`` with the digest of the payload; no watch exists yet, so it arms nothing).
 
 After the write-backs, the verifier (``Verifier``) checks that the provider holds each
-document's winner, through the watches finalize armed: ``DueWatches``, then per watch
-``ClaimWatchAttempt``, a read of the provider's entity (its digest), and
-``RecordVerification``. A mismatch is repaired by writing the document again. One entity
-(the last change's) is one the provider keeps mangling, so its watch ends REPAIR_FAILED
-after ``MAX_VERIFY_ATTEMPTS`` checks. Then two documents are edited (``RecordIngress`` with
-a new digest): each VERIFIED watch opens a new repair generation, the next check finds the
-provider stale, the repair rewrites it, and the check after that ends VERIFIED. The summary
-prints how many watches ended VERIFIED, how many repairs ingress opened, and how many ended
-REPAIR_FAILED.
+document's winner, through the watches finalize armed: ``ClaimWatches`` claims a batch of
+due watches, the verifier reads each provider entity (its digest), and
+``RecordVerifications`` records every check in one request. A mismatch is repaired by
+writing the document again. One entity (the last change's) is one the provider keeps
+mangling, so its watch ends REPAIR_FAILED after ``MAX_VERIFY_ATTEMPTS`` checks. Then two
+documents are edited (``RecordIngress`` with a new digest): each VERIFIED watch opens a new
+repair generation, the next check finds the provider stale, the repair rewrites it, and the
+check after that ends VERIFIED. The summary prints how many watches ended VERIFIED, how many
+repairs ingress opened, and how many ended REPAIR_FAILED.
 
 Each run also replays one claim with the identical envelope (expects ``OperationExists``)
 and claims an existing key with a drifted ``payloadHash`` (expects ``OperationConflict``),
@@ -69,9 +74,10 @@ state as it now stands, and the loop recomputes from that and tries again. The c
 kept under a stable connector name, so each run adds to what the runs before it left.
 
 Every run uses fresh ids (a random run id in each operation id and in the connector name),
-so it can run again and again against the same database, and ``DueOperations`` filtered by
-that connector name lists only this run's work. A production worker would use one stable
-connector name and take every due operation, including those a crashed run left behind.
+so it can run again and again against the same database, and ``LeaseOperations`` and
+``ClaimWatches`` filtered by that connector name hand out only this run's work. A production
+worker would use one stable connector name and take every due operation, including those a
+crashed run left behind.
 """
 
 import argparse
@@ -275,8 +281,9 @@ class Worker:
         self.run_id = run_id
         self.connector = f"example-calendar-{run_id}"
         self.tally = Tally()
-        self.rescheduled: dict[str, int] = {}
-        """operationID -> nextAttemptAt, for operations waiting for their retry."""
+        self.waiting: dict[str, int] = {}
+        """operationID -> when it is due (nextAttemptAt; 0: at once), for the operations
+        waiting for ``LeaseOperations``: a retry, or a claim whose lease was not granted."""
 
     def claim_input(self, change: Change, lease_token: str, lease_expires_at: int) -> dict:
         return {
@@ -330,10 +337,33 @@ class Worker:
                 leased.append((change, claimed["operation"]))
         self.settle(leased, lease_token)
 
+    def key(self, change: Change) -> dict[str, str]:
+        return {"callerDID": self.CALLER, "operationID": change.operation_id}
+
+    def heartbeat(self, leased: list[tuple[Change, dict]], lease_token: str) -> list:
+        """Renew the leases ``lease_token`` holds on ``leased`` in one request; keep those
+        renewed, and leave the rest (a lease not granted, or lapsed) to ``LeaseOperations``."""
+        renewed = self.client.call(
+            "RenewLeases",
+            input={
+                "leaseToken": lease_token,
+                "leaseMs": LEASE_MS,
+                "keys": [self.key(change) for change, _ in leased],
+            },
+        )["renewLeases"]["renewed"]
+        held = {operation["operationID"] for operation in renewed}
+        for change, _ in leased:
+            if change.operation_id not in held:
+                self.waiting[change.operation_id] = 0
+        return [(change, operation) for change, operation in leased if change.operation_id in held]
+
     def settle(self, leased: list[tuple[Change, dict]], lease_token: str) -> None:
-        """Steps 3 to 5 for operations whose lease ``lease_token`` holds, a request per step
-        for the whole batch: mark every send, send each, then finalize the sent ones and
-        reschedule the failed ones."""
+        """Steps 3 to 5 for operations claimed or leased with ``lease_token``, a request per
+        step for the whole batch: renew the leases still held, mark every send, send each,
+        then finalize the sent ones and reschedule the failed ones."""
+        if not leased:
+            return
+        leased = self.heartbeat(leased, lease_token)
         if not leased:
             return
         marker = f"{self.run_id}/{lease_token}"
@@ -408,50 +438,58 @@ class Worker:
             for change, operation, error in failed
         ]
         recorded = self.client.call("RecordOperations", input={"items": records})
-        for (change, _, _), result in zip(
-            failed, recorded["recordOperations"]["results"], strict=True
-        ):
-            if not self.tally.expect(result["applied"], f"{change.operation_id}: record refused"):
-                continue
-            key = {"callerDID": self.CALLER, "operationID": change.operation_id}
-            released = self.client.call("ReleaseLease", input=key | {"token": lease_token})
-            self.tally.expect(
-                released["releaseLease"]["applied"], f"{change.operation_id}: release refused"
+        applied = [
+            change
+            for (change, _, _), result in zip(
+                failed, recorded["recordOperations"]["results"], strict=True
             )
-            self.rescheduled[change.operation_id] = next_attempt_at
+            if self.tally.expect(result["applied"], f"{change.operation_id}: record refused")
+        ]
+        if not applied:
+            return
+        released = self.client.call(
+            "ReleaseLeases",
+            input={"leaseToken": lease_token, "keys": [self.key(change) for change in applied]},
+        )["releaseLeases"]["released"]
+        let_go = {operation["operationID"] for operation in released}
+        for change in applied:
+            self.tally.expect(
+                change.operation_id in let_go, f"{change.operation_id}: release refused"
+            )
+            self.waiting[change.operation_id] = next_attempt_at
             self.tally.retries += 1
 
-    def retry_due(self, changes: dict[str, Change]) -> None:
-        """Poll ``DueOperations`` until every rescheduled operation was retried."""
+    def lease_due(self, changes: dict[str, Change]) -> None:
+        """Poll ``LeaseOperations`` until every waiting operation was leased and settled."""
         deadline = time.monotonic() + RETRY_DEADLINE_S
-        while self.rescheduled and time.monotonic() < deadline:
-            now = self.client.server_time()
-            due = self.client.call("DueOperations", now=now, connectorName=self.connector)
-            for operation in due["dueOperations"]:
+        while self.waiting and time.monotonic() < deadline:
+            lease_token = secrets.token_hex(8)
+            leased = self.client.call(
+                "LeaseOperations",
+                input={
+                    "leaseToken": lease_token,
+                    "leaseMs": LEASE_MS,
+                    "limit": 50,
+                    "connectorName": self.connector,
+                },
+            )["leaseOperations"]["operations"]
+            if leased:
+                now = self.client.server_time()
+            batch = []
+            for operation in leased:
                 operation_id = operation["operationID"]
-                next_attempt_at = self.rescheduled.pop(operation_id, None)
-                if next_attempt_at is None:
-                    continue
-                self.tally.expect(
-                    now >= next_attempt_at,
-                    f"{operation_id}: due at {now}, before its nextAttemptAt {next_attempt_at}",
-                )
-                lease_token = secrets.token_hex(8)
-                acquired = self.client.call(
-                    "AcquireLease",
-                    input={
-                        "callerDID": self.CALLER,
-                        "operationID": operation_id,
-                        "token": lease_token,
-                        "expiresAt": now + LEASE_MS,
-                    },
-                )["acquireLease"]
-                if self.tally.expect(acquired["applied"], f"{operation_id}: acquire refused"):
-                    self.settle([(changes[operation_id], acquired["operation"])], lease_token)
-            if self.rescheduled:
+                due_at = self.waiting.pop(operation_id, None)
+                if self.tally.expect(due_at is not None, f"{operation_id}: leased, not waiting"):
+                    self.tally.expect(
+                        now >= due_at,
+                        f"{operation_id}: leased at {now}, before it was due {due_at}",
+                    )
+                    batch.append((changes[operation_id], operation))
+            self.settle(batch, lease_token)
+            if self.waiting and not leased:
                 time.sleep(POLL_INTERVAL_S)
-        for operation_id in self.rescheduled:
-            self.tally.failures.append(f"{operation_id}: never came due")
+        for operation_id in self.waiting:
+            self.tally.failures.append(f"{operation_id}: never leased")
 
     def replay(self, change: Change) -> None:
         """A redelivered change: same key, same envelope -> the stored operation."""
@@ -495,14 +533,14 @@ class Verifier:
     """Checks that the provider holds each document's current winner, through the watches
     that finalize armed, and repairs what does not match.
 
-    For each due watch (``DueWatches``): ``ClaimWatchAttempt`` (so two verifiers never
-    check one watch at once), read the provider's entity and compute its digest, then
-    ``RecordVerification`` with that digest. The server compares it with the document's
-    winner: VERIFIED, or PENDING (a mismatch: the verifier repairs by writing the
-    document's current state to the provider again, and the watch is due again shortly),
-    or REPAIR_FAILED after ``MAX_VERIFY_ATTEMPTS`` mismatches. ``RecordIngress`` models a
-    document edited after its write-back: the winner moves, and a VERIFIED watch opens a
-    new repair generation (counted as a repair opened by ingress).
+    ``ClaimWatches`` claims a batch of due watches (so two verifiers never check one watch at
+    once); for each, read the provider's entity and compute its digest; then
+    ``RecordVerifications`` records every digest in one request. The server compares each
+    with the document's winner: VERIFIED, or PENDING (a mismatch: the verifier repairs by
+    writing the document's current state to the provider again, and the watch is due again
+    shortly), or REPAIR_FAILED after ``MAX_VERIFY_ATTEMPTS`` mismatches. ``RecordIngress``
+    models a document edited after its write-back: the winner moves, and a VERIFIED watch
+    opens a new repair generation (counted as a repair opened by ingress).
     """
 
     IDENTITY_FIELDS = ("ownerDID", "connectorName", "model", "accountKey", "sourceID")
@@ -526,11 +564,12 @@ class Verifier:
         """Check due watches until no watch of this connector is pending verification."""
         deadline = time.monotonic() + RETRY_DEADLINE_S
         while time.monotonic() < deadline:
-            now = self.client.server_time()
-            due = self.client.call("DueWatches", now=now, connectorName=self.connector)
-            for watch in due["dueWatches"]:
-                self.check(watch, now)
-            if due["dueWatches"]:
+            claimed = self.client.call(
+                "ClaimWatches",
+                input={"claimMs": CLAIM_MS, "limit": 50, "connectorName": self.connector},
+            )["claimWatches"]["watches"]
+            if claimed:
+                self.check(claimed, self.client.server_time())
                 continue
             if not self.any_pending():
                 return
@@ -545,36 +584,28 @@ class Verifier:
         )
         return bool(page["watches"]["edges"])
 
-    def check(self, watch: dict[str, Any], now: int) -> None:
-        """Claim one due watch, compare the provider with the winner, repair a mismatch."""
-        identity = {name: watch[name] for name in self.IDENTITY_FIELDS}
-        generation = watch["repairGeneration"]
-        claimed = self.client.call(
-            "ClaimWatchAttempt",
-            input={
-                "identity": identity,
-                "generation": generation,
-                "until": now + CLAIM_MS,
-                "now": now,
-            },
-        )["claimWatchAttempt"]
-        if not claimed["applied"]:
-            return
-        change = self.documents[watch["documentID"]]
-        self.tally.checks += 1
-        recorded = self.client.call(
-            "RecordVerification",
-            input={
-                "identity": identity,
-                "generation": generation,
+    def check(self, claimed: list[dict[str, Any]], now: int) -> None:
+        """Compare the provider with the winner of each claimed watch, record every check in
+        one request, and repair each mismatch."""
+        changes = [self.documents[watch["documentID"]] for watch in claimed]
+        items = [
+            {
+                "identity": {name: watch[name] for name in self.IDENTITY_FIELDS},
+                "generation": watch["repairGeneration"],
                 "fetchedDigest": self.provider.read_digest(change.event_id),
                 "maxAttempts": MAX_VERIFY_ATTEMPTS,
                 "dueAt": now + REVERIFY_AFTER_MS,
-                "claimedUntil": claimed["watch"]["claimedUntil"],
-            },
-        )["recordVerification"]
-        if recorded["outcome"] == "PENDING":
-            self.provider.upsert(change.event_id, change.payload)
+                "claimedUntil": watch["claimedUntil"],
+            }
+            for watch, change in zip(claimed, changes, strict=True)
+        ]
+        self.tally.checks += len(items)
+        results = self.client.call("RecordVerifications", input={"items": items})[
+            "recordVerifications"
+        ]["results"]
+        for change, result in zip(changes, results, strict=True):
+            if result["outcome"] == "PENDING":
+                self.provider.upsert(change.event_id, change.payload)
 
     def edit(self, change: Change) -> None:
         """The document is edited after its write-back: record the new winner (ingress)."""
@@ -679,7 +710,7 @@ def run(url: str, count: int, token: str | None) -> int:
         last = ordered[-1]
         worker.replay(last)
         worker.conflict(last)
-        worker.retry_due(changes)
+        worker.lease_due(changes)
         elapsed = time.perf_counter() - started
         for change in ordered:
             worker.verify(change, attempts=2 if change is flaky else 1)

@@ -57,7 +57,12 @@ async def write_payloads(
 
 @strawberry.type
 class BatchMutation:
-    @fields.mutation(description="Claim many operation keys, each as `claimOperation`.")
+    @fields.mutation(
+        description="Claim many operation keys, each as `claimOperation`, in one transaction: "
+        "an item takes its claimant's lease only where claimOperation would, the items before "
+        "it (by key) counted against its account's cap and its provider entity; otherwise it "
+        "is claimed with its lease already lapsed, due at once for leaseOperations."
+    )
     async def claim_operations(
         self, info: Info, input: ClaimOperationsInput
     ) -> ClaimOperationsPayload:

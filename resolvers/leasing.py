@@ -28,7 +28,6 @@ from schema.leasing import (
 from schema.node import encode_opaque
 from store.leasing import DEFAULT_BATCH
 from store.records import AccountLoad
-from store.sizes import Measured
 
 
 def batch_size(info: Info, limit: int | None) -> int:
@@ -58,30 +57,35 @@ class LeasingMutation:
         "entity holding a live lease. Order: fair across owners (each owner's k-th before any "
         "owner's (k+1)-th), then due time, then key. A takeover of a lapsed lease whose run "
         "marked a send counts the abandoned attempt, as acquireLease does. Concurrent calls "
-        "never lease one operation twice, pass an account's cap or lease two of one entity."
+        "never lease one operation twice, pass an account's cap or lease two of one entity. "
+        "When the answer would pass the request's byte budget (MAX_RESPONSE_BYTES), fewer "
+        "operations are leased: the rest stay as they were."
     )
     async def lease_operations(
         self, info: Info, input: LeaseOperationsInput
     ) -> LeaseOperationsPayload:
-        records = await info.context.store.leasing.lease_operations(
-            input.lease_token,
-            input.lease_ms,
-            limit=batch_size(info, input.limit),
-            connector_name=input.connector_name,
-            account_keys=input.account_keys,
-            caller_did=info.context.viewer.visible_to,
-        )
-        info.context.loaders.remember(*records)
-        return LeaseOperationsPayload(
-            operations=info.context.visible.operations(
-                "leaseOperations", Measured(records, [0] * len(records))
+        size = batch_size(info, input.limit)
+        budget = info.context.budget
+        async with budget.reading("leaseOperations") as allowance:
+            records = await info.context.store.leasing.lease_operations(
+                input.lease_token,
+                input.lease_ms,
+                limit=size,
+                connector_name=input.connector_name,
+                account_keys=input.account_keys,
+                caller_did=info.context.viewer.visible_to,
+                max_bytes=allowance,
+                at_least_one=allowance >= budget.max_bytes,
             )
-        )
+            info.context.loaders.remember(*records)
+            operations = info.context.visible.operations("leaseOperations", records)
+        return LeaseOperationsPayload(operations=operations)
 
     @fields.mutation(
         description="Renew, until the store's now + `leaseMs`, the leases `leaseToken` holds on "
         "the operations at `keys` (at most 500) and has not let lapse; a lapsed lease is taken "
-        "again with leaseOperations or acquireLease. Only the viewer's calls (a service: any). "
+        "again with leaseOperations or acquireLease (unlike renewLease, which renews its "
+        "holder's lapsed lease too). Only the viewer's calls (a service: any). "
         "Returns the renewed operations."
     )
     async def renew_leases(self, info: Info, input: RenewLeasesInput) -> RenewLeasesPayload:
@@ -93,11 +97,7 @@ class LeasingMutation:
             caller_did=info.context.viewer.visible_to,
         )
         info.context.loaders.remember(*records)
-        return RenewLeasesPayload(
-            renewed=info.context.visible.operations(
-                "renewLeases", Measured(records, [0] * len(records))
-            )
-        )
+        return RenewLeasesPayload(renewed=info.context.visible.operations("renewLeases", records))
 
     @fields.mutation(
         description="Drop the leases of the operations at `keys` (at most 500) where "
@@ -111,30 +111,31 @@ class LeasingMutation:
         )
         info.context.loaders.remember(*records)
         return ReleaseLeasesPayload(
-            released=info.context.visible.operations(
-                "releaseLeases", Measured(records, [0] * len(records))
-            )
+            released=info.context.visible.operations("releaseLeases", records)
         )
 
     @fields.mutation(
         description="Claim up to `limit` due pending watches until the store's now + "
         "`claimMs`, fair across owners, then by due time and identity; only the viewer's own "
         "watches (a service: any owner's). A takeover of a lapsed claim counts the abandoned "
-        "verification attempt, as claimWatchAttempt does."
+        "verification attempt, as claimWatchAttempt does. When the answer would pass the "
+        "request's byte budget (MAX_RESPONSE_BYTES), fewer watches are claimed."
     )
     async def claim_watches(self, info: Info, input: ClaimWatchesInput) -> ClaimWatchesPayload:
-        records = await info.context.store.leasing.claim_watches(
-            input.claim_ms,
-            limit=batch_size(info, input.limit),
-            connector_name=input.connector_name,
-            owner_did=info.context.viewer.visible_to,
-        )
-        info.context.loaders.remember(*records)
-        return ClaimWatchesPayload(
-            watches=info.context.visible.watches(
-                "claimWatches", Measured(records, [0] * len(records))
+        size = batch_size(info, input.limit)
+        budget = info.context.budget
+        async with budget.reading("claimWatches") as allowance:
+            records = await info.context.store.leasing.claim_watches(
+                input.claim_ms,
+                limit=size,
+                connector_name=input.connector_name,
+                owner_did=info.context.viewer.visible_to,
+                max_bytes=allowance,
+                at_least_one=allowance >= budget.max_bytes,
             )
-        )
+            info.context.loaders.remember(*records)
+            watches = info.context.visible.watches("claimWatches", records)
+        return ClaimWatchesPayload(watches=watches)
 
     @fields.mutation(
         description="Cap the live leases of a provider account (null clears the cap). Every "

@@ -257,7 +257,9 @@ class Mutation:
 
     @fields.mutation(
         description="Move the lease's expiry; applies only for the token that holds the lease, "
-        "expired or not."
+        "expired or not, in any state. Unlike renewLeases, it revives a lapsed lease without "
+        "the account caps, throttles or one-lease-per-entity rule: a worker that lets its "
+        "lease lapse should take the operation again with acquireLease or leaseOperations."
     )
     async def renew_lease(self, info: Info, input: RenewLeaseInput) -> OperationWritePayload:
         return await operation_write(

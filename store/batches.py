@@ -18,6 +18,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from store import lease_guards as guards
 from store.context import ReadWinner, StoreContext
 from store.database import Row
 from store.items import ItemStatement, each_item, refuse_repeats
@@ -32,6 +33,7 @@ from store.operations import (
     SendMark,
     by_key,
     claim_insert,
+    claim_lease_expiry,
     claim_outcome,
     claim_row,
     finalize_item,
@@ -50,6 +52,7 @@ from store.records import (
     WatchIdentity,
     WatchRecord,
 )
+from store.tables import account
 from store.tables import document_winner as winner
 from store.tables import operation as op
 from store.tables import projection_watch as watch
@@ -105,17 +108,99 @@ FINALIZE_OPERATIONS = ItemStatement(
 )
 """``finalize_update`` of every item."""
 
-CLAIM_OPERATIONS = ItemStatement(
-    {name: op.c[name] for name in CLAIM_COLUMNS},
-    lambda insert, rows: claim_insert(
-        insert(op).from_select(
-            list(CLAIM_COLUMNS),
-            # ``WHERE true``: SQLite parses ``ON CONFLICT`` after a bare SELECT as a join's.
-            sa.select(*(rows.c[name] for name in CLAIM_COLUMNS)).where(sa.true()),
+ACCOUNTS = {"connector_name": account.c.connector_name, "account_key": account.c.account_key}
+
+ENSURE_ACCOUNTS = ItemStatement(
+    ACCOUNTS,
+    lambda insert, rows: (
+        insert(account)
+        .from_select(
+            ["connector_name", "account_key", "updated_at"],
+            sa.select(rows.c.connector_name, rows.c.account_key, NOW).where(sa.true()),
         )
+        .on_conflict_do_nothing(index_elements=[account.c.connector_name, account.c.account_key])
+        .returning(account.c.account_key)
     ),
 )
-"""``claim_insert`` of every item's fresh row."""
+"""``ENSURE_ACCOUNT`` of every item (one per account): create the rows that are absent."""
+
+LOCK_ACCOUNTS = ItemStatement(
+    ACCOUNTS,
+    lambda _, rows: (
+        sa.select(account.c.account_key)
+        .select_from(
+            account.join(
+                rows,
+                sa.and_(
+                    account.c.connector_name == rows.c.connector_name,
+                    account.c.account_key == rows.c.account_key,
+                ),
+            )
+        )
+        .order_by(account.c.connector_name, account.c.account_key)
+        .with_for_update(of=account)
+    ),
+)
+"""``LOCK_ACCOUNT`` of every item's account, in key order (no deadlock between claims)."""
+
+
+def _claims_insert(insert: Any, rows: sa.FromClause) -> Any:
+    """``claim_insert`` of every item's fresh row, each keeping the claimant's lease only
+    where ``claim_operation`` would and the items before it in the batch (by key) leave
+    room: the guard's subqueries see only rows already stored, not the statement's own, so
+    the items are ranked. ``allowed`` is ``lease_allowed`` without the cap; an item keeps its
+    lease when allowed, first (by key) of its provider entity in the batch, and within its
+    account's room (``lease_guards.with_room``) among the allowed first-of-entity items of
+    its account. An item whose key already exists (left as stored) still takes its rank:
+    that may only refuse a later item its lease, never grant a second one."""
+    key = [rows.c.caller_did, rows.c.operation_id]
+    ranked = sa.select(
+        *(rows.c[name] for name in CLAIM_COLUMNS),
+        guards.lease_allowed(rows.c, NOW, None, cap=False).label("allowed"),
+        sa.func.row_number()
+        .over(partition_by=[rows.c[name] for name in WATCH_IDENTITY], order_by=key)
+        .label("entity_rank"),
+    ).subquery("ranked")
+    first = ranked.c.entity_rank == 1
+    joined, room = guards.with_room(ranked, NOW)
+    placed = (
+        sa.select(
+            ranked,
+            room.label("room"),
+            sa.func.row_number()
+            .over(
+                partition_by=[
+                    ranked.c.connector_name,
+                    ranked.c.account_key,
+                    ranked.c.allowed,
+                    first,
+                ],
+                order_by=[ranked.c.caller_did, ranked.c.operation_id],
+            )
+            .label("account_rank"),
+        )
+        .select_from(joined)
+        .subquery("placed")
+    )
+    granted = sa.and_(
+        placed.c.allowed,
+        placed.c.entity_rank == 1,
+        sa.or_(placed.c.room.is_(None), placed.c.account_rank <= placed.c.room),
+    )
+    values = [
+        claim_lease_expiry(placed.c, NOW, granted).label(name)
+        if name == "lease_expires_at"
+        else placed.c[name]
+        for name in CLAIM_COLUMNS
+    ]
+    # ``WHERE true``: SQLite parses ``ON CONFLICT`` after a bare SELECT as a join's.
+    return claim_insert(
+        insert(op).from_select(list(CLAIM_COLUMNS), sa.select(*values).where(sa.true()))
+    )
+
+
+CLAIM_OPERATIONS = ItemStatement({name: op.c[name] for name in CLAIM_COLUMNS}, _claims_insert)
+"""``_claims_insert`` of every item's fresh row; ``p_now`` is the store's now."""
 
 GET_OPERATIONS = ItemStatement(
     KEYS,
@@ -218,19 +303,33 @@ class BatchesStore:
         return _by_key(await self._db.fetch_prepared_all(prepared, values))
 
     async def claim_operations(self, claims: Sequence[OperationClaim]) -> list[ClaimResult]:
-        """``claim_operation`` of each claim, in input order: one insert-if-absent for all,
-        then one read of the keys that were taken. Raises ``InvalidInput`` (naming
-        ``items[i].<field>``) for a bad claim or a key named twice."""
+        """``claim_operation`` of each claim, in input order. One transaction: one statement
+        creates every distinct account of the claims that is absent, one (PostgreSQL) locks
+        them all in key order, one inserts every fresh row if absent (``_claims_insert``:
+        each keeps the claimant's lease only where ``claim_operation`` would grant it,
+        counting the items before it in the batch), then one read of the keys that were
+        taken. Raises ``InvalidInput`` (naming ``items[i].<field>``) for a bad claim or a key
+        named twice."""
         fresh = each_item(claims, lambda claim: claim_row(claim, self._ctx))
         keys = [(row.caller_did, row.operation_id) for row in fresh]
         refuse_repeats(keys, "operationID")
         rows = [{name: getattr(row, name) for name in CLAIM_COLUMNS} for row in fresh]
-        inserted = _by_key(
-            await self._write(
+        accounts = [
+            {"connector_name": connector, "account_key": key}
+            for connector, key in sorted({(row.connector_name, row.account_key) for row in fresh})
+        ]
+        now = self._ctx.clock()
+        async with self._db.write_transaction():
+            await self._write(ENSURE_ACCOUNTS, accounts, p_now=now)
+            if self._db.is_postgres:
+                prepared, values = LOCK_ACCOUNTS.bind(True, accounts)
+                await self._db.fetch_prepared_all(prepared, values)
+            written = await self._write(
                 CLAIM_OPERATIONS,
                 sorted(rows, key=lambda row: (row["caller_did"], row["operation_id"])),
+                p_now=now,
             )
-        )
+        inserted = _by_key(written)
         stored = await self.get_operations([key for key in keys if key not in inserted])
         return [
             ClaimResult("claimed", inserted[key])

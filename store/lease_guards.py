@@ -6,7 +6,8 @@ forbids twice. An operation may take a lease (``lease_allowed``) when its accoun
 throttled and below its cap, and it is the oldest attempted operation of its provider entity
 (the watch identity) with no other operation of the entity holding a live lease.
 ``store.leasing`` (``leaseOperations``), ``acquire_lease`` and ``claim_operation``
-(``store.operations``) build their statements from these; each takes a value or a ``param``
+(``store.operations``) and ``claim_operations`` (``store.batches``) build their statements
+from these; each takes a value or a ``param``
 for ``now``, and a ``subject`` whose attributes name the operation's identity columns (the
 operation table's ``c`` collection, or the parameters of a claim's new row).
 """
@@ -70,6 +71,20 @@ def in_flight(subject: Any, now: Any, but: tuple[Any, Any] | None = None) -> Any
             sa.tuple_(leased.c.caller_did, leased.c.operation_id) != sa.tuple_(*but)
         )
     return query.scalar_subquery()
+
+
+def with_room(subject: sa.FromClause, now: Any) -> tuple[sa.Join, sa.ColumnElement[Any]]:
+    """``subject`` (rows naming ``connector_name`` and ``account_key``) outer-joined to its
+    account, and that account's room at ``now``: its cap less its live leases
+    (``in_flight``), null when it has no cap. What a batch that hands out leases ranks its
+    rows of one account against."""
+    capped = account.alias("capped")
+    joined = subject.outerjoin(capped, _same_account(capped, subject.c))
+    room = sa.case(
+        (capped.c.max_in_flight.is_(None), None),
+        else_=capped.c.max_in_flight - in_flight(subject.c, now),
+    )
+    return joined, room
 
 
 def at_cap(subject: Any, now: Any, but: tuple[Any, Any] | None = None) -> sa.ColumnElement[bool]:

@@ -8,6 +8,7 @@ Durations are relative (ms from the store's now): no caller's clock decides a gu
 """
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
@@ -16,12 +17,24 @@ from store import lease_guards as guards
 from store import validation as check
 from store.context import StoreContext
 from store.errors import InvalidInput
-from store.operations import due_operation, held_by, lease_free, lease_values, releasable_by
+from store.operations import (
+    ROW_BYTES,
+    due_operation,
+    held_by,
+    lease_free,
+    lease_values,
+    releasable_by,
+)
 from store.records import OperationRecord, WatchRecord
+from store.sizes import SIZE, Measured, row_bytes
 from store.tables import account
 from store.tables import operation as op
 from store.tables import projection_watch as watch
 from store.watches import IDENTITY_COLUMNS, claim_values, due_watch
+
+KEY_NAMES = ("caller_did", "operation_id")
+CHOSEN_ORDER = ("owner_rank", "due_at", *KEY_NAMES)
+"""The order ``lease_operations`` picks in (``_chosen``'s columns): fair across owners."""
 
 Filters = tuple[str | None, list[str] | None, str | None]
 """``lease_operations``' connector, account keys and caller (each None: any)."""
@@ -77,6 +90,34 @@ def _in_keys(keys: Sequence[tuple[str, str]]) -> sa.ColumnElement[bool]:
     )
 
 
+@dataclass
+class _Lease:
+    """One ``lease_operations`` call: its token, duration (ms) and byte allowance, and what
+    it has leased so far (records with their sizes)."""
+
+    token: str
+    duration: int
+    max_bytes: int | None
+    at_least_one: bool
+    leased: list[tuple[OperationRecord, int]] = field(default_factory=list)
+
+    def bytes_left(self) -> int | None:
+        spent = sum(size for _, size in self.leased)
+        return None if self.max_bytes is None else max(0, self.max_bytes - spent)
+
+    def may_pass(self) -> bool:
+        """The next statement may lease its first row past the bytes left."""
+        return self.at_least_one and not self.leased
+
+    def add(self, rows: Sequence[Any]) -> None:
+        self.leased += [(OperationRecord.from_row(row), row[SIZE]) for row in rows]
+
+    def in_fair_order(self) -> Measured[OperationRecord]:
+        sizes = {(r.caller_did, r.operation_id): size for r, size in self.leased}
+        ordered = fair_order([record for record, _ in self.leased])
+        return Measured(ordered, [sizes[(r.caller_did, r.operation_id)] for r in ordered])
+
+
 class LeasingStore:
     """``leaseOperations``, ``renewLeases``, ``releaseLeases`` and ``claimWatches``."""
 
@@ -93,9 +134,19 @@ class LeasingStore:
         connector_name: str | None = None,
         account_keys: Sequence[str] | None = None,
         caller_did: str | None = None,
-    ) -> list[OperationRecord]:
+        max_bytes: int | None = None,
+        at_least_one: bool = True,
+    ) -> Measured[OperationRecord]:
         """Lease up to ``limit`` (1 to 500) operations to ``token`` until the store's now +
-        ``lease_ms`` (1,000 to 3,600,000) and return them in ``fair_order``.
+        ``lease_ms`` (1,000 to 3,600,000) and return them in ``fair_order``, each with its
+        size (``store.sizes.row_bytes``).
+
+        ``max_bytes`` (None: no bound) bounds the answer: in the order they are chosen, only
+        the operations whose running size stays within it are leased, the rest are left as
+        they were (never leased and then refused); the first is leased even when it alone
+        passes ``max_bytes`` when ``at_least_one`` (an answer that may pass by its first row,
+        as the request's first list may: ``resolvers.budget``), so an operation larger than
+        the budget is still handed out.
 
         An operation qualifies when it is attempted, due (``next_attempt_at`` null or at
         most now), its lease free or lapsed, called by ``caller_did`` when given (a
@@ -114,10 +165,11 @@ class LeasingStore:
         up), so the cost follows the owners, not the operations due; concurrent leasers skip
         each other's rows instead of waiting. When that leases fewer than ``limit`` (some
         owners had fewer to give), it goes again for the rest with ``depth`` doubled, up to
-        ``limit``. For a tenant (``caller_did`` given) one ``UPDATE`` ranks every qualifying
-        operation it called (``_ranked_all``, found by the key's leading column); so it does
-        on SQLite, whose transaction is ``BEGIN IMMEDIATE``. Raises ``InvalidInput`` naming
-        ``leaseToken``, ``leaseMs``, ``limit``, ``connectorName`` or ``accountKeys``.
+        ``limit``, or until the bytes are spent. For a tenant (``caller_did`` given) one
+        ``UPDATE`` ranks every qualifying operation it called (``_ranked_all``, found by the
+        key's leading column); so it does on SQLite, whose transaction is ``BEGIN
+        IMMEDIATE``. Raises ``InvalidInput`` naming ``leaseToken``, ``leaseMs``, ``limit``,
+        ``connectorName``, ``accountKeys`` or ``maxBytes``.
         """
         check.key("leaseToken", token)
         duration = _duration("leaseMs", lease_ms)
@@ -129,46 +181,52 @@ class LeasingStore:
                 raise InvalidInput("accountKeys", f"must hold at most {MAX_BATCH} items")
             accounts = sorted(set(check.key_list("accountKeys", list(account_keys))))
             if not accounts:
-                return []
+                return Measured()
         caller = check.optional_key("callerDID", caller_did)
+        if max_bytes is not None:
+            check.count("maxBytes", max_bytes, minimum=1)
         where: Filters = (connector, accounts, caller)
-        leased: list[OperationRecord] = []
+        lease = _Lease(token, duration, max_bytes, at_least_one)
         async with self._db.write_transaction():
             if self._db.is_postgres:
                 await self._db.fetch_all(_lock_capped_accounts(connector, accounts))
             now = self._ctx.clock()
             if not self._db.is_postgres or caller is not None:
                 # A tenant's calls are found through the key's leading column, the caller.
-                leased += await self._lease(now, token, duration, size, _ranked_all(now, where))
-                return fair_order(leased)
+                await self._lease(now, lease, size, _ranked_all(now, where))
+                return lease.in_fair_order()
             counted = await self._db.fetch_one(_count_owners())
             owners = int(counted["n"]) if counted else 0
             depth = max(1, -(-size // max(owners, 1)))
             while True:
                 ranked = _ranked_by_owner(now, where, depth)
-                leased += await self._lease(now, token, duration, size - len(leased), ranked)
-                if len(leased) >= size or depth >= size:
-                    return fair_order(leased)
+                await self._lease(now, lease, size - len(lease.leased), ranked)
+                if len(lease.leased) >= size or depth >= size:
+                    return lease.in_fair_order()
                 # Some owners had fewer than ``depth`` to give: the others' next ones.
                 depth = min(size, depth * 2)
 
-    async def _lease(
-        self, now: int, token: str, duration: int, size: int, candidate: sa.Subquery
-    ) -> list[OperationRecord]:
-        """Lease to ``token`` the first ``size`` of ``candidate`` that ``_chosen`` keeps."""
+    async def _lease(self, now: int, lease: "_Lease", size: int, candidate: sa.Subquery) -> None:
+        """Lease the first ``size`` of ``candidate`` that ``_chosen`` keeps and the bytes
+        ``lease`` has left allow (``_within``); add them to ``lease``."""
         # A CTE, so the chosen keys are read once: an IN subquery with LIMIT and SKIP LOCKED
         # may be run again for each row it is compared with, and lease more than ``size``.
         chosen = _chosen(now, size, candidate).cte("chosen")
+        kept = _within(chosen, KEY_NAMES, CHOSEN_ORDER, lease.bytes_left(), lease.may_pass()).cte(
+            "kept"
+        )
         update = (
             sa.update(op)
             .where(
-                sa.tuple_(op.c.caller_did, op.c.operation_id).in_(sa.select(chosen)),
+                sa.tuple_(op.c.caller_did, op.c.operation_id).in_(
+                    sa.select(kept.c.caller_did, kept.c.operation_id)
+                ),
                 due_operation(now),
             )
-            .values(lease_values(now, token, now + duration))
-            .returning(op)
+            .values(lease_values(now, lease.token, now + lease.duration))
+            .returning(op, ROW_BYTES.label(SIZE))
         )
-        return [OperationRecord.from_row(row) for row in await self._db.write_all(update)]
+        lease.add(await self._db.write_all(update))
 
     async def renew_leases(
         self,
@@ -177,10 +235,11 @@ class LeasingStore:
         keys: Sequence[tuple[str, str]],
         *,
         caller_did: str | None = None,
-    ) -> list[OperationRecord]:
+    ) -> Measured[OperationRecord]:
         """Move the leases ``token`` holds on the operations at ``keys`` (caller, operation
         id; at most 500) to the store's now + ``lease_ms`` (1,000 to 3,600,000), in any
-        state, and return the renewed operations in key order. The holder's guard of
+        state, and return the renewed operations in key order, each with its size (charged
+        by the reader, not bounded: at most 500, the keys the caller named). The holder's guard of
         ``renew_lease`` (``held_by``), and the lease must not have lapsed: a lapsed lease is
         taken again through ``acquire_lease`` or ``lease_operations``, which apply the
         account caps and the one-lease-per-entity rule. ``caller_did`` given: only that
@@ -191,13 +250,13 @@ class LeasingStore:
         wanted = _keys(keys)
         caller = check.optional_key("callerDID", caller_did)
         if not wanted:
-            return []
+            return Measured()
         now = self._ctx.clock()
         update = (
             sa.update(op)
             .where(_in_keys(wanted), held_by(token), op.c.lease_expires_at >= now)
             .values(lease_expires_at=now + duration, updated_at=now)
-            .returning(op)
+            .returning(op, ROW_BYTES.label(SIZE))
         )
         if caller is not None:
             update = update.where(op.c.caller_did == caller)
@@ -205,22 +264,23 @@ class LeasingStore:
 
     async def release_leases(
         self, token: str, keys: Sequence[tuple[str, str]], *, caller_did: str | None = None
-    ) -> list[OperationRecord]:
+    ) -> Measured[OperationRecord]:
         """Drop the leases of the operations at ``keys`` (at most 500) where ``token`` holds
         it or none is held (``release_lease``'s guard, ``releasable_by``), and return those
-        operations in key order. ``caller_did`` given: only that caller's operations. One
-        statement. Raises ``InvalidInput`` naming ``leaseToken`` or ``keys``."""
+        operations in key order, each with its size (charged, not bounded). ``caller_did``
+        given: only that caller's operations. One statement. Raises ``InvalidInput`` naming
+        ``leaseToken`` or ``keys``."""
         check.key("leaseToken", token)
         wanted = _keys(keys)
         caller = check.optional_key("callerDID", caller_did)
         if not wanted:
-            return []
+            return Measured()
         now = self._ctx.clock()
         update = (
             sa.update(op)
             .where(_in_keys(wanted), releasable_by(token))
             .values(lease_token=None, lease_expires_at=None, updated_at=now)
-            .returning(op)
+            .returning(op, ROW_BYTES.label(SIZE))
         )
         if caller is not None:
             update = update.where(op.c.caller_did == caller)
@@ -233,19 +293,25 @@ class LeasingStore:
         limit: int = DEFAULT_BATCH,
         connector_name: str | None = None,
         owner_did: str | None = None,
-    ) -> list[WatchRecord]:
+        max_bytes: int | None = None,
+        at_least_one: bool = True,
+    ) -> Measured[WatchRecord]:
         """Claim up to ``limit`` (1 to 500) due pending watches until the store's now +
         ``claim_ms`` (1,000 to 3,600,000), fair across owners (each owner's k-th before any
         owner's (k+1)-th, then ``next_attempt_at``, then identity), and return them in that
         order. Due is ``claim_watch_attempt``'s guard (``due_watch``) at the store's now; a
         takeover of a lapsed claim counts the abandoned verification attempt
         (``claim_values``). ``owner_did`` given: only that owner's watches (a tenant's).
-        One statement (PostgreSQL: ``FOR UPDATE SKIP LOCKED``). Raises ``InvalidInput``
-        naming ``claimMs``, ``limit`` or ``connectorName``."""
+        ``max_bytes`` and ``at_least_one`` bound the answer as ``lease_operations``' do: a
+        watch past them is not claimed; each returned watch carries its size. One statement
+        (PostgreSQL: ``FOR UPDATE SKIP LOCKED``). Raises ``InvalidInput`` naming
+        ``claimMs``, ``limit``, ``connectorName`` or ``maxBytes``."""
         duration = _duration("claimMs", claim_ms)
         size = _batch(limit)
         connector = check.optional_key("connectorName", connector_name)
         owner = check.optional_key("ownerDID", owner_did)
+        if max_bytes is not None:
+            check.count("maxBytes", max_bytes, minimum=1)
         now = self._ctx.clock()
         rank = sa.func.row_number().over(
             partition_by=watch.c.owner_did, order_by=[watch.c.next_attempt_at, *IDENTITY_COLUMNS]
@@ -260,7 +326,12 @@ class LeasingStore:
         ranked = due.subquery("ranked")
         pick = watch.alias("pick")
         chosen = (
-            sa.select(*(pick.c[column.name] for column in IDENTITY_COLUMNS))
+            sa.select(
+                *(pick.c[column.name] for column in IDENTITY_COLUMNS),
+                ranked.c.owner_rank,
+                ranked.c.next_attempt_at,
+                row_bytes(pick.c).label(SIZE),
+            )
             .join_from(
                 pick,
                 ranked,
@@ -275,26 +346,41 @@ class LeasingStore:
             .with_for_update(of=pick, skip_locked=True)
             .cte("chosen")
         )
+        names = [column.name for column in IDENTITY_COLUMNS]
+        kept = _within(
+            chosen, names, ["owner_rank", "next_attempt_at", *names], max_bytes, at_least_one
+        ).cte("kept")
         update = (
             sa.update(watch)
-            .where(sa.tuple_(*IDENTITY_COLUMNS).in_(sa.select(chosen)), due_watch(now))
+            .where(
+                sa.tuple_(*IDENTITY_COLUMNS).in_(sa.select(*(kept.c[n] for n in names))),
+                due_watch(now),
+            )
             .values(claim_values(now + duration, now))
-            .returning(watch)
+            .returning(watch, row_bytes(watch.c).label(SIZE))
         )
-        records = [WatchRecord.from_row(row) for row in await self._db.write_all(update)]
+        rows = await self._db.write_all(update)
+        sized = [(WatchRecord.from_row(row), row[SIZE]) for row in rows]
         ranks: dict[str, int] = {}
         placed = []
-        for record in sorted(records, key=lambda r: (r.next_attempt_at or 0, r.identity.parts)):
+        for record, size in sorted(
+            sized, key=lambda pair: (pair[0].next_attempt_at or 0, pair[0].identity.parts)
+        ):
             owner_rank = ranks[record.owner_did] = ranks.get(record.owner_did, 0) + 1
             placed.append(
-                ((owner_rank, record.next_attempt_at or 0, record.identity.parts), record)
+                ((owner_rank, record.next_attempt_at or 0, record.identity.parts), record, size)
             )
-        return [record for _, record in sorted(placed, key=lambda item: item[0])]
+        placed.sort(key=lambda item: item[0])
+        return Measured((record for _, record, _ in placed), (size for _, _, size in placed))
 
 
-def _in_order(rows: Sequence[Any]) -> list[OperationRecord]:
-    records = [OperationRecord.from_row(row) for row in rows]
-    return sorted(records, key=lambda record: (record.caller_did, record.operation_id))
+def _in_order(rows: Sequence[Any]) -> Measured[OperationRecord]:
+    """Rows of operations with their sizes (``SIZE``), in key order."""
+    sized = sorted(
+        ((OperationRecord.from_row(row), row[SIZE]) for row in rows),
+        key=lambda pair: (pair[0].caller_did, pair[0].operation_id),
+    )
+    return Measured((record for record, _ in sized), (size for _, size in sized))
 
 
 def _lock_capped_accounts(connector: str | None, accounts: list[str] | None) -> sa.Select[Any]:
@@ -419,45 +505,61 @@ def _ranked_by_owner(now: int, where: Filters, depth: int) -> sa.Subquery:
     return sa.select(ranked).where(ranked.c.owner_rank <= depth).subquery("candidate")
 
 
+def _within(
+    chosen: sa.CTE, keys: Sequence[str], order: Sequence[str], max_bytes: int | None, may_pass: bool
+) -> sa.Select[Any]:
+    """The ``keys`` columns of the rows of ``chosen`` (rows picked and locked, each with its
+    size ``SIZE``) whose running size in ``order`` (column names naming each row once) stays
+    within ``max_bytes`` (None: all; ``may_pass``: the first always). One window over the
+    chosen rows, after their locks are taken, so a row another leaser holds costs nothing."""
+    if max_bytes is None:
+        return sa.select(*(chosen.c[name] for name in keys))
+    by = [chosen.c[name] for name in order]
+    sized = sa.select(
+        *(chosen.c[name] for name in keys),
+        sa.func.sum(chosen.c[SIZE]).over(order_by=by, rows=(None, 0)).label("through"),
+        sa.func.row_number().over(order_by=by).label("position"),
+    ).subquery("sized")
+    fits: sa.ColumnElement[bool] = sized.c.through <= max_bytes
+    if may_pass:
+        fits = sa.or_(sized.c.position == 1, fits)
+    return sa.select(*(sized.c[name] for name in keys)).where(fits)
+
+
 def _chosen(now: int, size: int, candidate: sa.Subquery) -> sa.Select[Any]:
     """The keys of the operations to lease at ``now`` among ``candidate`` (ranked within
-    their owner): those past their account's room dropped, the first ``size`` in fair order
-    that no other transaction holds locked (PostgreSQL: ``FOR UPDATE SKIP LOCKED``)."""
+    their owner), with their fair order and size: those past their account's room dropped,
+    the first ``size`` in fair order that no other transaction holds locked (PostgreSQL:
+    ``FOR UPDATE SKIP LOCKED``)."""
     order = [
         candidate.c.owner_rank,
         candidate.c.due_at,
         candidate.c.caller_did,
         candidate.c.operation_id,
     ]
-    capped = account.alias("capped")
+    joined, account_room = guards.with_room(candidate, now)
     room = (
         sa.select(
             candidate,
-            capped.c.max_in_flight.label("cap"),
-            sa.case(
-                (capped.c.max_in_flight.is_(None), None),
-                else_=capped.c.max_in_flight - guards.in_flight(candidate.c, now),
-            ).label("room"),
+            account_room.label("room"),
             sa.func.row_number()
             .over(
                 partition_by=[candidate.c.connector_name, candidate.c.account_key], order_by=order
             )
             .label("account_rank"),
         )
-        .select_from(
-            candidate.outerjoin(
-                capped,
-                sa.and_(
-                    capped.c.connector_name == candidate.c.connector_name,
-                    capped.c.account_key == candidate.c.account_key,
-                ),
-            )
-        )
+        .select_from(joined)
         .subquery("capacity")
     )
     pick = op.alias("pick")
     return (
-        sa.select(pick.c.caller_did, pick.c.operation_id)
+        sa.select(
+            pick.c.caller_did,
+            pick.c.operation_id,
+            room.c.owner_rank,
+            room.c.due_at,
+            row_bytes(pick.c).label(SIZE),
+        )
         .join_from(
             pick,
             room,

@@ -180,18 +180,26 @@ def claim_insert(insert: Any) -> Any:
     ).returning(op)
 
 
-def claim_lease_expiry(row: Any, now: Any) -> Any:
+def claim_lease_expiry(row: Any, now: Any, allowed: sa.ColumnElement[bool]) -> Any:
     """A claim's new ``row`` keeps the claimant's lease (its ``lease_expires_at``) only where
-    leasing would grant it (``lease_guards.lease_allowed``); else its lease has already
-    lapsed at ``now`` - 1, and it is due at once for ``leaseOperations``."""
-    return sa.case((guards.lease_allowed(row, now, None), row.lease_expires_at), else_=now - 1)
+    ``allowed`` (leasing would grant it: ``lease_guards.lease_allowed``, and for a batch its
+    rank within the batch, ``store.batches``); else its lease has already lapsed at ``now``
+    - 1, and it is due at once for ``leaseOperations``."""
+    return sa.case((allowed, row.lease_expires_at), else_=now - 1)
 
 
 CLAIMED = SimpleNamespace(**{name: param(f"p_{name}", op.c[name]) for name in CLAIM_COLUMNS})
 """The claim's new row, column by column, as the parameters ``p_<column>``."""
 CLAIM = Prepared(
     lambda insert: claim_insert(
-        insert(op).values(vars(CLAIMED) | {"lease_expires_at": claim_lease_expiry(CLAIMED, NOW)})
+        insert(op).values(
+            vars(CLAIMED)
+            | {
+                "lease_expires_at": claim_lease_expiry(
+                    CLAIMED, NOW, guards.lease_allowed(CLAIMED, NOW, None)
+                )
+            }
+        )
     )
 )
 """``claim_operation``'s insert-if-absent; ``p_now`` is the store's now."""
@@ -642,8 +650,11 @@ class OperationsStore:
 
         Ports the seed's ``renewLease`` with one deliberate change (DESIGN 3.1): it applies
         only when ``token`` holds the lease, expired or not, in any state; the seed let any
-        caller extend a lapsed lease it does not hold. Returns the updated operation, or
-        None when refused or absent. Raises ``InvalidInput`` for a malformed field.
+        caller extend a lapsed lease it does not hold. A lapsed lease is renewed without
+        the account caps, throttles or one-lease-per-entity rule (``lease_allowed``): DESIGN
+        3.1 keeps this, while ``LeasingStore.renew_leases`` renews only unlapsed leases.
+        Returns the updated operation, or None when refused or absent. Raises
+        ``InvalidInput`` for a malformed field.
         """
         now = self._ctx.clock()
         params = {

@@ -3,7 +3,10 @@ both backends: the mutations' outcomes, a tenant's rights, input bounds naming t
 
 import pytest
 
+from server.settings import Settings
+from store.operations import OperationFilter
 from tests.api.conftest import GraphQLClient, app_client, claim_input, error_codes
+from tests.factories import claimed_operation
 from tests.tokens import mint
 
 LEASE = {"leaseToken": "worker-1", "leaseMs": 60_000}
@@ -167,3 +170,35 @@ async def test_accounts__a_tenant_is_forbidden(store):
         )
 
     assert error_codes(response.json()) == ["FORBIDDEN"]
+
+
+BIG_INTENT = 60_000
+"""Bytes of each operation's reissue intent in the byte-budget test."""
+SMALL_BUDGET = 200_000
+"""``MAX_RESPONSE_BYTES`` there: three such operations fit, four do not."""
+
+
+async def test_lease_operations__leases_only_what_the_byte_budget_fits(store, clock):
+    for n in range(10):
+        await claimed_operation(
+            store,
+            operation_id=f"op-{n}",
+            source_id=f"evt-{n}",
+            reissue_intent={"blob": "x" * BIG_INTENT},
+            lease_expires_at=clock.now - 1,
+        )
+    query = (
+        "mutation($input: LeaseOperationsInput!) "
+        "{ leaseOperations(input: $input) { operations { operationID reissueIntent } } }"
+    )
+    async with app_client(store, Settings(max_response_bytes=SMALL_BUDGET)) as client:
+        response = await client.post(
+            "/graphql", json={"query": query, "variables": {"input": LEASE | {"limit": 50}}}
+        )
+
+    body = response.json()
+    assert "errors" not in body, body
+    leased = [op["operationID"] for op in body["data"]["leaseOperations"]["operations"]]
+    assert leased == ["op-0", "op-1", "op-2"]
+    stored = await store.operations.list_tracked_operations(OperationFilter())
+    assert sorted(r.operation_id for r in stored if r.lease_token == LEASE["leaseToken"]) == leased

@@ -125,6 +125,48 @@ async def test_lease_operations__concurrent_leasers_lease_one_per_entity(store, 
     assert all(int(r.operation_id[3:]) < 10 for r in live)
 
 
+def batch_claims(clock, batch, sources):
+    return [
+        claim(
+            operation_id=f"b{batch}-{n}",
+            source_id=source,
+            lease_token=f"b{batch}",
+            lease_expires_at=clock() + LEASE_MS,
+        )
+        for n, source in enumerate(sources)
+    ]
+
+
+async def test_claim_operations__racing_batches_and_leasers_keep_the_cap(store, clock):
+    await store.accounts.set_account_limit("calendar", "acct-1", 2)
+    await due_operations(store, 40)
+    batches = [
+        store.batches.claim_operations(batch_claims(clock, b, [f"e{b}-{n}" for n in range(5)]))
+        for b in range(LEASERS // 2)
+    ]
+
+    await race([*batches, *(drain(store, f"leaser-{n}", limit=3) for n in range(LEASERS // 2))])
+
+    assert len(await live_leases(store)) == 2
+
+
+async def test_claim_operations__racing_batches_and_leasers_lease_one_per_entity(store, clock):
+    await insert_operations(
+        store, [due_record(store, n, source_id=f"evt-{n % 5}") for n in range(20)]
+    )
+    await store.accounts.set_account_limit("calendar", "acct-1", None)
+    sources = [f"evt-{n % 40}" for n in range(80)]
+    batches = [
+        store.batches.claim_operations(batch_claims(clock, b, sources)) for b in range(LEASERS - 4)
+    ]
+
+    await race([*batches, *(drain(store, f"leaser-{n}", limit=4) for n in range(4))])
+
+    entities = Counter(r.source_id for r in await live_leases(store))
+    assert set(entities) == {f"evt-{n}" for n in range(40)}
+    assert set(entities.values()) == {1}
+
+
 async def test_claim_watches__16_claimers_claim_each_of_300_once(store):
     await insert_watches(
         store, [due_watch_record(store, n, owner_did=f"o{n % 7}") for n in range(300)]

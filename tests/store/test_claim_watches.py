@@ -66,3 +66,23 @@ async def test_claim_watches__takeover_of_a_lapsed_claim_counts_the_attempt(stor
 
     assert taken.verification_attempts == 1
     assert taken.claimed_until == clock() + CLAIM_MS
+
+
+async def test_claim_watches__claims_only_what_max_bytes_fits(store):
+    await insert_watches(store, [due_watch_record(store, n) for n in range(6)])
+
+    first = await store.leasing.claim_watches(CLAIM_MS, limit=50, max_bytes=1)
+    one = first.sizes[0]
+    more = await store.leasing.claim_watches(CLAIM_MS, limit=50, max_bytes=2 * one + one // 2)
+    none = await store.leasing.claim_watches(
+        CLAIM_MS, limit=50, max_bytes=one // 2, at_least_one=False
+    )
+
+    assert sources(first) == ["evt-0"]
+    assert sources(more) == ["evt-1", "evt-2"] and more.sizes == [one, one]
+    assert list(none) == []
+    assert sources(await store.leasing.claim_watches(CLAIM_MS, limit=50)) == [
+        "evt-3",
+        "evt-4",
+        "evt-5",
+    ]

@@ -6,6 +6,7 @@ import pytest
 
 from store.errors import InvalidInput
 from store.leasing import fair_order
+from store.operations import OperationFilter
 from tests.factories import (
     LEASE_MS,
     claim,
@@ -331,6 +332,118 @@ async def test_claim_operation__leased_where_allowed_and_creates_the_account(sto
     (account,) = await store.accounts.list_accounts("calendar")
     assert account.in_flight == 1
     assert account.account.max_in_flight is None
+
+
+async def test_lease_operations__leases_only_what_max_bytes_fits(store, clock):
+    for n in range(6):
+        await claimed_operation(
+            store,
+            operation_id=f"op-{n}",
+            source_id=f"evt-{n}",
+            reissue_intent={"blob": "x" * 10_000},
+            lease_expires_at=clock() - 1,
+        )
+
+    first = await lease(store, limit=50, max_bytes=1)
+    one = first.sizes[0]
+    more = await lease(store, limit=50, max_bytes=2 * one + one // 2)
+    none = await lease(store, limit=50, max_bytes=one // 2, at_least_one=False)
+
+    assert keys(first) == ["op-0"] and one > 10_000
+    assert keys(more) == ["op-1", "op-2"] and more.sizes == [one, one]
+    assert list(none) == []
+    stored = await store.operations.list_tracked_operations(OperationFilter())
+    assert keys(r for r in stored if r.lease_token == TOKEN) == ["op-0", "op-1", "op-2"]
+
+
+async def test_renew_and_release_leases__return_each_operations_size(store):
+    await due_operations(store, 2)
+    leased = await lease(store)
+    keys_of = [(r.caller_did, r.operation_id) for r in leased]
+
+    renewed = await store.leasing.renew_leases(TOKEN, LEASE_MS, keys_of)
+    released = await store.leasing.release_leases(TOKEN, keys_of)
+
+    assert renewed.sizes == leased.sizes
+    assert all(size > 512 for size in renewed.sizes)
+    # Released, an operation no longer carries its lease token.
+    assert released.sizes == [size - len(TOKEN) for size in leased.sizes]
+
+
+async def claimed_in_one_batch(store, clock, sources):
+    """Claim ``op-0`` … in one ``claim_operations``, ``op-n`` of entity ``sources[n]``."""
+    claims = [
+        claim(operation_id=f"op-{n}", source_id=source, lease_expires_at=clock() + LEASE_MS)
+        for n, source in enumerate(sources)
+    ]
+    results = await store.batches.claim_operations(claims)
+    assert {result.status for result in results} == {"claimed"}
+    return [result.operation for result in results]
+
+
+def leased_in(records, clock):
+    return sorted(r.operation_id for r in records if r.lease_expires_at == clock() + LEASE_MS)
+
+
+async def test_claim_operations__two_of_one_entity_lease_the_first_only(store, clock):
+    first, second = await claimed_in_one_batch(store, clock, ["evt-1", "evt-1"])
+
+    assert first.lease_expires_at == clock() + LEASE_MS
+    assert second.lease_expires_at == clock() - 1
+    assert second.next_attempt_at is None
+
+
+async def test_claim_operations__a_capped_account_leases_up_to_its_cap(store, clock):
+    await store.accounts.set_account_limit("calendar", "acct-1", 2)
+
+    records = await claimed_in_one_batch(store, clock, [f"evt-{n}" for n in range(5)])
+
+    assert leased_in(records, clock) == ["op-0", "op-1"]
+    assert {r.lease_expires_at for r in records[2:]} == {clock() - 1}
+    (account,) = await store.accounts.list_accounts("calendar")
+    assert account.in_flight == 2
+
+
+async def test_claim_operations__the_cap_counts_leases_already_held(store, clock):
+    await store.accounts.set_account_limit("calendar", "acct-1", 2)
+    await claimed_operation(store, operation_id="held", source_id="evt-held")
+
+    records = await claimed_in_one_batch(store, clock, [f"evt-{n}" for n in range(3)])
+
+    assert leased_in(records, clock) == ["op-0"]
+
+
+async def test_claim_operations__a_throttled_account_leases_none(store, clock):
+    await store.accounts.throttle_account("calendar", "acct-1", 1_000)
+
+    records = await claimed_in_one_batch(store, clock, [f"evt-{n}" for n in range(3)])
+
+    assert leased_in(records, clock) == []
+    assert {r.lease_expires_at for r in records} == {clock() - 1}
+
+
+async def test_claim_operations__an_entity_already_stored_is_claimed_unleased(store, clock):
+    await claimed_operation(store, operation_id="older", source_id="evt-0")
+
+    records = await claimed_in_one_batch(store, clock, ["evt-0", "evt-1"])
+
+    assert leased_in(records, clock) == ["op-1"]
+
+
+async def test_claim_operations__creates_every_account(store, clock):
+    claims = [
+        claim(operation_id=f"op-{n}", account_key=f"acct-{n}", lease_expires_at=clock() + LEASE_MS)
+        for n in range(3)
+    ]
+
+    await store.batches.claim_operations(claims)
+
+    loads = await store.accounts.list_accounts("calendar")
+    assert [(load.account.account_key, load.in_flight) for load in loads] == [
+        ("acct-0", 1),
+        ("acct-1", 1),
+        ("acct-2", 1),
+    ]
 
 
 async def test_renew_leases__the_holder_only_and_not_lapsed(store, clock):
