@@ -55,6 +55,13 @@ class Budget:
         async with self.lock:
             yield self.allowance(field)
 
+    @property
+    def untouched(self) -> bool:
+        """No list of this request has spent bytes yet, so its read may return a first row
+        past the allowance (``spend``); a store read that leases takes it as
+        ``at_least_one``."""
+        return self.bytes_left >= self.max_bytes
+
     def allowance(self, field: str) -> int:
         """The bytes a list read of ``field`` may load; ``RESPONSE_TOO_LARGE`` naming
         ``field`` when none are left."""

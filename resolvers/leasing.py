@@ -75,7 +75,7 @@ class LeasingMutation:
                 account_keys=input.account_keys,
                 caller_did=info.context.viewer.visible_to,
                 max_bytes=allowance,
-                at_least_one=allowance >= budget.max_bytes,
+                at_least_one=budget.untouched,
             )
             info.context.loaders.remember(*records)
             operations = info.context.visible.operations("leaseOperations", records)
@@ -131,7 +131,7 @@ class LeasingMutation:
                 connector_name=input.connector_name,
                 owner_did=info.context.viewer.visible_to,
                 max_bytes=allowance,
-                at_least_one=allowance >= budget.max_bytes,
+                at_least_one=budget.untouched,
             )
             info.context.loaders.remember(*records)
             watches = info.context.visible.watches("claimWatches", records)
