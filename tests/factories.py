@@ -7,8 +7,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from store import ConnectorStore
+from store.context import StoreContext, random_id
 from store.database import Database
-from store.operations import OperationClaim, OperationTransition
+from store.operations import OperationClaim, OperationTransition, claim_row
 from store.records import (
     OperationRecord,
     PendingAuthRecord,
@@ -17,6 +18,7 @@ from store.records import (
     WatchRecord,
 )
 from store.sync_state import SyncProgress
+from store.tables import operation
 
 LEASE_MS = 30_000
 
@@ -44,23 +46,42 @@ def claim(**overrides: Any) -> OperationClaim:
 
 
 async def claimed_operation(store: ConnectorStore, **overrides: Any) -> OperationRecord:
-    """An operation just claimed, leased to ``lease-A`` for 30 s from the store's now."""
+    """An operation just claimed, leased to ``lease-A`` for 30 s from the store's now where
+    the lease guard allows it; else claimed unleased (no token, its lease lapsed)."""
     overrides.setdefault("lease_expires_at", store.clock() + LEASE_MS)
     result = await store.operations.claim_operation(claim(**overrides))
     assert result.status == "claimed" and result.operation is not None
     return result.operation
 
 
+async def leased_operation(store: ConnectorStore, **overrides: Any) -> OperationRecord:
+    """An operation as a claim that took its lease stores it (leased to ``lease-A`` for 30 s
+    from the store's now), written directly whatever the lease guard says: for tests of
+    several live operations of one provider entity, which no claim or lease hands out."""
+    overrides.setdefault("lease_expires_at", store.clock() + LEASE_MS)
+    fresh = claim_row(claim(**overrides), StoreContext(store.db, store.clock, random_id))
+    fields = {column.name: getattr(fresh, column.name) for column in operation.columns}
+    row = await store.db.write_one(operation.insert().values(fields).returning(operation))
+    assert row is not None
+    return OperationRecord.from_row(row)
+
+
+async def marked(
+    store: ConnectorStore, record: OperationRecord, marker: str = "run-1"
+) -> OperationRecord:
+    """``record`` (leased) once its attempt ``marker`` has started sending."""
+    done = await store.operations.mark_send_started(
+        record.caller_did, record.operation_id, record.lease_token or "", marker
+    )
+    assert done is not None
+    return done
+
+
 async def marked_operation(
     store: ConnectorStore, marker: str = "run-1", **overrides: Any
 ) -> OperationRecord:
     """A claimed operation whose attempt ``marker`` has started sending."""
-    record = await claimed_operation(store, **overrides)
-    marked = await store.operations.mark_send_started(
-        record.caller_did, record.operation_id, record.lease_token or "", marker
-    )
-    assert marked is not None
-    return marked
+    return await marked(store, await claimed_operation(store, **overrides), marker)
 
 
 async def committed_operation(store: ConnectorStore, **overrides: Any) -> OperationRecord:

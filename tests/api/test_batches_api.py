@@ -15,7 +15,10 @@ FAR = 4102444800000
 
 
 def claims(count: int, **overrides: Any) -> list[dict[str, Any]]:
-    return [claim_input(operationID=f"op-{i}", **overrides) for i in range(count)]
+    """``count`` claims, each its own provider entity (``op-i`` of ``evt-i``)."""
+    return [
+        claim_input(operationID=f"op-{i}", sourceID=f"evt-{i}") | overrides for i in range(count)
+    ]
 
 
 async def claimed(gql: GraphQLClient, count: int) -> list[dict[str, Any]]:
@@ -106,14 +109,14 @@ async def test_settle_batches__lifecycle_in_input_order(gql, clock):
     ]
     watch = await gql.query(
         '{ watch(identity: {ownerDID: "did:key:owner", connectorName: "calendar", '
-        'model: "Event", accountKey: "acct-1", sourceID: "evt-1"}) { repairGeneration } }'
+        'model: "Event", accountKey: "acct-1", sourceID: "evt-2"}) { repairGeneration } }'
     )
     identity = {
         "ownerDID": "did:key:owner",
         "connectorName": "calendar",
         "model": "Event",
         "accountKey": "acct-1",
-        "sourceID": "evt-1",
+        "sourceID": "evt-2",
     }
     generation = watch["data"]["watch"]["repairGeneration"]
     verifications = [

@@ -13,6 +13,7 @@ from tests.factories import (
     claim,
     claimed_operation,
     identity_of,
+    leased_operation,
     marked_operation,
     reread,
     transition,
@@ -156,7 +157,7 @@ async def test_finalize__20_concurrent_same_version_one_applies(store, clock):
 async def test_finalize__concurrent_operations_of_one_watch_count_generations(store, clock):
     count = 12
     records = [
-        await claimed_operation(store, operation_id=f"op-{n}", document_id=f"doc-{n}")
+        await leased_operation(store, operation_id=f"op-{n}", document_id=f"doc-{n}")
         for n in range(count)
     ]
 

@@ -21,6 +21,8 @@ from tests.factories import (
     claimed_operation,
     claimed_watch,
     committed_operation,
+    leased_operation,
+    marked,
     marked_operation,
     pending_watch,
     recorded_operation,
@@ -263,13 +265,13 @@ async def finalize_absent(store, clock, p, case):
 
 def same_entity(second):
     """Two operations of one provider entity finalized in one batch: each opens its own
-    generation, in input order."""
+    generation, in input order. Both hold live leases, which no claim hands out together."""
 
     async def setup(store, clock, p, case):
-        record = await marked_operation(
+        record = await leased_operation(
             store, **keyed(p, case, source_id=f"{p}-evt-shared", operation_id=f"{p}-e-{second}")
         )
-        return finalizing(record, clock)
+        return finalizing(await marked(store, record), clock)
 
     return setup
 
@@ -416,18 +418,30 @@ async def test_record_verifications__outcomes_equal_single(store, clock):
 
 
 async def claimed_many(store, clock, count, prefix="op"):
+    """``count`` operations claimed in one batch, each its own provider entity, all leased."""
     claims = [
-        claim(operation_id=f"{prefix}-{index}", lease_expires_at=clock.now + LEASE_MS)
+        claim(
+            operation_id=f"{prefix}-{index}",
+            source_id=f"{prefix}-evt-{index}",
+            lease_expires_at=clock.now + LEASE_MS,
+        )
         for index in range(count)
     ]
     results = await store.batches.claim_operations(claims)
     assert [result.status for result in results] == ["claimed"] * count
+    assert all(result.operation.lease_token == "lease-A" for result in results)
     return [result.operation for result in results]
+
+
+async def leased_of_one_entity(store, count):
+    """``count`` operations of one provider entity (one watch), each holding a live lease."""
+    return [await leased_operation(store, operation_id=f"op-{index}") for index in range(count)]
 
 
 @pytest.mark.parametrize("count", [1, MAX_ITEMS])
 async def test_settle_batches__one_and_most_items_apply(store, clock, count):
-    records = await claimed_many(store, clock, count)
+    await claimed_many(store, clock, count, prefix="new")
+    records = await leased_of_one_entity(store, count)
     marks = [SendMark(r.caller_did, r.operation_id, "lease-A", "run-1") for r in records]
     marked = await store.batches.mark_sends_started(marks)
     assert [m.operation_id for m in marked] == [r.operation_id for r in records]
@@ -470,7 +484,10 @@ async def test_claim_operations__too_many_items_refused(store, clock):
 
 async def settle_inputs(store, clock):
     """Three live operations, marked, and a valid item of each batch write for them."""
-    records = [await marked_operation(store, operation_id=f"op-{i}") for i in range(3)]
+    records = [
+        await marked_operation(store, operation_id=f"op-{i}", source_id=f"evt-{i}")
+        for i in range(3)
+    ]
     return records, {
         "claim": [claim(operation_id=f"new-{i}") for i in range(3)],
         "mark": [SendMark(r.caller_did, r.operation_id, "lease-A", "run-1") for r in records],
@@ -549,7 +566,7 @@ async def test_record_verifications__bad_item_refuses_whole_batch(store, clock):
 
 
 async def test_finalize_operations__racing_batches_apply_each_key_once(store, clock):
-    records = await claimed_many(store, clock, 40)
+    records = await leased_of_one_entity(store, 40)
     forward = [finalizing(r, clock) for r in records]
     backward = list(reversed(forward))
     first, second = await asyncio.gather(
