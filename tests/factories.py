@@ -134,10 +134,11 @@ async def terminal_operation(
 
 
 async def released_operation(store: ConnectorStore, **overrides: Any) -> OperationRecord:
-    """A claimed operation whose lease was released: no token, no expiry."""
+    """A claimed operation whose lease was released: no token, no expiry. Released with
+    the claimant's token, which also releases a claim stored unleased (it holds none)."""
     record = await claimed_operation(store, **overrides)
     released = await store.operations.release_lease(
-        record.caller_did, record.operation_id, record.lease_token or ""
+        record.caller_did, record.operation_id, claim(**overrides).lease_token
     )
     assert released is not None and released.lease_token is None
     return released

@@ -11,7 +11,8 @@ from tests.factories import (
     LEASE_MS,
     claimed_operation,
     claimed_watch,
-    marked_operation,
+    leased_operation,
+    marked,
     pending_watch,
     verified_watch,
 )
@@ -31,8 +32,11 @@ async def mutate(gql: GraphQLClient, document: str, **variables: Any) -> dict[st
 
 
 async def test_finalize_operation__two_in_one_request_see_the_second_generation(gql, store):
-    first = await marked_operation(store, operation_id="op-1")
-    second = await marked_operation(store, operation_id="op-2", lease_token="lease-B")
+    # Two live leases on one entity, which no claim hands out together.
+    first = await marked(store, await leased_operation(store, operation_id="op-1"))
+    second = await marked(
+        store, await leased_operation(store, operation_id="op-2", lease_token="lease-B")
+    )
     shape = "{ watch { repairGeneration } operation { watch { repairGeneration } } }"
 
     data = await mutate(
@@ -282,9 +286,9 @@ async def test_watches_page__nested_operations_bounded_statements(gql, store, mo
 
 
 async def test_watch_operations__nested_rows_count_against_the_request_budget(gql, store):
+    await pending_watch(store, operation_id="op-final")
     for n in range(30):
         await claimed_operation(store, operation_id=f"op-{n:02}")
-    await pending_watch(store, operation_id="op-final")
     nested = (
         "{ operations(first: 50) { edges { node { watch { operations { "
         "watch { operations { operationID } } } } } } } }"

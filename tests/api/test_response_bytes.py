@@ -125,8 +125,8 @@ async def test_due_operations__return_fewer_within_the_limit(store, clock):
 
 
 async def test_nested_operations_past_the_limit__answer_response_too_large(store):
-    await blob_operations(store, count=4)
     record = await committed_operation(store, operation_id="op-99")
+    await blob_operations(store, count=4)
     identity = {
         "ownerDID": record.owner_did,
         "connectorName": record.connector_name,

@@ -407,7 +407,9 @@ async def test_has_newer_operation_on_document__terminal_newer_counts(store, clo
     # The seed's predicate looks at the order only, not at the newer operation's state.
     await claimed_operation(store, operation_id="op-1", document_id="doc-1")
     clock.advance(1)
-    await terminal_operation(store, state, operation_id="op-2", document_id="doc-1")
+    await terminal_operation(
+        store, state, operation_id="op-2", source_id="evt-2", document_id="doc-1"
+    )
 
     assert await store.operations.has_newer_operation_on_document("did:key:caller", "op-1")
 

@@ -74,8 +74,8 @@ async def test_list_tracked_operations__keep_the_first_row_past_any_allowance(st
 
 
 async def test_row_size__counts_the_bytes_of_every_text_column_and_the_overhead(store, database):
-    await claimed_operation(store, operation_id="ascii-op", target="e" * 100)
-    await claimed_operation(store, operation_id="accented", target="é" * 100)
+    await claimed_operation(store, operation_id="ascii-op", source_id="evt-1", target="e" * 100)
+    await claimed_operation(store, operation_id="accented", source_id="evt-2", target="é" * 100)
 
     page = await store.operations.list_tracked_operations(OperationFilter())
 
