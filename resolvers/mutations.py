@@ -226,8 +226,9 @@ class Mutation:
         description="Claim an operation key: claimed, exists or conflict. A fresh claim takes "
         "the claimant's lease only where leaseOperations would lease it (its account below "
         "its cap and not throttled, no other ATTEMPTED operation of its provider entity); "
-        "otherwise it is claimed unleased: the claimant's token with a lease already lapsed, "
-        "due at once, for leaseOperations to hand out."
+        "otherwise it is claimed unleased: no token and a lease already lapsed, due at once, "
+        "for leaseOperations to hand out (the claimant's token writes nothing to it until it "
+        "leases it)."
     )
     async def claim_operation(self, info: Info, input: ClaimOperationInput) -> ClaimOperationResult:
         claim = to_claim(input)

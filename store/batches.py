@@ -33,7 +33,7 @@ from store.operations import (
     SendMark,
     by_key,
     claim_insert,
-    claim_lease_expiry,
+    claim_lease,
     claim_outcome,
     claim_row,
     finalize_item,
@@ -187,12 +187,8 @@ def _claims_insert(insert: Any, rows: sa.FromClause) -> Any:
         placed.c.entity_rank == 1,
         sa.or_(placed.c.room.is_(None), placed.c.account_rank <= placed.c.room),
     )
-    values = [
-        claim_lease_expiry(placed.c, NOW, granted).label(name)
-        if name == "lease_expires_at"
-        else placed.c[name]
-        for name in CLAIM_COLUMNS
-    ]
+    lease = claim_lease(placed.c, NOW, granted)
+    values = [lease.get(name, placed.c[name]).label(name) for name in CLAIM_COLUMNS]
     # ``WHERE true``: SQLite parses ``ON CONFLICT`` after a bare SELECT as a join's.
     return claim_insert(
         insert(op).from_select(list(CLAIM_COLUMNS), sa.select(*values).where(sa.true()))

@@ -180,12 +180,17 @@ def claim_insert(insert: Any) -> Any:
     ).returning(op)
 
 
-def claim_lease_expiry(row: Any, now: Any, allowed: sa.ColumnElement[bool]) -> Any:
-    """A claim's new ``row`` keeps the claimant's lease (its ``lease_expires_at``) only where
-    ``allowed`` (leasing would grant it: ``lease_guards.lease_allowed``, and for a batch its
-    rank within the batch, ``store.batches``); else its lease has already lapsed at ``now``
-    - 1, and it is due at once for ``leaseOperations``."""
-    return sa.case((allowed, row.lease_expires_at), else_=now - 1)
+def claim_lease(row: Any, now: Any, allowed: sa.ColumnElement[bool]) -> dict[str, Any]:
+    """A claim's new ``row``'s lease columns, ``lease_token`` and ``lease_expires_at``: the
+    claimant's lease only where ``allowed`` (leasing would grant it:
+    ``lease_guards.lease_allowed``, and for a batch its rank within the batch,
+    ``store.batches``); else no token and a lease that lapsed at ``now`` - 1 (epoch ms), due
+    at once for ``leaseOperations``. Without a token the claimant's token fences nothing: its
+    marks, finalizes, records and renewals are refused until it leases the row."""
+    return {
+        "lease_token": sa.case((allowed, row.lease_token), else_=sa.null()),
+        "lease_expires_at": sa.case((allowed, row.lease_expires_at), else_=now - 1),
+    }
 
 
 CLAIMED = SimpleNamespace(**{name: param(f"p_{name}", op.c[name]) for name in CLAIM_COLUMNS})
@@ -193,12 +198,7 @@ CLAIMED = SimpleNamespace(**{name: param(f"p_{name}", op.c[name]) for name in CL
 CLAIM = Prepared(
     lambda insert: claim_insert(
         insert(op).values(
-            vars(CLAIMED)
-            | {
-                "lease_expires_at": claim_lease_expiry(
-                    CLAIMED, NOW, guards.lease_allowed(CLAIMED, NOW, None)
-                )
-            }
+            vars(CLAIMED) | claim_lease(CLAIMED, NOW, guards.lease_allowed(CLAIMED, NOW, None))
         )
     )
 )
@@ -592,8 +592,8 @@ class OperationsStore:
         attempted, attempts 0, version 0, the claimant's lease). The lease is the claimant's
         only where ``lease_operations`` would lease the new row (its account neither
         throttled nor at its cap, no other attempted operation of its provider entity);
-        otherwise the row keeps the claimant's token with a lease that lapsed at the store's
-        now - 1, due at once, for ``lease_operations`` to hand out. One transaction that
+        otherwise the row has no token and a lease that lapsed at the store's now - 1, due
+        at once, for ``lease_operations`` to hand out (``claim_lease``). One transaction that
         first creates the account's row if absent and (PostgreSQL) locks it, so concurrent
         claims of one account decide one after another. Otherwise reads the stored
         one: ``exists`` when its envelope equals the claim's, ``conflict`` on any drift or

@@ -6,7 +6,7 @@ import pytest
 
 from store.errors import InvalidInput
 from store.leasing import fair_order
-from store.operations import OperationFilter
+from store.operations import Finalize, OperationFilter, SendMark
 from tests.factories import (
     LEASE_MS,
     claim,
@@ -332,6 +332,97 @@ async def test_claim_operation__leased_where_allowed_and_creates_the_account(sto
     (account,) = await store.accounts.list_accounts("calendar")
     assert account.in_flight == 1
     assert account.account.max_in_flight is None
+
+
+async def test_claim_operation__unleased_claim_carries_no_token(store, clock):
+    await claimed_operation(store, operation_id="op-1")
+
+    second = await claimed_operation(store, operation_id="op-2")
+
+    assert second.lease_token is None
+    assert second.lease_expires_at == clock() - 1
+    assert await reread(store, second) == second
+
+
+async def claimants_writes(store, clock, record):
+    """Every write its claimant could try on ``record`` with its own token ``lease-A``,
+    single and batch; each result is None (or an empty list) where it was refused."""
+    caller, operation = record.caller_did, record.operation_id
+    final = Finalize(caller, operation, version=record.version, lease_token="lease-A", due_at=5)
+    return {
+        "mark": await store.operations.mark_send_started(caller, operation, "lease-A", "run-1"),
+        "marks": await store.batches.mark_sends_started(
+            [SendMark(caller, operation, "lease-A", "run-1")]
+        ),
+        "renew": await store.operations.renew_lease(
+            caller, operation, "lease-A", clock() + LEASE_MS
+        ),
+        "renews": list(
+            await store.leasing.renew_leases("lease-A", LEASE_MS, [(caller, operation)])
+        ),
+        "finalize": await store.operations.finalize_operation_and_arm_watch(
+            caller, operation, version=record.version, lease_token="lease-A", due_at=5
+        ),
+        "finalizes": await store.batches.finalize_operations([final]),
+        "record": await store.operations.record_operation(
+            transition(record, lease_token="lease-A", to_state="failed")
+        ),
+        "records": await store.batches.record_operations(
+            [transition(record, lease_token="lease-A", to_state="failed")]
+        ),
+    }
+
+
+REFUSED_WRITES = {
+    "mark": None,
+    "marks": [None],
+    "renew": None,
+    "renews": [],
+    "finalize": None,
+    "finalizes": [None],
+    "record": None,
+    "records": [None],
+}
+
+
+async def test_claim_operation__unleased_claimants_token_writes_nothing(store, clock):
+    await claimed_operation(store, operation_id="op-1")
+    second = await claimed_operation(store, operation_id="op-2")
+    clock.advance(1_000)
+
+    refused = await claimants_writes(store, clock, second)
+
+    assert refused == REFUSED_WRITES
+    assert await reread(store, second) == second
+    assert await store.watches.get_watch(second.identity) is None
+
+
+async def test_claim_operations__unleased_claimants_token_writes_nothing(store, clock):
+    first, second = await claimed_in_one_batch(store, clock, ["evt-1", "evt-1"])
+    clock.advance(1_000)
+
+    refused = await claimants_writes(store, clock, second)
+
+    assert refused == REFUSED_WRITES
+    assert await reread(store, second) == second
+    assert (first.lease_token, second.lease_token) == ("lease-A", None)
+    assert await store.watches.get_watch(second.identity) is None
+
+
+async def test_claim_operation__unleased_claimant_writes_once_it_leases(store, clock):
+    first = await marked_operation(store, operation_id="op-1")
+    second = await claimed_operation(store, operation_id="op-2")
+    await store.operations.record_operation(transition(first, to_state="failed"))
+
+    leased = await store.operations.acquire_lease(
+        second.caller_did, second.operation_id, "lease-A", clock() + LEASE_MS
+    )
+    marked = await store.operations.mark_send_started(
+        second.caller_did, second.operation_id, "lease-A", "run-1"
+    )
+
+    assert leased is not None and leased.lease_token == "lease-A"
+    assert marked is not None and marked.send_marker == "run-1"
 
 
 async def test_lease_operations__leases_only_what_max_bytes_fits(store, clock):
