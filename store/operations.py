@@ -143,15 +143,10 @@ def due_operation(now: Any) -> sa.ColumnElement[bool]:
     """A live operation a worker may pick up at ``now`` (epoch ms): attempted, due
     (``next_attempt_at`` null or at most ``now``), its lease free or expired."""
     return sa.and_(
-        live_operation(),
+        guards.live(),
         sa.or_(op.c.next_attempt_at.is_(None), op.c.next_attempt_at <= now),
         lease_free(now),
     )
-
-
-def live_operation() -> sa.ColumnElement[bool]:
-    """State attempted (``lease_guards.live``)."""
-    return guards.live()
 
 
 KEY = by_key(param("p_caller", op.c.caller_did), param("p_operation", op.c.operation_id))

@@ -8,9 +8,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from store import lease_guards as guards
 from store import validation as check
 from store.context import StoreContext
-from store.operations import due_operation, lease_free, live_operation
+from store.operations import due_operation, lease_free
 from store.records import TERMINAL_STATES, OperationRecord
 from store.sizes import Measured, measured, row_bytes, sized_rows, within_bytes
 from store.statements import Prepared, param
@@ -128,7 +129,7 @@ class RetentionStore:
         """
         check.epoch_ms("now", now)
         check.count("limit", limit, minimum=1, maximum=MAX_LIMIT)
-        live = live_operation()
+        live = guards.live()
         never_deferred = (
             sa.select(op)
             .where(live, op.c.next_attempt_at.is_(None), lease_free(now))
