@@ -68,6 +68,7 @@ from resolvers.codes import (
     SERVICE_UNAVAILABLE,
 )
 from resolvers.strawberry_internals import graphql_schema
+from resolvers.taking import TakesLast
 from store.errors import CasRetriesExhausted, DatabaseBusy, DatabaseUnavailable, InvalidInput
 
 log = logging.getLogger("connector_store.errors")
@@ -452,13 +453,14 @@ class ErrorCodes(SchemaExtension):
 
 
 class CodedValidation(SchemaExtension):
-    """Swaps each validation rule for its ``coded_rule``, so every validation error is born
-    with its code (its place in the pipeline: ``server.pipeline``)."""
+    """Adds the API's own rule (``resolvers.taking.TakesLast``) to the validation rules and
+    swaps each for its ``coded_rule``, so every validation error is born with its code (its
+    place in the pipeline: ``server.pipeline``)."""
 
     def on_validate(self) -> Iterator[None]:
         context = self.execution_context
-        rules = context.validation_rules
-        context.validation_rules = tuple(coded_rule(rule) for rule in rules)  # type: ignore[arg-type]
+        rules = (*context.validation_rules, TakesLast)
+        context.validation_rules = tuple(coded_rule(rule) for rule in rules)
         yield
 
 

@@ -42,8 +42,9 @@ operation has started, only the ``resolve`` hooks a step says it needs for this 
    errors are set.
 7. ``AddValidationRules([NoSchemaIntrospectionCustomRule])``, only when introspection is
    off: adds its rule when the operation starts, before ``CodedValidation`` codes the rules.
-8. ``CodedValidation``: swaps each validation rule for its coded twin before validation,
-   before ``DocumentCache`` validates (and caches) with them.
+8. ``CodedValidation``: adds the API's rule (a mutation takes work in its last root field
+   only: ``resolvers.taking``) and swaps each validation rule for its coded twin before
+   validation, before ``DocumentCache`` validates (and caches) with them.
 9. ``DocumentCache``: last, so that it parses with the options and validates with the rules
    and errors everything above has set, and does each step from its caches.
 """
