@@ -78,8 +78,8 @@ def _keys(keys: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     if len(keys) > MAX_BATCH:
         raise InvalidInput("keys", f"must hold at most {MAX_BATCH} items")
     found = [
-        (check.key("keys.callerDID", caller), check.key("keys.operationID", operation))
-        for caller, operation in keys
+        (check.key(f"keys[{i}].callerDID", caller), check.key(f"keys[{i}].operationID", operation))
+        for i, (caller, operation) in enumerate(keys)
     ]
     return list(dict.fromkeys(found))
 

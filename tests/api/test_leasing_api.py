@@ -137,6 +137,31 @@ async def test_lease_operations__a_tenant_leases_only_what_it_called(store, gql)
             'renewLeases(input: {leaseToken: "t", leaseMs: 0, keys: []}) { renewed { id } }',
             "leaseMs",
         ),
+        (
+            'renewLeases(input: {leaseToken: "t", leaseMs: 1000, keys: [{callerDID: "c", '
+            'operationID: "o"}, {callerDID: "", operationID: "o"}]}) { renewed { id } }',
+            "keys[1].callerDID",
+        ),
+        (
+            'releaseLeases(input: {leaseToken: "t", keys: [{callerDID: "c", operationID: "o"}, '
+            '{callerDID: "c", operationID: "o"}, {callerDID: "c"}]}) { released { id } }',
+            "keys[2].operationID",
+        ),
+        (
+            'releaseLeases(input: {leaseToken: "t", keys: [{callerDID: "c", operationID: "o"}, '
+            '{callerDID: "c", operationID: ""}]}) { released { id } }',
+            "keys[1].operationID",
+        ),
+        (
+            'leaseOperations(input: {leaseToken: "t", leaseMs: 1000, accountKeys: ["a", ""]}) '
+            "{ operations { id } }",
+            "accountKeys[1]",
+        ),
+        (
+            'leaseOperations(input: {leaseToken: "t", leaseMs: 1000, accountKeys: ["a", null]}) '
+            "{ operations { id } }",
+            "accountKeys[1]",
+        ),
         ("claimWatches(input: {claimMs: 999}) { watches { id } }", "claimMs"),
         ("claimWatches(input: {claimMs: 1000, limit: 0}) { watches { id } }", "limit"),
         (
@@ -158,6 +183,35 @@ async def test_lease_operations__a_tenant_leases_only_what_it_called(store, gql)
 )
 async def test_leasing_mutations__bad_input_names_the_field(gql, document, field):
     body = await gql.query(f"mutation {{ {document} }}")
+
+    assert error_codes(body) == ["BAD_USER_INPUT"]
+    assert body["errors"][0]["extensions"]["field"] == field
+
+
+@pytest.mark.parametrize(
+    ("variables", "field"),
+    [
+        (
+            {"keys": [{"callerDID": "c", "operationID": "o"}, {"callerDID": "c"}]},
+            "keys[1].operationID",
+        ),
+        (
+            {
+                "keys": [
+                    {"callerDID": "c", "operationID": "o"},
+                    {"callerDID": 7, "operationID": "o"},
+                ]
+            },
+            "keys[1].callerDID",
+        ),
+        ({"keys": [{"callerDID": "c", "operationID": ""}]}, "keys[0].operationID"),
+    ],
+)
+async def test_renew_leases__a_bad_key_in_variables_names_its_index(gql, variables, field):
+    body = await gql.query(
+        "mutation($input: RenewLeasesInput!) { renewLeases(input: $input) { renewed { id } } }",
+        {"input": {"leaseToken": "t", "leaseMs": 1000} | variables},
+    )
 
     assert error_codes(body) == ["BAD_USER_INPUT"]
     assert body["errors"][0]["extensions"]["field"] == field
