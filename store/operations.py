@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from store import lease_guards as guards
 from store import validation as check
-from store.accounts import ENSURE_ACCOUNT, LOCK_ACCOUNT
+from store.accounts import ENSURE_ACCOUNT, LOCK_ACCOUNT, touch
 from store.context import ReadWinner, StoreContext
 from store.database import chunked, fetch_in_chunks
 from store.errors import InvalidInput, ReservedValue
@@ -325,17 +325,15 @@ ACQUIRE_LEASE = _keyed_update(
 """``acquire_lease``'s guarded update: ``lease_free_or_held`` and ``lease_allowed``."""
 
 LOCK_ACCOUNT_OF_OPERATION = Prepared(
-    lambda _: (
-        sa.select(account.c.account_key)
-        .where(
-            account.c.connector_name == sa.select(op.c.connector_name).where(KEY).scalar_subquery(),
-            account.c.account_key == sa.select(op.c.account_key).where(KEY).scalar_subquery(),
+    lambda _: touch(
+        sa.tuple_(account.c.connector_name, account.c.account_key).in_(
+            sa.select(op.c.connector_name, op.c.account_key).where(KEY)
         )
-        .with_for_update()
     )
 )
-"""Lock the account row of the operation at ``p_caller``/``p_operation`` (PostgreSQL): every
-path that takes a lease of a capped account holds it, so their in-flight counts are exact."""
+"""Lock (``touch``) the account row of the operation at ``p_caller``/``p_operation``
+(PostgreSQL): every path that takes a lease of a capped account holds it, so their in-flight
+counts are exact."""
 
 
 def held_by(token: Any) -> sa.ColumnElement[bool]:
