@@ -54,6 +54,15 @@ def _other_of_entity(subject: Any, key: tuple[Any, Any] | None) -> tuple[Any, li
     return other, conditions
 
 
+def probe(table: Any, *conditions: Any) -> sa.Exists:
+    """Some row of ``table`` meets ``conditions``: ``EXISTS`` as an index probe per outer row.
+    ``OFFSET 0`` keeps PostgreSQL from turning the ``EXISTS`` into a hashed subplan, which
+    reads every row that meets the uncorrelated conditions (every live lease of the table,
+    say) once per statement, so the statement's cost would grow with the table, not with its
+    own rows (``tests/store/test_query_plans.py``)."""
+    return sa.select(sa.literal(1)).select_from(table).where(*conditions).offset(0).exists()
+
+
 def throttled(subject: Any, now: Any) -> sa.ColumnElement[bool]:
     """``subject``'s account is throttled at ``now`` (``throttled_until > now``)."""
     return sa.exists().where(_same_account(account, subject), account.c.throttled_until > now)
@@ -99,7 +108,7 @@ def at_cap(subject: Any, now: Any, but: tuple[Any, Any] | None = None) -> sa.Col
 def entity_taken(subject: Any, now: Any, key: tuple[Any, Any] | None) -> sa.ColumnElement[bool]:
     """Another live operation of ``subject``'s entity holds a live lease at ``now``."""
     other, conditions = _other_of_entity(subject, key)
-    return sa.exists().where(*conditions, live_lease(now, other))
+    return probe(other, *conditions, live_lease(now, other))
 
 
 def older_in_entity(subject: Any, key: tuple[Any, Any] | None) -> sa.ColumnElement[bool]:

@@ -128,6 +128,10 @@ class LeasingStore:
     def __init__(self, context: StoreContext) -> None:
         self._ctx = context
         self._db = context.db
+        self._owners: int | None = None
+        """How many owners had attempted operations at the last ``lease_operations``
+        statement (PostgreSQL): the next one's walk depth is chosen from it, so the depth is
+        a constant the planner sees (``_ranked_by_owner``)."""
 
     async def lease_operations(
         self,
@@ -163,8 +167,9 @@ class LeasingStore:
 
         On PostgreSQL one statement, no transaction around it: a CTE walks each owner's
         first ``depth`` qualifying operations (``_ranked_by_owner``; ``depth`` = twice
-        ``limit`` over the owners with attempted operations, rounded up, counted in the same
-        statement), so the cost follows the owners, not the operations due; it locks the
+        ``limit`` over the owners with attempted operations that the previous statement
+        counted, rounded up; the first call counts them first), so the cost follows the
+        owners, not the operations due; it locks the
         capped accounts among them with ``FOR UPDATE SKIP LOCKED`` and keeps only those
         whose counts its snapshot holds fresh (``_fresh_capped``), picks the operations with
         ``FOR UPDATE SKIP LOCKED`` (a peer's rows are skipped, never waited for), leases
@@ -203,18 +208,22 @@ class LeasingStore:
             # A tenant's calls are found through the key's leading column, the caller.
             await self._lease(now, lease, size, _ranked_all(now, where))
             return lease.in_fair_order()
-        spread = 2 * size
-        owners, stale = await self._lease(now, lease, size, _ranked_by_owner(now, where, spread))
+        if self._owners is None:
+            counted = await self._db.fetch_one(_count_owners())
+            self._owners = int(counted["n"]) if counted else 0
+        depth = max(1, -(-2 * size // max(self._owners, 1)))
+        owners, stale = await self._lease(now, lease, size, _ranked_by_owner(now, where, depth))
+        self._owners = owners or self._owners
         if stale and len(lease.leased) < size:
             # A peer held or had just leased from a capped account: wait for its lock, then
             # count afresh.
             async with self._db.write_transaction():
                 await self._db.fetch_all(_lock_capped_accounts(connector, accounts))
-                ranked = _ranked_by_owner(now, where, spread)
+                ranked = _ranked_by_owner(now, where, depth)
                 owners, _ = await self._lease(now, lease, size - len(lease.leased), ranked)
-                await self._deeper(now, lease, where, size, owners, spread)
+                await self._deeper(now, lease, where, size, owners, depth)
             return lease.in_fair_order()
-        await self._deeper(now, lease, where, size, owners, spread)
+        await self._deeper(now, lease, where, size, owners, depth)
         return lease.in_fair_order()
 
     async def _lease(
@@ -259,15 +268,15 @@ class LeasingStore:
         return (int(rows[0][OWNERS] or 0), bool(rows[0][STALE])) if rows else (0, False)
 
     async def _deeper(
-        self, now: int, lease: _Lease, where: Filters, size: int, owners: int, spread: int
+        self, now: int, lease: _Lease, where: Filters, size: int, owners: int, depth: int
     ) -> None:
         """The rounds of a ``lease_operations`` call on PostgreSQL after its first (which
-        walked ``owners`` owners ``spread`` rows deep): while it leased fewer than ``size``
-        and some owner may have more to give, walk twice as deep."""
-        while owners and len(lease.leased) < size and spread < size * owners:
+        walked ``owners`` owners ``depth`` rows deep): while it leased fewer than ``size``
+        and some owner may have more to give, walk twice as deep, up to ``size``."""
+        while owners and len(lease.leased) < size and depth < size:
             # Some owners had fewer than the depth to give, or a peer held them: deeper.
-            spread *= 2
-            ranked = _ranked_by_owner(now, where, spread)
+            depth = min(size, depth * 2)
+            ranked = _ranked_by_owner(now, where, depth)
             owners, _ = await self._lease(now, lease, size - len(lease.leased), ranked)
 
     async def renew_leases(
@@ -459,7 +468,7 @@ def _touch_accounts(leased: sa.CTE) -> sa.CTE:
     )
 
 
-def _fresh_capped(candidate: sa.Subquery) -> sa.CTE:
+def _fresh_capped(candidate: sa.FromClause) -> sa.CTE:
     """The capped accounts of ``candidate``'s rows that this statement may lease from
     (PostgreSQL): locked with ``FOR UPDATE SKIP LOCKED`` (an account a peer is leasing from,
     or claiming in, is skipped, never waited for), and whose locked row is the version the
@@ -535,18 +544,20 @@ def _owners() -> sa.CTE:
     return owners.union_all(sa.select(following).where(owners.c.owner_did.is_not(None)))
 
 
-def _ranked_by_owner(now: int, where: Filters, spread: int) -> sa.Subquery:
+def _count_owners() -> sa.Select[Any]:
+    """How many owners have attempted operations (``_owners``)."""
+    owners = _owners()
+    return sa.select(sa.func.count().label("n")).where(owners.c.owner_did.is_not(None))
+
+
+def _ranked_by_owner(now: int, where: Filters, depth: int) -> sa.Subquery:
     """The first ``depth`` qualifying operations of each owner at ``now``, with their rank
     within the owner and (``OWNERS``) how many owners have attempted operations
-    (PostgreSQL): ``depth`` is ``spread`` over the owners, rounded up, so about ``spread``
-    rows are ranked whatever the number of owners. Per owner, a walk of each due index of
-    the owner in due order that stops at ``depth``, so the cost grows with ``spread``, not
-    with the operations due."""
+    (PostgreSQL). Per owner, a walk of each due index of the owner in due order that stops
+    at ``depth``, so the cost grows with the owners and ``depth``, not with the operations
+    due."""
     owners = _owners()
     count = sa.select(sa.func.count()).where(owners.c.owner_did.is_not(None)).scalar_subquery()
-    depth = sa.select(
-        sa.func.ceil(sa.cast(spread, sa.Numeric) / sa.func.greatest(count, 1)).cast(sa.BigInteger)
-    ).scalar_subquery()
 
     def walk(never_deferred: bool) -> Any:
         due_at = op.c.created_at if never_deferred else op.c.next_attempt_at
@@ -623,9 +634,9 @@ def _within(
 
 
 def _chosen(
-    now: int, size: int, candidate: sa.Subquery, postgres: bool
+    now: int, size: int, ranked: sa.Subquery, postgres: bool
 ) -> tuple[sa.Select[Any], sa.Select[Any]]:
-    """The keys of the operations to lease at ``now`` among ``candidate`` (ranked within
+    """The keys of the operations to lease at ``now`` among ``ranked`` (ranked within
     their owner), with their fair order and size: those past their account's room dropped,
     the first ``size`` in fair order that no other transaction holds locked (PostgreSQL:
     ``FOR UPDATE SKIP LOCKED``). An account's room is its cap less its live leases
@@ -634,6 +645,8 @@ def _chosen(
     leases from it at once and none leased from it unseen. With it, one row of facts about
     the candidates: ``OWNERS`` (the owners walked, 0 when unknown) and ``STALE`` (a capped
     account of theirs was skipped as locked or stale)."""
+    # A CTE, so the walks run once though the accounts' locks read them too.
+    candidate = sa.select(ranked).cte("candidates")
     order = [
         candidate.c.owner_rank,
         candidate.c.due_at,
