@@ -3,6 +3,7 @@ nothing and its watches are claimed by no verifier on every path, the due lists 
 out, a connector pauses as a whole, and a resume spreads the backlog."""
 
 import math
+
 import pytest
 
 from store.errors import InvalidInput
