@@ -73,7 +73,7 @@ class LeasingMutation:
                 limit=size,
                 connector_name=input.connector_name,
                 account_keys=input.account_keys,
-                caller_did=info.context.viewer.visible_to,
+                caller_did=info.context.viewer.writes_as,
                 max_bytes=allowance,
                 at_least_one=budget.untouched,
             )
@@ -94,7 +94,7 @@ class LeasingMutation:
             input.lease_token,
             input.lease_ms,
             key_pairs(input.keys),
-            caller_did=info.context.viewer.visible_to,
+            caller_did=info.context.viewer.writes_as,
         )
         info.context.loaders.remember(*records)
         return RenewLeasesPayload(renewed=info.context.visible.operations("renewLeases", records))
@@ -107,7 +107,7 @@ class LeasingMutation:
     async def release_leases(self, info: Info, input: ReleaseLeasesInput) -> ReleaseLeasesPayload:
         info.context.budget.take("keys", len(input.keys))
         records = await info.context.store.leasing.release_leases(
-            input.lease_token, key_pairs(input.keys), caller_did=info.context.viewer.visible_to
+            input.lease_token, key_pairs(input.keys), caller_did=info.context.viewer.writes_as
         )
         info.context.loaders.remember(*records)
         return ReleaseLeasesPayload(
@@ -129,7 +129,7 @@ class LeasingMutation:
                 input.claim_ms,
                 limit=size,
                 connector_name=input.connector_name,
-                owner_did=info.context.viewer.visible_to,
+                owner_did=info.context.viewer.writes_as,
                 max_bytes=allowance,
                 at_least_one=budget.untouched,
             )

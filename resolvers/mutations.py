@@ -416,11 +416,16 @@ class Mutation:
         )
         return RecordIngressPayload(results=[arm_payload(info, result) for result in results])
 
-    @fields.mutation(description="Make everything deferred OFFLINE due now.")
+    @fields.mutation(
+        description="Make everything deferred OFFLINE due now, or only one connector's "
+        "(`connectorName`)."
+    )
     async def resume_offline_deferred(
         self, info: Info, input: ResumeOfflineDeferredInput
     ) -> ResumeDeferredPayload:
-        resumed = await info.context.store.watches.resume_offline_deferred(input.now)
+        resumed = await info.context.store.watches.resume_offline_deferred(
+            input.now, input.connector_name
+        )
         return resumed_payload(info, resumed)
 
     @fields.mutation(
@@ -466,7 +471,7 @@ class Mutation:
     ) -> ConsumedPendingAuth | None:
         viewer = info.context.viewer
         record = await info.context.store.pending_auth.consume_pending_auth(
-            input.state, owner_did=None if viewer.is_service else viewer.did or ""
+            input.state, owner_did=viewer.writes_as
         )
         return None if record is None else ConsumedPendingAuth.from_record(record)
 

@@ -331,10 +331,11 @@ class OperatorStore:
         ``reissue_key`` of its key, due at once and unleased (``leaseOperations`` hands it
         out), naming it in ``reissued_from``; the original stays failed and names the new
         one in ``reissued_as``, so no later call matches it again (a backlog is reissued by
-        calling again until it returns nothing). Returns the new operations in
-        ``listTrackedOperations``' order. One transaction: pick the originals (locked), insert
-        the reissues, link the originals. Raises ``InvalidInput`` naming ``filter`` when
-        ``where`` names no field, ``filter.<field>`` for a malformed one, or ``limit``."""
+        calling again until it returns nothing). Returns the new operations in their
+        originals' ``listTrackedOperations`` order. One transaction: pick the originals
+        (locked), insert the reissues, link the originals. Raises ``InvalidInput`` naming
+        ``filter`` when ``where`` names no field, ``filter.<field>`` for a malformed one, or
+        ``limit``."""
         size = _limit(limit)
         conditions = _in_filter(where)
         if conditions is None:
@@ -360,7 +361,9 @@ class OperatorStore:
             now = self._ctx.clock()
             inserted = await self._write(REISSUE, items, p_now=now)
             await self._write(LINK_REISSUED, items, p_now=now)
-        return _records(inserted)
+        place = {row["operation_id"]: index for index, row in enumerate(originals)}
+        created = (OperationRecord.from_row(row) for row in inserted)
+        return sorted(created, key=lambda record: place[record.reissued_from or ""])
 
     async def rearm_watches(
         self, where: WatchFilter, *, limit: int = DEFAULT_LIMIT
