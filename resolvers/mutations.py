@@ -223,12 +223,12 @@ def resumed_payload(info: Info, resumed: Resumed) -> ResumeDeferredPayload:
 @strawberry.type
 class Mutation:
     @fields.mutation(
-        description="Claim an operation key: claimed, exists or conflict. A fresh claim takes "
-        "the claimant's lease only where leaseOperations would lease it (its account below "
-        "its cap and not throttled, no other ATTEMPTED operation of its provider entity); "
-        "otherwise it is claimed unleased: no token and a lease already lapsed, due at once, "
-        "for leaseOperations to hand out (the claimant's token writes nothing to it until it "
-        "leases it)."
+        description="Claim an operation key: claimed, exists or conflict. A fresh claim takes the "
+        "claimant's lease only where leaseOperations would lease it (its account not paused, "
+        "below its cap and not throttled, no other ATTEMPTED operation of its provider entity); "
+        "otherwise it is claimed unleased: no token and a lease already lapsed, due at once, for "
+        "leaseOperations to hand out (the claimant's token writes nothing to it until it leases "
+        "it)."
     )
     async def claim_operation(self, info: Info, input: ClaimOperationInput) -> ClaimOperationResult:
         claim = to_claim(input)
@@ -236,10 +236,10 @@ class Mutation:
         return claim_payload(info, claim, result)
 
     @fields.mutation(
-        description="Take the lease when it is free, expired or already yours. Refused "
-        "(applied: false) where leaseOperations would skip the operation: its account "
-        "throttled or at its cap (this operation's own lease not counted), an older operation "
-        "of its provider entity still ATTEMPTED, or another of the entity holding a live lease."
+        description="Take the lease when it is free, expired or already yours. Refused (applied: "
+        "false) where leaseOperations would skip the operation: its account paused, throttled or "
+        "at its cap (this operation's own lease not counted), an older operation of its provider "
+        "entity still ATTEMPTED, or another of the entity holding a live lease."
     )
     async def acquire_lease(self, info: Info, input: AcquireLeaseInput) -> OperationWritePayload:
         return await observed(

@@ -650,7 +650,7 @@ class OperationsStore:
         Inserts the operation if the key is free: ``claimed`` with the new record (state
         attempted, attempts 0, version 0, the claimant's lease). The lease is the claimant's
         only where ``lease_operations`` would lease the new row (its account neither
-        throttled nor at its cap, no other attempted operation of its provider entity);
+        paused nor throttled nor at its cap, no other attempted operation of its provider entity);
         otherwise the row has no token and a lease that lapsed at the store's now - 1, due
         at once, for ``lease_operations`` to hand out (``claim_lease``). One transaction that
         first creates the account's row if absent and (PostgreSQL) locks it, so concurrent
@@ -683,11 +683,11 @@ class OperationsStore:
         ``ABANDONED_SEND_MARKER`` (no refund takes the count back, the next run's mark makes
         the attempt contested, and a takeover from a run that never marked counts nothing).
         Caps, throttles and one lease per entity bind it as they bind ``lease_operations``
-        (``lease_guards.lease_allowed``): it is refused while the account is throttled or
-        at its cap (this operation's own lease not counted), when an older operation of its
-        provider entity is still attempted, or another holds a live lease. One transaction
-        that (PostgreSQL) first locks the account's row, as every path that takes a lease
-        does. Returns the updated operation, or None when refused or absent. Raises
+        (``lease_guards.lease_allowed``): it is refused while the account is paused,
+        throttled or at its cap (this operation's own lease not counted), when an older
+        operation of its provider entity is still attempted, or another holds a live lease.
+        One transaction that (PostgreSQL) first locks the account's row, as every path that
+        takes a lease does. Returns the updated operation, or None when refused or absent. Raises
         ``InvalidInput`` for a malformed field.
         """
         check.key("token", token)
