@@ -16,6 +16,7 @@ from resolvers.batch_mutations import BatchMutation
 from resolvers.errors import bad_input, requested_operation_name
 from resolvers.leasing import AccountsQuery, LeasingMutation
 from resolvers.mutations import Mutation
+from resolvers.operator import OperatorMutation, ViewerQuery
 from resolvers.queries import Query
 from resolvers.strawberry_internals import graphql_schema
 from schema.descriptions import describe
@@ -90,8 +91,10 @@ def build_schema(settings: Settings | None = None) -> strawberry.federation.Sche
     """The API's schema, its extensions the pipeline ``settings`` give (``server.pipeline``)."""
     settings = settings or Settings()
     schema = ConnectorSchema(
-        query=merge_types("Query", (Query, AccountsQuery)),
-        mutation=merge_types("Mutation", (Mutation, BatchMutation, LeasingMutation)),
+        query=merge_types("Query", (Query, AccountsQuery, ViewerQuery)),
+        mutation=merge_types(
+            "Mutation", (Mutation, BatchMutation, LeasingMutation, OperatorMutation)
+        ),
         types=[Operation, Watch],
         extensions=[pipeline_extension(settings)],
         config=StrawberryConfig(name_converter=SeedNameConverter(), scalar_map=SCALAR_MAP),

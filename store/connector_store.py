@@ -8,6 +8,8 @@ from store.context import Clock, ReadWinner, StoreContext, random_id, system_clo
 from store.database import Database
 from store.leasing import LeasingStore
 from store.operations import OperationsStore
+from store.operator import OperatorStore
+from store.pauses import PausesStore
 from store.pending_auth import PendingAuthStore
 from store.persisted_queries import PersistedQueriesStore
 from store.retention import RetentionStore
@@ -23,8 +25,9 @@ class ConnectorStore:
     system time by default. ``read_winner``: the current winner digest of a document,
     by default the ``kubun_connector_document_winner`` table. ``new_id``: mints node keys
     and incarnations. Parts: ``operations``, ``watches``, ``winners``, ``retention``,
-    ``accounts``, ``leasing``, ``pending_auth``, ``sync_state``, ``persisted_queries``,
-    ``batches`` (the batch forms of the settling writes).
+    ``accounts``, ``pauses`` (pausing accounts), ``leasing``, ``operator`` (bulk operator
+    controls), ``pending_auth``, ``sync_state``, ``persisted_queries``, ``batches`` (the
+    batch forms of the settling writes).
     """
 
     def __init__(
@@ -46,6 +49,11 @@ class ConnectorStore:
         )
         self.retention = RetentionStore(context)
         self.accounts = AccountsStore(context)
+        self.pauses = PausesStore(context, self.accounts)
+        self.operator = OperatorStore(
+            context,
+            self.batches.read_winners if read_winner is None else one_reader(read_winner),
+        )
         self.leasing = LeasingStore(context)
         self.pending_auth = PendingAuthStore(context)
         self.sync_state = SyncStateStore(context)

@@ -1,10 +1,15 @@
-"""The guards every path that takes a lease applies (DESIGN section 6), written once.
+"""The guards every path that takes a lease or a watch's claim applies (DESIGN sections 6
+and 7), written once.
 
 A live lease is one on an attempted operation that has not lapsed (``lease_expires_at >=
 now``, epoch ms): what an account's cap counts and what the one-lease-per-entity rule
-forbids twice. An operation may take a lease (``lease_allowed``) when its account is not
-throttled and below its cap, and it is the oldest attempted operation of its provider entity
-(the watch identity) with no other operation of the entity holding a live lease.
+forbids twice. An operation may take a lease (``lease_allowed``) when its account is neither
+paused (on its own or with its whole connector: ``paused``) nor throttled, below its cap, and
+it is the oldest attempted operation of its provider entity (the watch identity) with no
+other operation of the entity holding a live lease. A paused account's watches are claimed
+by no verifier and its operations and watches are left out of the due lists: those
+predicates (``store.operations.due_operation``, ``store.retention``,
+``store.watches.due_watch``) apply ``paused`` too.
 ``store.leasing`` (``leaseOperations``), ``acquire_lease`` and ``claim_operation``
 (``store.operations``) and ``claim_operations`` (``store.batches``) build their statements
 from these; each takes a value or a ``param``
@@ -17,7 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from store.records import ATTEMPTED, WATCH_IDENTITY
-from store.tables import account
+from store.tables import account, paused_connector
 from store.tables import operation as op
 
 ORDER_COLUMNS = ("created_at", "caller_did", "operation_id")
@@ -61,6 +66,16 @@ def probe(table: Any, *conditions: Any) -> sa.Exists:
     say) once per statement, so the statement's cost would grow with the table, not with its
     own rows (``tests/store/test_query_plans.py``)."""
     return sa.select(sa.literal(1)).select_from(table).where(*conditions).offset(0).exists()
+
+
+def paused(subject: Any) -> sa.ColumnElement[bool]:
+    """``subject``'s account is paused: on its own (``paused_at`` set) or with its whole
+    connector (a ``paused_connector`` row). ``subject``'s attributes name
+    ``connector_name`` and ``account_key`` (an operation's or a watch's columns)."""
+    return sa.or_(
+        probe(account, _same_account(account, subject), account.c.paused_at.is_not(None)),
+        probe(paused_connector, paused_connector.c.connector_name == subject.connector_name),
+    )
 
 
 def throttled(subject: Any, now: Any) -> sa.ColumnElement[bool]:
@@ -125,16 +140,18 @@ def lease_allowed(
     subject: Any, now: Any, key: tuple[Any, Any] | None, *, cap: bool = True
 ) -> sa.ColumnElement[bool]:
     """``subject`` (the operation at ``key``, or a claim's new row when None) may take a
-    lease at ``now``: its account is neither throttled nor at its cap (its own lease not
-    counted; ``cap`` False leaves the cap to the caller), it is the oldest attempted
-    operation of its entity, and no other operation of the entity holds a live lease."""
+    lease at ``now``: its account is neither paused nor throttled nor at its cap (its own
+    lease not counted; ``cap`` False leaves the cap to the caller), it is the oldest
+    attempted operation of its entity, and no other operation of the entity holds a live
+    lease."""
     guards = [
+        sa.not_(paused(subject)),
         sa.not_(throttled(subject, now)),
         sa.not_(older_in_entity(subject, key)),
         sa.not_(entity_taken(subject, now, key)),
     ]
     if cap:
-        guards.insert(1, sa.not_(at_cap(subject, now, key)))
+        guards.insert(2, sa.not_(at_cap(subject, now, key)))
     return sa.and_(*guards)
 
 

@@ -46,6 +46,8 @@ operation = sa.Table(
     sa.Column("lease_expires_at", sa.BigInteger),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.Column("reissued_from", Key),
+    sa.Column("reissued_as", Key),
     sa.PrimaryKeyConstraint("caller_did", "operation_id", name="kubun_connector_operation_pkey"),
     sa.Index("kubun_connector_operation_order_idx", "created_at", "caller_did", "operation_id"),
     sa.Index("kubun_connector_operation_document_idx", "document_id", "created_at"),
@@ -126,9 +128,19 @@ account = sa.Table(
     sa.Column("max_in_flight", sa.Integer),
     sa.Column("throttled_until", sa.BigInteger),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.Column("paused_at", sa.BigInteger),
     sa.PrimaryKeyConstraint("connector_name", "account_key", name="kubun_connector_account_pkey"),
 )
-"""Provider accounts (``store.accounts``): the cap on live leases and the throttle of each."""
+"""Provider accounts (``store.accounts``): the cap on live leases, the throttle and the pause
+of each."""
+
+paused_connector = sa.Table(
+    "kubun_connector_paused_connector",
+    metadata,
+    sa.Column("connector_name", Key, primary_key=True),
+    sa.Column("paused_at", sa.BigInteger, nullable=False),
+)
+"""Connectors paused as a whole (``store.accounts``): a row while paused."""
 
 projection_watch = sa.Table(
     "kubun_connector_projection_watch",

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 import strawberry
 
-from resolvers.permissions import ALL_SCOPES, RULES, SERVICE
+from resolvers.permissions import ALL_SCOPES, OBSERVER, OPERATOR, RULES, SERVICE
 from resolvers.strawberry_internals import graphql_schema
 from server.graph import build_schema
 from tests.api.conftest import app_client, claim_input
 from tests.tokens import SERVICE_TOKEN, mint
 
 A, B = "did:a", "did:b"
-TENANT_SCOPES = " ".join(sorted(ALL_SCOPES - {SERVICE}))
+TENANT_SCOPES = " ".join(sorted(ALL_SCOPES - {SERVICE, OPERATOR, OBSERVER}))
 TOKEN_A = mint(A, TENANT_SCOPES)
 FAR = 4102444800000
 IDENT_B = (
@@ -81,6 +81,7 @@ QUERIES: dict[str, tuple[str, str]] = {
         '{ accounts(connectorName: "calendar") { edges { node { accountKey inFlight } } } }',
         "forbidden",
     ),
+    "viewer": ("{ viewer { did scopes mutations } }", "open"),
     "_service": ("{ _service { sdl } }", "open"),
     "_entities": (
         f'{{ _entities(representations: [{{__typename: "Operation", {OP_B}}}, '
@@ -255,6 +256,34 @@ MUTATIONS: dict[str, tuple[str, str]] = {
     "throttleAccount": (
         'mutation { throttleAccount(input: {connectorName: "calendar", accountKey: "acct-1", '
         "retryAfterMs: 1000}) { account { throttledUntil } } }",
+        "forbidden",
+    ),
+    # The operator controls: refused to a tenant, whatever they name.
+    "pauseAccount": (
+        'mutation { pauseAccount(input: {connectorName: "calendar", accountKey: "acct-1"}) '
+        "{ connectorPaused } }",
+        "forbidden",
+    ),
+    "resumeAccount": (
+        'mutation { resumeAccount(input: {connectorName: "calendar", spreadMs: 1000}) { spread } }',
+        "forbidden",
+    ),
+    "cancelOperations": (
+        f'mutation {{ cancelOperations(input: {{filter: {{callerDID: "{B}"}}}}) {{ cancelled }} }}',
+        "forbidden",
+    ),
+    "reissueOperations": (
+        f'mutation {{ reissueOperations(input: {{filter: {{callerDID: "{B}"}}}}) '
+        "{ operations { operationID } } }",
+        "forbidden",
+    ),
+    "rearmWatches": (
+        f'mutation {{ rearmWatches(input: {{filter: {{ownerDID: "{B}"}}}}) {{ rearmed }} }}',
+        "forbidden",
+    ),
+    "forceReleaseLeases": (
+        f"mutation {{ forceReleaseLeases(input: {{keys: [{{{OP_B}}}]}}) "
+        "{ released { operationID } } }",
         "forbidden",
     ),
 }
