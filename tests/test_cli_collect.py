@@ -31,7 +31,9 @@ async def test_collect__backlog_collected_with_progress_bar(backlog, tmp_path, s
     assert result.exit_code == 0, result.output
     assert "collecting finished operations" in result.output
     assert f"collected {BACKLOG} finished operations, 0 expired pending auth" in result.output
-    assert await store.retention.count_finished_operations(2**53 - 1) == 0
+    assert (
+        await store.retention.count_finished_operations(2**53 - 1, failed_older_than=2**53 - 1) == 0
+    )
     assert await store.operations.get_operation("did:key:caller", "op-1") is not None
 
 
@@ -56,7 +58,10 @@ async def test_collect__dry_run_counts_what_would_go_and_deletes_nothing(
 
     assert result.exit_code == 0, result.output
     assert f"would collect {BACKLOG} finished operations, 1 expired pending auth" in result.output
-    assert await store.retention.count_finished_operations(2**53 - 1) == BACKLOG
+    assert (
+        await store.retention.count_finished_operations(2**53 - 1, failed_older_than=2**53 - 1)
+        == BACKLOG
+    )
     assert await store.retention.count_expired_pending_auth(2**53 - 1) == 1
 
 
@@ -71,7 +76,13 @@ async def test_collect__takes_the_sweepers_lock(backlog, tmp_path, store, databa
     if database_url.startswith("postgresql"):
         assert result.exit_code == 1
         assert "another process is sweeping" in result.output
-        assert await store.retention.count_finished_operations(2**53 - 1) == BACKLOG
+        assert (
+            await store.retention.count_finished_operations(2**53 - 1, failed_older_than=2**53 - 1)
+            == BACKLOG
+        )
     else:
         assert result.exit_code == 0, result.output
-        assert await store.retention.count_finished_operations(2**53 - 1) == 0
+        assert (
+            await store.retention.count_finished_operations(2**53 - 1, failed_older_than=2**53 - 1)
+            == 0
+        )

@@ -9,7 +9,7 @@ import pytest
 
 from server.app import create_app, sweeping
 from server.settings import Settings
-from server.sweeper import Sweeper
+from server.sweeper import Retention, Sweeper
 from store import ConnectorStore
 from store.database import Database
 from tests.factories import bulk_finished_operations, claimed_operation, created_pending_auth
@@ -19,7 +19,12 @@ SWEEP_LOG = "connector_store.sweeper"
 
 
 def sweeper(store, *, batch=10, interval_s=60.0):
-    return Sweeper(store, interval_s=interval_s, retain_ms=DAY_MS, batch=batch)
+    return Sweeper(
+        store,
+        interval_s=interval_s,
+        retention=Retention(finished_ms=DAY_MS, failed_ms=DAY_MS),
+        batch=batch,
+    )
 
 
 def sweep_lines(caplog):
@@ -41,7 +46,9 @@ async def test_sweep__deletes_old_finished_and_expired_in_batches_and_logs(
     assert (result.operations, result.pending_auth, result.batches) == (25, 1, 3)
     assert await store.operations.get_operation("did:key:caller", "op-1") is not None
     assert await store.pending_auth.get_pending_auth("at-now") is not None
-    assert sweep_lines(caplog) == ["sweep: deleted 25 finished operations, 1 expired pending auth"]
+    assert sweep_lines(caplog) == [
+        "sweep: deleted 25 finished operations, 1 expired pending auth, 0 expired tombstones"
+    ]
 
 
 async def test_sweep__keeps_finished_within_retention(store, database, clock):
@@ -50,7 +57,12 @@ async def test_sweep__keeps_finished_within_retention(store, database, clock):
     result = await sweeper(store).sweep()
 
     assert result is not None and result.operations == 0
-    assert await store.retention.count_finished_operations(clock.now + 1) == 5
+    assert (
+        await store.retention.count_finished_operations(
+            clock.now + 1, failed_older_than=clock.now + 1
+        )
+        == 5
+    )
 
 
 async def test_sweeper__runs_on_its_interval_until_stopped(store, database, clock, caplog):
@@ -139,10 +151,10 @@ async def test_sweep__postgres_second_replica_skips_while_one_sweeps(
         release = asyncio.Event()
         collect = store.retention.collect_finished_operations
 
-        async def slow_collect(older_than, limit):
+        async def slow_collect(older_than, limit, **cutoffs):
             entered.set()
             await release.wait()
-            return await collect(older_than, limit)
+            return await collect(older_than, limit, **cutoffs)
 
         store.retention.collect_finished_operations = slow_collect  # type: ignore[method-assign]
         sweeping_task = asyncio.create_task(first.sweep())
@@ -168,10 +180,10 @@ async def test_sweeper__stop_mid_sweep_ends_after_current_batch(store, database,
     collect = store.retention.collect_finished_operations
     stopping: list[asyncio.Task[None]] = []
 
-    async def collect_then_stop(older_than, limit):
+    async def collect_then_stop(older_than, limit, **cutoffs):
         if not stopping:
             stopping.append(asyncio.create_task(running.stop()))
-        return await collect(older_than, limit)
+        return await collect(older_than, limit, **cutoffs)
 
     store.retention.collect_finished_operations = collect_then_stop  # type: ignore[method-assign]
     running.start()
@@ -180,21 +192,26 @@ async def test_sweeper__stop_mid_sweep_ends_after_current_batch(store, database,
     await stopping[0]
 
     assert not running.running
-    assert await store.retention.count_finished_operations(clock.now) == 20
-    assert sweep_lines(caplog) == ["sweep: deleted 10 finished operations, 0 expired pending auth"]
+    assert (
+        await store.retention.count_finished_operations(clock.now, failed_older_than=clock.now)
+        == 20
+    )
+    assert sweep_lines(caplog) == [
+        "sweep: deleted 10 finished operations, 0 expired pending auth, 0 expired tombstones"
+    ]
     assert "cancelling" not in caplog.text
 
 
 async def test_sweeper__start_logs_its_interval_and_retention_in_human_units(store, caplog):
     caplog.set_level(logging.INFO, logger=SWEEP_LOG)
-    sweeper = Sweeper(store, interval_s=300, retain_ms=7 * DAY_MS, batch=1000)
+    sweeper = Sweeper(store, interval_s=300, retention=Retention(), batch=1000)
     sweeper.start()
     await sweeper.stop()
     [started] = [
         r.getMessage() for r in caplog.records if "finished operations kept" in r.getMessage()
     ]
-    assert (
-        started
-        == "sweeper: every 0:05:00, finished operations kept 7 days, 0:00:00, batches of 1000"
+    assert started == (
+        "sweeper: every 0:05:00, finished operations kept 7 days, 0:00:00 (failed 30 days, "
+        "0:00:00), tombstones of their keys 90 days, 0:00:00, batches of 1000"
     )
     assert str(7 * DAY_MS) not in started

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from server.sweeper import Sweeper
+from server.sweeper import Retention, Sweeper
 from tests.api.conftest import GraphQLClient, claim_input, error_codes
 from tests.factories import bulk_finished_operations
 
@@ -21,7 +21,7 @@ async def collect(gql: GraphQLClient, **given) -> int:
 
 
 async def test_collect_finished_operations__limit_and_default(gql, database, clock):
-    await bulk_finished_operations(database, 1003, updated_at=clock.now - 1, state="failed")
+    await bulk_finished_operations(database, 1003, updated_at=clock.now - 1, state="superseded")
 
     assert await collect(gql, olderThan=clock.now, limit=2) == 2
     assert await collect(gql, olderThan=clock.now) == 1000
@@ -63,7 +63,7 @@ async def test_sweep__ten_thousand_in_batches_while_server_answers(
     gql, store, database, clock, request
 ):
     await bulk_finished_operations(database, BACKLOG, updated_at=clock.now - 1)
-    sweeper = Sweeper(store, interval_s=60, retain_ms=0, batch=BATCH)
+    sweeper = Sweeper(store, interval_s=60, retention=Retention(finished_ms=0), batch=BATCH)
     sweep = asyncio.create_task(sweeper.sweep())
     latencies: list[float] = []
     number = 0
@@ -86,4 +86,6 @@ async def test_sweep__ten_thousand_in_batches_while_server_answers(
         f"{len(latencies)} request pairs answered, longest {longest_ms:.1f} ms"
     )
     assert longest_ms < 5000
-    assert await store.retention.count_finished_operations(2**53 - 1) == 0
+    assert (
+        await store.retention.count_finished_operations(2**53 - 1, failed_older_than=2**53 - 1) == 0
+    )
