@@ -51,6 +51,58 @@ async def test_sweep__deletes_old_finished_and_expired_in_batches_and_logs(
     ]
 
 
+async def test_sweep__default_retention_keeps_a_failed_operation_the_committed_one_goes(
+    store, database, clock
+):
+    """Of a committed and a failed operation of the same age, past RETAIN_FINISHED_SECONDS,
+    the default sweep collects the committed one and keeps the failed one (the evidence of
+    what went wrong) until RETAIN_FAILED_SECONDS."""
+    age = 8 * DAY_MS
+    for state in ["committed", "failed"]:
+        await bulk_finished_operations(database, 1, clock.now - age, state=state, prefix=state)
+    default = Sweeper(store, interval_s=60, retention=Retention.of(Settings()), batch=1000)
+
+    first = await default.sweep()
+    committed = await store.operations.get_operation("did:key:committed", "committed-1")
+    failed = await store.operations.get_operation("did:key:failed", "failed-1")
+    clock.advance(30 * DAY_MS - age)
+    at_thirty_days = await default.sweep()
+    clock.advance(1)
+    past_thirty_days = await default.sweep()
+
+    assert first is not None and first.operations == 1
+    assert committed is None
+    assert failed is not None and failed.state == "failed"
+    assert at_thirty_days is not None and at_thirty_days.operations == 0
+    assert past_thirty_days is not None and past_thirty_days.operations == 1
+    assert await store.operations.get_operation("did:key:failed", "failed-1") is None
+
+
+async def test_sweep__deletes_tombstones_past_retain_keys_in_batches(
+    store, database, clock, caplog
+):
+    caplog.set_level(logging.INFO, logger=SWEEP_LOG)
+    await bulk_finished_operations(database, 5, updated_at=clock.now - DAY_MS - 1)
+    keys_ms = 90 * DAY_MS
+    running = Sweeper(
+        store, interval_s=60, retention=Retention(finished_ms=DAY_MS, keys_ms=keys_ms), batch=2
+    )
+
+    collected = await running.sweep()
+    clock.advance(keys_ms)
+    at_window_end = await running.sweep()
+    clock.advance(1)
+    past_window = await running.sweep()
+
+    assert collected is not None and (collected.operations, collected.tombstones) == (5, 0)
+    assert at_window_end is not None and at_window_end.tombstones == 0
+    assert past_window is not None and past_window.tombstones == 5
+    assert await store.retention.count_expired_tombstones(2**53 - 1) == 0
+    assert sweep_lines(caplog)[-1] == (
+        "sweep: deleted 0 finished operations, 0 expired pending auth, 5 expired tombstones"
+    )
+
+
 async def test_sweep__keeps_finished_within_retention(store, database, clock):
     await bulk_finished_operations(database, 5, updated_at=clock.now - DAY_MS)
 
