@@ -236,7 +236,9 @@ def resumed_payload(info: Info, resumed: Resumed) -> ResumeDeferredPayload:
 @strawberry.type
 class Mutation:
     @fields.mutation(
-        description="Claim an operation key: claimed, exists or conflict. A fresh claim takes "
+        description="Claim an operation key: claimed, exists, conflict, or collected (the "
+        "key's operation was finished and collected, and its tombstone is kept for "
+        "RETAIN_KEYS_SECONDS: nothing is written). A fresh claim takes "
         "the claimant's lease only where leaseOperations would lease it (its account below "
         "its cap and not throttled, no other ATTEMPTED operation of its provider entity); "
         "otherwise it is claimed unleased: no token and a lease already lapsed, due at once, "
