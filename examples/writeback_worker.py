@@ -15,12 +15,13 @@ a batch is its own compare-and-set with the single mutation's outcome, in input 
    never from this machine's clock, so a skewed worker cannot steal or lose leases.
 2. ``ClaimOperations``: claim each key ``(callerDID, operationID)`` with the change's
    immutable envelope (owner, connector, model, op, account, target, source, deterministic
-   event id, payload hash) and a lease (``leaseToken`` until ``leaseExpiresAt``). Three
+   event id, payload hash) and a lease (``leaseToken`` until ``leaseExpiresAt``). Four
    answers per item: ``OperationClaimed`` (the key was free: the operation is ours and we
    hold its lease), ``OperationExists`` (the same envelope was claimed before: a replay,
    e.g. a redelivered queue message; the stored operation says how far it got),
    ``OperationConflict`` (the key holds a different envelope: a bug upstream; the stored
-   operation is never overwritten).
+   operation is never overwritten), ``OperationCollected`` (a replay of a key whose
+   operation finished and was collected, within the idempotency window: nothing to send).
    A claim keeps its lease only where leasing would grant it (the account below its cap and
    not throttled, no other write of the provider entity in flight); otherwise the operation
    is claimed with its lease already lapsed, for ``LeaseOperations`` to hand out.

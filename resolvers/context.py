@@ -10,6 +10,7 @@ from resolvers.loaders import Loaders
 from resolvers.permissions import Viewer
 from resolvers.visible import Visible
 from store import ConnectorStore
+from store.retention import RETAIN_FAILED_S
 
 
 @dataclass
@@ -27,6 +28,9 @@ class Context:
     request: Any = None
     """The HTTP request (federated tracing reads its ``apollo-federation-include-trace``
     header); None outside HTTP."""
+    retain_failed_ms: int = RETAIN_FAILED_S * 1000
+    """``RETAIN_FAILED_SECONDS`` in ms: ``collectFinishedOperations``' default
+    ``failedOlderThan`` is the store's now less this."""
 
     visible: Visible = field(init=False)
     """The viewer-scoped reader every resolver and nested field reads rows through."""

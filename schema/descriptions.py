@@ -115,7 +115,10 @@ BY_NAME: dict[str, str] = {
     "winnerDigest": "The digest of the document's new winning state.",
     "connectorNames": "The connectors whose AUTH-deferred work to resume.",
     "cutoff": "Records with `expiresAt` before this time (epoch ms) are deleted.",
-    "olderThan": "Finished operations last updated before this time (epoch ms) are deleted.",
+    "olderThan": "COMMITTED and SUPERSEDED operations last updated before this time (epoch "
+    "ms) are deleted.",
+    "failedOlderThan": "FAILED operations last updated before this time (epoch ms) are "
+    "deleted; omitted: the server's now minus `RETAIN_FAILED_SECONDS` (30 days by default).",
     "applied": "True when the write was applied; false when its guard did not hold (nothing "
     "was written).",
     "operation": "The operation as it now stands; null when there is none the viewer may see.",
@@ -192,6 +195,11 @@ BY_FIELD: dict[str, str] = {
     "OperationExists.operation": "The operation claimed before with the same envelope.",
     "OperationConflict.callerDID": "The caller's DID of the key.",
     "OperationConflict.operationID": "The operation id of the key.",
+    "OperationCollected.callerDID": "The caller's DID of the key.",
+    "OperationCollected.operationID": "The operation id of the key.",
+    "OperationCollected.finalState": "The state the operation was collected in (COMMITTED, "
+    "FAILED or SUPERSEDED).",
+    "OperationCollected.collectedAt": "When the operation was collected (epoch ms).",
     "DeleteSyncStatePayload.deleted": "Whether a sync state was deleted.",
     "SetSyncStatePayload.syncState": "The sync state as written.",
     "UpdateSyncProgressInput.version": "The sync state's version the caller read.",
@@ -209,8 +217,8 @@ TYPES: dict[str, str] = {
     "OperationEdge": "An operation in a page, with its cursor.",
     "WatchEdge": "A watch in a page, with its cursor.",
     "SyncStateEdge": "A sync state in a page, with its cursor.",
-    "ClaimOperationResult": "What a claim did: OperationClaimed, OperationExists or "
-    "OperationConflict.",
+    "ClaimOperationResult": "What a claim did: OperationClaimed, OperationExists, "
+    "OperationConflict or OperationCollected.",
 }
 
 ENUM_VALUES: dict[str, str] = {

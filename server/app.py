@@ -41,13 +41,14 @@ from server.http_server import REFUSED_STATUS, ShutdownCut, listening
 from server.metrics import Metrics, metrics_endpoint, refreshing
 from server.responses import http_exception, method_not_allowed, request_error
 from server.settings import Settings
-from server.sweeper import Sweeper
+from server.sweeper import Retention, Sweeper
 from server.telemetry import RequestTelemetry, current_request
 from server.tracing import trace_store, tracer_for
 from store import ConnectorStore
 from store.database import Database
 from store.errors import DatabaseUnavailable
 from store.persisted_queries import sha256_hex
+from store.retention import RETAIN_FAILED_S
 
 log = logging.getLogger("connector_store")
 
@@ -69,10 +70,12 @@ class GraphQLApp(GraphQL):
         graphiql: bool,
         startup_token: str | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        retain_failed_ms: int = RETAIN_FAILED_S * 1000,
     ) -> None:
         super().__init__(schema, graphql_ide="graphiql" if graphiql else None)
         self.startup_token = startup_token
         self.max_response_bytes = max_response_bytes
+        self.retain_failed_ms = retain_failed_ms
 
     def encode_json(self, data: object) -> bytes:
         """A response body, by orjson (several times faster than ``json.dumps``); a value
@@ -247,6 +250,7 @@ class GraphQLApp(GraphQL):
             loaders=Loaders(store, Budget(max_bytes=self.max_response_bytes)),
             request_id=request_id(),
             request=request,
+            retain_failed_ms=self.retain_failed_ms,
         )
 
 
@@ -428,7 +432,7 @@ async def sweeping(
     sweeper = Sweeper(
         store,
         interval_s=settings.sweep_interval_seconds,
-        retain_ms=settings.retain_finished_seconds * 1000,
+        retention=Retention.of(settings),
         batch=settings.sweep_batch,
         on_result=None if metrics is None else metrics.observe_sweep,
     )
@@ -534,6 +538,7 @@ def create_app(
         graphiql=settings.graphiql,
         startup_token=startup_token,
         max_response_bytes=settings.max_response_bytes,
+        retain_failed_ms=settings.retain_failed_seconds * 1000,
     )
     app = Starlette(
         routes=[

@@ -171,7 +171,7 @@ class Metrics:
         )
         self.swept_rows = Counter(
             "connector_sweeper_deleted_rows",
-            "Rows the sweeper deleted, by kind: operations, pending_auth.",
+            "Rows the sweeper deleted, by kind: operations, pending_auth, tombstones.",
             ["kind"],
             registry=r,
         )
@@ -191,7 +191,7 @@ class Metrics:
             self.operations.labels(state)
         for result in ("swept", "skipped", "failed"):
             self.sweeps.labels(result)
-        for kind in ("operations", "pending_auth"):
+        for kind in ("operations", "pending_auth", "tombstones"):
             self.swept_rows.labels(kind)
 
     def operation_label(self, name: str | None) -> str:
@@ -221,6 +221,7 @@ class Metrics:
             self.sweeps.labels("swept").inc()
             self.swept_rows.labels("operations").inc(result.operations)
             self.swept_rows.labels("pending_auth").inc(result.pending_auth)
+            self.swept_rows.labels("tombstones").inc(result.tombstones)
 
     async def refresh_tables(self) -> None:
         """Count operations by state and the due operations and watches (the store's

@@ -8,6 +8,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from resolvers.budget import DEFAULT_MAX_RESPONSE_BYTES
 from store.database import Database
+from store.retention import RETAIN_FAILED_S, RETAIN_FINISHED_S, RETAIN_KEYS_S
 
 
 class Settings(BaseSettings):
@@ -86,7 +87,23 @@ class Settings(BaseSettings):
     log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "info"
     sweeper: bool = Field(default=True, description="Run the background sweeper (SWEEPER).")
     sweep_interval_seconds: float = Field(default=300.0, gt=0)
-    retain_finished_seconds: int = Field(default=7 * 24 * 3600, ge=0)
+    retain_finished_seconds: int = Field(
+        default=RETAIN_FINISHED_S,
+        ge=0,
+        description="COMMITTED and SUPERSEDED operations are kept this long after their last "
+        "update.",
+    )
+    retain_failed_seconds: int = Field(
+        default=RETAIN_FAILED_S,
+        ge=0,
+        description="FAILED operations are kept this long after their last update.",
+    )
+    retain_keys_seconds: int = Field(
+        default=RETAIN_KEYS_S,
+        ge=0,
+        description="A collected operation's tombstone (its key answers OperationCollected) "
+        "is kept this long after its collection.",
+    )
     sweep_batch: int = Field(default=1000, ge=1, le=10_000)
     db_statement_cache_size: int | None = Field(
         default=None, ge=0, description="asyncpg's statement cache; 0 behind pgbouncer."

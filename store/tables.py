@@ -142,6 +142,28 @@ paused_connector = sa.Table(
 )
 """Connectors paused as a whole (``store.accounts``): a row while paused."""
 
+operation_tombstone = sa.Table(
+    "kubun_connector_operation_tombstone",
+    metadata,
+    sa.Column("key_digest", sa.LargeBinary, nullable=False),
+    sa.Column("envelope_digest", sa.LargeBinary, nullable=False),
+    sa.Column("final_state", sa.SmallInteger, nullable=False),
+    sa.Column("collected_at", sa.BigInteger, nullable=False),
+    sa.PrimaryKeyConstraint("key_digest", name="kubun_connector_operation_tombstone_pkey"),
+    # Expiry deletes by age. On PostgreSQL a BRIN index: tombstones are appended in the order
+    # of collection and expire oldest first, so pages hold rows of one age, and the index
+    # costs a few pages where a B-tree would cost ~22 bytes a row (benchmarks/README.md).
+    sa.Index(
+        "kubun_connector_operation_tombstone_collected_idx",
+        "collected_at",
+        postgresql_using="brin",
+    ),
+)
+"""What a collected operation leaves under its key (``store.tombstones``): compact, since
+one is kept per collected operation for ``RETAIN_KEYS_SECONDS``. ``key_digest`` is 12 bytes
+of a digest of the key, ``envelope_digest`` 8 bytes of a digest of the key and envelope,
+``final_state`` the terminal state's code (``store.tombstones.STATE_CODES``)."""
+
 projection_watch = sa.Table(
     "kubun_connector_projection_watch",
     metadata,
