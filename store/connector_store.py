@@ -12,6 +12,7 @@ from store.pending_auth import PendingAuthStore
 from store.persisted_queries import PersistedQueriesStore
 from store.retention import RetentionStore
 from store.sync_state import SyncStateStore
+from store.wakeups import WakeupsStore
 from store.watches import WatchesStore
 from store.winners import WinnersStore
 
@@ -24,7 +25,8 @@ class ConnectorStore:
     by default the ``kubun_connector_document_winner`` table. ``new_id``: mints node keys
     and incarnations. Parts: ``operations``, ``watches``, ``winners``, ``retention``,
     ``accounts``, ``leasing``, ``pending_auth``, ``sync_state``, ``persisted_queries``,
-    ``batches`` (the batch forms of the settling writes).
+    ``batches`` (the batch forms of the settling writes), ``wakeups`` (what wakes idle
+    workers: ``store.wakeups``).
     """
 
     def __init__(
@@ -50,4 +52,5 @@ class ConnectorStore:
         self.pending_auth = PendingAuthStore(context)
         self.sync_state = SyncStateStore(context)
         self.persisted_queries = PersistedQueriesStore(context)
+        self.wakeups = WakeupsStore(context)
         self.clock = clock
