@@ -35,8 +35,11 @@ from store.errors import StoreError
 log = logging.getLogger("connector_store.live")
 
 MIN_RECHECK_S = 0.02
-"""The shortest pause between two of the timer's looks at the database, however many
-wake-ups arrive meanwhile: under a stream of writes the timer's queries stay bounded."""
+"""The shortest pause after a wake-up before the timer looks at the database again, however
+many wake-ups arrive meanwhile: under a stream of writes the timer's queries stay bounded."""
+TIMER_SLACK_S = 0.001
+"""Added to each timer's sleep: the event loop may wake a little early, before the store's
+clock has reached the moment the timer was set to."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +131,12 @@ class WorkWaiter:
         return names
 
 
+def stopped(task: "asyncio.Task[None]") -> None:
+    """Log a timer that ended other than by being stopped: its waiters would wait forever."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("live: the work timer stopped", exc_info=task.exception())
+
+
 class Hub:
     """This process's subscriptions and what feeds them (see the module docstring)."""
 
@@ -164,6 +173,7 @@ class Hub:
             self.wake, listen_url=listen_url, wanted=self.wanted
         ):
             timer = asyncio.create_task(self._timer(), name="connector-store-live-timer")
+            timer.add_done_callback(stopped)
             try:
                 yield
             finally:
@@ -174,7 +184,9 @@ class Hub:
     async def _timer(self) -> None:
         """While someone waits for work: tell the connectors of what became leasable since
         the last look (``due_between``), then sleep until the next such moment
-        (``next_due_after``), a wake-up, or ``recheck_ms``, whichever comes first."""
+        (``next_due_after``), a wake-up, or ``recheck_ms``, whichever comes first. A wake-up
+        that arrives while the database is read is kept for the next round (the event is
+        cleared only before the reads)."""
         checked: int | None = None
         recheck_s = self.limits.recheck_ms / 1000
         while True:
@@ -192,9 +204,10 @@ class Hub:
                     delay = min(delay, (due - now) / 1000)
             except StoreError as error:
                 log.warning("live: the work timer could not read the database: %s", error)
-            self.recheck.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.recheck.wait(), max(delay, 0))
+            try:
+                await asyncio.wait_for(self.recheck.wait(), max(delay, 0) + TIMER_SLACK_S)
+            except TimeoutError:
+                continue
             await asyncio.sleep(MIN_RECHECK_S)
 
     @contextlib.contextmanager

@@ -222,3 +222,12 @@ async def test_metrics__open_subscriptions_and_delivered_events(store):
                 break
             await asyncio.sleep(0.02)
         assert metrics.subscriptions.labels("workAvailable")._value.get() == 0
+
+
+async def test_ws__a_websocket_outlives_the_http_head_deadline(store):
+    settings = Settings(sweeper=False, header_timeout_seconds=0.5)
+    async with served(store, settings) as server, socket(server) as sock:
+        await sock.init()
+        await asyncio.sleep(1.0)
+        await sock.subscribe("1")
+        assert (await signal(sock, "1"))["connectorName"] is None
