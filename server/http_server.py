@@ -43,9 +43,10 @@ A stalled request body is bounded at ASGI level (``server.app.RequestBody``).
 What this relies on beyond uvicorn's public settings, pinned by
 ``tests/test_http_server.py`` for both protocols (``H11Protocol`` and ``HttpToolsProtocol``):
 their ``connection_made``, ``data_received``, ``connection_lost``, ``on_response_complete``,
-``handle_websocket_upgrade``, ``shutdown``, ``pause_writing`` and ``resume_writing`` hooks, their ``loop`` and
-``transport``, their ``connections`` set (the server's open connections), and their ``cycle``
-(the latest request whose head arrived, None before the first) with ``response_started``,
+``handle_websocket_upgrade``, ``shutdown``, ``pause_writing`` and ``resume_writing`` hooks,
+their ``loop`` and ``transport``, their ``connections`` set (the server's open connections),
+and their ``cycle`` (the latest request whose head arrived, None before the first) with
+``response_started``,
 ``response_complete``, ``more_body``, ``scope`` (the dict the application is called with)
 and ``body`` (the body bytes parsed and not yet received by the application); and, for
 ``listening`` (a second port on the running loop, the metrics'), ``ServerState`` and the
