@@ -425,6 +425,13 @@ class ErrorCodes(SchemaExtension):
             return
         result.errors = [self.coded(error) for error in result.errors]
 
+    def on_stream_result(self, result: Any) -> Iterator[None]:
+        """Each result of a stream (a subscription's), coded before it is sent."""
+        errors = getattr(result, "errors", None)
+        if errors:
+            result.errors = [self.coded(error) for error in errors]
+        yield
+
     def coded(self, error: GraphQLError) -> GraphQLError:
         """A copy of ``error`` with its code (cached validation errors are shared, so never
         changed in place), or its masked stand-in. The steps in the module's order."""

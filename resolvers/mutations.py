@@ -240,10 +240,10 @@ class Mutation:
         "key's operation was finished and collected, and its tombstone is kept for "
         "RETAIN_KEYS_SECONDS: nothing is written). A fresh claim takes "
         "the claimant's lease only where leaseOperations would lease it (its account not "
-        "paused, below its cap and not throttled, no other ATTEMPTED operation of its provider entity); "
-        "otherwise it is claimed unleased: no token and a lease already lapsed, due at once, "
-        "for leaseOperations to hand out (the claimant's token writes nothing to it until it "
-        "leases it)."
+        "paused, below its cap and not throttled, no other ATTEMPTED operation of its provider "
+        "entity); otherwise it is claimed unleased: no token and a lease already lapsed, due "
+        "at once, for leaseOperations to hand out (the claimant's token writes nothing to it "
+        "until it leases it)."
     )
     async def claim_operation(self, info: Info, input: ClaimOperationInput) -> ClaimOperationResult:
         claim = to_claim(input)

@@ -214,6 +214,10 @@ TYPES: dict[str, str] = {
     "Query": "Reads. Every field needs a bearer token; rows of other tenants read as null or "
     "are left out of lists.",
     "Mutation": "Writes. A tenant writes only rows of its own DID; a service token writes any.",
+    "Subscription": "Streams, over graphql-transport-ws on /graphql (the token in "
+    "connection_init's payload `Authorization` or the upgrade's header) or Apollo's multipart "
+    "protocol over HTTP. Each field has the rights of the queries; a stream ends when its "
+    "token expires.",
     "OperationEdge": "An operation in a page, with its cursor.",
     "WatchEdge": "A watch in a page, with its cursor.",
     "SyncStateEdge": "A sync state in a page, with its cursor.",

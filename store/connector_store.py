@@ -14,6 +14,7 @@ from store.pending_auth import PendingAuthStore
 from store.persisted_queries import PersistedQueriesStore
 from store.retention import RetentionStore
 from store.sync_state import SyncStateStore
+from store.wakeups import WakeupsStore
 from store.watches import WatchesStore
 from store.winners import WinnersStore
 
@@ -27,7 +28,8 @@ class ConnectorStore:
     and incarnations. Parts: ``operations``, ``watches``, ``winners``, ``retention``,
     ``accounts``, ``pauses`` (pausing accounts), ``leasing``, ``operator`` (bulk operator
     controls), ``pending_auth``, ``sync_state``, ``persisted_queries``, ``batches`` (the
-    batch forms of the settling writes).
+    batch forms of the settling writes), ``wakeups`` (what wakes idle workers:
+    ``store.wakeups``).
     """
 
     def __init__(
@@ -58,4 +60,5 @@ class ConnectorStore:
         self.pending_auth = PendingAuthStore(context)
         self.sync_state = SyncStateStore(context)
         self.persisted_queries = PersistedQueriesStore(context)
+        self.wakeups = WakeupsStore(context)
         self.clock = clock

@@ -250,3 +250,14 @@ persisted_query = sa.Table(
 )
 """Automatic persisted queries: a query text under its SHA-256 (hex), shared by every server
 instance on the database."""
+
+wakeup = sa.Table(
+    "kubun_connector_wakeup",
+    metadata,
+    sa.Column("connector_name", Key, primary_key=True),
+    sa.Column("seq", sa.BigInteger, nullable=False),
+    sa.Index("kubun_connector_wakeup_seq_idx", "seq"),
+)
+"""SQLite's wake-ups (``store.wakeups``): each connector stamped by the triggers of migration
+0009 with the next sequence number when a write may have made its work leasable. PostgreSQL's
+triggers send ``NOTIFY`` instead and leave this table empty."""
