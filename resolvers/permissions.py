@@ -151,6 +151,8 @@ QUERY_RULES: dict[str, Rule] = {
     # Provider accounts are shared by every owner: a service's to read (and, once it
     # exists, an operator's).
     "accounts": Rule((SERVICE,)),
+    "operationCounts": Rule(OPS_READ, rows="caller or owner (store filter)"),
+    "watchCounts": Rule(("watches:read",), rows="owner (store filter)"),
     "pendingAuth": Rule(("auth:write",), rows="owner, else null"),
     "syncState": Rule(("sync:read",), rows="owner, else null"),
     "syncStates": Rule(("sync:read",), rows="owner only"),

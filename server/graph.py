@@ -13,6 +13,7 @@ from strawberry.types.graphql import OperationType
 from strawberry.types.info import Info
 
 from resolvers.batch_mutations import BatchMutation
+from resolvers.counts import CountsQuery
 from resolvers.errors import bad_input, requested_operation_name
 from resolvers.leasing import AccountsQuery, LeasingMutation
 from resolvers.mutations import Mutation
@@ -90,7 +91,7 @@ def build_schema(settings: Settings | None = None) -> strawberry.federation.Sche
     """The API's schema, its extensions the pipeline ``settings`` give (``server.pipeline``)."""
     settings = settings or Settings()
     schema = ConnectorSchema(
-        query=merge_types("Query", (Query, AccountsQuery)),
+        query=merge_types("Query", (Query, AccountsQuery, CountsQuery)),
         mutation=merge_types("Mutation", (Mutation, BatchMutation, LeasingMutation)),
         types=[Operation, Watch],
         extensions=[pipeline_extension(settings)],

@@ -5,6 +5,7 @@ from collections.abc import Callable
 from store.accounts import AccountsStore
 from store.batches import BatchesStore, one_reader
 from store.context import Clock, ReadWinner, StoreContext, random_id, system_clock
+from store.counts import CountsStore
 from store.database import Database
 from store.leasing import LeasingStore
 from store.operations import OperationsStore
@@ -24,7 +25,8 @@ class ConnectorStore:
     by default the ``kubun_connector_document_winner`` table. ``new_id``: mints node keys
     and incarnations. Parts: ``operations``, ``watches``, ``winners``, ``retention``,
     ``accounts``, ``leasing``, ``pending_auth``, ``sync_state``, ``persisted_queries``,
-    ``batches`` (the batch forms of the settling writes).
+    ``batches`` (the batch forms of the settling writes), ``counts`` (grouped counts for
+    the dashboard).
     """
 
     def __init__(
@@ -46,6 +48,7 @@ class ConnectorStore:
         )
         self.retention = RetentionStore(context)
         self.accounts = AccountsStore(context)
+        self.counts = CountsStore(context)
         self.leasing = LeasingStore(context)
         self.pending_auth = PendingAuthStore(context)
         self.sync_state = SyncStateStore(context)
