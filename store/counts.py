@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from store import lease_guards as guards
 from store import validation as check
 from store.context import StoreContext
-from store.operations import due_operation
+from store.operations import ready
 from store.records import ATTEMPTED
 from store.tables import operation as op
 from store.tables import projection_watch as watch
@@ -80,7 +80,8 @@ class CountsStore:
     ) -> list[OperationCount]:
         """Operations per (connector, account, state), ordered by those three, with the due
         and in-flight counts of the live ones at the store's now (epoch ms): the predicates
-        of ``list_due_operations`` and of a live lease (``lease_guards.live_lease``). Only
+        of ``list_due_operations`` (``operations.ready``) and of a live lease
+        (``lease_guards.lease_held``). Only
         groups that have rows. ``connector_name`` narrows to one connector, ``visible_to``
         (a DID) to the operations it called or owns. One statement. Raises
         ``InvalidInput`` naming ``connectorName`` or ``visibleTo``."""
@@ -100,8 +101,10 @@ class CountsStore:
                 *group,
                 sa.literal_column(f"'{ATTEMPTED}'").label("state"),
                 sa.literal(0).label("n"),
-                _ones(due_operation(now)).label("due"),
-                _ones(guards.live_lease(now)).label("in_flight"),
+                # Over live rows only, so neither repeats ``live``: the state is no column of
+                # the partial index the count reads.
+                _ones(ready(now)).label("due"),
+                _ones(guards.lease_held(now)).label("in_flight"),
             )
             .where(guards.live())
             .group_by(*group)

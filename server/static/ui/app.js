@@ -620,4 +620,6 @@ function App() {
   return html`${header}<main><${Page} params=${route.params} /></main>`;
 }
 
-render(html`<${App} />`, document.getElementById("app"));
+const root = document.getElementById("app");
+root.textContent = "";
+render(html`<${App} />`, root);
