@@ -194,6 +194,8 @@ QUERY_RULES: dict[str, Rule] = {
     # Provider accounts are shared by every owner: read by those who read every row.
     "accounts": Rule((OBSERVER,)),
     "viewer": Rule((), rows="the viewer itself"),
+    "operationCounts": Rule(OPS_READ, rows="caller or owner (store filter)"),
+    "watchCounts": Rule(("watches:read",), rows="owner (store filter)"),
     "pendingAuth": Rule(("auth:write",), rows="owner, else null"),
     "syncState": Rule(("sync:read",), rows="owner, else null"),
     "syncStates": Rule(("sync:read",), rows="owner only"),

@@ -1,4 +1,5 @@
-"""The Starlette application: ``/graphql``, ``/healthz``, ``/readyz`` and ``/metrics``."""
+"""The Starlette application: ``/graphql``, ``/healthz``, ``/readyz``, ``/metrics`` and the
+dashboard at ``/ui``."""
 
 import asyncio
 import contextlib
@@ -27,7 +28,7 @@ from starlette.responses import (
     Response,
     StreamingResponse,
 )
-from starlette.routing import Route, WebSocketRoute
+from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -78,6 +79,12 @@ log = logging.getLogger("connector_store")
 
 
 GRAPHIQL_ASSETS = Path(__file__).parent / "static" / "graphiql"
+DASHBOARD_ASSETS = Path(__file__).parent / "static" / "ui"
+DASHBOARD_DOCUMENTS = (
+    Path(__file__).resolve().parents[1] / "graphql" / "operations" / "dashboard.graphql"
+)
+"""The documents the dashboard sends: it loads them from the server (``/ui/dashboard.graphql``),
+so they live in one file, the one the schema tests validate."""
 LOOPBACK = frozenset({"127.0.0.1", "::1"})
 LOOPBACK_NAMES = LOOPBACK | {"localhost"}
 HEADERS_SLOT = "/*STARTUP_HEADERS*/null"
@@ -377,9 +384,7 @@ class GraphQLApp(GraphQL):
         connection comes from loopback and the page was asked for by a loopback name (a
         ``Host`` of another name is a page of another site, e.g. by DNS rebinding)."""
         page = (GRAPHIQL_ASSETS / "index.html").read_text()
-        client = request.client.host if request.client else None
-        host = request.url.hostname
-        if self.startup_token is not None and client in LOOPBACK and host in LOOPBACK_NAMES:
+        if self.startup_token is not None and on_loopback(request):
             headers = startup_headers(self.startup_token)
             page = page.replace(HEADERS_SLOT, json.dumps(headers).replace("<", "\\u003c"))
         return HTMLResponse(page, headers={"Cache-Control": "no-store"})
@@ -399,6 +404,49 @@ class GraphQLApp(GraphQL):
             hub=getattr(request.app.state, "hub", None),
             session=Session(viewer, request.scope.get(TOKEN_UNTIL)),
         )
+
+
+def on_loopback(request: Request) -> bool:
+    """The browser is on this machine: the connection comes from loopback and the page was
+    asked for by a loopback name (a ``Host`` of another name is a page of another site, e.g.
+    by DNS rebinding). Only then do GraphiQL and the dashboard come with the startup token."""
+    client = request.client.host if request.client else None
+    return client in LOOPBACK and request.url.hostname in LOOPBACK_NAMES
+
+
+DASHBOARD_TOKEN_SLOT = '<script id="startup-token" type="application/json">null</script>'
+DASHBOARD_POLICY = (
+    "default-src 'self'; connect-src 'self'; img-src 'self' data:; object-src 'none'; "
+    "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+"""The dashboard's Content-Security-Policy: the page loads and calls nothing but this server."""
+
+
+def dashboard(startup_token: str | None) -> Any:
+    """The dashboard's page at ``/ui``: its token slot (a JSON data block, never run as a
+    script) holds the startup admin token for a browser on this machine (``on_loopback``)
+    when the server made its own secret; otherwise null, and the page asks for a token."""
+
+    async def page(request: Request) -> Response:
+        text = (DASHBOARD_ASSETS / "index.html").read_text()
+        if startup_token is not None and on_loopback(request):
+            token = json.dumps(startup_token).replace("<", "\\u003c")
+            text = text.replace(DASHBOARD_TOKEN_SLOT, DASHBOARD_TOKEN_SLOT.replace("null", token))
+        return HTMLResponse(
+            text,
+            headers={"Cache-Control": "no-store", "Content-Security-Policy": DASHBOARD_POLICY},
+        )
+
+    return page
+
+
+async def dashboard_documents(_: Request) -> Response:
+    """``graphql/operations/dashboard.graphql``, the documents the dashboard sends."""
+    return Response(
+        DASHBOARD_DOCUMENTS.read_text(),
+        media_type="application/graphql",
+        headers={"Cache-Control": "no-cache"},
+    )
 
 
 SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
@@ -707,6 +755,15 @@ def create_app(
             WebSocketRoute("/graphql", graphql),
             Route("/healthz", healthz),
             Route("/readyz", readyz),
+            *(
+                [
+                    Route("/ui", dashboard(startup_token)),
+                    Route("/ui/dashboard.graphql", dashboard_documents),
+                    Mount("/ui/assets", StaticFiles(directory=DASHBOARD_ASSETS), name="ui"),
+                ]
+                if settings.dashboard
+                else []
+            ),
             *(
                 [Route("/metrics", metrics_endpoint)]
                 if metrics is not None and settings.metrics_port is None

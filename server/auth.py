@@ -47,8 +47,10 @@ log = logging.getLogger("connector_store.auth")
 
 SECRET_FILE = "jwt-secret"
 STARTUP_TOKEN_TTL_SECONDS = 12 * 3600
-OPEN_PATHS = frozenset({"/", "/healthz", "/readyz"})
-OPEN_PREFIXES = ("/graphiql/",)
+OPEN_PATHS = frozenset({"/", "/healthz", "/readyz", "/ui", "/ui/dashboard.graphql"})
+OPEN_PREFIXES = ("/graphiql/", "/ui/assets/")
+"""The pages and their assets: they hold no data (the dashboard, like GraphiQL, sends the
+user's token with each GraphQL request it makes)."""
 TOKEN_UNTIL = "connector_store.token_until"
 """The ASGI scope key of until when the request's token is accepted (epoch seconds): a
 subscription over HTTP ends then."""
@@ -334,8 +336,9 @@ def is_graphiql_page(scope: Scope) -> bool:
 
 
 class Authentication:
-    """ASGI middleware: every HTTP request but ``/healthz``, ``/readyz``, the GraphiQL page
-    and its assets needs a valid bearer token; its viewer goes to ``scope["viewer"]``."""
+    """ASGI middleware: every HTTP request but ``/healthz``, ``/readyz``, the GraphiQL page,
+    the dashboard's page and their assets needs a valid bearer token; its viewer goes to
+    ``scope["viewer"]``."""
 
     def __init__(self, app: ASGIApp, authenticator: Authenticator) -> None:
         self.app = app

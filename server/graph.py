@@ -14,6 +14,7 @@ from strawberry.types.info import Info
 
 from resolvers.batch_mutations import BatchMutation
 from resolvers.context import Context
+from resolvers.counts import CountsQuery
 from resolvers.errors import bad_input, requested_operation_name
 from resolvers.leasing import AccountsQuery, LeasingMutation
 from resolvers.mutations import Mutation
@@ -119,7 +120,7 @@ def build_schema(settings: Settings | None = None) -> strawberry.federation.Sche
     """The API's schema, its extensions the pipeline ``settings`` give (``server.pipeline``)."""
     settings = settings or Settings()
     schema = ConnectorSchema(
-        query=merge_types("Query", (Query, AccountsQuery, ViewerQuery)),
+        query=merge_types("Query", (Query, AccountsQuery, ViewerQuery, CountsQuery)),
         mutation=merge_types(
             "Mutation", (Mutation, BatchMutation, LeasingMutation, OperatorMutation)
         ),

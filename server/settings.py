@@ -38,6 +38,7 @@ class Settings(BaseSettings):
         "own setting).",
     )
     graphiql: bool = True
+    dashboard: bool = True
     introspection: bool = True
     max_query_depth: int = Field(default=12, ge=1)
     max_query_tokens: int = Field(default=5000, ge=1)

@@ -5,6 +5,7 @@ from collections.abc import Callable
 from store.accounts import AccountsStore
 from store.batches import BatchesStore, one_reader
 from store.context import Clock, ReadWinner, StoreContext, random_id, system_clock
+from store.counts import CountsStore
 from store.database import Database
 from store.leasing import LeasingStore
 from store.operations import OperationsStore
@@ -29,7 +30,8 @@ class ConnectorStore:
     ``accounts``, ``pauses`` (pausing accounts), ``leasing``, ``operator`` (bulk operator
     controls), ``pending_auth``, ``sync_state``, ``persisted_queries``, ``batches`` (the
     batch forms of the settling writes), ``wakeups`` (what wakes idle workers:
-    ``store.wakeups``).
+    ``store.wakeups``), ``counts`` (grouped counts for
+    the dashboard).
     """
 
     def __init__(
@@ -56,6 +58,7 @@ class ConnectorStore:
             context,
             self.batches.read_winners if read_winner is None else one_reader(read_winner),
         )
+        self.counts = CountsStore(context)
         self.leasing = LeasingStore(context)
         self.pending_auth = PendingAuthStore(context)
         self.sync_state = SyncStateStore(context)

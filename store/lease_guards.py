@@ -36,9 +36,15 @@ def live(table: Any = op) -> sa.ColumnElement[bool]:
     return state
 
 
+def lease_held(now: Any, table: Any = op) -> sa.ColumnElement[bool]:
+    """The lease is held and has not lapsed at ``now`` (whatever the state: a finalize keeps
+    its lease)."""
+    return sa.and_(table.c.lease_token.is_not(None), table.c.lease_expires_at >= now)
+
+
 def live_lease(now: Any, table: Any = op) -> sa.ColumnElement[bool]:
     """An attempted operation whose lease is held and has not lapsed at ``now``."""
-    return sa.and_(live(table), table.c.lease_token.is_not(None), table.c.lease_expires_at >= now)
+    return sa.and_(live(table), lease_held(now, table))
 
 
 def _same_account(table: Any, subject: Any) -> sa.ColumnElement[bool]:

@@ -207,16 +207,18 @@ def abandoned_send(now: Any, token: Any) -> sa.ColumnElement[bool]:
     )
 
 
-def due_operation(now: Any) -> sa.ColumnElement[bool]:
-    """A live operation a worker may pick up at ``now`` (epoch ms): attempted, due
-    (``next_attempt_at`` null or at most ``now``), its lease free or expired, its account
-    not paused (``lease_guards.paused``)."""
+def ready(now: Any) -> sa.ColumnElement[bool]:
+    """What makes a live operation due at ``now`` (epoch ms): ``next_attempt_at`` null or at
+    most ``now``, its lease free or expired."""
     return sa.and_(
-        guards.live(),
-        sa.or_(op.c.next_attempt_at.is_(None), op.c.next_attempt_at <= now),
-        lease_free(now),
-        sa.not_(guards.paused(op.c)),
+        sa.or_(op.c.next_attempt_at.is_(None), op.c.next_attempt_at <= now), lease_free(now)
     )
+
+
+def due_operation(now: Any) -> sa.ColumnElement[bool]:
+    """A live operation a worker may pick up at ``now`` (epoch ms): attempted, ``ready``, its
+    account not paused (``lease_guards.paused``)."""
+    return sa.and_(guards.live(), ready(now), sa.not_(guards.paused(op.c)))
 
 
 KEY = by_key(param("p_caller", op.c.caller_did), param("p_operation", op.c.operation_id))

@@ -110,6 +110,21 @@ operation = sa.Table(
         postgresql_where=sa.text("state = 'attempted' AND next_attempt_at IS NOT NULL"),
         sqlite_where=sa.text("state = 'attempted' AND next_attempt_at IS NOT NULL"),
     ),
+    # The dashboard's counts (``store.counts``), each an index-only scan: every operation
+    # by account and state, and the live ones with what decides due and in flight.
+    sa.Index(
+        "kubun_connector_operation_account_state_idx", "connector_name", "account_key", "state"
+    ),
+    sa.Index(
+        "kubun_connector_operation_live_account_idx",
+        "connector_name",
+        "account_key",
+        "next_attempt_at",
+        "lease_expires_at",
+        "lease_token",
+        postgresql_where=sa.text("state = 'attempted'"),
+        sqlite_where=sa.text("state = 'attempted'"),
+    ),
     sa.Index(
         "kubun_connector_operation_leased_idx",
         "connector_name",
@@ -194,6 +209,9 @@ projection_watch = sa.Table(
     ),
     sa.Index("kubun_connector_projection_watch_document_idx", "document_id"),
     sa.Index("kubun_connector_projection_watch_due_idx", "verification_status", "next_attempt_at"),
+    sa.Index(
+        "kubun_connector_projection_watch_status_idx", "connector_name", "verification_status"
+    ),
     sa.Index(
         "kubun_connector_projection_watch_defer_idx", "defer_reason", "owner_did", "connector_name"
     ),
