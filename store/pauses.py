@@ -3,7 +3,7 @@
 
 An account paused on its own keeps ``paused_at`` in its row (``store.accounts``); a connector
 paused as a whole has a row in ``paused_connector``. The pause binds through one guard,
-``lease_guards.paused``, which every path that takes a lease or a watch's claim and the due
+``lease_guards.unpaused``, which every path that takes a lease or a watch's claim and the due
 lists apply. A resume spreads the due backlog it releases over a window (``spread_update``),
 so the provider is not sent the whole backlog in the same instant.
 """
@@ -126,7 +126,7 @@ class PausesStore:
     async def pause_account(self, connector_name: str, account_key: str | None) -> PauseState:
         """Pause the account (creating its row if absent), or with ``account_key`` None the
         whole connector: no lease is taken of its operations and no verifier claims its
-        watches (``lease_guards.paused``), and the due lists leave them out, until
+        watches (``lease_guards.unpaused``), and the due lists leave them out, until
         ``resume_account``. Leases already held stay. One statement, then a read. Raises
         ``InvalidInput`` naming ``connectorName`` or ``accountKey``."""
         now = self._ctx.clock()
