@@ -1,7 +1,11 @@
 """The one place rights are checked: scopes, and which rows a viewer may see and write.
 
-Every root field has a ``Rule`` in ``RULES``; ``Authorization`` (a schema extension) applies
-it before the field's resolver runs, and refuses a root field that has none. A rule names
+Every root field (of ``Query``, ``Mutation`` and ``Subscription``) has a ``Rule`` in
+``RULES``; ``Authorization`` (a schema extension) applies it before the field's resolver runs,
+and refuses a field of any root type that has none (a root type missing from ``RULES``
+included). A subscription's source stream is created by its ``subscribe`` function, which
+graphql-core runs outside the resolver middleware: ``guard_subscriptions`` wraps each with the
+same check, so a stream starts only for a viewer its rule admits. A rule names
 the scopes the field needs and, for a write, the input arguments holding the DIDs the
 viewer must be (``actors``): a viewer without ``service`` writes only its own rows, checked
 before anything is written (a claim names the viewer as caller and as owner, since the
@@ -23,9 +27,10 @@ caller, an operator and an observer read ``leaseToken: null``.
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import wraps
 from typing import Any
 
-from graphql import GraphQLError
+from graphql import GraphQLError, GraphQLResolveInfo, GraphQLSchema
 from strawberry.extensions import SchemaExtension
 
 from resolvers.codes import FORBIDDEN
@@ -189,6 +194,8 @@ QUERY_RULES: dict[str, Rule] = {
     # Provider accounts are shared by every owner: read by those who read every row.
     "accounts": Rule((OBSERVER,)),
     "viewer": Rule((), rows="the viewer itself"),
+    "operationCounts": Rule(OPS_READ, rows="caller or owner (store filter)"),
+    "watchCounts": Rule(("watches:read",), rows="owner (store filter)"),
     "pendingAuth": Rule(("auth:write",), rows="owner, else null"),
     "syncState": Rule(("sync:read",), rows="owner, else null"),
     "syncStates": Rule(("sync:read",), rows="owner only"),
@@ -243,7 +250,16 @@ MUTATION_RULES: dict[str, Rule] = {
     "rearmWatches": Rule((OPERATOR,)),
     "forceReleaseLeases": Rule((OPERATOR,)),
 }
-RULES: dict[str, dict[str, Rule]] = {"Query": QUERY_RULES, "Mutation": MUTATION_RULES}
+SUBSCRIPTION_RULES: dict[str, Rule] = {
+    # A wake-up names a connector and no row, but says that some tenant's work is due: a
+    # service's to hear, as `dueOperations` is a service's to read.
+    "workAvailable": Rule((SERVICE,), rows="no row: a connector's name"),
+}
+RULES: dict[str, dict[str, Rule]] = {
+    "Query": QUERY_RULES,
+    "Mutation": MUTATION_RULES,
+    "Subscription": SUBSCRIPTION_RULES,
+}
 OPEN_ROOT_FIELDS = frozenset({"__typename", "__schema", "__type"})
 
 
@@ -297,14 +313,47 @@ def authorize(viewer: Viewer, type_name: str, field_name: str, kwargs: dict[str,
             assert_acts_as(viewer, did, field or actor[-1], field)
 
 
+def is_root(info: GraphQLResolveInfo[Any]) -> bool:
+    """The field being resolved is a field of one of the schema's root types."""
+    schema = info.schema
+    return info.parent_type in (schema.query_type, schema.mutation_type, schema.subscription_type)
+
+
+def authorize_field(info: GraphQLResolveInfo[Any], kwargs: dict[str, Any]) -> None:
+    """Apply the rule of the root field ``info`` resolves (any root type; meta fields such
+    as ``__typename`` are open) for the context's viewer; raise ``FORBIDDEN`` when denied."""
+    if is_root(info) and info.field_name not in OPEN_ROOT_FIELDS:
+        viewer = getattr(info.context, "viewer", None) or Viewer.anonymous()
+        authorize(viewer, info.parent_type.name, info.field_name, kwargs)
+
+
 class Authorization(SchemaExtension):
     """Checks every root field's rule before its resolver runs."""
 
     def resolve(
         self, _next: Callable[..., Any], root: Any, info: Any, *args: Any, **kwargs: Any
     ) -> Any:
-        parent = info.parent_type.name
-        if parent in RULES and info.field_name not in OPEN_ROOT_FIELDS:
-            viewer = getattr(info.context, "viewer", None) or Viewer.anonymous()
-            authorize(viewer, parent, info.field_name, kwargs)
+        authorize_field(info, kwargs)
         return _next(root, info, *args, **kwargs)
+
+
+def guard_subscriptions(schema: GraphQLSchema) -> None:
+    """Wrap the ``subscribe`` function of every field of ``schema``'s ``Subscription`` with
+    its rule (``authorize_field``): graphql-core calls it without the resolver middleware,
+    and a refused viewer gets the error before any stream starts."""
+    if schema.subscription_type is None:
+        return
+    for field in schema.subscription_type.fields.values():
+        if field.subscribe is not None:
+            field.subscribe = guarded(field.subscribe)
+
+
+def guarded(subscribe: Callable[..., Any]) -> Callable[..., Any]:
+    """``subscribe`` after the field's rule."""
+
+    @wraps(subscribe)
+    def checked(root: Any, info: GraphQLResolveInfo[Any], **kwargs: Any) -> Any:
+        authorize_field(info, kwargs)
+        return subscribe(root, info, **kwargs)
+
+    return checked

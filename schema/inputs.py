@@ -243,9 +243,13 @@ class DeleteExpiredPendingAuthInput:
     cutoff: EpochMillis
 
 
-@strawberry.input(description="Delete finished operations last updated before `olderThan`.")
+@strawberry.input(
+    description="Delete finished operations past their retention: COMMITTED and SUPERSEDED "
+    "ones last updated before `olderThan`, FAILED ones before `failedOlderThan`."
+)
 class CollectFinishedOperationsInput:
     older_than: EpochMillis
+    failed_older_than: EpochMillis | None = None
     limit: int | None = strawberry.field(
         default=None, description="At most this many (1 to 10,000, default 1000)."
     )

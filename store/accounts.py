@@ -4,10 +4,11 @@ counterpart.
 
 An account's row is created the first time a claim names it (``ENSURE_ACCOUNT``, inside the
 claim's transaction), or by ``set_account_limit``/``throttle_account`` or a pause
-(``store.pauses``).
-Every path that takes a lease of a capped account locks its row first (``LOCK_ACCOUNT``), so
-in-flight counts taken after the lock are exact. Pausing and resuming are
-``store.pauses``'; the pause itself is a guard of ``store.lease_guards`` (``paused``).
+(``store.pauses``). Every path that takes a lease of a capped account locks its row first by
+writing it unchanged (``touch``), so in-flight counts taken after the lock are exact, and a
+``leaseOperations`` statement that began before that write sees the account as changed and
+leases none of it (``store.leasing``). The pause itself is a guard of ``store.lease_guards``
+(``paused``).
 """
 
 from typing import Any
@@ -48,10 +49,21 @@ ENSURE_ACCOUNT = Prepared(
 )
 """Create the account's row (no cap, no throttle) unless it exists."""
 
-LOCK_ACCOUNT = Prepared(
-    lambda _: sa.select(account.c.account_key).where(ACCOUNT_KEY).with_for_update()
-)
-"""Lock the account's row until the transaction ends (PostgreSQL)."""
+
+def touch(where: sa.ColumnElement[bool]) -> sa.Update:
+    """Write the accounts ``where`` names unchanged (PostgreSQL): the update locks each row
+    until the transaction ends, and its new version tells a leaser whose snapshot is older
+    that its in-flight counts of the account are stale (``store.leasing``)."""
+    return (
+        sa.update(account)
+        .where(where)
+        .values(max_in_flight=account.c.max_in_flight)
+        .returning(account.c.account_key)
+    )
+
+
+LOCK_ACCOUNT = Prepared(lambda _: touch(ACCOUNT_KEY))
+"""Lock (``touch``) the account's row until the transaction ends (PostgreSQL)."""
 
 
 def _with_in_flight(now: Any) -> sa.Select[Any]:

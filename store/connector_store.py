@@ -5,6 +5,7 @@ from collections.abc import Callable
 from store.accounts import AccountsStore
 from store.batches import BatchesStore, one_reader
 from store.context import Clock, ReadWinner, StoreContext, random_id, system_clock
+from store.counts import CountsStore
 from store.database import Database
 from store.leasing import LeasingStore
 from store.operations import OperationsStore
@@ -14,6 +15,7 @@ from store.pending_auth import PendingAuthStore
 from store.persisted_queries import PersistedQueriesStore
 from store.retention import RetentionStore
 from store.sync_state import SyncStateStore
+from store.wakeups import WakeupsStore
 from store.watches import WatchesStore
 from store.winners import WinnersStore
 
@@ -27,7 +29,9 @@ class ConnectorStore:
     and incarnations. Parts: ``operations``, ``watches``, ``winners``, ``retention``,
     ``accounts``, ``pauses`` (pausing accounts), ``leasing``, ``operator`` (bulk operator
     controls), ``pending_auth``, ``sync_state``, ``persisted_queries``, ``batches`` (the
-    batch forms of the settling writes).
+    batch forms of the settling writes), ``wakeups`` (what wakes idle workers:
+    ``store.wakeups``), ``counts`` (grouped counts for
+    the dashboard).
     """
 
     def __init__(
@@ -54,8 +58,10 @@ class ConnectorStore:
             context,
             self.batches.read_winners if read_winner is None else one_reader(read_winner),
         )
+        self.counts = CountsStore(context)
         self.leasing = LeasingStore(context)
         self.pending_auth = PendingAuthStore(context)
         self.sync_state = SyncStateStore(context)
         self.persisted_queries = PersistedQueriesStore(context)
+        self.wakeups = WakeupsStore(context)
         self.clock = clock

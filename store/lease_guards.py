@@ -36,9 +36,15 @@ def live(table: Any = op) -> sa.ColumnElement[bool]:
     return state
 
 
+def lease_held(now: Any, table: Any = op) -> sa.ColumnElement[bool]:
+    """The lease is held and has not lapsed at ``now`` (whatever the state: a finalize keeps
+    its lease)."""
+    return sa.and_(table.c.lease_token.is_not(None), table.c.lease_expires_at >= now)
+
+
 def live_lease(now: Any, table: Any = op) -> sa.ColumnElement[bool]:
     """An attempted operation whose lease is held and has not lapsed at ``now``."""
-    return sa.and_(live(table), table.c.lease_token.is_not(None), table.c.lease_expires_at >= now)
+    return sa.and_(live(table), lease_held(now, table))
 
 
 def _same_account(table: Any, subject: Any) -> sa.ColumnElement[bool]:
@@ -59,13 +65,22 @@ def _other_of_entity(subject: Any, key: tuple[Any, Any] | None) -> tuple[Any, li
     return other, conditions
 
 
+def probe(table: Any, *conditions: Any) -> sa.Exists:
+    """Some row of ``table`` meets ``conditions``: ``EXISTS`` as an index probe per outer row.
+    ``OFFSET 0`` keeps PostgreSQL from turning the ``EXISTS`` into a hashed subplan, which
+    reads every row that meets the uncorrelated conditions (every live lease of the table,
+    say) once per statement, so the statement's cost would grow with the table, not with its
+    own rows (``tests/store/test_query_plans.py``)."""
+    return sa.select(sa.literal(1)).select_from(table).where(*conditions).offset(0).exists()
+
+
 def paused(subject: Any) -> sa.ColumnElement[bool]:
     """``subject``'s account is paused: on its own (``paused_at`` set) or with its whole
     connector (a ``paused_connector`` row). ``subject``'s attributes name
     ``connector_name`` and ``account_key`` (an operation's or a watch's columns)."""
     return sa.or_(
-        sa.exists().where(_same_account(account, subject), account.c.paused_at.is_not(None)),
-        sa.exists().where(paused_connector.c.connector_name == subject.connector_name),
+        probe(account, _same_account(account, subject), account.c.paused_at.is_not(None)),
+        probe(paused_connector, paused_connector.c.connector_name == subject.connector_name),
     )
 
 
@@ -114,7 +129,7 @@ def at_cap(subject: Any, now: Any, but: tuple[Any, Any] | None = None) -> sa.Col
 def entity_taken(subject: Any, now: Any, key: tuple[Any, Any] | None) -> sa.ColumnElement[bool]:
     """Another live operation of ``subject``'s entity holds a live lease at ``now``."""
     other, conditions = _other_of_entity(subject, key)
-    return sa.exists().where(*conditions, live_lease(now, other))
+    return probe(other, *conditions, live_lease(now, other))
 
 
 def older_in_entity(subject: Any, key: tuple[Any, Any] | None) -> sa.ColumnElement[bool]:

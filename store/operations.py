@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from store import lease_guards as guards
 from store import validation as check
-from store.accounts import ENSURE_ACCOUNT, LOCK_ACCOUNT
+from store.accounts import ENSURE_ACCOUNT, LOCK_ACCOUNT, touch
 from store.context import ReadWinner, StoreContext
 from store.database import chunked, fetch_in_chunks
 from store.errors import InvalidInput, ReservedValue
@@ -29,6 +29,7 @@ from store.records import (
     WATCH_IDENTITY,
     OperationClaim,
     OperationRecord,
+    TombstoneRecord,
     WatchIdentity,
     WatchRecord,
 )
@@ -36,6 +37,7 @@ from store.sizes import SIZE, Measured, fetch_measured, measured, row_bytes, wit
 from store.statements import Prepared, param
 from store.tables import account
 from store.tables import operation as op
+from store.tombstones import Tombstoned, envelope_digest, get_tombstone, key_digest
 from store.watches import WatchesStore, by_identity
 
 CONTESTED_SEND_MARKER = "*contested*"
@@ -47,16 +49,20 @@ marker, so no refund takes the counted attempt back, the next run's mark makes t
 contested, and a later takeover counts again only when a run marked since."""
 RESERVED_SEND_MARKERS = frozenset({CONTESTED_SEND_MARKER, ABANDONED_SEND_MARKER})
 
-ClaimStatus = Literal["claimed", "exists", "conflict"]
+ClaimStatus = Literal["claimed", "exists", "conflict", "collected"]
 OrderKey = tuple[int, str, str]
 
 
 @dataclass(frozen=True, slots=True)
 class ClaimResult:
-    """The outcome of a claim: ``claimed`` or ``exists`` carry the operation, ``conflict`` not."""
+    """The outcome of a claim: ``claimed`` or ``exists`` carry the operation; ``collected``
+    carries the tombstone of the key (its operation was collected, with the claim's
+    envelope); ``conflict`` carries neither, or the tombstone when the key's operation was
+    collected with another envelope."""
 
     status: ClaimStatus
     operation: OperationRecord | None = None
+    tombstone: TombstoneRecord | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,16 +207,18 @@ def abandoned_send(now: Any, token: Any) -> sa.ColumnElement[bool]:
     )
 
 
-def due_operation(now: Any) -> sa.ColumnElement[bool]:
-    """A live operation a worker may pick up at ``now`` (epoch ms): attempted, due
-    (``next_attempt_at`` null or at most ``now``), its lease free or expired, its account
-    not paused (``lease_guards.paused``)."""
+def ready(now: Any) -> sa.ColumnElement[bool]:
+    """What makes a live operation due at ``now`` (epoch ms): ``next_attempt_at`` null or at
+    most ``now``, its lease free or expired."""
     return sa.and_(
-        guards.live(),
-        sa.or_(op.c.next_attempt_at.is_(None), op.c.next_attempt_at <= now),
-        lease_free(now),
-        sa.not_(guards.paused(op.c)),
+        sa.or_(op.c.next_attempt_at.is_(None), op.c.next_attempt_at <= now), lease_free(now)
     )
+
+
+def due_operation(now: Any) -> sa.ColumnElement[bool]:
+    """A live operation a worker may pick up at ``now`` (epoch ms): attempted, ``ready``, its
+    account not paused (``lease_guards.paused``)."""
+    return sa.and_(guards.live(), ready(now), sa.not_(guards.paused(op.c)))
 
 
 KEY = by_key(param("p_caller", op.c.caller_did), param("p_operation", op.c.operation_id))
@@ -389,17 +397,15 @@ ACQUIRE_LEASE = _keyed_update(
 """``acquire_lease``'s guarded update: ``lease_free_or_held`` and ``lease_allowed``."""
 
 LOCK_ACCOUNT_OF_OPERATION = Prepared(
-    lambda _: (
-        sa.select(account.c.account_key)
-        .where(
-            account.c.connector_name == sa.select(op.c.connector_name).where(KEY).scalar_subquery(),
-            account.c.account_key == sa.select(op.c.account_key).where(KEY).scalar_subquery(),
+    lambda _: touch(
+        sa.tuple_(account.c.connector_name, account.c.account_key).in_(
+            sa.select(op.c.connector_name, op.c.account_key).where(KEY)
         )
-        .with_for_update()
     )
 )
-"""Lock the account row of the operation at ``p_caller``/``p_operation`` (PostgreSQL): every
-path that takes a lease of a capped account holds it, so their in-flight counts are exact."""
+"""Lock (``touch``) the account row of the operation at ``p_caller``/``p_operation``
+(PostgreSQL): every path that takes a lease of a capped account holds it, so their in-flight
+counts are exact."""
 
 
 def held_by(token: Any) -> sa.ColumnElement[bool]:
@@ -526,6 +532,14 @@ def claim_outcome(claim: OperationClaim, stored: OperationRecord | None) -> Clai
     if stored is None or not claim.matches(stored):
         return ClaimResult("conflict")
     return ClaimResult("exists", stored)
+
+
+def claim_after_collection(claim: OperationClaim, tombstone: TombstoneRecord) -> ClaimResult:
+    """The outcome of a claim whose key's operation was collected (``tombstone``):
+    ``collected`` when the claim's envelope is the collected operation's (by
+    ``envelope_digest``), ``conflict`` otherwise; either way nothing is written."""
+    same = envelope_digest(claim) == tombstone.envelope_digest
+    return ClaimResult("collected" if same else "conflict", tombstone=tombstone)
 
 
 def prefixed(item: dict[str, Any]) -> dict[str, Any]:
@@ -657,18 +671,42 @@ class OperationsStore:
         claims of one account decide one after another. Otherwise reads the stored
         one: ``exists`` when its envelope equals the claim's, ``conflict`` on any drift or
         when the row vanished in between. The stored row is never overwritten.
-        Raises ``InvalidInput`` for a malformed field.
+        A key whose operation was collected and whose tombstone is still kept
+        (``store.tombstones``: the insert created a row, and one probe of the tombstones
+        finds the key) is never claimed afresh: the transaction is rolled back and the
+        claim answers ``collected`` (the same envelope) or ``conflict``
+        (``claim_after_collection``); so does a claim whose key's row was collected between
+        the insert and the read of the stored row. Raises ``InvalidInput`` for a malformed
+        field.
         """
         fresh = claim_row(claim, self._ctx)
         params = {f"p_{name}": getattr(fresh, name) for name in CLAIM_COLUMNS}
-        async with self._db.write_transaction():
-            await self._db.write_prepared(ENSURE_ACCOUNT, params)
-            if self._db.is_postgres:
-                await self._db.fetch_prepared(LOCK_ACCOUNT, params)
-            inserted = await self._db.write_prepared(CLAIM, params | {"p_now": fresh.created_at})
+        try:
+            async with self._db.write_transaction():
+                await self._db.write_prepared(ENSURE_ACCOUNT, params)
+                if self._db.is_postgres:
+                    await self._db.fetch_prepared(LOCK_ACCOUNT, params)
+                inserted = await self._db.write_prepared(
+                    CLAIM, params | {"p_now": fresh.created_at}
+                )
+                if inserted is not None:
+                    digest = key_digest(fresh.caller_did, fresh.operation_id)
+                    tombstone = await get_tombstone(self._db, digest)
+                    if tombstone is not None:
+                        raise Tombstoned({digest: tombstone})
+        except Tombstoned as collected:
+            (tombstone,) = collected.found.values()
+            return claim_after_collection(claim, tombstone)
         if inserted is not None:
             return ClaimResult("claimed", OperationRecord.from_row(inserted))
-        return claim_outcome(claim, await self.get_operation(claim.caller_did, claim.operation_id))
+        stored = await self.get_operation(claim.caller_did, claim.operation_id)
+        if stored is None:
+            # The row was collected between the insert and this read: its tombstone says so.
+            digest = key_digest(fresh.caller_did, fresh.operation_id)
+            tombstone = await get_tombstone(self._db, digest)
+            if tombstone is not None:
+                return claim_after_collection(claim, tombstone)
+        return claim_outcome(claim, stored)
 
     async def acquire_lease(
         self, caller_did: str, operation_id: str, token: str, expires_at: int

@@ -16,6 +16,9 @@ FAILED: Final = "failed"
 SUPERSEDED: Final = "superseded"
 OPERATION_STATES: Final = frozenset({ATTEMPTED, COMMITTED, FAILED, SUPERSEDED})
 TERMINAL_STATES: Final = frozenset({COMMITTED, FAILED, SUPERSEDED})
+TERMINAL_STATE_CODES: Final = {COMMITTED: 1, FAILED: 2, SUPERSEDED: 3}
+"""Each terminal state's code in a tombstone's ``final_state`` (a SMALLINT: two bytes where
+the state's text takes up to eleven)."""
 
 DEFER_REASONS: Final = frozenset({"offline", "auth"})
 
@@ -140,6 +143,32 @@ class OperationRecord(OperationEnvelope, _NodeKeyed):
 
 OPERATION_FIELDS: Final = tuple(field.name for field in fields(OperationRecord))
 """Every field of an operation, in the table's column order."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TombstoneRecord:
+    """What a collected operation leaves under its key (a row of
+    ``kubun_connector_operation_tombstone``, ``store.tombstones``): the digest of its key,
+    the digest of its key and envelope, the terminal state it was collected in (committed,
+    failed or superseded) and when it was collected (epoch ms). A claim of that key answers
+    ``collected`` (or ``conflict``) until the sweeper deletes the tombstone,
+    ``RETAIN_KEYS_SECONDS`` after ``collected_at``."""
+
+    key_digest: bytes
+    envelope_digest: bytes
+    final_state: str
+    collected_at: EpochMs
+
+    @classmethod
+    def from_row(cls, row: Row) -> "TombstoneRecord":
+        """Build the record from a full row, the state's code read back as its name."""
+        states = {code: state for state, code in TERMINAL_STATE_CODES.items()}
+        return cls(
+            key_digest=bytes(row["key_digest"]),
+            envelope_digest=bytes(row["envelope_digest"]),
+            final_state=states[row["final_state"]],
+            collected_at=row["collected_at"],
+        )
 
 
 @dataclass(frozen=True)
