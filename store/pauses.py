@@ -83,20 +83,15 @@ def spread_update(
         .where(*scope, due_operation(now))
         .cte("backlog")
     )
-    later = (
-        sa.select(
-            sa.literal(now, sa.BigInteger)
-            + sa.cast(ranked.c.k * sa.literal(spread_ms, sa.BigInteger) / ranked.c.n, sa.BigInteger)
-        )
-        .where(ranked.c.caller_did == op.c.caller_did, ranked.c.operation_id == op.c.operation_id)
-        .scalar_subquery()
+    later = sa.literal(now, sa.BigInteger) + (
+        ranked.c.k * sa.literal(spread_ms, sa.BigInteger) // ranked.c.n
     )
+    # A join (UPDATE … FROM), not a subquery per row: the backlog is read once.
     return (
         sa.update(op)
         .where(
-            sa.tuple_(op.c.caller_did, op.c.operation_id).in_(
-                sa.select(ranked.c.caller_did, ranked.c.operation_id)
-            ),
+            op.c.caller_did == ranked.c.caller_did,
+            op.c.operation_id == ranked.c.operation_id,
             due_operation(now),
         )
         .values(next_attempt_at=later, updated_at=now)
