@@ -424,18 +424,31 @@ class OperatorStore:
         later renew, mark, record or finalize is refused. A send its run marked and never
         recorded counts as abandoned, as a takeover counts it (attempts + 1, the marker
         ``*abandoned*``). Operations without a lease, finished or absent are left out.
-        Returns the released operations in key order. One statement. Raises
+        Returns the released operations in key order. One statement (on PostgreSQL it locks
+        the rows in key order first). Raises
         ``InvalidInput`` naming ``keys`` or ``keys[i].<field>``."""
         wanted = _keys(keys)
         counted = unrecorded_send()
+        held = [
+            sa.tuple_(op.c.caller_did, op.c.operation_id).in_(
+                [sa.tuple_(caller, ident) for caller, ident in wanted]
+            ),
+            op.c.state == ATTEMPTED,
+            op.c.lease_token.is_not(None),
+        ]
+        # Locked in key order first (PostgreSQL), so two calls naming the same operations
+        # in other orders wait on each other instead of deadlocking.
+        chosen = sa.select(op.c.caller_did, op.c.operation_id).where(*held)
+        if self._db.is_postgres:
+            chosen = chosen.order_by(op.c.caller_did, op.c.operation_id).with_for_update()
+        locked = chosen.cte("locked")
         update = (
             sa.update(op)
             .where(
                 sa.tuple_(op.c.caller_did, op.c.operation_id).in_(
-                    [sa.tuple_(caller, ident) for caller, ident in wanted]
+                    sa.select(locked.c.caller_did, locked.c.operation_id)
                 ),
-                op.c.state == ATTEMPTED,
-                op.c.lease_token.is_not(None),
+                *held[1:],
             )
             .values(
                 lease_token=None,
