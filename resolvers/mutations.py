@@ -239,11 +239,11 @@ class Mutation:
         description="Claim an operation key: claimed, exists, conflict, or collected (the "
         "key's operation was finished and collected, and its tombstone is kept for "
         "RETAIN_KEYS_SECONDS: nothing is written). A fresh claim takes "
-        "the claimant's lease only where leaseOperations would lease it (its account below "
-        "its cap and not throttled, no other ATTEMPTED operation of its provider entity); "
-        "otherwise it is claimed unleased: no token and a lease already lapsed, due at once, "
-        "for leaseOperations to hand out (the claimant's token writes nothing to it until it "
-        "leases it)."
+        "the claimant's lease only where leaseOperations would lease it (its account not "
+        "paused, below its cap and not throttled, no other ATTEMPTED operation of its provider "
+        "entity); otherwise it is claimed unleased: no token and a lease already lapsed, due "
+        "at once, for leaseOperations to hand out (the claimant's token writes nothing to it "
+        "until it leases it)."
     )
     async def claim_operation(self, info: Info, input: ClaimOperationInput) -> ClaimOperationResult:
         claim = to_claim(input)
@@ -251,10 +251,10 @@ class Mutation:
         return claim_payload(info, claim, result)
 
     @fields.mutation(
-        description="Take the lease when it is free, expired or already yours. Refused "
-        "(applied: false) where leaseOperations would skip the operation: its account "
-        "throttled or at its cap (this operation's own lease not counted), an older operation "
-        "of its provider entity still ATTEMPTED, or another of the entity holding a live lease."
+        description="Take the lease when it is free, expired or already yours. Refused (applied: "
+        "false) where leaseOperations would skip the operation: its account paused, throttled or "
+        "at its cap (this operation's own lease not counted), an older operation of its provider "
+        "entity still ATTEMPTED, or another of the entity holding a live lease."
     )
     async def acquire_lease(self, info: Info, input: AcquireLeaseInput) -> OperationWritePayload:
         return await observed(
@@ -431,11 +431,16 @@ class Mutation:
         )
         return RecordIngressPayload(results=[arm_payload(info, result) for result in results])
 
-    @fields.mutation(description="Make everything deferred OFFLINE due now.")
+    @fields.mutation(
+        description="Make everything deferred OFFLINE due now, or only one connector's "
+        "(`connectorName`)."
+    )
     async def resume_offline_deferred(
         self, info: Info, input: ResumeOfflineDeferredInput
     ) -> ResumeDeferredPayload:
-        resumed = await info.context.store.watches.resume_offline_deferred(input.now)
+        resumed = await info.context.store.watches.resume_offline_deferred(
+            input.now, input.connector_name
+        )
         return resumed_payload(info, resumed)
 
     @fields.mutation(
@@ -481,7 +486,7 @@ class Mutation:
     ) -> ConsumedPendingAuth | None:
         viewer = info.context.viewer
         record = await info.context.store.pending_auth.consume_pending_auth(
-            input.state, owner_did=None if viewer.is_service else viewer.did or ""
+            input.state, owner_did=viewer.writes_as
         )
         return None if record is None else ConsumedPendingAuth.from_record(record)
 

@@ -156,6 +156,10 @@ BY_FIELD: dict[str, str] = {
     "Query.syncState(ownerDID)": "The owner's DID.",
     "Query.dueOperations(connectorName)": "Only this connector's operations; omitted: all.",
     "Query.dueWatches(connectorName)": "Only this connector's watches; omitted: all.",
+    "Query.operationCounts(connectorName)": "Only this connector's operations; omitted: all.",
+    "Query.watchCounts(connectorName)": "Only this connector's watches; omitted: all.",
+    "WatchCount.status": "The verification status counted.",
+    "OperationCount.state": "The state counted.",
     "Query.syncStates(connectorName)": "The connector's name.",
     "ConsumePendingAuthInput.state": "The OAuth `state` the callback received.",
     "CreatePendingAuthInput.state": "The OAuth `state` naming this authorization.",
@@ -214,6 +218,10 @@ TYPES: dict[str, str] = {
     "Query": "Reads. Every field needs a bearer token; rows of other tenants read as null or "
     "are left out of lists.",
     "Mutation": "Writes. A tenant writes only rows of its own DID; a service token writes any.",
+    "Subscription": "Streams, over graphql-transport-ws on /graphql (the token in "
+    "connection_init's payload `Authorization` or the upgrade's header) or Apollo's multipart "
+    "protocol over HTTP. Each field has the rights of the queries; a stream ends when its "
+    "token expires.",
     "OperationEdge": "An operation in a page, with its cursor.",
     "WatchEdge": "A watch in a page, with its cursor.",
     "SyncStateEdge": "A sync state in a page, with its cursor.",

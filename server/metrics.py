@@ -185,6 +185,19 @@ class Metrics:
             "markSendStarted calls that found another run's mark: the attempt is contested.",
             registry=r,
         )
+        self.subscriptions = Gauge(
+            "connector_subscriptions",
+            "Open subscriptions, by root field (summed over the workers).",
+            ["field"],
+            registry=r,
+            multiprocess_mode="livesum",
+        )
+        self.subscription_events = Counter(
+            "connector_subscription_events",
+            "Events delivered to subscribers, by root field.",
+            ["field"],
+            registry=r,
+        )
         self.store: ConnectorStore | None = None
         self._names: set[str] = set()
         for state in OPERATION_STATES:
@@ -193,6 +206,18 @@ class Metrics:
             self.sweeps.labels(result)
         for kind in ("operations", "pending_auth", "tombstones"):
             self.swept_rows.labels(kind)
+
+    def opened(self, field: str) -> None:
+        """A subscription of root field ``field`` started (``resolvers.live.Observer``)."""
+        self.subscriptions.labels(field).inc()
+
+    def closed(self, field: str) -> None:
+        """A subscription of root field ``field`` ended."""
+        self.subscriptions.labels(field).dec()
+
+    def delivered(self, field: str) -> None:
+        """An event of root field ``field`` went to its subscriber."""
+        self.subscription_events.labels(field).inc()
 
     def operation_label(self, name: str | None) -> str:
         """A bounded label for a client-chosen operation name."""

@@ -19,6 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from store import lease_guards as guards
+from store.accounts import touch
 from store.context import ReadWinner, StoreContext
 from store.database import Row
 from store.items import ItemStatement, each_item, refuse_repeats
@@ -129,22 +130,25 @@ ENSURE_ACCOUNTS = ItemStatement(
 
 LOCK_ACCOUNTS = ItemStatement(
     ACCOUNTS,
-    lambda _, rows: (
-        sa.select(account.c.account_key)
-        .select_from(
-            account.join(
-                rows,
-                sa.and_(
-                    account.c.connector_name == rows.c.connector_name,
-                    account.c.account_key == rows.c.account_key,
-                ),
+    lambda _, rows: touch(
+        sa.tuple_(account.c.connector_name, account.c.account_key).in_(
+            sa.select(account.c.connector_name, account.c.account_key)
+            .select_from(
+                account.join(
+                    rows,
+                    sa.and_(
+                        account.c.connector_name == rows.c.connector_name,
+                        account.c.account_key == rows.c.account_key,
+                    ),
+                )
             )
+            .order_by(account.c.connector_name, account.c.account_key)
+            .with_for_update(of=account)
         )
-        .order_by(account.c.connector_name, account.c.account_key)
-        .with_for_update(of=account)
     ),
 )
-"""``LOCK_ACCOUNT`` of every item's account, in key order (no deadlock between claims)."""
+"""``LOCK_ACCOUNT`` of every item's account: locked in key order (no deadlock between claims),
+then written unchanged (``touch``)."""
 
 
 def _claims_insert(insert: Any, rows: sa.FromClause) -> Any:

@@ -124,6 +124,8 @@ class OperationRecord(OperationEnvelope, _NodeKeyed):
     lease_expires_at: EpochMs | None
     created_at: EpochMs
     updated_at: EpochMs
+    reissued_from: str | None = None
+    reissued_as: str | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> "OperationRecord":
@@ -241,14 +243,17 @@ WATCH_FIELDS: Final = tuple(field.name for field in fields(WatchRecord))
 class AccountRecord:
     """One provider account of a connector (a row of ``kubun_connector_account``), shared by
     every owner that names it: ``max_in_flight`` caps its live leases (None: no cap),
-    ``throttled_until`` (epoch ms) stops leasing for it until then (None: never throttled).
-    A row is created the first time a claim names the account, or by a limit or a throttle."""
+    ``throttled_until`` (epoch ms) stops leasing for it until then (None: never throttled),
+    ``paused_at`` (epoch ms) says since when it is paused on its own (None: not paused on its
+    own; its connector may still be paused as a whole). A row is created the first time a
+    claim names the account, or by a limit, a throttle or a pause."""
 
     connector_name: str
     account_key: str
     max_in_flight: int | None = None
     throttled_until: EpochMs | None = None
     updated_at: EpochMs
+    paused_at: EpochMs | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> "AccountRecord":
@@ -263,10 +268,12 @@ ACCOUNT_FIELDS: Final = tuple(field.name for field in fields(AccountRecord))
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AccountLoad:
     """An account and its live leases now (``in_flight``: attempted operations of the
-    account whose lease has not lapsed), as ``list_accounts`` reads them."""
+    account whose lease has not lapsed), and whether it is paused (on its own or with its
+    whole connector: ``paused``), as ``list_accounts`` reads them."""
 
     account: AccountRecord
     in_flight: int
+    paused: bool = False
 
 
 SYNC_IDLE: Final = "idle"

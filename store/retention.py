@@ -161,15 +161,16 @@ class RetentionStore:
         """Live operations a worker may pick up at ``now`` (epoch ms) (seed ``listDueOperations``),
         each with its size.
 
-        State attempted, ``next_attempt_at`` null or at most ``now``, and the lease free or
-        expired (``lease_expires_at < now``). Ordered by the time each became due
-        (``next_attempt_at``, or ``created_at`` when null), then caller and operation id.
+        State attempted, ``next_attempt_at`` null or at most ``now``, the lease free or
+        expired (``lease_expires_at < now``), and the account not paused. Ordered by the
+        time each became due (``next_attempt_at``, or ``created_at`` when null), then caller
+        and operation id.
         ``limit`` is 1 to 500; ``max_bytes`` the most bytes (``store.sizes``: fewer
         operations, the first always). Raises ``InvalidInput`` for a bad ``now`` or ``limit``.
         """
         check.epoch_ms("now", now)
         check.count("limit", limit, minimum=1, maximum=MAX_LIMIT)
-        live = guards.live()
+        live = sa.and_(guards.live(), sa.not_(guards.paused(op.c)))
         never_deferred = (
             sa.select(op)
             .where(live, op.c.next_attempt_at.is_(None), lease_free(now))

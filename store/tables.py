@@ -46,6 +46,8 @@ operation = sa.Table(
     sa.Column("lease_expires_at", sa.BigInteger),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.Column("reissued_from", Key),
+    sa.Column("reissued_as", Key),
     sa.PrimaryKeyConstraint("caller_did", "operation_id", name="kubun_connector_operation_pkey"),
     sa.Index("kubun_connector_operation_order_idx", "created_at", "caller_did", "operation_id"),
     sa.Index("kubun_connector_operation_document_idx", "document_id", "created_at"),
@@ -108,6 +110,21 @@ operation = sa.Table(
         postgresql_where=sa.text("state = 'attempted' AND next_attempt_at IS NOT NULL"),
         sqlite_where=sa.text("state = 'attempted' AND next_attempt_at IS NOT NULL"),
     ),
+    # The dashboard's counts (``store.counts``), each an index-only scan: every operation
+    # by account and state, and the live ones with what decides due and in flight.
+    sa.Index(
+        "kubun_connector_operation_account_state_idx", "connector_name", "account_key", "state"
+    ),
+    sa.Index(
+        "kubun_connector_operation_live_account_idx",
+        "connector_name",
+        "account_key",
+        "next_attempt_at",
+        "lease_expires_at",
+        "lease_token",
+        postgresql_where=sa.text("state = 'attempted'"),
+        sqlite_where=sa.text("state = 'attempted'"),
+    ),
     sa.Index(
         "kubun_connector_operation_leased_idx",
         "connector_name",
@@ -126,9 +143,19 @@ account = sa.Table(
     sa.Column("max_in_flight", sa.Integer),
     sa.Column("throttled_until", sa.BigInteger),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.Column("paused_at", sa.BigInteger),
     sa.PrimaryKeyConstraint("connector_name", "account_key", name="kubun_connector_account_pkey"),
 )
-"""Provider accounts (``store.accounts``): the cap on live leases and the throttle of each."""
+"""Provider accounts (``store.accounts``): the cap on live leases, the throttle and the pause
+of each."""
+
+paused_connector = sa.Table(
+    "kubun_connector_paused_connector",
+    metadata,
+    sa.Column("connector_name", Key, primary_key=True),
+    sa.Column("paused_at", sa.BigInteger, nullable=False),
+)
+"""Connectors paused as a whole (``store.accounts``): a row while paused."""
 
 operation_tombstone = sa.Table(
     "kubun_connector_operation_tombstone",
@@ -182,6 +209,9 @@ projection_watch = sa.Table(
     ),
     sa.Index("kubun_connector_projection_watch_document_idx", "document_id"),
     sa.Index("kubun_connector_projection_watch_due_idx", "verification_status", "next_attempt_at"),
+    sa.Index(
+        "kubun_connector_projection_watch_status_idx", "connector_name", "verification_status"
+    ),
     sa.Index(
         "kubun_connector_projection_watch_defer_idx", "defer_reason", "owner_did", "connector_name"
     ),
@@ -238,3 +268,14 @@ persisted_query = sa.Table(
 )
 """Automatic persisted queries: a query text under its SHA-256 (hex), shared by every server
 instance on the database."""
+
+wakeup = sa.Table(
+    "kubun_connector_wakeup",
+    metadata,
+    sa.Column("connector_name", Key, primary_key=True),
+    sa.Column("seq", sa.BigInteger, nullable=False),
+    sa.Index("kubun_connector_wakeup_seq_idx", "seq"),
+)
+"""SQLite's wake-ups (``store.wakeups``): each connector stamped by the triggers of migration
+0009 with the next sequence number when a write may have made its work leasable. PostgreSQL's
+triggers send ``NOTIFY`` instead and leave this table empty."""

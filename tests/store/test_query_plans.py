@@ -136,3 +136,24 @@ async def test_plan__a_batch_claims_tombstone_lookup_probes_the_primary_key(data
     assert f"Seq Scan on {table}" not in plan, plan
     assert not [line for line in plan.splitlines() if line.rstrip().endswith(f"SCAN {table}")]
     assert len(await find_tombstones(database, digests)) == 45
+
+
+async def test_plan__overview_counts_read_only_their_covering_indexes(seeded: ConnectorStore):
+    """Once (auto)vacuum has set the visibility map, each count is an index-only scan on
+    PostgreSQL: no table page is read, however many rows. SQLite reads the totals and the
+    watches from covering indexes, and the live rows through their partial index (it does
+    not take a partial index's own condition as covered)."""
+    if seeded.db.is_postgres:
+        await seeded.db.fetch_all(sa.text("VACUUM (ANALYZE)"))
+    counts = seeded.counts
+    operations = await plan_of(seeded.db, counts.count_operations)
+    watches = await plan_of(seeded.db, counts.count_watches)
+    if seeded.db.is_postgres:
+        assert operations.count("Index Only Scan") == 2, operations
+        assert "kubun_connector_operation_account_state_idx" in operations, operations
+        assert "kubun_connector_operation_live_account_idx" in operations, operations
+        assert "Index Only Scan using kubun_connector_projection_watch_status_idx" in watches
+    else:
+        assert "COVERING INDEX kubun_connector_operation_account_state_idx" in operations
+        assert "INDEX kubun_connector_operation_live_account_idx" in operations
+        assert "COVERING INDEX kubun_connector_projection_watch_status_idx" in watches

@@ -1,7 +1,7 @@
 """Tombstones of collected operations: a claim of a collected key answers what became of it.
 
 Revision ID: 0008
-Revises: 0005
+Revises: 0007
 Create Date: 2026-12-01 17:30:00
 
 One compact row per collected operation (a 12-byte key digest, an 8-byte envelope digest,
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0008"
-down_revision: str | None = "0005"
+down_revision: str | None = "0007"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
