@@ -9,6 +9,10 @@ PostgreSQL database, a subscriber on one, writes through the other.
 - **Idle worker**: a worker subscribed on B and idle for ``IDLE_S`` seconds sends no request
   (counted by B's own ``connector_requests_total``); then ``--commits`` deferrals due
   ``DEFER_MS`` later, each found by B's timer: the time from the due moment to the signal.
+- **What the triggers cost**: lifecycles/s (claim → markSendStarted → finalize, the store in
+  process, 16 tasks, ``benchmarks.side_by_side``'s) on PostgreSQL and on SQLite with
+  migration 0009 (the wake-up triggers) and without it (downgraded to 0005), ``ROUNDS``
+  interleaved rounds, medians.
 - **Many subscriptions**: ``--subscriptions`` subscriptions on B (over ``CONNECTIONS``
   WebSockets), each filtered to one of ``CONNECTORS`` connectors: B's RSS before and after;
   then a burst of ``--burst`` claims spread over those connectors through A
@@ -24,6 +28,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -31,19 +36,30 @@ from typing import Any
 import httpx
 import jwt
 import websockets
+from alembic import command
 from sqlalchemy.engine import make_url
 
 from benchmarks.side_by_side import (
     ROOT,
+    TASKS,
     create_database,
     drop_database,
+    fresh_id,
     memory_mib,
+    rate,
     start,
     stop,
+    store_lifecycle,
 )
-from store.migrate import upgrade
+from store import ConnectorStore
+from store.database import Database
+from store.migrate import alembic_config, upgrade
 
 PORTS = (18941, 18942)
+ROUNDS = 3
+LIFECYCLES = 2000
+BEFORE_WAKEUPS = "0005"
+"""The revision before migration 0009 (the wake-up triggers)."""
 SECRET = "bench-live-secret-" + "0123456789abcdef" * 3
 CONNECTORS = 100
 CONNECTIONS = 10
@@ -157,13 +173,46 @@ async def requests_counted(http: httpx.AsyncClient, base: str) -> float:
     )
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
+async def lifecycles_per_s(url: str, count: int) -> float:
+    """Lifecycles per second through the store in process on ``url``, ``TASKS`` tasks."""
+    db = Database(url, pool_size=TASKS)
+    await db.connect()
+    try:
+        lifecycle = store_lifecycle(ConnectorStore(db))
+        token = fresh_id("t", 0)
+        measured = await rate(lambda i: lifecycle(fresh_id("op", i), token), count, TASKS)
+        return measured["per_s"]
+    finally:
+        await db.disconnect()
+
+
+async def trigger_cost(urls: dict[str, str], count: int) -> dict[str, dict[str, float]]:
+    """For each backend, the median lifecycles/s with the wake-up triggers and without."""
+    measured: dict[str, dict[str, list[float]]] = {
+        backend: {"with": [], "without": []} for backend in urls
+    }
+    for _ in range(ROUNDS):
+        for backend, url in urls.items():
+            measured[backend]["with"].append(await lifecycles_per_s(url, count))
+            await asyncio.to_thread(command.downgrade, alembic_config(url), BEFORE_WAKEUPS)
+            measured[backend]["without"].append(await lifecycles_per_s(url, count))
+            await asyncio.to_thread(upgrade, url)
+    return {
+        backend: {form: statistics.median(values) for form, values in forms.items()}
+        for backend, forms in measured.items()
+    }
+
+
+async def run(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     admin_url = make_url(args.postgres_url).set(drivername="postgresql").render_as_string(False)
     name, dsn = await create_database(admin_url)
     processes: list[subprocess.Popen[bytes]] = []
     try:
         url = dsn.replace("postgresql://", "postgresql+asyncpg://", 1)
         await asyncio.to_thread(upgrade, url)
+        sqlite_url = f"sqlite+aiosqlite:///{folder / 'live.db'}"
+        await asyncio.to_thread(upgrade, sqlite_url)
+        cost = await trigger_cost({"postgres": url, "sqlite": sqlite_url}, args.lifecycles)
         env = {
             "DATABASE_URL": url,
             "JWT_SECRET": SECRET,
@@ -181,7 +230,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {token()}"}
         async with httpx.AsyncClient(headers=headers, timeout=60) as http:
             results = await measure(args, http, a, b, b_ws, processes[1].pid)
-        return results
+        return results | {"trigger_cost": cost}
     finally:
         for process in processes:
             stop(process)
@@ -306,6 +355,7 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
         results["many"],
     )
     added = many["rss_open_mib"] - many["rss_before_mib"]
+    cost = results["trigger_cost"]
     return "\n".join(
         [
             f"Live updates: two replicas on one PostgreSQL, {os.cpu_count()} CPUs",
@@ -327,6 +377,12 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
             f" / time to the last (s) | {many['reached']:,} / {many['all_reached_s']:.2f}"
             f" (claims took {many['burst_claim_s']:.2f}; {many['signals']:,} signals,"
             f" RSS after {many['rss_after_burst_mib']:.0f} MiB) | every one |",
+            *(
+                f"| lifecycles/s in process on {backend}, {TASKS} tasks, with / without the"
+                f" wake-up triggers | {forms['with']:.0f} / {forms['without']:.0f}"
+                f" ({forms['with'] / forms['without']:.2f}) | |"
+                for backend, forms in cost.items()
+            ),
         ]
     )
 
@@ -336,6 +392,7 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=50)
     parser.add_argument("--subscriptions", type=int, default=1000)
     parser.add_argument("--burst", type=int, default=10_000)
+    parser.add_argument("--lifecycles", type=int, default=LIFECYCLES)
     parser.add_argument(
         "--postgres-url",
         default=os.environ.get("BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"),
@@ -343,7 +400,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     os.chdir(ROOT)
-    results = asyncio.run(run(args))
+    with tempfile.TemporaryDirectory(prefix="bench-live-") as folder:
+        results = asyncio.run(run(args, Path(folder)))
     print(report(results, args))
     if args.json:
         print(json.dumps(results, indent=2))

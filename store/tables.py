@@ -133,6 +133,14 @@ operation = sa.Table(
         postgresql_where=sa.text("state = 'attempted' AND lease_token IS NOT NULL"),
         sqlite_where=sa.text("state = 'attempted' AND lease_token IS NOT NULL"),
     ),
+    # The next lapse of a held lease, and the leases that lapsed in a window (the work
+    # timer of ``store.wakeups``).
+    sa.Index(
+        "kubun_connector_operation_lapse_idx",
+        "lease_expires_at",
+        postgresql_where=sa.text("state = 'attempted' AND lease_token IS NOT NULL"),
+        sqlite_where=sa.text("state = 'attempted' AND lease_token IS NOT NULL"),
+    ),
 )
 
 account = sa.Table(

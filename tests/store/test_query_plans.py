@@ -21,17 +21,23 @@ async def plan_of(database: Database, run: Any) -> str:
     """The plan of the last statement ``run`` sends (the store's own statement, its values
     rendered in), as one text."""
     sent: list[Any] = []
-    fetch_all = database.fetch_all
+    fetch_all, fetch_one = database.fetch_all, database.fetch_one
 
     async def recording(query: Any) -> Any:
         sent.append(query)
         return await fetch_all(query)
 
+    async def recording_one(query: Any) -> Any:
+        sent.append(query)
+        return await fetch_one(query)
+
     database.fetch_all = recording  # type: ignore[method-assign]
+    database.fetch_one = recording_one  # type: ignore[method-assign]
     try:
         await run()
     finally:
         del database.fetch_all
+        del database.fetch_one
     dialect = (
         sa.dialects.postgresql.dialect() if database.is_postgres else sa.dialects.sqlite.dialect()
     )
@@ -157,3 +163,13 @@ async def test_plan__overview_counts_read_only_their_covering_indexes(seeded: Co
         assert "COVERING INDEX kubun_connector_operation_account_state_idx" in operations
         assert "INDEX kubun_connector_operation_live_account_idx" in operations
         assert "COVERING INDEX kubun_connector_projection_watch_status_idx" in watches
+
+
+async def test_plan__the_work_timer_reads_walk_indexes(seeded: ConnectorStore):
+    wakeups = seeded.wakeups
+    plans = [
+        await plan_of(seeded.db, lambda: wakeups.next_due_after(NOW)),
+        await plan_of(seeded.db, lambda: wakeups.due_between(NOW - 1000, NOW)),
+    ]
+    for plan in plans:
+        assert_no_table_scan(plan, "kubun_connector_operation")

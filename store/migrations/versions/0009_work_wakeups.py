@@ -18,7 +18,8 @@ delivered at commit (and not at all on rollback), once per connector and transac
 SQLite, which has no notifications, the trigger stamps the connector's row of
 ``kubun_connector_wakeup`` with the next sequence number; each server process tails that table
 (``store.wakeups``). What writes nothing (a lease that lapses, a deferral that comes due, a
-throttle that ends) is found by each process's timer instead.
+throttle that ends) is found by each process's timer instead, which asks for the next lapse
+of a held lease through ``kubun_connector_operation_lapse_idx``.
 """
 
 from collections.abc import Sequence
@@ -36,6 +37,7 @@ KEY = sa.Text().with_variant(postgresql.TEXT(collation="C"), "postgresql")
 WAKEUP = "kubun_connector_wakeup"
 OPERATION = "kubun_connector_operation"
 ACCOUNT = "kubun_connector_account"
+LEASED = "state = 'attempted' AND lease_token IS NOT NULL"
 
 OPERATION_FREED = """
     (OLD.state = 'attempted' AND NEW.state <> 'attempted')
@@ -78,6 +80,13 @@ def upgrade() -> None:
         sa.Column("seq", sa.BigInteger, nullable=False),
     )
     op.create_index("kubun_connector_wakeup_seq_idx", WAKEUP, ["seq"])
+    op.create_index(
+        "kubun_connector_operation_lapse_idx",
+        OPERATION,
+        ["lease_expires_at"],
+        postgresql_where=sa.text(LEASED),
+        sqlite_where=sa.text(LEASED),
+    )
     postgres = op.get_bind().dialect.name == "postgresql"
     if postgres:
         op.execute(POSTGRES_FUNCTION)
@@ -104,5 +113,6 @@ def downgrade() -> None:
         op.execute(f"DROP TRIGGER {name} ON {table}" if postgres else f"DROP TRIGGER {name}")
     if postgres:
         op.execute("DROP FUNCTION kubun_connector_wakeup()")
+    op.drop_index("kubun_connector_operation_lapse_idx", table_name=OPERATION)
     op.drop_index("kubun_connector_wakeup_seq_idx", table_name=WAKEUP)
     op.drop_table(WAKEUP)
