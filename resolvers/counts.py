@@ -1,6 +1,6 @@
 """Root fields of the dashboard's counts (DESIGN section 9), mixed into the root ``Query``:
-``CountsQuery``. A tenant counts only its own rows: the store narrows the counts to the
-viewer's ``visible_to`` (the rule in ``resolvers.permissions`` says so)."""
+``CountsQuery``. A tenant counts only its own rows (an observer every row): the store narrows
+the counts to the viewer's ``visible_to`` (the rule in ``resolvers.permissions`` says so)."""
 
 import strawberry
 
@@ -14,7 +14,8 @@ class CountsQuery:
     @fields.query(
         description="Operations by connector, provider account and state (with how many "
         "live ones are due and in flight), ordered by those three; exact counts over indexes "
-        "that cover them. A viewer without `service` counts the operations it called or owns."
+        "that cover them. A viewer that does not read every row (`observer`, `operator`, "
+        "`service` do) counts the operations it called or owns."
     )
     async def operation_counts(
         self, info: Info, connector_name: str | None = None
@@ -26,7 +27,8 @@ class CountsQuery:
 
     @fields.query(
         description="Watches by connector and verification status, ordered by those two; "
-        "exact counts. A viewer without `service` counts its own watches."
+        "exact counts. A viewer that does not read every row (`observer`, `operator`, "
+        "`service` do) counts its own watches."
     )
     async def watch_counts(self, info: Info, connector_name: str | None = None) -> list[WatchCount]:
         records = await info.context.store.counts.count_watches(

@@ -92,6 +92,9 @@ QUERIES: dict[str, tuple[str, str]] = {
         "forbidden",
     ),
     "viewer": ("{ viewer { did scopes mutations } }", "open"),
+    # Counts name no row: A counts only its own (none), a service B's too.
+    "operationCounts": ("{ operationCounts { state count } }", "null"),
+    "watchCounts": ("{ watchCounts { status count } }", "null"),
     "_service": ("{ _service { sdl } }", "open"),
     "_entities": (
         f'{{ _entities(representations: [{{__typename: "Operation", {OP_B}}}, '
@@ -301,6 +304,7 @@ MUTATIONS: dict[str, tuple[str, str]] = {
 SUBSCRIPTIONS: dict[str, tuple[str, str]] = {
     "workAvailable": ("subscription { workAvailable { connectorName } }", "forbidden"),
 }
+COUNTS = ("operationCounts", "watchCounts")
 B_MARKERS = (B, "op-b", "evt-b", "lease-b", "state-b", "verifier-b")
 CASES = (
     [("Query", name) for name in QUERIES]
@@ -525,7 +529,9 @@ async def test_a_service_token_reaches_b(store, kind, name):
 
     body = response.json()
     assert response.status_code == 200 and "errors" not in body, body
-    if kind == "Query" and expected == "null" and name != "hasNewerOperationOnDocument":
+    if kind == "Query" and expected == "null" and name in COUNTS:
+        assert sum(row["count"] for row in body["data"][name]) > 0, body
+    elif kind == "Query" and expected == "null" and name != "hasNewerOperationOnDocument":
         assert any(marker in response.text for marker in B_MARKERS), body
     if name == "hasNewerOperationOnDocument":
         assert body["data"][name] is True
