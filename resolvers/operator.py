@@ -74,7 +74,8 @@ class OperatorMutation:
         description="Resume a provider account (accountKey omitted: its whole connector; an "
         "account paused on its own stays paused) and spread its due operations evenly over "
         "spreadMs from now, so no second holds more than ceil(backlog / spread seconds) + 1 "
-        "of them."
+        "of them (0: all due now). Their next attempt moves, so idle workers are woken "
+        "(workAvailable)."
     )
     async def resume_account(self, info: Info, input: ResumeAccountInput) -> AccountPausePayload:
         state = await info.context.store.pauses.resume_account(

@@ -8,7 +8,7 @@ claim's transaction), or by ``set_account_limit``/``throttle_account`` or a paus
 writing it unchanged (``touch``), so in-flight counts taken after the lock are exact, and a
 ``leaseOperations`` statement that began before that write sees the account as changed and
 leases none of it (``store.leasing``). The pause itself is a guard of ``store.lease_guards``
-(``paused``).
+(``unpaused``).
 """
 
 from typing import Any

@@ -217,8 +217,8 @@ def ready(now: Any) -> sa.ColumnElement[bool]:
 
 def due_operation(now: Any) -> sa.ColumnElement[bool]:
     """A live operation a worker may pick up at ``now`` (epoch ms): attempted, ``ready``, its
-    account not paused (``lease_guards.paused``)."""
-    return sa.and_(guards.live(), ready(now), sa.not_(guards.paused(op.c)))
+    account not paused (``lease_guards.unpaused``)."""
+    return sa.and_(guards.live(), ready(now), guards.unpaused(op.c))
 
 
 KEY = by_key(param("p_caller", op.c.caller_did), param("p_operation", op.c.operation_id))

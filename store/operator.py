@@ -35,12 +35,15 @@ from store.records import (
     FAILED,
     OPERATION_FIELDS,
     REPAIR_FAILED,
+    OperationEnvelope,
     OperationRecord,
+    TombstoneRecord,
     WatchRecord,
 )
 from store.statements import param
 from store.tables import operation as op
 from store.tables import projection_watch as watch
+from store.tombstones import Tombstoned, envelope_digest, find_tombstones, key_digest
 from store.watches import (
     IDENTITY_COLUMNS,
     IDENTITY_ITEM,
@@ -176,6 +179,38 @@ def _link(_: Any, rows: sa.FromClause) -> Any:
 
 LINK_REISSUED = ItemStatement(REISSUE_ITEM, _link)
 """Link each item's original to its reissue (``reissued_as``), where the reissue names it."""
+
+LINK_COLLECTED = ItemStatement(
+    REISSUE_ITEM,
+    lambda _, rows: (
+        sa.update(op)
+        .where(
+            by_key(rows.c.caller, rows.c.operation),
+            op.c.state == rows.c.state,
+            op.c.reissued_as.is_(None),
+        )
+        .values(reissued_as=rows.c.new_operation, updated_at=NOW)
+        .returning(op)
+    ),
+)
+"""Link each item's original to its reissue's key, whose operation (of the original's
+envelope) was collected: its tombstone stands for it."""
+
+GET_ORIGINALS = ItemStatement(
+    REISSUE_ITEM,
+    lambda _, rows: sa.select(op).select_from(
+        op.join(rows, by_key(rows.c.caller, rows.c.operation))
+    ),
+)
+"""The items' originals."""
+
+
+def reissue_envelope(original: OperationRecord, new_operation: str) -> OperationEnvelope:
+    """The envelope of ``original``'s reissue at ``new_operation``: its caller and envelope
+    under the new key (what ``COPIED`` takes)."""
+    values = {name: getattr(original, name) for name in ENVELOPE}
+    return OperationEnvelope(caller_did=original.caller_did, operation_id=new_operation, **values)
+
 
 OPENED_COLUMNS = (
     "repair_generation",
@@ -333,13 +368,30 @@ class OperatorStore:
         one in ``reissued_as``, so no later call matches it again (a backlog is reissued by
         calling again until it returns nothing). Returns the new operations in their
         originals' ``listTrackedOperations`` order. One transaction: pick the originals
-        (locked), insert the reissues, link the originals. Raises ``InvalidInput`` naming
-        ``filter`` when ``where`` names no field, ``filter.<field>`` for a malformed one, or
-        ``limit``."""
+        (locked), insert the reissues, link the originals. A reissue whose key's operation
+        was collected (its tombstone kept) is not made again (``_reissue``). Raises
+        ``InvalidInput`` naming ``filter`` when ``where`` names no field,
+        ``filter.<field>`` for a malformed one, or ``limit``."""
         size = _limit(limit)
         conditions = _in_filter(where)
         if conditions is None:
             return []
+        collected: dict[bytes, TombstoneRecord] = {}
+        while True:
+            try:
+                return await self._reissue(conditions, size, collected)
+            except Tombstoned as found:
+                collected |= found.found
+
+    async def _reissue(
+        self, conditions: list[Any], size: int, collected: Mapping[bytes, TombstoneRecord]
+    ) -> list[OperationRecord]:
+        """``reissue_operations``' transaction. A reissue's key is a claim like any other:
+        where the insert created a row whose key has a tombstone (that reissue was made
+        before, finished and was collected; ``store.tombstones``), this raises
+        ``Tombstoned`` (rolling back) and the caller runs it again with the tombstones in
+        ``collected`` (by key digest): such a reissue is not made again, and its original
+        is linked to its key when the collected operation had the original's envelope."""
         unreissued = [op.c.state == FAILED, op.c.reissued_as.is_(None)]
         async with self._db.write_transaction():
             originals = await self._db.fetch_all(
@@ -358,12 +410,53 @@ class OperatorStore:
                 }
                 for row in originals
             ]
+            digests = [key_digest(item["caller"], item["new_operation"]) for item in items]
+            fresh = [
+                item for item, digest in zip(items, digests, strict=True) if digest not in collected
+            ]
+            replayed = [
+                (item, collected[digest])
+                for item, digest in zip(items, digests, strict=True)
+                if digest in collected
+            ]
             now = self._ctx.clock()
-            inserted = await self._write(REISSUE, items, p_now=now)
-            await self._write(LINK_REISSUED, items, p_now=now)
+            inserted = await self._write(REISSUE, fresh, p_now=now) if fresh else []
+            created = [OperationRecord.from_row(row) for row in inserted]
+            found = await find_tombstones(
+                self._db, [key_digest(record.caller_did, record.operation_id) for record in created]
+            )
+            if found:
+                raise Tombstoned(found)
+            if fresh:
+                await self._write(LINK_REISSUED, fresh, p_now=now)
+            if replayed:
+                await self._link_collected(replayed, now)
         place = {row["operation_id"]: index for index, row in enumerate(originals)}
-        created = (OperationRecord.from_row(row) for row in inserted)
         return sorted(created, key=lambda record: place[record.reissued_from or ""])
+
+    async def _link_collected(
+        self, replayed: Sequence[tuple[Mapping[str, Any], TombstoneRecord]], now: int
+    ) -> None:
+        """Link the originals of ``replayed`` items whose reissue was collected with the
+        original's envelope (by ``envelope_digest``); one whose collected key held another
+        envelope is left unlinked, as a reissue whose key holds another operation is."""
+        prepared, values = GET_ORIGINALS.bind(self._db.is_postgres, [item for item, _ in replayed])
+        rows = await self._db.fetch_prepared_all(prepared, values)
+        originals = {
+            (row["caller_did"], row["operation_id"]): OperationRecord.from_row(row) for row in rows
+        }
+        same = [
+            item
+            for item, tombstone in replayed
+            if envelope_digest(
+                reissue_envelope(
+                    originals[(item["caller"], item["operation"])], item["new_operation"]
+                )
+            )
+            == tombstone.envelope_digest
+        ]
+        if same:
+            await self._write(LINK_COLLECTED, same, p_now=now)
 
     async def rearm_watches(
         self, where: WatchFilter, *, limit: int = DEFAULT_LIMIT
@@ -424,18 +517,31 @@ class OperatorStore:
         later renew, mark, record or finalize is refused. A send its run marked and never
         recorded counts as abandoned, as a takeover counts it (attempts + 1, the marker
         ``*abandoned*``). Operations without a lease, finished or absent are left out.
-        Returns the released operations in key order. One statement. Raises
+        Returns the released operations in key order. One statement (on PostgreSQL it locks
+        the rows in key order first). Raises
         ``InvalidInput`` naming ``keys`` or ``keys[i].<field>``."""
         wanted = _keys(keys)
         counted = unrecorded_send()
+        held = [
+            sa.tuple_(op.c.caller_did, op.c.operation_id).in_(
+                [sa.tuple_(caller, ident) for caller, ident in wanted]
+            ),
+            op.c.state == ATTEMPTED,
+            op.c.lease_token.is_not(None),
+        ]
+        # Locked in key order first (PostgreSQL), so two calls naming the same operations
+        # in other orders wait on each other instead of deadlocking.
+        chosen = sa.select(op.c.caller_did, op.c.operation_id).where(*held)
+        if self._db.is_postgres:
+            chosen = chosen.order_by(op.c.caller_did, op.c.operation_id).with_for_update()
+        locked = chosen.cte("locked")
         update = (
             sa.update(op)
             .where(
                 sa.tuple_(op.c.caller_did, op.c.operation_id).in_(
-                    [sa.tuple_(caller, ident) for caller, ident in wanted]
+                    sa.select(locked.c.caller_did, locked.c.operation_id)
                 ),
-                op.c.state == ATTEMPTED,
-                op.c.lease_token.is_not(None),
+                *held[1:],
             )
             .values(
                 lease_token=None,

@@ -3,7 +3,7 @@
 
 An account paused on its own keeps ``paused_at`` in its row (``store.accounts``); a connector
 paused as a whole has a row in ``paused_connector``. The pause binds through one guard,
-``lease_guards.paused``, which every path that takes a lease or a watch's claim and the due
+``lease_guards.unpaused``, which every path that takes a lease or a watch's claim and the due
 lists apply. A resume spreads the due backlog it releases over a window (``spread_update``),
 so the provider is not sent the whole backlog in the same instant.
 """
@@ -83,20 +83,15 @@ def spread_update(
         .where(*scope, due_operation(now))
         .cte("backlog")
     )
-    later = (
-        sa.select(
-            sa.literal(now, sa.BigInteger)
-            + sa.cast(ranked.c.k * sa.literal(spread_ms, sa.BigInteger) / ranked.c.n, sa.BigInteger)
-        )
-        .where(ranked.c.caller_did == op.c.caller_did, ranked.c.operation_id == op.c.operation_id)
-        .scalar_subquery()
+    later = sa.literal(now, sa.BigInteger) + (
+        ranked.c.k * sa.literal(spread_ms, sa.BigInteger) // ranked.c.n
     )
+    # A join (UPDATE … FROM), not a subquery per row: the backlog is read once.
     return (
         sa.update(op)
         .where(
-            sa.tuple_(op.c.caller_did, op.c.operation_id).in_(
-                sa.select(ranked.c.caller_did, ranked.c.operation_id)
-            ),
+            op.c.caller_did == ranked.c.caller_did,
+            op.c.operation_id == ranked.c.operation_id,
             due_operation(now),
         )
         .values(next_attempt_at=later, updated_at=now)
@@ -126,7 +121,7 @@ class PausesStore:
     async def pause_account(self, connector_name: str, account_key: str | None) -> PauseState:
         """Pause the account (creating its row if absent), or with ``account_key`` None the
         whole connector: no lease is taken of its operations and no verifier claims its
-        watches (``lease_guards.paused``), and the due lists leave them out, until
+        watches (``lease_guards.unpaused``), and the due lists leave them out, until
         ``resume_account``. Leases already held stay. One statement, then a read. Raises
         ``InvalidInput`` naming ``connectorName`` or ``accountKey``."""
         now = self._ctx.clock()
@@ -146,9 +141,10 @@ class PausesStore:
         ``account_key`` None the whole connector's (an account paused on its own stays
         paused), and spread the operations that are due
         and no longer paused evenly over ``spread_ms`` (0 to 86,400,000) from the store's
-        now (``spread_update``) instead of making them all due at once; 0 leaves them due
-        now. One transaction. Raises ``InvalidInput`` naming ``connectorName``,
-        ``accountKey`` or ``spreadMs``."""
+        now (``spread_update``) instead of making them all due at once; 0 makes them all
+        due now. Either way their next attempt moves, which wakes idle workers
+        (``workAvailable``: migration 0009's trigger on operations). One transaction.
+        Raises ``InvalidInput`` naming ``connectorName``, ``accountKey`` or ``spreadMs``."""
         spread = check.count("spreadMs", spread_ms, maximum=MAX_SPREAD_MS)
         now = self._ctx.clock()
         params = {
@@ -157,14 +153,12 @@ class PausesStore:
             "p_paused_at": None,
             "p_updated_at": now,
         }
-        rescheduled = 0
         async with self._db.write_transaction():
             await self._db.write_prepared(
                 RESUME_CONNECTOR if account_key is None else PAUSE, params
             )
-            if spread > 0:
-                update = spread_update(connector_name, account_key, now, spread)
-                rescheduled = len(await self._db.write_all(update))
+            update = spread_update(connector_name, account_key, now, spread)
+            rescheduled = len(await self._db.write_all(update))
         state = await self._state(params)
         return PauseState(state.connector_paused, state.account, rescheduled)
 

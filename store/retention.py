@@ -170,7 +170,7 @@ class RetentionStore:
         """
         check.epoch_ms("now", now)
         check.count("limit", limit, minimum=1, maximum=MAX_LIMIT)
-        live = sa.and_(guards.live(), sa.not_(guards.paused(op.c)))
+        live = sa.and_(guards.live(), guards.unpaused(op.c))
         never_deferred = (
             sa.select(op)
             .where(live, op.c.next_attempt_at.is_(None), lease_free(now))

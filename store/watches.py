@@ -264,9 +264,9 @@ def opened_generation(
 def due_watch(now: Any) -> sa.ColumnElement[bool]:
     """A watch a verifier may claim at ``now`` (epoch ms, a value or a ``param``): pending
     verification, due (``next_attempt_at`` set and at most ``now``), its claim absent or
-    lapsed (``claimed_until <= now``), its account not paused (``lease_guards.paused``)."""
+    lapsed (``claimed_until <= now``), its account not paused (``lease_guards.unpaused``)."""
     return sa.and_(
-        sa.not_(guards.paused(watch.c)),
+        guards.unpaused(watch.c),
         # A literal, so the planner can match the partial index on pending watches.
         watch.c.verification_status == sa.literal_column(f"'{PENDING_VERIFICATION}'"),
         watch.c.next_attempt_at.is_not(None),

@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from server.app import create_app
 from server.metrics import MAX_CONNECTOR_LABELS, Metrics, set_by_connector
 from server.settings import Settings
+from server.sweeper import SweepResult
 from store import ConnectorStore
 from tests.api.conftest import GraphQLClient, claim_input
 from tests.factories import claimed_operation, pending_watch, verified_watch
@@ -122,6 +123,7 @@ async def test_metrics__counters_equal_the_scripted_workload(app, running, store
     assert value(parsed, "connector_due_watches") == 0
     assert value(parsed, "connector_sweeper_runs_total", result="swept") == 1
     assert value(parsed, "connector_sweeper_deleted_rows_total", kind="operations") == 0
+    assert value(parsed, "connector_sweeper_deleted_rows_total", kind="tombstones") == 0
     assert value(parsed, "connector_db_pool_connections", state="waiting") == 0
     in_use = value(parsed, "connector_db_pool_connections", state="in_use")
     idle = value(parsed, "connector_db_pool_connections", state="idle")
@@ -222,3 +224,17 @@ def test_set_by_connector__past_the_label_limit_the_rest_are_summed_as_other():
     assert value(parsed, by_connector, connector="other", state="attempted") == 5
     assert value(parsed, by_connector, connector="c000", state="attempted") == 1
     assert len([key for key in parsed if key[0] == by_connector]) == MAX_CONNECTOR_LABELS + 1
+
+
+def test_observe_sweep__counts_each_kind_of_deleted_row() -> None:
+    metrics = Metrics()
+
+    metrics.observe_sweep(SweepResult(operations=3, pending_auth=1, batches=1, tombstones=2))
+
+    deleted = {
+        kind: metrics.registry.get_sample_value(
+            "connector_sweeper_deleted_rows_total", {"kind": kind}
+        )
+        for kind in ("operations", "pending_auth", "tombstones")
+    }
+    assert deleted == {"operations": 3, "pending_auth": 1, "tombstones": 2}

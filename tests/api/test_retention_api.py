@@ -11,6 +11,7 @@ from server.settings import Settings
 from server.sweeper import Retention, Sweeper
 from tests.api.conftest import GraphQLClient, app_client, claim_input, error_codes
 from tests.factories import bulk_finished_operations, committed_operation, terminal_operation
+from tests.tokens import mint
 
 BACKLOG = 10_000
 BATCH = 1000
@@ -171,3 +172,23 @@ async def test_sweep__ten_thousand_in_batches_while_server_answers(
     assert (
         await store.retention.count_finished_operations(2**53 - 1, failed_older_than=2**53 - 1) == 0
     )
+
+
+async def test_claim_operation__a_tenant_replaying_its_collected_key_is_answered_collected(
+    gql, store, clock
+):
+    """A tenant claims only its own keys (caller and owner its DID), so the tombstone it
+    is answered with is of its own operation."""
+    tenant = "did:key:tenant"
+    await committed_operation(store, caller_did=tenant, owner_did=tenant)
+    clock.advance(1000)
+    await collect(gql, olderThan=clock.now)
+    token = mint(tenant, "operations:read operations:write")
+
+    async with app_client(store, Settings(sweeper=False), token=token) as http:
+        replayed = await GraphQLClient(http).run(
+            "ClaimOperation", input=claim_input(callerDID=tenant, ownerDID=tenant)
+        )
+
+    assert replayed["claimOperation"]["__typename"] == "OperationCollected"
+    assert replayed["claimOperation"]["callerDID"] == tenant

@@ -438,6 +438,27 @@ async def test_force_release_leases__marked_send_counted_as_abandoned(store):
     assert taken is not None and taken.attempts == released.attempts
 
 
+async def test_force_release_leases__concurrent_calls_release_each_once(store, clock):
+    await insert_operations(
+        store,
+        [
+            due_record(store, n, lease_token=f"t{n}", lease_expires_at=clock() + 1)
+            for n in range(30)
+        ],
+    )
+    keys = [("did:key:caller", f"op-{n}") for n in range(30)]
+
+    results = await asyncio.gather(
+        *(
+            store.operator.force_release_leases(keys if n % 2 else list(reversed(keys)))
+            for n in range(6)
+        )
+    )
+
+    released = [r.operation_id for result in results for r in result]
+    assert sorted(released) == sorted(key[1] for key in keys)
+
+
 async def test_force_release_leases__no_lease_or_finished_left_out(store):
     committed = await committed_operation(store)
     await insert_operations(store, [due_record(store, 5)])

@@ -15,6 +15,7 @@ from tests.leasing_factories import (
     insert_operations,
     insert_watches,
 )
+from tests.store.test_wakeups import listening
 
 TOKEN = "lease-W"
 CLAIM_MS = 30_000
@@ -207,14 +208,27 @@ async def test_resume_account__spread_keeps_the_due_order(store, clock):
     assert [by_id[f"op-{n}"] for n in range(5)] == [clock() + 1000 * n for n in range(5)]
 
 
-async def test_resume_account__spread_zero_leaves_all_due_now(store, clock):
+async def test_resume_account__spread_zero_makes_all_due_now(store, clock):
     await due_operations(store, 3)
     await store.pauses.pause_account("calendar", "acct-1")
+    clock.advance(5)
 
     state = await store.pauses.resume_account("calendar", "acct-1", 0)
+    rows = await store.operations.list_operations([("did:key:caller", f"op-{n}") for n in range(3)])
 
-    assert state.spread == 0
+    assert state.spread == 3
+    assert {r.next_attempt_at for r in rows} == {clock()}
     assert len(await store.retention.list_due_operations(clock(), 50)) == 3
+
+
+@pytest.mark.parametrize("account_key", ["acct-1", None])
+async def test_resume_account__wakes_idle_workers_of_the_connector(store, account_key):
+    await due_operations(store, 2)
+    await store.pauses.pause_account("calendar", account_key)
+
+    async with listening(store) as heard:
+        await store.pauses.resume_account("calendar", account_key)
+        assert await heard.next() == "calendar"
 
 
 async def test_resume_account__spread_skips_leased_and_future_operations(store, clock):

@@ -1,7 +1,8 @@
 """Retention of failed operations and the idempotency window, on both backends (DESIGN.md
 section 7, "Retention"): FAILED kept until its own cutoff; each collected operation leaves a
-tombstone in the delete's transaction; a claim of a tombstoned key (single or batch) answers
-``collected`` or ``conflict`` and writes nothing, until the tombstone expires."""
+tombstone in the delete's transaction; a claim of a tombstoned key (single, batch, or a
+reissue's) answers ``collected`` or ``conflict`` and writes nothing, until the tombstone
+expires."""
 
 import asyncio
 from dataclasses import replace
@@ -13,6 +14,8 @@ from store import batches as batches_module
 from store import operations as operations_module
 from store.database import Database
 from store.errors import InvalidInput
+from store.operations import OperationFilter
+from store.operator import reissue_key
 from store.retention import MAX_COLLECT_LIMIT
 from store.tables import account, operation_tombstone
 from store.tombstones import envelope_digest, key_digest
@@ -23,6 +26,7 @@ from tests.factories import (
     claimed_operation,
     committed_operation,
     terminal_operation,
+    transition,
 )
 
 CALLER = "did:key:caller"
@@ -464,3 +468,63 @@ async def test_claims_racing_collection__a_replayed_key_is_never_claimed_afresh(
     assert "collected" in statuses
     assert await operation_count(database) == 0
     assert await tombstone_count(database) == keys
+
+
+# --- reissueOperations: a claim by another path ------------------------------------------------
+
+
+async def reissued_and_collected(store, clock, **envelope):
+    """A failed operation ``op-1`` reissued, its reissue failed too, both collected; then the
+    original's tombstone expired and ``op-1`` claimed again with ``envelope`` and failed,
+    while the reissue's tombstone is still kept. Returns the new ``op-1`` (failed)."""
+    original = await terminal_operation(store, "failed")
+    [reissue] = await store.operator.reissue_operations(OperationFilter(connector_name="calendar"))
+    [leased] = await store.leasing.lease_operations("lease-W", LEASE_MS)
+    assert leased.operation_id == reissue.operation_id
+    assert await store.operations.record_operation(
+        transition(leased, to_state="failed", lease_token="lease-W")
+    )
+    clock.advance(1000)
+    assert await collect_all(store, clock.now) == 2
+    await store.db.write_all(
+        sa.delete(operation_tombstone)
+        .where(operation_tombstone.c.key_digest == key_digest(CALLER, original.operation_id))
+        .returning(operation_tombstone.c.collected_at)
+    )
+    return await terminal_operation(store, "failed", **envelope)
+
+
+async def test_reissue_operations__a_collected_reissue_is_not_made_again(store, clock):
+    again = await reissued_and_collected(store, clock)
+    clock.advance(1000)
+
+    made = await store.operator.reissue_operations(OperationFilter(connector_name="calendar"))
+    linked = await store.operations.get_operation(CALLER, "op-1")
+    later = await store.operator.reissue_operations(OperationFilter(connector_name="calendar"))
+
+    key = reissue_key(CALLER, "op-1")
+    assert made == [] and later == []
+    assert await store.operations.get_operation(CALLER, key) is None
+    assert linked is not None
+    assert (linked.reissued_as, linked.updated_at) == (key, clock.now)
+    assert linked.version == again.version
+
+
+async def test_reissue_operations__a_collected_reissue_of_another_envelope_is_left(store, clock):
+    await reissued_and_collected(store, clock, payload_hash="sha256:changed")
+
+    made = await store.operator.reissue_operations(OperationFilter(connector_name="calendar"))
+    original = await store.operations.get_operation(CALLER, "op-1")
+
+    assert made == []
+    assert await store.operations.get_operation(CALLER, reissue_key(CALLER, "op-1")) is None
+    assert original is not None and original.reissued_as is None
+
+
+async def test_reissue_operations__collected_reissues_take_no_place_from_the_others(store, clock):
+    await reissued_and_collected(store, clock)
+    await terminal_operation(store, "failed", operation_id="op-2", source_id="evt-2")
+
+    made = await store.operator.reissue_operations(OperationFilter(connector_name="calendar"))
+
+    assert [record.operation_id for record in made] == [reissue_key(CALLER, "op-2")]
