@@ -80,8 +80,8 @@ class CountsStore:
     ) -> list[OperationCount]:
         """Operations per (connector, account, state), ordered by those three, with the due
         and in-flight counts of the live ones at the store's now (epoch ms): the predicates
-        of ``list_due_operations`` (``operations.ready``) and of a live lease
-        (``lease_guards.lease_held``). Only
+        of ``list_due_operations`` (``operations.ready``, and none due in a paused account)
+        and of a live lease (``lease_guards.lease_held``). Only
         groups that have rows. ``connector_name`` narrows to one connector, ``visible_to``
         (a DID) to the operations it called or owns. One statement. Raises
         ``InvalidInput`` naming ``connectorName`` or ``visibleTo``."""
@@ -117,7 +117,9 @@ class CountsStore:
             sa.select(
                 *keys,
                 sa.func.sum(both.c.n).label("n"),
-                sa.func.sum(both.c.due).label("due"),
+                # A paused account's operations are due to no one (the due lists leave
+                # them out): decided once per group.
+                sa.case((guards.paused(both.c), 0), else_=sa.func.sum(both.c.due)).label("due"),
                 sa.func.sum(both.c.in_flight).label("in_flight"),
             )
             .group_by(*keys)

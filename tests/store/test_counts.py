@@ -59,6 +59,18 @@ async def test_count_operations__due_is_what_the_due_list_hands_out(store, clock
     assert sum(count.in_flight for count in counts) == 0
 
 
+async def test_count_operations__none_due_in_a_paused_account(store):
+    await seeded(store)
+    await store.pauses.pause_account("calendar", "acct-1")
+
+    counts = await store.counts.count_operations()
+    due = await store.retention.list_due_operations(store.clock(), 500)
+
+    assert [(c.connector_name, c.due) for c in counts if c.due] == [("crm", 1)]
+    assert sum(count.due for count in counts) == len(due) == 1
+    assert counts[0] == OperationCount("calendar", "acct-1", "attempted", 4, due=0, in_flight=1)
+
+
 async def test_count_operations__narrowed_to_a_connector_and_to_a_tenant(store):
     await seeded(store)
 

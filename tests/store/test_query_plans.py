@@ -38,12 +38,16 @@ async def plan_of(database: Database, run: Any) -> str:
     finally:
         del database.fetch_all
         del database.fetch_one
-    dialect = (
-        sa.dialects.postgresql.dialect() if database.is_postgres else sa.dialects.sqlite.dialect()
-    )
-    sql = str(sent[-1].compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
-    explain = "EXPLAIN " if database.is_postgres else "EXPLAIN QUERY PLAN "
-    rows = await database.fetch_all(sa.text(explain + sql))
+    if database.is_postgres:
+        dialect = sa.dialects.postgresql.dialect()
+        sql = str(sent[-1].compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
+        rows = await database.fetch_all(sa.text("EXPLAIN " + sql))
+    else:
+        # With its values bound as the store sends them: SQLAlchemy's SQLite compiler leaves
+        # the -1 of a LIMIT it adds before an OFFSET (``lease_guards.probe``) a parameter
+        # even under ``literal_binds``.
+        sql, values = database._compile(sent[-1])
+        rows = await database._execute("EXPLAIN QUERY PLAN " + sql, values, one=False)
     return "\n".join(" ".join(str(value) for value in row.values()) for row in rows)
 
 

@@ -7,6 +7,7 @@ Every test runs on SQLite, and on PostgreSQL when ``TEST_DATABASE_URL`` is set (
 the fixtures, so the rest of the suite collects without it.
 """
 
+import contextlib
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -81,23 +82,29 @@ class Requests:
         return [url for url in self.urls if not url.startswith(own)]
 
 
-@pytest.fixture
-async def page(browser: Any, seeded: Seeded) -> AsyncIterator[Any]:
-    """A fresh browser context and page, signed in with the service token (in the tab's
-    session storage, as the sign-in box keeps it), its requests recorded
-    (``page.requests``)."""
+@contextlib.asynccontextmanager
+async def signed_in(browser: Any, token: str) -> AsyncIterator[Any]:
+    """A fresh browser context and page signed in with ``token`` (in the tab's session
+    storage, as the sign-in box keeps it), its requests recorded (``page.requests``)."""
     # The page's Content-Security-Policy already stops any request elsewhere; the tests
     # bypass it so that such a request would be made, and recorded, and fail the test.
     # (Playwright's waits that evaluate a function need it bypassed too.)
     context = await browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)
-    await context.add_init_script(
-        f"sessionStorage.setItem('connector-store-token', {seeded.token!r})"
-    )
+    await context.add_init_script(f"sessionStorage.setItem('connector-store-token', {token!r})")
     page = await context.new_page()
     requests = Requests()
     page.on("request", lambda request: requests.urls.append(request.url))
     page.on("websocket", lambda socket: requests.urls.append(socket.url))
     page.requests = requests
     page.set_default_timeout(10_000)
-    yield page
-    await context.close()
+    try:
+        yield page
+    finally:
+        await context.close()
+
+
+@pytest.fixture
+async def page(browser: Any, seeded: Seeded) -> AsyncIterator[Any]:
+    """A page signed in with the service token (``signed_in``)."""
+    async with signed_in(browser, seeded.token) as page:
+        yield page

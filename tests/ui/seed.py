@@ -1,6 +1,6 @@
 """Seeded data for the browser tests, written through the API as workers write it: two
 connectors, three accounts, operations in every state, a committed one with its watch, a
-failed one, and a repair-failed watch."""
+failed one, a repair-failed watch, and a live one due now (its lease already lapsed)."""
 
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +22,7 @@ class Seeded:
     committed: str
     failed: str
     live: list[str]
+    due: str
 
 
 class Api:
@@ -135,6 +136,8 @@ async def seed(url: str) -> Seeded:
             await claimed(api, "op-live-1", now),
             await claimed(api, "op-live-2", now, connectorName="crm", accountKey="acct-9"),
         ]
+        # Claimed with a lease that has already lapsed: due now, for leaseOperations.
+        due = await claimed(api, "op-due", now, leaseExpiresAt=now - 1)
         identity = {
             name: repair[name]
             for name in ("ownerDID", "connectorName", "model", "accountKey", "sourceID")
@@ -156,4 +159,5 @@ async def seed(url: str) -> Seeded:
         committed=done["operationID"],
         failed=gone["operationID"],
         live=[given["operationID"] for given in live],
+        due=due["operationID"],
     )

@@ -105,7 +105,7 @@ async def test_views__each_renders(page, seeded):
     await page.locator("#accounts tbody tr").first.wait_for()
     assert await page.locator("#accounts tbody tr").count() == 3
     await screenshot(page, "accounts")
-    assert rows == 5
+    assert rows == 6
 
 
 async def test_page__no_request_to_any_host_but_the_server(page, seeded):

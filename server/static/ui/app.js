@@ -1,7 +1,14 @@
 // The dashboard at /ui: a GraphQL client like any other. Every document it sends is a named
 // operation of graphql/operations/dashboard.graphql, loaded from the server; every request
 // carries the user's token. No build step: Preact and htm from one vendored ES module.
-import { html, render, useEffect, useState } from "/ui/assets/htm-preact-standalone.module.js";
+import {
+  createContext,
+  html,
+  render,
+  useContext,
+  useEffect,
+  useState,
+} from "/ui/assets/htm-preact-standalone.module.js";
 
 const TOKEN_KEY = "connector-store-token";
 const PAGE_SIZE = 50;
@@ -92,9 +99,11 @@ async function run(name, variables = {}) {
   return body.data;
 }
 
-/** The data of ``name`` for ``variables``, re-run when ``key`` changes: [data, error]. */
+/** The data of ``name`` for ``variables``, re-run when ``key`` changes or ``reload()`` is
+ * called: [data, error, reload]. */
 function useQuery(name, variables, key) {
   const [state, setState] = useState({ data: null, error: null });
+  const [round, setRound] = useState(0);
   useEffect(() => {
     let current = true;
     setState({ data: null, error: null });
@@ -105,8 +114,74 @@ function useQuery(name, variables, key) {
     return () => {
       current = false;
     };
-  }, [key]);
-  return [state.data, state.error];
+  }, [key, round]);
+  return [state.data, state.error, () => setRound((n) => n + 1)];
+}
+
+// --- what the token may do -----------------------------------------------------------------
+
+/** The viewer (``viewer { did scopes mutations }``); an action is shown only when its
+ * mutation is in ``mutations``. Empty until it has loaded: no button before the answer. */
+const ViewerContext = createContext({ did: null, scopes: [], mutations: [] });
+
+/** Tells the page what an action did (``{ text }``) or why it failed (``{ error }``): shown
+ * in the page's status line, which outlives the view's reload after the action. */
+const NoticeContext = createContext(() => {});
+
+function useViewer() {
+  return useContext(ViewerContext);
+}
+
+function readsAll(viewer) {
+  return viewer.scopes.includes("observer");
+}
+
+/**
+ * A button running one operator mutation, shown only when the token may use it. When it
+ * touches more than one row (``rows`` above 1, or unknown: null) it asks first, saying how
+ * many; then it says what it did (``done(data)``, a sentence, in the page's status line)
+ * and calls ``after()`` (the view reloads).
+ */
+function Action({ field, document, input, label, rows = 1, done, after = () => {} }) {
+  const viewer = useViewer();
+  const notice = useContext(NoticeContext);
+  const [stage, setStage] = useState("idle");
+  if (!viewer.mutations.includes(field)) return null;
+  const go = () => {
+    setStage("running");
+    run(document, { input }).then(
+      (data) => {
+        setStage("idle");
+        notice({ text: done(data) });
+        after();
+      },
+      (error) => {
+        setStage("idle");
+        notice({ error });
+      },
+    );
+  };
+  const touches = rows === null ? "an unknown number of rows (up to the limit)" : `${rows} rows`;
+  return html`<span class="action-group">
+    ${stage === "confirm"
+      ? html`<span role="group" aria-label=${`Confirm: ${label}`} class="confirm">
+          ${label}: this touches ${touches}.
+          <button type="button" class="action" onClick=${go}>Confirm</button>
+          <button type="button" onClick=${() => setStage("idle")}>Back</button>
+        </span>`
+      : html`<button
+          type="button"
+          class="action"
+          disabled=${stage === "running"}
+          onClick=${() => (rows === 1 ? go() : setStage("confirm"))}
+        >
+          ${label}
+        </button>`}
+  </span>`;
+}
+
+function plural(n, one, many = `${one}s`) {
+  return `${n} ${n === 1 ? one : many}`;
 }
 
 // --- routes --------------------------------------------------------------------------------
@@ -159,7 +234,16 @@ function operationLink(op) {
 // --- views ---------------------------------------------------------------------------------
 
 function Overview() {
+  const viewer = useViewer();
   const [data, error] = useQuery("DashboardOverview", {}, "overview");
+  const [paused, setPaused] = useState(null);
+  useEffect(() => {
+    if (!readsAll(viewer)) return;
+    allAccounts().then(
+      ({ accounts }) => setPaused(accounts.filter((a) => a.paused)),
+      () => setPaused(null),
+    );
+  }, [viewer]);
   if (error) return html`<${Failure} error=${error} />`;
   if (!data) return html`<p aria-busy="true">Counting…</p>`;
   const accounts = new Map();
@@ -229,6 +313,22 @@ function Overview() {
         })}
       </tbody>
     </table>
+    ${paused &&
+    html`<section aria-labelledby="paused-heading">
+      <h3 id="paused-heading">Paused accounts</h3>
+      ${paused.length === 0
+        ? html`<p id="paused-accounts">None: every account is leased as usual.</p>`
+        : html`<ul id="paused-accounts">
+            ${paused.map(
+              (a) => html`<li data-paused=${`${a.connectorName}/${a.accountKey}`}>
+                ${a.connectorName} / ${a.accountKey}
+                ${a.pausedAt !== null
+                  ? html` since <${Time} ms=${a.pausedAt} />`
+                  : " (its connector is paused)"}
+              </li>`,
+            )}
+          </ul>`}
+    </section>`}
     <table id="watch-counts">
       <caption>Watches by connector and status</caption>
       <thead>
@@ -250,40 +350,56 @@ function Overview() {
   `;
 }
 
+const FILTER_FIELDS = [
+  "state", "connector", "account", "owner", "caller", "party", "document", "kind", "after_time",
+  "before_time",
+];
+
+/** The ``OperationFilter`` the view's parameters name (times: local date-time inputs). */
 function filterOf(params) {
   const filter = {};
-  if (params.get("state")) filter.states = [params.get("state")];
-  if (params.get("connector")) filter.connectorName = params.get("connector");
-  if (params.get("caller")) filter.callerDID = params.get("caller");
-  if (params.get("party")) filter.visibleTo = params.get("party");
-  if (params.get("document")) filter.documentIDs = [params.get("document")];
+  const given = (name) => params.get(name) || null;
+  if (given("state")) filter.states = [given("state")];
+  if (given("connector")) filter.connectorName = given("connector");
+  if (given("account")) filter.accountKey = given("account");
+  if (given("owner")) filter.ownerDID = given("owner");
+  if (given("caller")) filter.callerDID = given("caller");
+  if (given("party")) filter.visibleTo = given("party");
+  if (given("document")) filter.documentIDs = [given("document")];
+  if (given("kind")) filter.kind = given("kind");
+  if (given("after_time")) filter.updatedAfter = new Date(given("after_time")).getTime();
+  if (given("before_time")) filter.updatedBefore = new Date(given("before_time")).getTime();
   return filter;
+}
+
+/** The filter narrowed to ``state``, or null when it names another state. */
+function inState(filter, state) {
+  if (filter.states && !filter.states.includes(state)) return null;
+  return { ...filter, states: [state] };
 }
 
 function Operations({ params }) {
   const after = params.get("after") || null;
-  const account = params.get("account") || "";
-  const [data, error] = useQuery(
+  const filter = filterOf(params);
+  const [data, error, reload] = useQuery(
     "DashboardOperations",
-    { filter: filterOf(params), first: PAGE_SIZE, after },
+    { filter, first: PAGE_SIZE, after },
     params.toString(),
   );
-  const form = Object.fromEntries(
-    ["state", "connector", "account", "caller", "party", "document"].map((n) => [
-      n,
-      params.get(n) || "",
-    ]),
-  );
+  const form = Object.fromEntries(FILTER_FIELDS.map((n) => [n, params.get(n) || ""]));
   const submit = (event) => {
     event.preventDefault();
     const values = Object.fromEntries(new FormData(event.target).entries());
     location.hash = link("operations", values);
   };
-  const rows = data
-    ? data.operations.edges
-        .map((e) => e.node)
-        .filter((op) => !account || op.accountKey === account)
-    : [];
+  const rows = data ? data.operations.edges.map((e) => e.node) : [];
+  const more = data?.operations.pageInfo.hasNextPage;
+  const shown = (state) => {
+    const n = rows.filter((op) => op.state === state).length;
+    return more ? null : n;
+  };
+  const live = Object.keys(filter).length ? inState(filter, "ATTEMPTED") : null;
+  const failed = Object.keys(filter).length ? inState(filter, "FAILED") : null;
   return html`
     <h2>Operations</h2>
     <form class="filters" onSubmit=${submit} aria-label="Filter operations">
@@ -296,15 +412,48 @@ function Operations({ params }) {
       </label>
       <label>Connector <input name="connector" value=${form.connector} /></label>
       <label>Account <input name="account" value=${form.account} /></label>
+      <label>Owner DID <input name="owner" value=${form.owner} /></label>
       <label>Caller DID <input name="caller" value=${form.caller} /></label>
       <label>Caller or owner DID <input name="party" value=${form.party} /></label>
       <label>Document ID <input name="document" value=${form.document} /></label>
+      <label>Last outcome kind <input name="kind" value=${form.kind} /></label>
+      <label
+        >Updated from (local time)
+        <input type="datetime-local" name="after_time" value=${form.after_time}
+      /></label>
+      <label
+        >Updated before (local time)
+        <input type="datetime-local" name="before_time" value=${form.before_time}
+      /></label>
       <button type="submit">Apply</button>
     </form>
-    <p class="note">
-      Oldest first (the order of claims). ${account &&
-      html`The account filter applies to each page as it is shown.`}
-    </p>
+    <p class="note">Oldest first (the order of claims).</p>
+    ${data &&
+    html`<p class="actions">
+      ${live &&
+      html`<${Action}
+        field="cancelOperations"
+        document="DashboardCancelOperations"
+        label="Cancel the matching ATTEMPTED operations"
+        input=${{ filter: live, reason: "cancelled from the dashboard" }}
+        rows=${shown("ATTEMPTED")}
+        done=${(d) => `Cancelled ${plural(d.cancelOperations.cancelled, "operation")}.`}
+        after=${reload}
+      />`}
+      ${failed &&
+      html`<${Action}
+        field="reissueOperations"
+        document="DashboardReissueOperations"
+        label="Reissue the matching FAILED operations"
+        input=${{ filter: failed }}
+        rows=${shown("FAILED")}
+        done=${(d) =>
+          `Reissued ${plural(d.reissueOperations.operations.length, "operation")}` +
+          `${d.reissueOperations.operations.length ? ": " : "."}` +
+          d.reissueOperations.operations.map((o) => o.operationID).join(", ")}
+        after=${reload}
+      />`}
+    </p>`}
     <${Failure} error=${error} />
     ${!data && !error && html`<p aria-busy="true">Loading…</p>`}
     ${data &&
@@ -379,36 +528,128 @@ const WATCH_FIELDS = [
   ["nextAttemptAt", "time"], ["claimedUntil", "time"], ["deferReason"], ["updatedAt", "time"],
 ];
 
+/** Re-arm one REPAIR_FAILED watch: the filter names its owner, connector, model, account and
+ * document (a watch filter has no source id), so it asks first when it has no document. */
+function Rearm({ watch, after }) {
+  const filter = {
+    ownerDID: watch.ownerDID,
+    connectorName: watch.connectorName,
+    model: watch.model,
+    accountKey: watch.accountKey,
+    status: "REPAIR_FAILED",
+    ...(watch.documentID === null ? {} : { documentIDs: [watch.documentID] }),
+  };
+  return html`<${Action}
+    field="rearmWatches"
+    document="DashboardRearmWatches"
+    label="Re-arm"
+    input=${{ filter }}
+    rows=${watch.documentID === null ? null : 1}
+    done=${(d) => `Re-armed ${plural(d.rearmWatches.rearmed, "watch", "watches")}.`}
+    after=${after}
+  />`;
+}
+
 function OperationView({ params }) {
   const variables = { callerDID: params.get("caller") || "", operationID: params.get("id") || "" };
-  const [data, error] = useQuery("DashboardOperation", variables, params.toString());
+  const [data, error, reload] = useQuery("DashboardOperation", variables, params.toString());
   if (error) return html`<${Failure} error=${error} />`;
   if (!data) return html`<p aria-busy="true">Loading…</p>`;
   const op = data.operation;
   if (!op) return html`<h2>Operation</h2><p>No operation ${variables.operationID} of ${variables.callerDID} that this token may see.</p>`;
+  const key = { callerDID: op.callerDID, operationID: op.operationID };
+  const watch = op.watch;
   return html`
     <h2>Operation <span class="mono">${op.operationID}</span></h2>
+    <p class="actions">
+      ${op.state === "ATTEMPTED" &&
+      html`<${Action}
+          field="cancelOperations"
+          document="DashboardCancelOperations"
+          label="Cancel"
+          input=${{ filter: { ...key, states: ["ATTEMPTED"] }, reason: "cancelled from the dashboard" }}
+          done=${(d) => `Cancelled ${plural(d.cancelOperations.cancelled, "operation")}.`}
+          after=${reload}
+        />
+        ${op.leaseExpiresAt !== null &&
+        html`<${Action}
+          field="forceReleaseLeases"
+          document="DashboardForceReleaseLeases"
+          label="Force-release the lease"
+          input=${{ keys: [key] }}
+          done=${(d) =>
+            d.forceReleaseLeases.released.length
+              ? `Released the lease (attempts now ${d.forceReleaseLeases.released[0].attempts}).`
+              : "No lease to release."}
+          after=${reload}
+        />`}`}
+      ${op.state === "FAILED" &&
+      !op.reissuedAs &&
+      html`<${Action}
+        field="reissueOperations"
+        document="DashboardReissueOperations"
+        label="Reissue"
+        input=${{ filter: { ...key, states: ["FAILED"] } }}
+        done=${(d) =>
+          d.reissueOperations.operations.length
+            ? `Reissued as ${d.reissueOperations.operations[0].operationID}.`
+            : "Nothing to reissue."}
+        after=${reload}
+      />`}
+    </p>
+    ${op.reissuedFrom &&
+    html`<p>Reissues <a href=${operationLink(op.reissuedFrom)}>${op.reissuedFrom.operationID}</a>.</p>`}
+    ${op.reissuedAs &&
+    html`<p>
+      Reissued as <a href=${operationLink(op.reissuedAs)}>${op.reissuedAs.operationID}</a>
+      (${op.reissuedAs.state}).
+    </p>`}
     <section aria-labelledby="op-fields">
       <h3 id="op-fields">Fields</h3>
       <${Fields} record=${op} names=${OPERATION_FIELDS} />
     </section>
     <section aria-labelledby="op-watch">
       <h3 id="op-watch">Its watch</h3>
-      ${op.watch
-        ? html`<${Fields} record=${op.watch} names=${WATCH_FIELDS} />`
+      ${watch?.verificationStatus === "REPAIR_FAILED" &&
+      html`<p class="actions"><${Rearm} watch=${watch} after=${reload} /></p>`}
+      ${watch
+        ? html`<${Fields} record=${watch} names=${WATCH_FIELDS} />`
         : html`<p>No watch yet (a watch is armed when the operation commits).</p>`}
     </section>
   `;
 }
 
 function Failures() {
-  const [data, error] = useQuery("DashboardFailures", { first: PAGE_SIZE }, "failures");
+  const [data, error, reload] = useQuery("DashboardFailures", { first: PAGE_SIZE }, "failures");
   if (error) return html`<${Failure} error=${error} />`;
   if (!data) return html`<p aria-busy="true">Loading…</p>`;
   const operations = data.operations.edges.map((e) => e.node);
   const watches = data.watches.edges.map((e) => e.node);
+  const unissued = operations.filter((op) => !op.reissuedAs);
   return html`
     <h2>Failures</h2>
+    <p class="actions">
+      ${unissued.length > 0 &&
+      html`<${Action}
+        field="reissueOperations"
+        document="DashboardReissueOperations"
+        label="Reissue every FAILED operation"
+        input=${{ filter: { states: ["FAILED"] } }}
+        rows=${data.operations.pageInfo.hasNextPage ? null : unissued.length}
+        done=${(d) => `Reissued ${plural(d.reissueOperations.operations.length, "operation")}.`}
+        after=${reload}
+      />`}
+      ${watches.length > 0 &&
+      html`<${Action}
+        field="rearmWatches"
+        document="DashboardRearmWatches"
+        label="Re-arm every REPAIR_FAILED watch"
+        input=${{ filter: { status: "REPAIR_FAILED" } }}
+        rows=${data.watches.pageInfo.hasNextPage ? null : watches.length}
+        done=${(d) => `Re-armed ${plural(d.rearmWatches.rearmed, "watch", "watches")}.`}
+        after=${reload}
+      />`}
+    </p>
     <table id="failed-operations">
       <caption>FAILED operations (oldest first${data.operations.pageInfo.hasNextPage
         ? html`; <a href=${link("operations", { state: "FAILED" })}>all of them</a>`
@@ -422,10 +663,11 @@ function Failures() {
           <th scope="col" class="num">Attempts</th>
           <th scope="col">Last outcome</th>
           <th scope="col">Failed at</th>
+          <th scope="col">Reissued as</th>
         </tr>
       </thead>
       <tbody>
-        ${operations.length === 0 && html`<tr><td colspan="7">No failed operations.</td></tr>`}
+        ${operations.length === 0 && html`<tr><td colspan="8">No failed operations.</td></tr>`}
         ${operations.map(
           (op) => html`<tr data-operation=${op.operationID}>
             <td><a href=${operationLink(op)}>${op.operationID}</a></td>
@@ -435,6 +677,23 @@ function Failures() {
             <td class="num">${op.attempts}</td>
             <td>${[op.lastKind, op.lastHttpStatus].filter((v) => v !== null).join(" ")}</td>
             <td><${Time} ms=${op.updatedAt} /></td>
+            <td>
+              ${op.reissuedAs
+                ? html`<a href=${operationLink(op.reissuedAs)}>${op.reissuedAs.operationID}</a>`
+                : html`<${Action}
+                    field="reissueOperations"
+                    document="DashboardReissueOperations"
+                    label="Reissue"
+                    input=${{
+                      filter: { callerDID: op.callerDID, operationID: op.operationID, states: ["FAILED"] },
+                    }}
+                    done=${(d) =>
+                      d.reissueOperations.operations.length
+                        ? `Reissued as ${d.reissueOperations.operations[0].operationID}.`
+                        : "Nothing to reissue."}
+                    after=${reload}
+                  />`}
+            </td>
           </tr>`,
         )}
       </tbody>
@@ -452,10 +711,11 @@ function Failures() {
           <th scope="col" class="num">Attempts</th>
           <th scope="col">Observed winner</th>
           <th scope="col">Failed at</th>
+          <th scope="col">Action</th>
         </tr>
       </thead>
       <tbody>
-        ${watches.length === 0 && html`<tr><td colspan="9">No failed watches.</td></tr>`}
+        ${watches.length === 0 && html`<tr><td colspan="10">No failed watches.</td></tr>`}
         ${watches.map(
           (w) => html`<tr>
             <td class="mono">${w.ownerDID}</td>
@@ -467,6 +727,7 @@ function Failures() {
             <td class="num">${w.verificationAttempts}</td>
             <td class="mono">${w.observedWinnerDigest}</td>
             <td><${Time} ms=${w.updatedAt} /></td>
+            <td><${Rearm} watch=${w} after=${reload} /></td>
           </tr>`,
         )}
       </tbody>
@@ -491,17 +752,59 @@ async function allAccounts() {
 
 function Accounts() {
   const [state, setState] = useState({ data: null, error: null });
+  const [round, setRound] = useState(0);
+  const [spread, setSpread] = useState("0");
+  const reload = () => setRound((n) => n + 1);
   useEffect(() => {
     allAccounts().then(
       (data) => setState({ data, error: null }),
       (error) => setState({ data: null, error }),
     );
-  }, []);
+  }, [round]);
   if (state.error) return html`<h2>Accounts</h2><${Failure} error=${state.error} />`;
   if (!state.data) return html`<p aria-busy="true">Loading…</p>`;
   const now = state.data.serverTime;
+  const spreadMs = Math.max(0, Math.round(Number(spread) * 1000) || 0);
+  const connectors = [...new Set(state.data.accounts.map((a) => a.connectorName))];
+  const said = (verb) => (d) => {
+    const p = d[`${verb}Account`];
+    return p.account
+      ? `${p.connectorName} / ${p.account.accountKey} is ${p.account.paused ? "paused" : "leased again"}.`
+      : `Connector ${p.connectorName} is ${p.connectorPaused ? "paused" : "leased again"}.`;
+  };
   return html`
     <h2>Accounts</h2>
+    <p>
+      <label
+        >Resume spreads the account's due backlog over (seconds)
+        <input type="number" min="0" max="86400" value=${spread} onInput=${(e) => setSpread(e.target.value)}
+      /></label>
+    </p>
+    <p class="actions">
+      ${connectors.map((connectorName) => {
+        const mine = state.data.accounts.filter((a) => a.connectorName === connectorName);
+        const whole = mine.some((a) => a.paused && a.pausedAt === null);
+        return whole
+          ? html`<${Action}
+              field="resumeAccount"
+              document="DashboardResumeAccount"
+              label=${`Resume connector ${connectorName}`}
+              input=${{ connectorName, spreadMs }}
+              rows=${mine.length}
+              done=${said("resume")}
+              after=${reload}
+            />`
+          : html`<${Action}
+              field="pauseAccount"
+              document="DashboardPauseAccount"
+              label=${`Pause connector ${connectorName}`}
+              input=${{ connectorName }}
+              rows=${mine.length}
+              done=${said("pause")}
+              after=${reload}
+            />`;
+      })}
+    </p>
     <table id="accounts">
       <caption>Provider accounts: caps and throttles</caption>
       <thead>
@@ -511,12 +814,14 @@ function Accounts() {
           <th scope="col" class="num">In flight</th>
           <th scope="col" class="num">Cap</th>
           <th scope="col">Throttled until</th>
+          <th scope="col">Paused</th>
+          <th scope="col">Action</th>
         </tr>
       </thead>
       <tbody>
-        ${state.data.accounts.length === 0 && html`<tr><td colspan="5">No accounts.</td></tr>`}
+        ${state.data.accounts.length === 0 && html`<tr><td colspan="7">No accounts.</td></tr>`}
         ${state.data.accounts.map(
-          (a) => html`<tr>
+          (a) => html`<tr data-account=${`${a.connectorName}/${a.accountKey}`}>
             <th scope="row">${a.connectorName}</th>
             <td>${a.accountKey}</td>
             <td class="num">${a.inFlight}</td>
@@ -525,6 +830,32 @@ function Accounts() {
               ${a.throttledUntil !== null && a.throttledUntil > now
                 ? html`<${Time} ms=${a.throttledUntil} />`
                 : html`<span class="note">not throttled</span>`}
+            </td>
+            <td data-paused-state>
+              ${a.pausedAt !== null
+                ? html`since <${Time} ms=${a.pausedAt} />`
+                : a.paused
+                  ? "with its connector"
+                  : html`<span class="note">no</span>`}
+            </td>
+            <td>
+              ${a.pausedAt !== null
+                ? html`<${Action}
+                    field="resumeAccount"
+                    document="DashboardResumeAccount"
+                    label="Resume"
+                    input=${{ connectorName: a.connectorName, accountKey: a.accountKey, spreadMs }}
+                    done=${said("resume")}
+                    after=${reload}
+                  />`
+                : html`<${Action}
+                    field="pauseAccount"
+                    document="DashboardPauseAccount"
+                    label="Pause"
+                    input=${{ connectorName: a.connectorName, accountKey: a.accountKey }}
+                    done=${said("pause")}
+                    after=${reload}
+                  />`}
             </td>
           </tr>`,
         )}
@@ -572,8 +903,20 @@ function App() {
   const [route, setRoute] = useState(currentRoute());
   const [signedIn, setSignedIn] = useState(Boolean(storedToken()));
   const [reason, setReason] = useState(null);
+  const [viewer, setViewer] = useState({ did: null, scopes: [], mutations: [] });
+  const [notice, setNotice] = useState(null);
   useEffect(() => {
-    const moved = () => setRoute(currentRoute());
+    if (!signedIn) return;
+    run("DashboardViewer").then(
+      (data) => setViewer(data.viewer),
+      () => setViewer({ did: null, scopes: [], mutations: [] }),
+    );
+  }, [signedIn]);
+  useEffect(() => {
+    const moved = () => {
+      setNotice(null);
+      setRoute(currentRoute());
+    };
     const refused = (event) => {
       if (event.reason instanceof SignedOut) {
         setReason(event.reason.message || null);
@@ -601,6 +944,7 @@ function App() {
       </ul>
     </nav>
     <span class="who">
+      ${signedIn && viewer.did && html`<span class="mono">${viewer.did}</span> `}
       ${signedIn &&
       html`<button
         type="button"
@@ -617,7 +961,17 @@ function App() {
     return html`${header}<${SignIn} reason=${reason} onToken=${() => setSignedIn(true)} />`;
   }
   const Page = PAGES[route.view] || Overview;
-  return html`${header}<main><${Page} params=${route.params} /></main>`;
+  return html`<${ViewerContext.Provider} value=${viewer}>
+    <${NoticeContext.Provider} value=${setNotice}>
+      ${header}
+      <main>
+        <p id="notice" role="status" class=${notice?.error ? "error" : "done"}>
+          ${notice?.text || notice?.error?.message || ""}
+        </p>
+        <${Page} params=${route.params} />
+      </main>
+    <//>
+  <//>`;
 }
 
 const root = document.getElementById("app");
