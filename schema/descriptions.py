@@ -48,6 +48,10 @@ BY_NAME: dict[str, str] = {
     "deferReason": "Why it waits (OFFLINE or AUTH); null when it does not wait.",
     "lastKind": "The kind of the last recorded outcome (the worker's word); null before one.",
     "lastHttpStatus": "The provider's HTTP status of the last attempt; null when none.",
+    "lastError": (
+        "The error message of the last recordOperation or deferOperation (on a watch: of the "
+        "last recordVerification), kept until the next such write; null when it gave none."
+    ),
     "sendMarker": "The run that marked the current attempt as sent; null when unmarked.",
     "version": "The row's version, raised by each state transition (recordOperation, "
     "finalizeOperation); lease, mark and defer writes leave it. Compare-and-set writes "

@@ -6,6 +6,7 @@ from store.accounts import AccountsStore
 from store.batches import BatchesStore, one_reader
 from store.context import Clock, ReadWinner, StoreContext, random_id, system_clock
 from store.database import Database
+from store.events import EventsStore
 from store.leasing import LeasingStore
 from store.operations import OperationsStore
 from store.pending_auth import PendingAuthStore
@@ -24,7 +25,8 @@ class ConnectorStore:
     by default the ``kubun_connector_document_winner`` table. ``new_id``: mints node keys
     and incarnations. Parts: ``operations``, ``watches``, ``winners``, ``retention``,
     ``accounts``, ``leasing``, ``pending_auth``, ``sync_state``, ``persisted_queries``,
-    ``batches`` (the batch forms of the settling writes).
+    ``batches`` (the batch forms of the settling writes), ``events`` (the readers of the
+    event log every write of an operation or a watch appends to).
     """
 
     def __init__(
@@ -50,4 +52,5 @@ class ConnectorStore:
         self.pending_auth = PendingAuthStore(context)
         self.sync_state = SyncStateStore(context)
         self.persisted_queries = PersistedQueriesStore(context)
+        self.events = EventsStore(db)
         self.clock = clock

@@ -67,7 +67,7 @@ async def test_migrations__postgres_keys_collate_bytewise(database_url):
             collations = {(table, column): collation for table, column, collation in rows}
     finally:
         await engine.dispose()
-    assert len(collations) == 20
+    assert len(collations) == 27
     assert set(collations.values()) == {"C"}
 
 
