@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install runtime run test test-faults lint schema bench token node
+.PHONY: install runtime run test test-faults test-ui screenshots lint schema bench token node
 
 # Two markers: `.runtime` (the server's dependencies only: what `make run` and `make token`
 # need) and `.installed` (the dev toolchain too: tests, linters; it includes the runtime).
@@ -54,6 +54,24 @@ test: lint node
 # SIGTERM); each prints its counts.
 test-faults: install
 	$(BIN)/pytest -m faults -s tests/faults
+
+# The dashboard's browser tests (tests/ui): Debian's chromium (installed when missing) driven
+# by Playwright from the `ui` extra; on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
+CHROMIUM := /usr/bin/chromium
+$(VENV)/.ui: pyproject.toml $(VENV)/.installed
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,ui]'
+	touch $@
+
+$(CHROMIUM):
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+
+test-ui: $(VENV)/.ui $(CHROMIUM)
+	$(BIN)/pytest -m ui tests/ui
+
+# A screenshot of each view of the dashboard, into docs/screenshots (SQLite only).
+screenshots: $(VENV)/.ui $(CHROMIUM)
+	env -u TEST_DATABASE_URL UI_SCREENSHOTS=docs/screenshots $(BIN)/pytest -m ui tests/ui -q
 
 schema: install
 	$(BIN)/connector-store schema > graphql/schema.graphql

@@ -15,12 +15,13 @@ a batch is its own compare-and-set with the single mutation's outcome, in input 
    never from this machine's clock, so a skewed worker cannot steal or lose leases.
 2. ``ClaimOperations``: claim each key ``(callerDID, operationID)`` with the change's
    immutable envelope (owner, connector, model, op, account, target, source, deterministic
-   event id, payload hash) and a lease (``leaseToken`` until ``leaseExpiresAt``). Three
+   event id, payload hash) and a lease (``leaseToken`` until ``leaseExpiresAt``). Four
    answers per item: ``OperationClaimed`` (the key was free: the operation is ours and we
    hold its lease), ``OperationExists`` (the same envelope was claimed before: a replay,
    e.g. a redelivered queue message; the stored operation says how far it got),
    ``OperationConflict`` (the key holds a different envelope: a bug upstream; the stored
-   operation is never overwritten).
+   operation is never overwritten), ``OperationCollected`` (a replay of a key whose
+   operation finished and was collected, within the idempotency window: nothing to send).
    A claim keeps its lease only where leasing would grant it (the account below its cap and
    not throttled, no other write of the provider entity in flight); otherwise the operation
    is claimed with its lease already lapsed, for ``LeaseOperations`` to hand out.
@@ -41,10 +42,14 @@ When the provider fails transiently (one operation of each run does, on its firs
     ``nextAttemptAt = serverTime + 1500`` for the failed ones: the attempt is counted and
     the operation rescheduled. Then ``ReleaseLeases`` in one request, so any worker may take
     them when due.
-4'. Poll ``LeaseOperations`` (a fresh token, ``leaseMs``, no clock of ours): the server
+4'. ``LeaseOperations`` (a fresh token, ``leaseMs``, no clock of ours): the server
     leases, fairly and within each account's cap, the due operations whose lease is free;
     then steps 3 to 5 again for the batch it handed out. The failed one ends COMMITTED with
-    2 attempts (the others with 1).
+    2 attempts (the others with 1). Between leases the worker does not poll: it waits on
+    the ``WorkAvailable`` subscription (``graphql/operations/live.graphql``, over HTTP with
+    Apollo's multipart protocol, so httpx suffices), which signals once at once and then
+    each time work may have become leasable for its connector: here, when the rescheduled
+    operation comes due. After each signal it leases until nothing is handed out.
 
 Before writing a change back, the worker records the document's new state as its winner
 (``RecordIngress`` with the digest of the payload; no watch exists yet, so it arms nothing).
@@ -101,7 +106,10 @@ DOCUMENTS = [
     OPERATIONS_DIR / "worker.graphql",
     OPERATIONS_DIR / "verifier.graphql",
     OPERATIONS_DIR / "sync.graphql",
+    OPERATIONS_DIR / "live.graphql",
 ]
+MULTIPART = 'multipart/mixed;subscriptionSpec="1.0"'
+"""The ``Accept`` header asking for a subscription over HTTP (Apollo's multipart protocol)."""
 SYNC_CONNECTOR = "example-calendar"
 """The sync checkpoint's connector name: stable across runs, unlike the per-run one."""
 SYNC_ATTEMPTS = 20
@@ -145,7 +153,7 @@ class Client:
         self.documents: dict[str, str] = {}
         for path in DOCUMENTS:
             text = path.read_text()
-            for name in re.findall(r"^(?:query|mutation) (\w+)", text, re.MULTILINE):
+            for name in re.findall(r"^(?:query|mutation|subscription) (\w+)", text, re.MULTILINE):
                 self.documents[name] = text
 
     def call(self, operation_name: str, **variables: Any) -> dict[str, Any]:
@@ -167,8 +175,69 @@ class Client:
     def server_time(self) -> int:
         return self.call("ServerTime")["serverTime"]
 
+    def subscribe(self, operation_name: str, **variables: Any) -> "Subscription":
+        """A subscription over HTTP (Apollo's multipart protocol) on this client's
+        connection settings."""
+        return Subscription(self, operation_name, variables)
+
     def close(self) -> None:
         self.http.close()
+
+
+class Subscription:
+    """One subscription as a multipart HTTP response: ``next`` blocks until its next result
+    (skipping the heartbeats the server sends every few seconds) and returns ``data``."""
+
+    def __init__(self, client: Client, operation_name: str, variables: dict[str, Any]) -> None:
+        self.stream = client.http.stream(
+            "POST",
+            client.url,
+            json={
+                "query": client.documents[operation_name],
+                "operationName": operation_name,
+                "variables": variables,
+            },
+            headers={"Accept": MULTIPART},
+        )
+        response = self.stream.__enter__()
+        if response.status_code != 200:
+            response.read()
+            self.close()
+            raise GraphQLError(f"{operation_name}: HTTP {response.status_code} {response.text}")
+        self.name = operation_name
+        self.parts = multipart_parts(response.iter_bytes())
+
+    def next(self) -> dict[str, Any]:
+        for part in self.parts:
+            payload = part.get("payload")
+            if payload is None:
+                continue
+            if payload.get("errors"):
+                raise GraphQLError(f"{self.name}: {json.dumps(payload)[:500]}")
+            return payload["data"]
+        raise GraphQLError(f"{self.name}: the server ended the subscription")
+
+    def close(self) -> None:
+        self.stream.__exit__(None, None, None)
+
+
+def multipart_parts(chunks: Any) -> Any:
+    """The JSON bodies of a multipart response's parts, as they arrive (each part says its
+    ``Content-Length``)."""
+    buffer = b""
+    for chunk in chunks:
+        buffer += chunk
+        while (end := buffer.find(b"\r\n\r\n")) >= 0:
+            found = re.search(rb"content-length: *(\d+)", buffer[:end], re.IGNORECASE)
+            if found is None:
+                buffer = buffer[end + 4 :]
+                continue
+            start = end + 4
+            length = int(found.group(1))
+            if len(buffer) < start + length:
+                break
+            yield json.loads(buffer[start : start + length])
+            buffer = buffer[start + length :]
 
 
 def state_digest(payload: dict[str, Any]) -> str:
@@ -254,6 +323,8 @@ class Change:
 class Tally:
     committed: int = 0
     retries: int = 0
+    wake_ups: int = 0
+    """Times the worker waited on ``WorkAvailable`` for work (instead of polling)."""
     exists: int = 0
     conflicts: int = 0
     checks: int = 0
@@ -460,7 +531,16 @@ class Worker:
             self.tally.retries += 1
 
     def lease_due(self, changes: dict[str, Change]) -> None:
-        """Poll ``LeaseOperations`` until every waiting operation was leased and settled."""
+        """Lease until every waiting operation was leased and settled: after each
+        ``WorkAvailable`` signal, ``LeaseOperations`` until it hands out nothing."""
+        signals = self.client.subscribe("WorkAvailable", connectorName=self.connector)
+        try:
+            signals.next()
+            self.lease_signalled(changes, signals)
+        finally:
+            signals.close()
+
+    def lease_signalled(self, changes: dict[str, Change], signals: "Subscription") -> None:
         deadline = time.monotonic() + RETRY_DEADLINE_S
         while self.waiting and time.monotonic() < deadline:
             lease_token = secrets.token_hex(8)
@@ -487,7 +567,8 @@ class Worker:
                     batch.append((changes[operation_id], operation))
             self.settle(batch, lease_token)
             if self.waiting and not leased:
-                time.sleep(POLL_INTERVAL_S)
+                self.tally.wake_ups += 1
+                signals.next()
         for operation_id in self.waiting:
             self.tally.failures.append(f"{operation_id}: never leased")
 
@@ -739,6 +820,7 @@ def run(url: str, count: int, token: str | None) -> int:
     print(f"operations: {count}")
     print(f"committed: {tally.committed}/{count}")
     print(f"retries: {tally.retries}")
+    print(f"wake-ups waited for: {tally.wake_ups}")
     print(f"exists: {tally.exists}")
     print(f"conflicts: {tally.conflicts}")
     print(

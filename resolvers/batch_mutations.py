@@ -61,7 +61,9 @@ class BatchMutation:
         description="Claim many operation keys, each as `claimOperation`, in one transaction: "
         "an item takes its claimant's lease only where claimOperation would, the items before "
         "it (by key) counted against its account's cap and its provider entity; otherwise it "
-        "is claimed with its lease already lapsed, due at once for leaseOperations."
+        "is claimed with its lease already lapsed, due at once for leaseOperations. An item "
+        "whose key's operation was collected answers OperationCollected (or "
+        "OperationConflict) and takes no place in the batch."
     )
     async def claim_operations(
         self, info: Info, input: ClaimOperationsInput

@@ -45,6 +45,9 @@ OPERATION_RESOLUTION_FAILURE: Final = "OPERATION_RESOLUTION_FAILURE"
 """The document has no operation of the given ``operationName``, or several and no name."""
 PERSISTED_QUERY_NOT_FOUND: Final = "PERSISTED_QUERY_NOT_FOUND"
 """A persisted query's hash sent alone that no query is registered under (Apollo's APQ)."""
+TOO_MANY_SUBSCRIPTIONS: Final = "TOO_MANY_SUBSCRIPTIONS"
+"""A subscription past ``MAX_SUBSCRIPTIONS_PER_CONNECTION`` or ``MAX_SUBSCRIPTIONS_PER_VIEWER``
+(this process's); ``extensions.limit`` gives the bound. End another one first."""
 
 CODES: Final = frozenset(
     value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str)

@@ -68,6 +68,7 @@ from resolvers.codes import (
     SERVICE_UNAVAILABLE,
 )
 from resolvers.strawberry_internals import graphql_schema
+from resolvers.taking import TakesLast
 from store.errors import CasRetriesExhausted, DatabaseBusy, DatabaseUnavailable, InvalidInput
 
 log = logging.getLogger("connector_store.errors")
@@ -302,25 +303,69 @@ def check_variables(
         if coerce_input_value(value, type_) is not Undefined:
             continue
 
-        def report(error: GraphQLError, path: list[str | int], name: str = name) -> None:
-            errors.append(variable_error(name, field_at(path, name), error.message))
-
+        report = functools.partial(report_variable, errors, name, ObjectFieldNamer(value, type_))
         validate_input_value(value, type_, report)
     return errors
 
 
+def report_variable(
+    errors: list[GraphQLError],
+    name: str,
+    named: "ObjectFieldNamer",
+    error: GraphQLError,
+    path: list[str | int],
+) -> None:
+    """Add to ``errors`` the error about variable ``name`` at ``path``, naming its field."""
+    errors.append(variable_error(name, field_at(named.at(path), name), error.message))
+
+
+class ObjectFieldNamer:
+    """Names the input field an error about a variable's input object is about (a required
+    field missing, a field the type lacks): graphql-core reports both at the object's path,
+    one error each, the missing ones in the type's order and then the unknown ones in the
+    value's; so the ``n``-th error at one object's path is about its ``n``-th such field."""
+
+    def __init__(self, value: Any, type_: GraphQLInputType) -> None:
+        self.value = value
+        self.type_ = type_
+        self.left: dict[tuple[str | int, ...], list[str]] = {}
+
+    def at(self, path: list[str | int]) -> list[str | int]:
+        """``path`` with the field the next error there is about, when it names an object."""
+        value, type_ = self.value, get_nullable_type(self.type_)
+        for part in path:
+            if isinstance(part, int) and is_list_type(type_) and isinstance(value, list):
+                value, type_ = value[part], get_nullable_type(type_.of_type)
+            elif isinstance(part, str) and is_input_object_type(type_) and part in type_.fields:
+                value, type_ = value.get(part), get_nullable_type(type_.fields[part].type)
+            else:
+                return path
+        if not (isinstance(value, dict) and is_input_object_type(type_)):
+            return path
+        missing = [
+            field_name
+            for field_name, field in type_.fields.items()
+            if field_name not in value and is_required_input_field(field)
+        ]
+        unknown = [field_name for field_name in value if field_name not in type_.fields]
+        left = self.left.setdefault(tuple(path), missing + unknown)
+        return [*path, left.pop(0)] if left else path
+
+
 def field_at(path: list[str | int], variable: str) -> str:
     """The field a variable's bad value is at: the innermost input field of ``path`` (the
-    variable itself when there is none), after the list item that holds it when there is
-    one (``items[3].leaseToken``)."""
+    variable itself when there is none), with the index of its item when it is a list of
+    values (``accountKeys[2]``), after the list item that holds it when there is one
+    (``items[3].leaseToken``)."""
     named = [at for at, part in enumerate(path) if isinstance(part, str)]
     if not named:
         return variable
     last = named[-1]
+    name = "".join([str(path[last]), *(f"[{index}]" for index in path[last + 1 :])])
     items = [at for at in range(1, last) if isinstance(path[at], int)]
     if not items:
-        return str(path[last])
-    return f"{path[items[-1] - 1]}[{path[items[-1]]}].{path[last]}"
+        return name
+    return f"{path[items[-1] - 1]}[{path[items[-1]]}].{name}"
 
 
 def type_input(type_: Any) -> GraphQLInputType | None:
@@ -379,6 +424,13 @@ class ErrorCodes(SchemaExtension):
         if result is None or not result.errors:
             return
         result.errors = [self.coded(error) for error in result.errors]
+
+    def on_stream_result(self, result: Any) -> Iterator[None]:
+        """Each result of a stream (a subscription's), coded before it is sent."""
+        errors = getattr(result, "errors", None)
+        if errors:
+            result.errors = [self.coded(error) for error in errors]
+        yield
 
     def coded(self, error: GraphQLError) -> GraphQLError:
         """A copy of ``error`` with its code (cached validation errors are shared, so never
@@ -452,13 +504,14 @@ class ErrorCodes(SchemaExtension):
 
 
 class CodedValidation(SchemaExtension):
-    """Swaps each validation rule for its ``coded_rule``, so every validation error is born
-    with its code (its place in the pipeline: ``server.pipeline``)."""
+    """Adds the API's own rule (``resolvers.taking.TakesLast``) to the validation rules and
+    swaps each for its ``coded_rule``, so every validation error is born with its code (its
+    place in the pipeline: ``server.pipeline``)."""
 
     def on_validate(self) -> Iterator[None]:
         context = self.execution_context
-        rules = context.validation_rules
-        context.validation_rules = tuple(coded_rule(rule) for rule in rules)  # type: ignore[arg-type]
+        rules = (*context.validation_rules, TakesLast)
+        context.validation_rules = tuple(coded_rule(rule) for rule in rules)
         yield
 
 

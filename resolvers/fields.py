@@ -23,3 +23,8 @@ def query(description: str) -> Callable[[_Resolver], _Resolver]:
 def mutation(description: str) -> Callable[[_Resolver], _Resolver]:
     """``strawberry.mutation(description=description)`` for a resolver method."""
     return cast(Callable[[_Resolver], _Resolver], strawberry.mutation(description=description))
+
+
+def subscription(description: str) -> Callable[[_Resolver], _Resolver]:
+    """``strawberry.subscription(description=description)`` for a resolver method."""
+    return cast(Callable[[_Resolver], _Resolver], strawberry.subscription(description=description))

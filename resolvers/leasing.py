@@ -52,12 +52,12 @@ class LeasingMutation:
         description="Lease up to `limit` due operations to `leaseToken` until the store's now + "
         "`leaseMs`. An operation qualifies when it is ATTEMPTED, due (`nextAttemptAt` null or "
         "passed), its lease free or lapsed, called by the viewer (a service: any caller), its "
-        "account below its cap and not throttled, and it is the oldest ATTEMPTED operation of "
-        "its provider entity (owner, connector, model, account, source) with no other of the "
-        "entity holding a live lease. Order: fair across owners (each owner's k-th before any "
-        "owner's (k+1)-th), then due time, then key. A takeover of a lapsed lease whose run "
-        "marked a send counts the abandoned attempt, as acquireLease does. Concurrent calls "
-        "never lease one operation twice, pass an account's cap or lease two of one entity. "
+        "account not paused, below its cap and not throttled, and it is the oldest ATTEMPTED "
+        "operation of its provider entity (owner, connector, model, account, source) with no "
+        "other of the entity holding a live lease. Order: fair across owners (each owner's k-th "
+        "before any owner's (k+1)-th), then due time, then key. A takeover of a lapsed lease "
+        "whose run marked a send counts the abandoned attempt, as acquireLease does. Concurrent "
+        "calls never lease one operation twice, pass an account's cap or lease two of one entity. "
         "When the answer would pass the request's byte budget (MAX_RESPONSE_BYTES), fewer "
         "operations are leased: the rest stay as they were."
     )
@@ -73,7 +73,7 @@ class LeasingMutation:
                 limit=size,
                 connector_name=input.connector_name,
                 account_keys=input.account_keys,
-                caller_did=info.context.viewer.visible_to,
+                caller_did=info.context.viewer.writes_as,
                 max_bytes=allowance,
                 at_least_one=budget.untouched,
             )
@@ -94,7 +94,7 @@ class LeasingMutation:
             input.lease_token,
             input.lease_ms,
             key_pairs(input.keys),
-            caller_did=info.context.viewer.visible_to,
+            caller_did=info.context.viewer.writes_as,
         )
         info.context.loaders.remember(*records)
         return RenewLeasesPayload(renewed=info.context.visible.operations("renewLeases", records))
@@ -107,7 +107,7 @@ class LeasingMutation:
     async def release_leases(self, info: Info, input: ReleaseLeasesInput) -> ReleaseLeasesPayload:
         info.context.budget.take("keys", len(input.keys))
         records = await info.context.store.leasing.release_leases(
-            input.lease_token, key_pairs(input.keys), caller_did=info.context.viewer.visible_to
+            input.lease_token, key_pairs(input.keys), caller_did=info.context.viewer.writes_as
         )
         info.context.loaders.remember(*records)
         return ReleaseLeasesPayload(
@@ -129,7 +129,7 @@ class LeasingMutation:
                 input.claim_ms,
                 limit=size,
                 connector_name=input.connector_name,
-                owner_did=info.context.viewer.visible_to,
+                owner_did=info.context.viewer.writes_as,
                 max_bytes=allowance,
                 at_least_one=budget.untouched,
             )

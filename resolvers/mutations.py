@@ -8,7 +8,7 @@ import strawberry
 
 from resolvers import fields
 from resolvers.context import Info
-from schema.enums import ArmOutcome, VerificationOutcome, value_of
+from schema.enums import ArmOutcome, OperationState, VerificationOutcome, value_of
 from schema.inputs import (
     AcquireLeaseInput,
     ArmWatchInput,
@@ -44,6 +44,7 @@ from schema.results import (
     DeleteSyncStatePayload,
     FinalizeOperationPayload,
     OperationClaimed,
+    OperationCollected,
     OperationConflict,
     OperationExists,
     OperationWritePayload,
@@ -54,6 +55,7 @@ from schema.results import (
     UpdateSyncProgressPayload,
     WatchWritePayload,
 )
+from schema.scalars import EpochMillis
 from schema.sync_state import SyncState, sync_state_or_none
 from store.operations import (
     ABANDONED_SEND_MARKER,
@@ -172,13 +174,24 @@ async def watch_write(info: Info, identity: WatchIdentity, write: WatchWrite) ->
 def claim_payload(info: Info, claim: OperationClaim, result: ClaimResult) -> ClaimOperationResult:
     """The payload of one claim's ``result``, its operation remembered by the loaders."""
     fresh(info, result.operation)
+    tombstone = result.tombstone
+    if result.status == "collected" and tombstone is not None:
+        return OperationCollected(
+            caller_did=claim.caller_did,
+            operation_id=claim.operation_id,
+            final_state=OperationState(tombstone.final_state),
+            collected_at=EpochMillis(tombstone.collected_at),
+        )
     visible = info.context.visible
     operation = None if result.status == "conflict" else visible.operation(result.operation)
     if operation is None:
         return OperationConflict(
             caller_did=claim.caller_did,
             operation_id=claim.operation_id,
-            message="the key holds an operation with a different envelope",
+            message="the key holds an operation with a different envelope"
+            if tombstone is None
+            else f"the key's operation was collected at {tombstone.collected_at} (epoch ms) "
+            "with a different envelope",
         )
     if result.status == "claimed":
         return OperationClaimed(operation=operation)
@@ -223,12 +236,14 @@ def resumed_payload(info: Info, resumed: Resumed) -> ResumeDeferredPayload:
 @strawberry.type
 class Mutation:
     @fields.mutation(
-        description="Claim an operation key: claimed, exists or conflict. A fresh claim takes "
-        "the claimant's lease only where leaseOperations would lease it (its account below "
-        "its cap and not throttled, no other ATTEMPTED operation of its provider entity); "
-        "otherwise it is claimed unleased: no token and a lease already lapsed, due at once, "
-        "for leaseOperations to hand out (the claimant's token writes nothing to it until it "
-        "leases it)."
+        description="Claim an operation key: claimed, exists, conflict, or collected (the "
+        "key's operation was finished and collected, and its tombstone is kept for "
+        "RETAIN_KEYS_SECONDS: nothing is written). A fresh claim takes "
+        "the claimant's lease only where leaseOperations would lease it (its account not "
+        "paused, below its cap and not throttled, no other ATTEMPTED operation of its provider "
+        "entity); otherwise it is claimed unleased: no token and a lease already lapsed, due "
+        "at once, for leaseOperations to hand out (the claimant's token writes nothing to it "
+        "until it leases it)."
     )
     async def claim_operation(self, info: Info, input: ClaimOperationInput) -> ClaimOperationResult:
         claim = to_claim(input)
@@ -236,10 +251,10 @@ class Mutation:
         return claim_payload(info, claim, result)
 
     @fields.mutation(
-        description="Take the lease when it is free, expired or already yours. Refused "
-        "(applied: false) where leaseOperations would skip the operation: its account "
-        "throttled or at its cap (this operation's own lease not counted), an older operation "
-        "of its provider entity still ATTEMPTED, or another of the entity holding a live lease."
+        description="Take the lease when it is free, expired or already yours. Refused (applied: "
+        "false) where leaseOperations would skip the operation: its account paused, throttled or "
+        "at its cap (this operation's own lease not counted), an older operation of its provider "
+        "entity still ATTEMPTED, or another of the entity holding a live lease."
     )
     async def acquire_lease(self, info: Info, input: AcquireLeaseInput) -> OperationWritePayload:
         return await observed(
@@ -416,11 +431,16 @@ class Mutation:
         )
         return RecordIngressPayload(results=[arm_payload(info, result) for result in results])
 
-    @fields.mutation(description="Make everything deferred OFFLINE due now.")
+    @fields.mutation(
+        description="Make everything deferred OFFLINE due now, or only one connector's "
+        "(`connectorName`)."
+    )
     async def resume_offline_deferred(
         self, info: Info, input: ResumeOfflineDeferredInput
     ) -> ResumeDeferredPayload:
-        resumed = await info.context.store.watches.resume_offline_deferred(input.now)
+        resumed = await info.context.store.watches.resume_offline_deferred(
+            input.now, input.connector_name
+        )
         return resumed_payload(info, resumed)
 
     @fields.mutation(
@@ -466,7 +486,7 @@ class Mutation:
     ) -> ConsumedPendingAuth | None:
         viewer = info.context.viewer
         record = await info.context.store.pending_auth.consume_pending_auth(
-            input.state, owner_did=None if viewer.is_service else viewer.did or ""
+            input.state, owner_did=viewer.writes_as
         )
         return None if record is None else ConsumedPendingAuth.from_record(record)
 
@@ -478,15 +498,24 @@ class Mutation:
         return DeleteExpiredPendingAuthPayload(deleted=deleted)
 
     @fields.mutation(
-        description="Delete at most `limit` finished (never ATTEMPTED) operations last "
-        "updated before `olderThan`; call again until fewer than `limit` come back."
+        description="Delete at most `limit` finished (never ATTEMPTED) operations: COMMITTED "
+        "and SUPERSEDED ones last updated before `olderThan`, FAILED ones before "
+        "`failedOlderThan`; call again until fewer than `limit` come back. Each leaves a "
+        "tombstone of its key: a claim of that key answers OperationCollected (or "
+        "OperationConflict) for `RETAIN_KEYS_SECONDS`."
     )
     async def collect_finished_operations(
         self, info: Info, input: CollectFinishedOperationsInput
     ) -> CollectFinishedOperationsPayload:
         limit = DEFAULT_COLLECT_LIMIT if input.limit is None else input.limit
-        deleted = await info.context.store.retention.collect_finished_operations(
-            input.older_than, limit
+        store = info.context.store
+        failed_older_than = (
+            max(store.clock() - info.context.retain_failed_ms, 0)
+            if input.failed_older_than is None
+            else input.failed_older_than
+        )
+        deleted = await store.retention.collect_finished_operations(
+            input.older_than, limit, failed_older_than=failed_older_than
         )
         info.context.loaders.forget_all()
         return CollectFinishedOperationsPayload(deleted=deleted)

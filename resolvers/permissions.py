@@ -1,7 +1,11 @@
 """The one place rights are checked: scopes, and which rows a viewer may see and write.
 
-Every root field has a ``Rule`` in ``RULES``; ``Authorization`` (a schema extension) applies
-it before the field's resolver runs, and refuses a root field that has none. A rule names
+Every root field (of ``Query``, ``Mutation`` and ``Subscription``) has a ``Rule`` in
+``RULES``; ``Authorization`` (a schema extension) applies it before the field's resolver runs,
+and refuses a field of any root type that has none (a root type missing from ``RULES``
+included). A subscription's source stream is created by its ``subscribe`` function, which
+graphql-core runs outside the resolver middleware: ``guard_subscriptions`` wraps each with the
+same check, so a stream starts only for a viewer its rule admits. A rule names
 the scopes the field needs and, for a write, the input arguments holding the DIDs the
 viewer must be (``actors``): a viewer without ``service`` writes only its own rows, checked
 before anything is written (a claim names the viewer as caller and as owner, since the
@@ -10,35 +14,56 @@ through the viewer-scoped reader ``resolvers.visible.Visible`` (after the store 
 built from ``Viewer.visible_to``), so a row of another tenant reads as null, or is absent
 from a list.
 
+Scopes imply others (``IMPLIED``): ``service`` every right; ``operator`` the ``observer``'s
+and the operator controls (pausing accounts, bulk cancel, reissue, re-arm, force-release,
+account caps and throttles); ``observer`` the read rights, over every tenant's rows
+(``Viewer.reads_all``), and nothing to write. Reading every row is not writing it: a viewer
+writes another DID's rows only with ``service`` (``Viewer.writes_as``).
+
 Lease tokens: a non-service viewer sees an operation's ``leaseToken`` only when it is the
 operation's caller (the one that holds and presents the lease); an owner that is not the
-caller reads ``leaseToken: null``.
+caller, an operator and an observer read ``leaseToken: null``.
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import wraps
 from typing import Any
 
-from graphql import GraphQLError
+from graphql import GraphQLError, GraphQLResolveInfo, GraphQLSchema
 from strawberry.extensions import SchemaExtension
 
 from resolvers.codes import FORBIDDEN
 
 SERVICE = "service"
+OPERATOR = "operator"
+OBSERVER = "observer"
 METRICS_SCOPE = "metrics"
 """The right to scrape ``/metrics`` (a ``service`` token may too); no GraphQL field needs it."""
+READ_SCOPES = frozenset({"operations:read", "watches:read", "sync:read"})
 ALL_SCOPES = frozenset(
     {
-        "operations:read",
+        *READ_SCOPES,
         "operations:write",
-        "watches:read",
         "watches:write",
         "auth:write",
-        "sync:read",
         "sync:write",
+        OPERATOR,
+        OBSERVER,
         SERVICE,
     }
 )
+IMPLIED: dict[str, frozenset[str]] = {
+    SERVICE: ALL_SCOPES,
+    OPERATOR: frozenset({OBSERVER, *READ_SCOPES}),
+    OBSERVER: READ_SCOPES,
+}
+"""The rights each scope brings with it (besides itself)."""
+
+
+def with_implied(scopes: frozenset[str]) -> frozenset[str]:
+    """``scopes`` and every right they imply (``IMPLIED``)."""
+    return scopes.union(*(IMPLIED.get(scope, frozenset()) for scope in scopes))
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,10 +80,9 @@ class Viewer:
 
     @classmethod
     def of_token(cls, sub: str, scope: str) -> "Viewer":
-        """The viewer a token's ``sub`` and space-separated ``scope`` name; ``service``
-        implies every right."""
-        scopes = frozenset(scope.split())
-        return cls(did=sub, scopes=ALL_SCOPES if SERVICE in scopes else scopes)
+        """The viewer a token's ``sub`` and space-separated ``scope`` name, with the rights
+        each scope implies (``IMPLIED``: ``service`` every right)."""
+        return cls(did=sub, scopes=with_implied(frozenset(scope.split())))
 
     @classmethod
     def anonymous(cls) -> "Viewer":
@@ -71,8 +95,21 @@ class Viewer:
         return SERVICE in self.scopes
 
     @property
+    def reads_all(self) -> bool:
+        """True when the viewer reads every tenant's rows (``observer``, which ``operator``
+        and ``service`` imply)."""
+        return OBSERVER in self.scopes
+
+    @property
     def visible_to(self) -> str | None:
-        """The DID a row must belong to, or None for a service (every row)."""
+        """The DID a row must belong to for the viewer to read it, or None when it reads
+        every row (``reads_all``)."""
+        return None if self.reads_all else (self.did or "")
+
+    @property
+    def writes_as(self) -> str | None:
+        """The DID a row must belong to for the viewer to write it, or None for a service
+        (every row)."""
         return None if self.is_service else (self.did or "")
 
 
@@ -91,11 +128,17 @@ def require(viewer: Viewer, scope: str) -> None:
 
 def can_see(viewer: Viewer, caller_did: str, owner_did: str) -> bool:
     """True when the viewer may see an operation of this caller and owner."""
-    return viewer.is_service or (viewer.did is not None and viewer.did in (caller_did, owner_did))
+    return viewer.reads_all or (viewer.did is not None and viewer.did in (caller_did, owner_did))
+
+
+def sees_owned(viewer: Viewer, owner_did: str) -> bool:
+    """True when the viewer may see a row (watch, sync state) of this owner."""
+    return viewer.reads_all or owns(viewer, owner_did)
 
 
 def owns(viewer: Viewer, owner_did: str) -> bool:
-    """True when the viewer may see a row (watch, sync state, pending auth) of this owner."""
+    """True when the viewer may write a row of this owner (and see a pending authorization,
+    which holds a secret's state): its owner, or a service."""
     return viewer.is_service or (viewer.did is not None and viewer.did == owner_did)
 
 
@@ -148,9 +191,11 @@ QUERY_RULES: dict[str, Rule] = {
     "watchByDocument": Rule(("watches:read",), rows="owner (store filter), else null"),
     "watches": Rule(("watches:read",), rows="owner (store filter)"),
     "dueWatches": Rule((SERVICE,)),
-    # Provider accounts are shared by every owner: a service's to read (and, once it
-    # exists, an operator's).
-    "accounts": Rule((SERVICE,)),
+    # Provider accounts are shared by every owner: read by those who read every row.
+    "accounts": Rule((OBSERVER,)),
+    "viewer": Rule((), rows="the viewer itself"),
+    "operationCounts": Rule(OPS_READ, rows="caller or owner (store filter)"),
+    "watchCounts": Rule(("watches:read",), rows="owner (store filter)"),
     "pendingAuth": Rule(("auth:write",), rows="owner, else null"),
     "syncState": Rule(("sync:read",), rows="owner, else null"),
     "syncStates": Rule(("sync:read",), rows="owner only"),
@@ -195,10 +240,26 @@ MUTATION_RULES: dict[str, Rule] = {
     "renewLeases": Rule(OPS_WRITE, rows="the viewer's calls (store filter)"),
     "releaseLeases": Rule(OPS_WRITE, rows="the viewer's calls (store filter)"),
     "claimWatches": Rule(("watches:write",), rows="owner (store filter)"),
-    "setAccountLimit": Rule((SERVICE,)),
-    "throttleAccount": Rule((SERVICE,)),
+    # The operator controls: every tenant's rows, by account, filter or key.
+    "setAccountLimit": Rule((OPERATOR,)),
+    "throttleAccount": Rule((OPERATOR,)),
+    "pauseAccount": Rule((OPERATOR,)),
+    "resumeAccount": Rule((OPERATOR,)),
+    "cancelOperations": Rule((OPERATOR,)),
+    "reissueOperations": Rule((OPERATOR,)),
+    "rearmWatches": Rule((OPERATOR,)),
+    "forceReleaseLeases": Rule((OPERATOR,)),
 }
-RULES: dict[str, dict[str, Rule]] = {"Query": QUERY_RULES, "Mutation": MUTATION_RULES}
+SUBSCRIPTION_RULES: dict[str, Rule] = {
+    # A wake-up names a connector and no row, but says that some tenant's work is due: a
+    # service's to hear, as `dueOperations` is a service's to read.
+    "workAvailable": Rule((SERVICE,), rows="no row: a connector's name"),
+}
+RULES: dict[str, dict[str, Rule]] = {
+    "Query": QUERY_RULES,
+    "Mutation": MUTATION_RULES,
+    "Subscription": SUBSCRIPTION_RULES,
+}
 OPEN_ROOT_FIELDS = frozenset({"__typename", "__schema", "__type"})
 
 
@@ -208,6 +269,16 @@ def rule_for(type_name: str, field_name: str) -> Rule:
     if rule is None:
         raise forbidden(f"{type_name}.{field_name} has no access rule")
     return rule
+
+
+def permitted(viewer: Viewer, type_name: str) -> list[str]:
+    """The root fields of ``type_name`` whose rule's scopes the viewer holds, in the rules'
+    order (a field with ``actors`` is permitted for the viewer's own rows)."""
+    return [
+        name
+        for name, rule in RULES.get(type_name, {}).items()
+        if all(scope in viewer.scopes for scope in rule.scopes)
+    ]
 
 
 def arguments(kwargs: dict[str, Any], path: tuple[str, ...]) -> list[tuple[str | None, Any]]:
@@ -242,14 +313,47 @@ def authorize(viewer: Viewer, type_name: str, field_name: str, kwargs: dict[str,
             assert_acts_as(viewer, did, field or actor[-1], field)
 
 
+def is_root(info: GraphQLResolveInfo[Any]) -> bool:
+    """The field being resolved is a field of one of the schema's root types."""
+    schema = info.schema
+    return info.parent_type in (schema.query_type, schema.mutation_type, schema.subscription_type)
+
+
+def authorize_field(info: GraphQLResolveInfo[Any], kwargs: dict[str, Any]) -> None:
+    """Apply the rule of the root field ``info`` resolves (any root type; meta fields such
+    as ``__typename`` are open) for the context's viewer; raise ``FORBIDDEN`` when denied."""
+    if is_root(info) and info.field_name not in OPEN_ROOT_FIELDS:
+        viewer = getattr(info.context, "viewer", None) or Viewer.anonymous()
+        authorize(viewer, info.parent_type.name, info.field_name, kwargs)
+
+
 class Authorization(SchemaExtension):
     """Checks every root field's rule before its resolver runs."""
 
     def resolve(
         self, _next: Callable[..., Any], root: Any, info: Any, *args: Any, **kwargs: Any
     ) -> Any:
-        parent = info.parent_type.name
-        if parent in RULES and info.field_name not in OPEN_ROOT_FIELDS:
-            viewer = getattr(info.context, "viewer", None) or Viewer.anonymous()
-            authorize(viewer, parent, info.field_name, kwargs)
+        authorize_field(info, kwargs)
         return _next(root, info, *args, **kwargs)
+
+
+def guard_subscriptions(schema: GraphQLSchema) -> None:
+    """Wrap the ``subscribe`` function of every field of ``schema``'s ``Subscription`` with
+    its rule (``authorize_field``): graphql-core calls it without the resolver middleware,
+    and a refused viewer gets the error before any stream starts."""
+    if schema.subscription_type is None:
+        return
+    for field in schema.subscription_type.fields.values():
+        if field.subscribe is not None:
+            field.subscribe = guarded(field.subscribe)
+
+
+def guarded(subscribe: Callable[..., Any]) -> Callable[..., Any]:
+    """``subscribe`` after the field's rule."""
+
+    @wraps(subscribe)
+    def checked(root: Any, info: GraphQLResolveInfo[Any], **kwargs: Any) -> Any:
+        authorize_field(info, kwargs)
+        return subscribe(root, info, **kwargs)
+
+    return checked

@@ -83,6 +83,11 @@ def to_store_filter(where: OperationFilter | None, visible_to: str | None) -> op
         connector_name=where.connector_name,
         states=None if where.states is None else [cast(str, value_of(s)) for s in where.states],
         document_ids=where.document_ids,
+        owner_did=where.owner_did,
+        account_key=where.account_key,
+        kind=where.kind,
+        updated_after=where.updated_after,
+        updated_before=where.updated_before,
     )
 
 
@@ -104,6 +109,9 @@ def to_watch_filter(where: WatchFilter | None, visible_to: str | None) -> wat.Wa
         model=where.model,
         status=value_of(where.status),
         due_before=where.due_before,
+        account_key=where.account_key,
+        updated_after=where.updated_after,
+        updated_before=where.updated_before,
     )
 
 
@@ -223,7 +231,7 @@ class Query:
     async def watch_by_document(self, info: Info, document_id: str) -> Watch | None:
         viewer = info.context.viewer
         watches = info.context.store.watches
-        if viewer.is_service:
+        if viewer.reads_all:
             return info.context.visible.watch(await watches.get_watch_by_document(document_id))
         mine = await watches.list_watches_matching(
             wat.WatchFilter(document_ids=[document_id], owner_did=viewer.visible_to), limit=1
@@ -275,7 +283,7 @@ class Query:
 
     @fields.query(description="The sync state of one connector for one owner, or null.")
     async def sync_state(self, info: Info, connector_name: str, owner_did: str) -> SyncState | None:
-        if not info.context.visible.owns(owner_did):
+        if not info.context.visible.sees_owned(owner_did):
             return None
         record = await info.context.store.sync_state.get_sync_state(connector_name, owner_did)
         return sync_state_or_none(record)
@@ -300,7 +308,7 @@ class Query:
         own = viewer.visible_to or ""
         mine = None if after_owner is not None and own <= after_owner else own
         async with info.context.budget.reading("syncStates") as allowance:
-            if viewer.is_service:
+            if viewer.reads_all:
                 records = await store.list_sync_states_for_connector(
                     connector_name, after=after_owner, limit=size + 1, max_bytes=allowance
                 )

@@ -17,7 +17,7 @@ from typing import Any, Final, TypeVar
 
 from resolvers.budget import Budget
 from resolvers.loaders import Loaders, Sized
-from resolvers.permissions import Viewer, can_see, can_see_lease, owns, require
+from resolvers.permissions import Viewer, can_see, can_see_lease, owns, require, sees_owned
 from schema.operation import KEY_FIELDS as OPERATION_KEYS
 from schema.operation import Operation
 from schema.watch import KEY_FIELDS as WATCH_KEYS
@@ -62,7 +62,11 @@ SERVES: Final = frozenset(
         ("Mutation", "renewLeases"),
         ("Mutation", "releaseLeases"),
         ("Mutation", "claimWatches"),
+        ("Mutation", "reissueOperations"),
+        ("Mutation", "forceReleaseLeases"),
         ("Operation", "watch"),
+        ("Operation", "reissuedFrom"),
+        ("Operation", "reissuedAs"),
         ("Watch", "operations"),
     }
 )
@@ -83,16 +87,24 @@ class Visible:
         require(self.viewer, scope)
 
     def owns(self, owner_did: str) -> bool:
-        """True when the viewer may see a row (sync state, pending auth) of ``owner_did``."""
+        """True when the viewer may see a pending authorization of ``owner_did``: its owner,
+        or a service."""
         return owns(self.viewer, owner_did)
 
+    def sees_owned(self, owner_did: str) -> bool:
+        """True when the viewer may see a sync state of ``owner_did``: its owner, or a viewer
+        that reads every row."""
+        return sees_owned(self.viewer, owner_did)
+
     def sees_operation(self, record: OperationRecord) -> bool:
-        """True when the viewer may see the operation: its caller or owner, or a service."""
+        """True when the viewer may see the operation: its caller or owner, or a viewer that
+        reads every row."""
         return can_see(self.viewer, record.caller_did, record.owner_did)
 
     def sees_watch(self, record: WatchRecord) -> bool:
-        """True when the viewer may see the watch: its owner, or a service."""
-        return owns(self.viewer, record.owner_did)
+        """True when the viewer may see the watch: its owner, or a viewer that reads every
+        row."""
+        return sees_owned(self.viewer, record.owner_did)
 
     def charged(self, field: str, page: Measured[_R], sees: Callable[[_R], bool]) -> list[_R]:
         """The records of ``page`` that ``sees`` keeps, in order, their sizes spent from the
@@ -102,7 +114,7 @@ class Visible:
         return kept
 
     def operation(self, record: OperationRecord | None) -> Operation | None:
-        """``record`` as the viewer may see it (its caller or owner, or a service); else None."""
+        """``record`` as the viewer may see it (``sees_operation``); else None."""
         if record is None or not self.sees_operation(record):
             return None
         return Operation.from_record(record)
@@ -113,7 +125,7 @@ class Visible:
         return [Operation.from_record(record) for record in seen]
 
     def watch(self, record: WatchRecord | None) -> Watch | None:
-        """``record`` as the viewer may see it (its owner, or a service); else None."""
+        """``record`` as the viewer may see it (``sees_watch``); else None."""
         if record is None or not self.sees_watch(record):
             return None
         return Watch.from_record(record)
@@ -132,6 +144,17 @@ class Visible:
         self.require("watches:read")
         found = await self.loaders.watch.load(record.identity)
         return first_of(self.watches("watch", measured_of(found)))
+
+    async def linked(self, field: str, record: OperationRecord, link: str) -> Operation | None:
+        """The operation ``record`` names in its ``link`` column (``reissued_from`` or
+        ``reissued_as``: an operation id under the same caller), for ``field``: needs
+        operations:read; None when absent or not the viewer's; charged."""
+        self.require("operations:read")
+        operation_id = getattr(record, link)
+        if operation_id is None:
+            return None
+        found = await self.loaders.operation.load((record.caller_did, operation_id))
+        return first_of(self.operations(field, measured_of(found)))
 
     async def operations_of(self, record: WatchRecord) -> list[Operation]:
         """The operations of a watch the viewer may see, oldest first (``Watch.operations``):

@@ -23,15 +23,24 @@ class Account:
         description="Until when the account is leased nothing; null when never throttled. "
         "A time already past no longer stops leasing."
     )
+    paused_at: EpochMillis | None = strawberry.field(
+        description="Since when the account is paused on its own (pauseAccount with its "
+        "accountKey); null when it is not, though its connector may be paused as a whole."
+    )
     in_flight: int = strawberry.field(
         description="Live leases now: attempted operations of the account whose lease has "
         "not lapsed."
     )
+    paused: bool = strawberry.field(
+        description="Whether the account is paused, on its own or with its whole connector: "
+        "none of its operations is leased and none of its watches claimed, and the due lists "
+        "leave them out."
+    )
 
     @classmethod
     def from_load(cls, load: AccountLoad) -> "Account":
-        """The GraphQL view of an account and its live leases."""
-        return cls(**record_values(cls, load.account), in_flight=load.in_flight)
+        """The GraphQL view of an account, its live leases and whether it is paused."""
+        return cls(**record_values(cls, load.account), in_flight=load.in_flight, paused=load.paused)
 
 
 @strawberry.type(description="An account in a page, with its cursor.")

@@ -119,7 +119,10 @@ BY_NAME: dict[str, str] = {
     "winnerDigest": "The digest of the document's new winning state.",
     "connectorNames": "The connectors whose AUTH-deferred work to resume.",
     "cutoff": "Records with `expiresAt` before this time (epoch ms) are deleted.",
-    "olderThan": "Finished operations last updated before this time (epoch ms) are deleted.",
+    "olderThan": "COMMITTED and SUPERSEDED operations last updated before this time (epoch "
+    "ms) are deleted.",
+    "failedOlderThan": "FAILED operations last updated before this time (epoch ms) are "
+    "deleted; omitted: the server's now minus `RETAIN_FAILED_SECONDS` (30 days by default).",
     "applied": "True when the write was applied; false when its guard did not hold (nothing "
     "was written).",
     "operation": "The operation as it now stands; null when there is none the viewer may see.",
@@ -157,6 +160,10 @@ BY_FIELD: dict[str, str] = {
     "Query.syncState(ownerDID)": "The owner's DID.",
     "Query.dueOperations(connectorName)": "Only this connector's operations; omitted: all.",
     "Query.dueWatches(connectorName)": "Only this connector's watches; omitted: all.",
+    "Query.operationCounts(connectorName)": "Only this connector's operations; omitted: all.",
+    "Query.watchCounts(connectorName)": "Only this connector's watches; omitted: all.",
+    "WatchCount.status": "The verification status counted.",
+    "OperationCount.state": "The state counted.",
     "Query.syncStates(connectorName)": "The connector's name.",
     "ConsumePendingAuthInput.state": "The OAuth `state` the callback received.",
     "CreatePendingAuthInput.state": "The OAuth `state` naming this authorization.",
@@ -196,6 +203,11 @@ BY_FIELD: dict[str, str] = {
     "OperationExists.operation": "The operation claimed before with the same envelope.",
     "OperationConflict.callerDID": "The caller's DID of the key.",
     "OperationConflict.operationID": "The operation id of the key.",
+    "OperationCollected.callerDID": "The caller's DID of the key.",
+    "OperationCollected.operationID": "The operation id of the key.",
+    "OperationCollected.finalState": "The state the operation was collected in (COMMITTED, "
+    "FAILED or SUPERSEDED).",
+    "OperationCollected.collectedAt": "When the operation was collected (epoch ms).",
     "DeleteSyncStatePayload.deleted": "Whether a sync state was deleted.",
     "SetSyncStatePayload.syncState": "The sync state as written.",
     "UpdateSyncProgressInput.version": "The sync state's version the caller read.",
@@ -210,11 +222,15 @@ TYPES: dict[str, str] = {
     "Query": "Reads. Every field needs a bearer token; rows of other tenants read as null or "
     "are left out of lists.",
     "Mutation": "Writes. A tenant writes only rows of its own DID; a service token writes any.",
+    "Subscription": "Streams, over graphql-transport-ws on /graphql (the token in "
+    "connection_init's payload `Authorization` or the upgrade's header) or Apollo's multipart "
+    "protocol over HTTP. Each field has the rights of the queries; a stream ends when its "
+    "token expires.",
     "OperationEdge": "An operation in a page, with its cursor.",
     "WatchEdge": "A watch in a page, with its cursor.",
     "SyncStateEdge": "A sync state in a page, with its cursor.",
-    "ClaimOperationResult": "What a claim did: OperationClaimed, OperationExists or "
-    "OperationConflict.",
+    "ClaimOperationResult": "What a claim did: OperationClaimed, OperationExists, "
+    "OperationConflict or OperationCollected.",
 }
 
 ENUM_VALUES: dict[str, str] = {

@@ -99,6 +99,18 @@ class OperationFilter:
     document_ids: list[str] | None = strawberry.field(
         default=None, description="An empty list matches nothing."
     )
+    owner_did: str | None = None
+    account_key: str | None = None
+    kind: str | None = strawberry.field(
+        default=None, description="Operations whose last recorded outcome had this kind."
+    )
+    updated_after: EpochMillis | None = strawberry.field(
+        default=None, description="Operations last written at or after this time."
+    )
+    updated_before: EpochMillis | None = strawberry.field(
+        default=None,
+        description="Operations last written before this time (not earlier than updatedAfter).",
+    )
 
 
 @strawberry.input(description="The key of a watch: one provider entity of one connector account.")
@@ -118,6 +130,14 @@ class WatchFilter:
     status: VerificationStatus | None = None
     due_before: EpochMillis | None = strawberry.field(
         default=None, description="Watches whose nextAttemptAt is set and earlier than this."
+    )
+    account_key: str | None = None
+    updated_after: EpochMillis | None = strawberry.field(
+        default=None, description="Watches last written at or after this time."
+    )
+    updated_before: EpochMillis | None = strawberry.field(
+        default=None,
+        description="Watches last written before this time (not earlier than updatedAfter).",
     )
 
 
@@ -183,6 +203,9 @@ class RecordIngressInput:
 @strawberry.input(description="Make every operation and watch deferred OFFLINE due at `now`.")
 class ResumeOfflineDeferredInput:
     now: EpochMillis
+    connector_name: str | None = strawberry.field(
+        default=None, description="Only this connector's operations and watches; omitted: all."
+    )
 
 
 @strawberry.input(
@@ -220,9 +243,13 @@ class DeleteExpiredPendingAuthInput:
     cutoff: EpochMillis
 
 
-@strawberry.input(description="Delete finished operations last updated before `olderThan`.")
+@strawberry.input(
+    description="Delete finished operations past their retention: COMMITTED and SUPERSEDED "
+    "ones last updated before `olderThan`, FAILED ones before `failedOlderThan`."
+)
 class CollectFinishedOperationsInput:
     older_than: EpochMillis
+    failed_older_than: EpochMillis | None = None
     limit: int | None = strawberry.field(
         default=None, description="At most this many (1 to 10,000, default 1000)."
     )

@@ -1,7 +1,7 @@
 """The ``Operation`` type: the write-back envelope of one change; a federation entity keyed
 by ``callerDID operationID``."""
 
-from typing import Any
+from typing import Any, Optional
 
 import strawberry
 
@@ -24,7 +24,7 @@ KEY_FIELDS = tuple(to_graphql_name(name) for name in OPERATION_KEY)
 @mirrors(
     OperationRecord,
     types={"state": OperationState, "defer_reason": DeferReason | None},
-    omit={"lease_token"},
+    omit={"lease_token", "reissued_from", "reissued_as"},
 )
 class Operation(Node):
     # The record's leaseToken is served by the field below (null to other viewers); nested
@@ -44,6 +44,20 @@ class Operation(Node):
     )
     async def watch(self, info: strawberry.Info) -> Watch | None:
         return await info.context.visible.watch_of(self.record)
+
+    @strawberry.field(
+        description="The FAILED operation this one reissues (reissueOperations), under the "
+        "same caller; null when it reissues none, or the viewer may not see it."
+    )
+    async def reissued_from(self, info: strawberry.Info) -> Optional["Operation"]:
+        return await info.context.visible.linked("reissuedFrom", self.record, "reissued_from")
+
+    @strawberry.field(
+        description="The operation that reissues this FAILED one (reissueOperations), under "
+        "the same caller; null when it was never reissued, or the viewer may not see it."
+    )
+    async def reissued_as(self, info: strawberry.Info) -> Optional["Operation"]:
+        return await info.context.visible.linked("reissuedAs", self.record, "reissued_as")
 
     @classmethod
     async def resolve_reference(cls, info: strawberry.Info, **key: Any) -> "Operation | None":

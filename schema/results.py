@@ -4,9 +4,10 @@ from typing import Annotated
 
 import strawberry
 
-from schema.enums import ArmOutcome, VerificationOutcome
+from schema.enums import ArmOutcome, OperationState, VerificationOutcome
 from schema.operation import Operation
 from schema.pending_auth import PendingAuth
+from schema.scalars import EpochMillis
 from schema.sync_state import SyncState
 from schema.watch import Watch
 
@@ -28,8 +29,21 @@ class OperationConflict:
     message: str
 
 
+@strawberry.type(
+    description="The same envelope was claimed before, and its operation was finished and "
+    "collected: nothing was written, the write is not to be sent again. Answered while the "
+    "key's tombstone is kept (`RETAIN_KEYS_SECONDS` from `collectedAt`, the idempotency "
+    "window)."
+)
+class OperationCollected:
+    caller_did: str
+    operation_id: str
+    final_state: OperationState
+    collected_at: EpochMillis
+
+
 ClaimOperationResult = Annotated[
-    OperationClaimed | OperationExists | OperationConflict,
+    OperationClaimed | OperationExists | OperationConflict | OperationCollected,
     strawberry.union("ClaimOperationResult"),
 ]
 

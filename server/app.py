@@ -1,4 +1,5 @@
-"""The Starlette application: ``/graphql``, ``/healthz``, ``/readyz`` and ``/metrics``."""
+"""The Starlette application: ``/graphql``, ``/healthz``, ``/readyz``, ``/metrics`` and the
+dashboard at ``/ui``."""
 
 import asyncio
 import contextlib
@@ -6,10 +7,12 @@ import dataclasses
 import json
 import logging
 import re
+import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from cross_web import HTTPException
@@ -18,61 +21,206 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-from starlette.routing import Route
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from strawberry.asgi import GraphQL
+from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocketDisconnected as WebSocketClosed
+from strawberry.asgi import ASGIWebSocketAdapter, GraphQL
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
+from strawberry.http.exceptions import WebSocketDisconnected
 from strawberry.http.parse_content_type import parse_content_type
 from strawberry.schema import BaseSchema
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
+from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL, MULTIPART_SUBSCRIPTION_PROTOCOL
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
+    BaseGraphQLTransportWSHandler,
+)
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import ConnectionInitMessage
 from strawberry.types.execution import ExecutionResult
 
 from resolvers.budget import DEFAULT_MAX_RESPONSE_BYTES, Budget
 from resolvers.codes import OPERATION_RESOLUTION_FAILURE, PERSISTED_QUERY_NOT_FOUND
 from resolvers.context import Context
 from resolvers.errors import RequestError
+from resolvers.live import Hub, LiveLimits, Session
 from resolvers.loaders import Loaders
 from resolvers.permissions import Viewer
-from server.auth import Authentication, Authenticator, authenticator, startup_headers
+from server.auth import (
+    TOKEN_UNTIL,
+    Authentication,
+    Authenticator,
+    Unauthenticated,
+    authenticator,
+    startup_headers,
+)
 from server.graph import build_schema
 from server.http_server import REFUSED_STATUS, ShutdownCut, listening
 from server.metrics import Metrics, metrics_endpoint, refreshing
 from server.responses import http_exception, method_not_allowed, request_error
 from server.settings import Settings
-from server.sweeper import Sweeper
+from server.sweeper import Retention, Sweeper
 from server.telemetry import RequestTelemetry, current_request
 from server.tracing import trace_store, tracer_for
 from store import ConnectorStore
 from store.database import Database
 from store.errors import DatabaseUnavailable
 from store.persisted_queries import sha256_hex
+from store.retention import RETAIN_FAILED_S
 
 log = logging.getLogger("connector_store")
 
 
 GRAPHIQL_ASSETS = Path(__file__).parent / "static" / "graphiql"
+DASHBOARD_ASSETS = Path(__file__).parent / "static" / "ui"
+DASHBOARD_DOCUMENTS = (
+    Path(__file__).resolve().parents[1] / "graphql" / "operations" / "dashboard.graphql"
+)
+"""The documents the dashboard sends: it loads them from the server (``/ui/dashboard.graphql``),
+so they live in one file, the one the schema tests validate."""
 LOOPBACK = frozenset({"127.0.0.1", "::1"})
 LOOPBACK_NAMES = LOOPBACK | {"localhost"}
 HEADERS_SLOT = "/*STARTUP_HEADERS*/null"
 
 
+WS_FORBIDDEN = 4403
+"""graphql-transport-ws's close code for a connection refused (graphql-ws' ``Forbidden``): no
+token, a token not valid, or one that has expired; the close reason says which."""
+MAX_CLOSE_REASON_BYTES = 123
+"""The most a WebSocket close frame's reason may hold (RFC 6455)."""
+EXPIRY_CLOSE_GRACE_S = 0.5
+"""How long after a token expires its WebSocket is closed: its subscriptions' own
+``UNAUTHENTICATED`` errors go out first."""
+NO_WS_TOKEN = (
+    'send a bearer token: connection_init\'s payload {"Authorization": "Bearer …"} '
+    "or the upgrade's Authorization header"
+)
+
+
+def close_reason(text: str) -> str:
+    """``text`` cut to a close frame's ``MAX_CLOSE_REASON_BYTES`` of UTF-8."""
+    data = text.encode()
+    if len(data) <= MAX_CLOSE_REASON_BYTES:
+        return text
+    return data[: MAX_CLOSE_REASON_BYTES - 3].decode(errors="ignore") + "…"
+
+
+def connection_authorization(payload: Mapping[str, Any], headers: Mapping[str, str]) -> str | None:
+    """A WebSocket's ``Authorization``: ``connection_init``'s payload ``Authorization`` (or
+    ``authorization``) when it has one, else the upgrade request's header."""
+    given = payload.get("Authorization", payload.get("authorization"))
+    if given is not None:
+        return given if isinstance(given, str) else ""
+    return headers.get("authorization")
+
+
+class TextWebSocket(ASGIWebSocketAdapter):
+    """Strawberry's WebSocket adapter, every message a text frame (graphql-transport-ws
+    clients read text; our JSON encoder gives bytes, which it would send as binary); a
+    message sent after the connection was closed (a subscription's event racing the close
+    of an expired token) is Strawberry's ``WebSocketDisconnected``, like a client gone."""
+
+    async def send_json(self, message: Mapping[str, object]) -> None:
+        encoded = self.view.encode_json(message)
+        text = encoded.decode() if isinstance(encoded, bytes) else encoded
+        try:
+            await self.ws.send_text(text)
+        except (WebSocketDisconnect, WebSocketClosed) as exc:
+            raise WebSocketDisconnected from exc
+
+
+class TokenTransportWS(BaseGraphQLTransportWSHandler[Context, None]):
+    """graphql-transport-ws whose ``connection_init`` carries the token (its payload's
+    ``Authorization``, or the upgrade's header): refused with close code 4403 and the reason
+    (``close_reason``), accepted with the viewer set on the connection's context; when the
+    token expires its subscriptions end with ``UNAUTHENTICATED`` and, ``EXPIRY_CLOSE_GRACE_S``
+    later, the connection is closed with 4403."""
+
+    expiry: asyncio.TimerHandle | None = None
+
+    async def handle_connection_init(self, message: ConnectionInitMessage) -> None:
+        payload = message.get("payload", {})
+        if self.connection_init_received or not isinstance(payload, dict):
+            await super().handle_connection_init(message)
+            return
+        view = cast(GraphQLApp, self.view)
+        websocket: WebSocket = self.context.request
+        authorization = connection_authorization(payload, websocket.headers)
+        try:
+            if authorization is None or view.authenticator is None:
+                raise Unauthenticated(NO_WS_TOKEN, error=None)
+            viewer, until = view.authenticator.credentials(authorization)
+        except Unauthenticated as refused:
+            self.connection_init_received = True
+            if self.connection_init_timeout_task is not None:
+                self.connection_init_timeout_task.cancel()
+            await self.websocket.close(code=WS_FORBIDDEN, reason=close_reason(str(refused)))
+            return
+        self.context.signed_in(viewer, until)
+        self.expiry = asyncio.get_running_loop().call_later(
+            max(0.0, until - time.time()) + EXPIRY_CLOSE_GRACE_S,
+            lambda: asyncio.ensure_future(self.expired()),
+        )
+        await super().handle_connection_init(message)
+
+    async def expired(self) -> None:
+        """The token has expired: close the connection (its subscriptions end with it)."""
+        with contextlib.suppress(WebSocketClosed, WebSocketDisconnected):
+            await self.websocket.close(
+                code=WS_FORBIDDEN, reason="the token has expired: connect again with a new one"
+            )
+
+    async def shutdown(self) -> None:
+        if self.expiry is not None:
+            self.expiry.cancel()
+        await super().shutdown()
+
+
 class GraphQLApp(GraphQL):
     """Strawberry's ASGI view with our request context and a GraphiQL page whose assets
-    this server serves itself (at ``/graphiql``), so it works with no internet."""
+    this server serves itself (at ``/graphiql``), so it works with no internet.
+
+    Subscriptions: graphql-transport-ws on the same path (``TokenTransportWS``), and
+    Apollo's multipart protocol over HTTP (``Accept: multipart/mixed;subscriptionSpec=1.0``).
+    A WebSocket from any origin is accepted: its token is never a cookie, so a page of
+    another site gains nothing it did not already hold."""
+
+    websocket_adapter_class = TextWebSocket  # type: ignore[assignment]
+    graphql_transport_ws_handler_class = TokenTransportWS  # type: ignore[assignment]
 
     def __init__(
         self,
         schema: BaseSchema,
         *,
         graphiql: bool,
+        authenticator: Authenticator | None = None,
         startup_token: str | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        retain_failed_ms: int = RETAIN_FAILED_S * 1000,
+        max_subscriptions_per_connection: int = 100,
+        connection_init_timeout_s: float = 10.0,
     ) -> None:
-        super().__init__(schema, graphql_ide="graphiql" if graphiql else None)
+        super().__init__(
+            schema,
+            graphql_ide="graphiql" if graphiql else None,
+            subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL, MULTIPART_SUBSCRIPTION_PROTOCOL),
+            connection_init_wait_timeout=timedelta(seconds=connection_init_timeout_s),
+            # A backstop on every operation in flight on one WebSocket (queries too); the
+            # subscriptions' own bound, with its error code, is the hub's.
+            max_subscriptions_per_connection=2 * max_subscriptions_per_connection,
+            allowed_origins=("*",),
+        )
+        self.authenticator = authenticator
         self.startup_token = startup_token
         self.max_response_bytes = max_response_bytes
+        self.retain_failed_ms = retain_failed_ms
 
     def encode_json(self, data: object) -> bytes:
         """A response body, by orjson (several times faster than ``json.dumps``); a value
@@ -152,7 +300,11 @@ class GraphQLApp(GraphQL):
         else:
             if graphql_response and scope.get(REQUEST_FAILED):
                 response.status_code = 400
-        if graphql_response and response.media_type in (None, "application/json"):
+        if (
+            graphql_response
+            and not isinstance(response, StreamingResponse)
+            and response.media_type in (None, "application/json")
+        ):
             response.headers["content-type"] = GRAPHQL_RESPONSE_JSON
         await response(scope, receive, send)
 
@@ -232,22 +384,69 @@ class GraphQLApp(GraphQL):
         connection comes from loopback and the page was asked for by a loopback name (a
         ``Host`` of another name is a page of another site, e.g. by DNS rebinding)."""
         page = (GRAPHIQL_ASSETS / "index.html").read_text()
-        client = request.client.host if request.client else None
-        host = request.url.hostname
-        if self.startup_token is not None and client in LOOPBACK and host in LOOPBACK_NAMES:
+        if self.startup_token is not None and on_loopback(request):
             headers = startup_headers(self.startup_token)
             page = page.replace(HEADERS_SLOT, json.dumps(headers).replace("<", "\\u003c"))
         return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
-    async def get_context(self, request: Request, response: Response) -> Context:  # type: ignore[override]
+    async def get_context(self, request: Request | WebSocket, response: Any) -> Context:  # type: ignore[override]
+        """The request's context; a WebSocket's stands for the connection, anonymous until
+        its ``connection_init`` (``TokenTransportWS``)."""
         store: ConnectorStore = request.app.state.store
+        viewer = request.scope.get("viewer") or Viewer.anonymous()
         return Context(
             store=store,
-            viewer=request.scope.get("viewer") or Viewer.anonymous(),
+            viewer=viewer,
             loaders=Loaders(store, Budget(max_bytes=self.max_response_bytes)),
             request_id=request_id(),
             request=request,
+            retain_failed_ms=self.retain_failed_ms,
+            hub=getattr(request.app.state, "hub", None),
+            session=Session(viewer, request.scope.get(TOKEN_UNTIL)),
         )
+
+
+def on_loopback(request: Request) -> bool:
+    """The browser is on this machine: the connection comes from loopback and the page was
+    asked for by a loopback name (a ``Host`` of another name is a page of another site, e.g.
+    by DNS rebinding). Only then do GraphiQL and the dashboard come with the startup token."""
+    client = request.client.host if request.client else None
+    return client in LOOPBACK and request.url.hostname in LOOPBACK_NAMES
+
+
+DASHBOARD_TOKEN_SLOT = '<script id="startup-token" type="application/json">null</script>'
+DASHBOARD_POLICY = (
+    "default-src 'self'; connect-src 'self'; img-src 'self' data:; object-src 'none'; "
+    "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+"""The dashboard's Content-Security-Policy: the page loads and calls nothing but this server."""
+
+
+def dashboard(startup_token: str | None) -> Any:
+    """The dashboard's page at ``/ui``: its token slot (a JSON data block, never run as a
+    script) holds the startup admin token for a browser on this machine (``on_loopback``)
+    when the server made its own secret; otherwise null, and the page asks for a token."""
+
+    async def page(request: Request) -> Response:
+        text = (DASHBOARD_ASSETS / "index.html").read_text()
+        if startup_token is not None and on_loopback(request):
+            token = json.dumps(startup_token).replace("<", "\\u003c")
+            text = text.replace(DASHBOARD_TOKEN_SLOT, DASHBOARD_TOKEN_SLOT.replace("null", token))
+        return HTMLResponse(
+            text,
+            headers={"Cache-Control": "no-store", "Content-Security-Policy": DASHBOARD_POLICY},
+        )
+
+    return page
+
+
+async def dashboard_documents(_: Request) -> Response:
+    """``graphql/operations/dashboard.graphql``, the documents the dashboard sends."""
+    return Response(
+        DASHBOARD_DOCUMENTS.read_text(),
+        media_type="application/graphql",
+        headers={"Cache-Control": "no-cache"},
+    )
 
 
 SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
@@ -428,7 +627,7 @@ async def sweeping(
     sweeper = Sweeper(
         store,
         interval_s=settings.sweep_interval_seconds,
-        retain_ms=settings.retain_finished_seconds * 1000,
+        retention=Retention.of(settings),
         batch=settings.sweep_batch,
         on_result=None if metrics is None else metrics.observe_sweep,
     )
@@ -507,24 +706,34 @@ def create_app(
     if tracer is None:
         tracer = tracer_for(settings.otel_exporter_otlp_endpoint)
 
+    limits = LiveLimits(
+        per_connection=settings.max_subscriptions_per_connection,
+        per_viewer=settings.max_subscriptions_per_viewer,
+        queue=settings.subscription_queue,
+        recheck_ms=settings.wakeup_recheck_ms,
+    )
+
+    @contextlib.asynccontextmanager
+    async def serving(app: Starlette, store: ConnectorStore) -> AsyncIterator[None]:
+        app.state.store = store
+        app.state.hub = Hub(store, limits, metrics)
+        async with (
+            observing(settings, store, metrics, tracer),
+            sweeping(settings, store, metrics) as app.state.sweeper,
+            app.state.hub.running(settings.listen_database_url or None),
+        ):
+            yield
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if store is not None:
-            app.state.store = store
-            async with (
-                observing(settings, store, metrics, tracer),
-                sweeping(settings, store, metrics) as app.state.sweeper,
-            ):
+            async with serving(app, store):
                 yield
             return
         db = settings.database()
         await db.connect()
-        app.state.store = ConnectorStore(db)
         try:
-            async with (
-                observing(settings, app.state.store, metrics, tracer),
-                sweeping(settings, app.state.store, metrics) as app.state.sweeper,
-            ):
+            async with serving(app, ConnectorStore(db)):
                 yield
         finally:
             await close_pool(db)
@@ -532,15 +741,29 @@ def create_app(
     graphql = GraphQLApp(
         build_schema(settings),
         graphiql=settings.graphiql,
+        authenticator=auth,
         startup_token=startup_token,
         max_response_bytes=settings.max_response_bytes,
+        retain_failed_ms=settings.retain_failed_seconds * 1000,
+        max_subscriptions_per_connection=settings.max_subscriptions_per_connection,
+        connection_init_timeout_s=settings.header_timeout_seconds,
     )
     app = Starlette(
         routes=[
             Route("/", graphql_redirect),
             Route("/graphql", graphql, methods=["GET", "POST"]),
+            WebSocketRoute("/graphql", graphql),
             Route("/healthz", healthz),
             Route("/readyz", readyz),
+            *(
+                [
+                    Route("/ui", dashboard(startup_token)),
+                    Route("/ui/dashboard.graphql", dashboard_documents),
+                    Mount("/ui/assets", StaticFiles(directory=DASHBOARD_ASSETS), name="ui"),
+                ]
+                if settings.dashboard
+                else []
+            ),
             *(
                 [Route("/metrics", metrics_endpoint)]
                 if metrics is not None and settings.metrics_port is None
@@ -554,6 +777,7 @@ def create_app(
         app.mount("/graphiql", StaticFiles(directory=GRAPHIQL_ASSETS), name="graphiql")
     if store is not None:
         app.state.store = store
+        app.state.hub = Hub(store, limits, metrics)
     app.state.metrics = metrics
     app.add_middleware(
         RequestBody, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_seconds

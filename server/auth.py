@@ -47,8 +47,13 @@ log = logging.getLogger("connector_store.auth")
 
 SECRET_FILE = "jwt-secret"
 STARTUP_TOKEN_TTL_SECONDS = 12 * 3600
-OPEN_PATHS = frozenset({"/", "/healthz", "/readyz"})
-OPEN_PREFIXES = ("/graphiql/",)
+OPEN_PATHS = frozenset({"/", "/healthz", "/readyz", "/ui", "/ui/dashboard.graphql"})
+OPEN_PREFIXES = ("/graphiql/", "/ui/assets/")
+"""The pages and their assets: they hold no data (the dashboard, like GraphiQL, sends the
+user's token with each GraphQL request it makes)."""
+TOKEN_UNTIL = "connector_store.token_until"
+"""The ASGI scope key of until when the request's token is accepted (epoch seconds): a
+subscription over HTTP ends then."""
 
 
 class AuthError(Exception):
@@ -111,17 +116,17 @@ class VerifiedTokens:
         self.clock = clock
         self.entries: OrderedDict[str, tuple[Viewer, float]] = OrderedDict()
 
-    def get(self, token: str) -> Viewer | None:
-        """The viewer of ``token`` when it was verified and has not expired since."""
+    def get(self, token: str) -> tuple[Viewer, float] | None:
+        """The viewer of ``token`` and until when it is accepted (epoch seconds), when it
+        was verified and has not expired since."""
         entry = self.entries.get(token)
         if entry is None:
             return None
-        viewer, until = entry
-        if self.clock() >= until:
+        if self.clock() >= entry[1]:
             del self.entries[token]
             return None
         self.entries.move_to_end(token)
-        return viewer
+        return entry
 
     def put(self, token: str, viewer: Viewer, until: float) -> None:
         """Remember ``viewer`` for ``token`` until ``until`` (epoch seconds)."""
@@ -151,6 +156,11 @@ class Authenticator:
 
     def viewer(self, authorization: str | None) -> Viewer:
         """The viewer of an ``Authorization`` header; raises ``Unauthenticated``."""
+        return self.credentials(authorization)[0]
+
+    def credentials(self, authorization: str | None) -> tuple[Viewer, float]:
+        """The viewer of an ``Authorization`` header and until when its token is accepted
+        (epoch seconds: ``exp`` plus the leeway); raises ``Unauthenticated``."""
         if not authorization:
             raise Unauthenticated(
                 "this request needs a bearer token (Authorization: Bearer …)", error=None
@@ -160,17 +170,23 @@ class Authenticator:
             raise Unauthenticated(
                 "the Authorization header must be 'Bearer <token>'", error="invalid_request"
             )
-        return self.verify(token.strip())
+        return self.accepted(token.strip())
 
     def verify(self, token: str) -> Viewer:
         """The viewer a token names; raises ``Unauthenticated`` when it is not valid.
         Remembered (``verified``) once accepted, until it expires."""
-        viewer = self.verified.get(token)
-        if viewer is not None:
-            return viewer
+        return self.accepted(token)[0]
+
+    def accepted(self, token: str) -> tuple[Viewer, float]:
+        """The viewer a token names and until when it is accepted (epoch seconds); raises
+        ``Unauthenticated`` when it is not valid. Remembered (``verified``) once accepted,
+        until it expires."""
+        entry = self.verified.get(token)
+        if entry is not None:
+            return entry
         viewer, exp = self.decode(token)
         self.verified.put(token, viewer, exp + self.leeway)
-        return viewer
+        return viewer, exp + self.leeway
 
     def decode(self, token: str) -> tuple[Viewer, float]:
         """The viewer a token names and its ``exp``, checked by PyJWT; raises
@@ -320,8 +336,9 @@ def is_graphiql_page(scope: Scope) -> bool:
 
 
 class Authentication:
-    """ASGI middleware: every HTTP request but ``/healthz``, ``/readyz``, the GraphiQL page
-    and its assets needs a valid bearer token; its viewer goes to ``scope["viewer"]``."""
+    """ASGI middleware: every HTTP request but ``/healthz``, ``/readyz``, the GraphiQL page,
+    the dashboard's page and their assets needs a valid bearer token; its viewer goes to
+    ``scope["viewer"]``."""
 
     def __init__(self, app: ASGIApp, authenticator: Authenticator) -> None:
         self.app = app
@@ -339,7 +356,7 @@ class Authentication:
         try:
             if len(headers) > 1:
                 raise Unauthenticated("send one Authorization header", error="invalid_request")
-            scope["viewer"] = self.authenticator.viewer(
+            scope["viewer"], scope[TOKEN_UNTIL] = self.authenticator.credentials(
                 headers[0].decode("latin-1") if headers else None
             )
         except Unauthenticated as refused:

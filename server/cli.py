@@ -8,6 +8,7 @@ traceback.
 """
 
 import asyncio
+import dataclasses
 import os
 import sys
 from typing import NoReturn
@@ -20,7 +21,7 @@ from server.auth import STARTUP_TOKEN_TTL_SECONDS, AuthError, authenticator
 from server.http_server import PortUnavailable, check_port, serve_http
 from server.logs import configure_logging
 from server.settings import Settings
-from server.sweeper import sweep
+from server.sweeper import Retention, cutoffs, sweep
 from server.workers import STARTUP_TOKEN_ENV, WorkersFailing, reuse_port_socket, supervise
 from store import ConnectorStore
 from store import validation as check
@@ -206,8 +207,14 @@ def collect_command(
     older_than_seconds: int | None = typer.Option(
         None,
         min=0,
-        help="Collect finished operations last updated longer ago than this "
+        help="Collect committed and superseded operations last updated longer ago than this "
         "(default RETAIN_FINISHED_SECONDS).",
+    ),
+    failed_older_than_seconds: int | None = typer.Option(
+        None,
+        min=0,
+        help="Collect failed operations last updated longer ago than this "
+        "(default RETAIN_FAILED_SECONDS).",
     ),
     batch: int | None = typer.Option(
         None, min=1, max=10_000, help="Operations deleted per statement (default SWEEP_BATCH)."
@@ -216,18 +223,23 @@ def collect_command(
         False, "--dry-run", help="Count what would be collected; delete nothing."
     ),
 ) -> None:
-    """Delete every finished operation older than the retention, in batches, with a progress
-    bar, and expired pending authorizations, by the sweeper's own sweep (and its lock);
-    prints the totals. With --dry-run, prints what would go."""
+    """Delete every finished operation older than its retention (failed ones are kept
+    longer), in batches, with a progress bar, the tombstones of collected keys older than
+    RETAIN_KEYS_SECONDS, and expired pending authorizations, by the sweeper's own sweep (and
+    its lock); prints the totals. With --dry-run, prints what would go."""
     settings = Settings()
     require_database_folder(settings)
-    retain_ms = 1000 * (
-        settings.retain_finished_seconds if older_than_seconds is None else older_than_seconds
-    )
-    asyncio.run(collect_backlog(settings, retain_ms, batch or settings.sweep_batch, dry_run))
+    retention = Retention.of(settings)
+    if older_than_seconds is not None:
+        retention = dataclasses.replace(retention, finished_ms=older_than_seconds * 1000)
+    if failed_older_than_seconds is not None:
+        retention = dataclasses.replace(retention, failed_ms=failed_older_than_seconds * 1000)
+    asyncio.run(collect_backlog(settings, retention, batch or settings.sweep_batch, dry_run))
 
 
-async def collect_backlog(settings: Settings, retain_ms: int, batch: int, dry_run: bool) -> None:
+async def collect_backlog(
+    settings: Settings, retention: Retention, batch: int, dry_run: bool
+) -> None:
     """``collect``'s work: count the backlog, then sweep it (``server.sweeper.sweep``) with a
     progress bar, or only count it."""
     db = settings.database(pool_size=2)
@@ -235,23 +247,27 @@ async def collect_backlog(settings: Settings, retain_ms: int, batch: int, dry_ru
     try:
         store = ConnectorStore(db)
         now = store.clock()
-        backlog = await store.retention.count_finished_operations(max(now - retain_ms, 0))
+        older_than, failed_older_than, keys_cutoff = cutoffs(retention, now)
+        backlog = await store.retention.count_finished_operations(
+            older_than, failed_older_than=failed_older_than
+        )
         if dry_run:
             expired = await store.retention.count_expired_pending_auth(now)
+            tombstones = await store.retention.count_expired_tombstones(keys_cutoff)
             typer.echo(
-                f"would collect {backlog} finished operations, {expired} expired pending auth "
-                "(dry run: nothing deleted)"
+                f"would collect {backlog} finished operations, {expired} expired pending auth, "
+                f"{tombstones} expired tombstones (dry run: nothing deleted)"
             )
             return
         with typer.progressbar(length=backlog, label="collecting finished operations") as bar:
-            result = await sweep(store, retain_ms=retain_ms, batch=batch, on_batch=bar.update)
+            result = await sweep(store, retention=retention, batch=batch, on_batch=bar.update)
     finally:
         await db.disconnect()
     if result is None:
         fail("another process is sweeping (a server's sweeper holds the lock): try again later")
     typer.echo(
         f"collected {result.operations} finished operations, "
-        f"{result.pending_auth} expired pending auth"
+        f"{result.pending_auth} expired pending auth, {result.tombstones} expired tombstones"
     )
 
 

@@ -14,11 +14,15 @@ from strawberry.types.info import Info
 
 from resolvers.batch_mutations import BatchMutation
 from resolvers.context import Context
+from resolvers.counts import CountsQuery
 from resolvers.errors import bad_input, requested_operation_name
 from resolvers.leasing import AccountsQuery, LeasingMutation
 from resolvers.mutations import Mutation
+from resolvers.operator import OperatorMutation, ViewerQuery
+from resolvers.permissions import guard_subscriptions
 from resolvers.queries import Query
 from resolvers.strawberry_internals import graphql_schema
+from resolvers.subscriptions import Subscription
 from schema.descriptions import describe
 from schema.names import SeedNameConverter
 from schema.operation import Operation
@@ -71,6 +75,31 @@ class ConnectorSchema(strawberry.federation.Schema):
         finally:
             requested_operation_name.reset(given)
 
+    async def stream(
+        self,
+        query: str | None,
+        variable_values: dict[str, Any] | None = None,
+        context_value: Any | None = None,
+        root_value: Any | None = None,
+        operation_name: str | None = None,
+        operation_extensions: dict[str, Any] | None = None,
+        allowed_operation_types: Iterable[OperationType] | None = None,
+    ) -> Any:
+        """Strawberry's ``stream`` (every operation over a WebSocket, and a subscription
+        over HTTP), each operation with a context of its own (``Context.fresh``: a
+        WebSocket's operations share the connection's context, never its loaders)."""
+        if isinstance(context_value, Context):
+            context_value = context_value.fresh()
+        return await super().stream(
+            query,
+            variable_values,
+            context_value,
+            root_value,
+            operation_name,
+            operation_extensions,
+            allowed_operation_types,
+        )
+
     def entities_resolver(
         self, info: Info, representations: list[FederationAny]
     ) -> list[FederationAny]:
@@ -95,12 +124,16 @@ def build_schema(settings: Settings | None = None) -> strawberry.federation.Sche
     """The API's schema, its extensions the pipeline ``settings`` give (``server.pipeline``)."""
     settings = settings or Settings()
     schema = ConnectorSchema(
-        query=merge_types("Query", (Query, AccountsQuery)),
-        mutation=merge_types("Mutation", (Mutation, BatchMutation, LeasingMutation)),
+        query=merge_types("Query", (Query, AccountsQuery, ViewerQuery, CountsQuery)),
+        mutation=merge_types(
+            "Mutation", (Mutation, BatchMutation, LeasingMutation, OperatorMutation)
+        ),
+        subscription=Subscription,
         types=[Operation, Watch],
         extensions=[pipeline_extension(settings)],
         config=StrawberryConfig(name_converter=SeedNameConverter(), scalar_map=SCALAR_MAP),
         federation_version=FEDERATION_VERSION,
     )
     describe(graphql_schema(schema))
+    guard_subscriptions(graphql_schema(schema))
     return schema

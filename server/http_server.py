@@ -31,6 +31,8 @@ are held open, so ``Bounds`` adds them to uvicorn's HTTP/1.1 protocol of ``HTTP_
 - a response that starts before its request's body has all arrived (401, 413, 408, any early
   answer) says ``Connection: close`` (``CloseAfterEarlyAnswer``, around the application),
   so uvicorn closes the connection after it rather than reading and discarding the rest;
+- a connection upgraded to a WebSocket leaves these deadlines behind (the WebSocket protocol
+  has its own pings and bounds; subscriptions have theirs, ``resolvers.live``);
 - at shutdown, a request that has not started its response ``SHUTDOWN_GRACE_SECONDS``
   later is cut: cancelled and answered 503 ``SERVICE_UNAVAILABLE`` (retryable) with
   ``Connection: close`` by ``ShutdownCut``, logged at WARNING, counted as 503; a response
@@ -41,9 +43,10 @@ A stalled request body is bounded at ASGI level (``server.app.RequestBody``).
 What this relies on beyond uvicorn's public settings, pinned by
 ``tests/test_http_server.py`` for both protocols (``H11Protocol`` and ``HttpToolsProtocol``):
 their ``connection_made``, ``data_received``, ``connection_lost``, ``on_response_complete``,
-``shutdown``, ``pause_writing`` and ``resume_writing`` hooks, their ``loop`` and
-``transport``, their ``connections`` set (the server's open connections), and their ``cycle``
-(the latest request whose head arrived, None before the first) with ``response_started``,
+``handle_websocket_upgrade``, ``shutdown``, ``pause_writing`` and ``resume_writing`` hooks,
+their ``loop`` and ``transport``, their ``connections`` set (the server's open connections),
+and their ``cycle`` (the latest request whose head arrived, None before the first) with
+``response_started``,
 ``response_complete``, ``more_body``, ``scope`` (the dict the application is called with)
 and ``body`` (the body bytes parsed and not yet received by the application); and, for
 ``listening`` (a second port on the running loop, the metrics'), ``ServerState`` and the
@@ -139,6 +142,7 @@ class Bounds(asyncio.Protocol):
         self.head_tail = b""
         self.framing_cycle: Any = None
         self.framing_bytes = 0
+        self.upgraded = False
         self.await_head()
         if len(self.connections) > self.max_connections:
             self.make_room()
@@ -147,13 +151,24 @@ class Bounds(asyncio.Protocol):
         if self.awaiting_head() and self.head_too_large(data):
             return
         for start in range(0, len(data), READ_SLICE):
-            if self.transport.is_closing():
+            if self.transport.is_closing() or self.upgraded:
                 return
             self.parse(data[start : start + READ_SLICE])
+        if self.upgraded:
+            return
         if self.in_flight():
             self.cancel_head_deadline()
         elif self.head_deadline is None:
             self.await_head()
+
+    def handle_websocket_upgrade(self, *event: Any) -> None:
+        """The connection becomes a WebSocket (uvicorn hands its transport to the WebSocket
+        protocol): this protocol's deadlines stop, or the head deadline would close the
+        WebSocket ``HEADER_TIMEOUT_SECONDS`` after it opened."""
+        self.upgraded = True
+        self.cancel_head_deadline()
+        self.cancel_send_deadline()
+        super().handle_websocket_upgrade(*event)  # type: ignore[misc]
 
     def on_response_complete(self) -> None:
         self.idle_since = self.loop.time()

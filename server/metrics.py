@@ -171,7 +171,7 @@ class Metrics:
         )
         self.swept_rows = Counter(
             "connector_sweeper_deleted_rows",
-            "Rows the sweeper deleted, by kind: operations, pending_auth.",
+            "Rows the sweeper deleted, by kind: operations, pending_auth, tombstones.",
             ["kind"],
             registry=r,
         )
@@ -185,14 +185,39 @@ class Metrics:
             "markSendStarted calls that found another run's mark: the attempt is contested.",
             registry=r,
         )
+        self.subscriptions = Gauge(
+            "connector_subscriptions",
+            "Open subscriptions, by root field (summed over the workers).",
+            ["field"],
+            registry=r,
+            multiprocess_mode="livesum",
+        )
+        self.subscription_events = Counter(
+            "connector_subscription_events",
+            "Events delivered to subscribers, by root field.",
+            ["field"],
+            registry=r,
+        )
         self.store: ConnectorStore | None = None
         self._names: set[str] = set()
         for state in OPERATION_STATES:
             self.operations.labels(state)
         for result in ("swept", "skipped", "failed"):
             self.sweeps.labels(result)
-        for kind in ("operations", "pending_auth"):
+        for kind in ("operations", "pending_auth", "tombstones"):
             self.swept_rows.labels(kind)
+
+    def opened(self, field: str) -> None:
+        """A subscription of root field ``field`` started (``resolvers.live.Observer``)."""
+        self.subscriptions.labels(field).inc()
+
+    def closed(self, field: str) -> None:
+        """A subscription of root field ``field`` ended."""
+        self.subscriptions.labels(field).dec()
+
+    def delivered(self, field: str) -> None:
+        """An event of root field ``field`` went to its subscriber."""
+        self.subscription_events.labels(field).inc()
 
     def operation_label(self, name: str | None) -> str:
         """A bounded label for a client-chosen operation name."""
@@ -221,6 +246,7 @@ class Metrics:
             self.sweeps.labels("swept").inc()
             self.swept_rows.labels("operations").inc(result.operations)
             self.swept_rows.labels("pending_auth").inc(result.pending_auth)
+            self.swept_rows.labels("tombstones").inc(result.tombstones)
 
     async def refresh_tables(self) -> None:
         """Count operations by state and the due operations and watches (the store's

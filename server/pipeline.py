@@ -42,8 +42,9 @@ operation has started, only the ``resolve`` hooks a step says it needs for this 
    errors are set.
 7. ``AddValidationRules([NoSchemaIntrospectionCustomRule])``, only when introspection is
    off: adds its rule when the operation starts, before ``CodedValidation`` codes the rules.
-8. ``CodedValidation``: swaps each validation rule for its coded twin before validation,
-   before ``DocumentCache`` validates (and caches) with them.
+8. ``CodedValidation``: adds the API's rule (a mutation takes work in its last root field
+   only: ``resolvers.taking``) and swaps each validation rule for its coded twin before
+   validation, before ``DocumentCache`` validates (and caches) with them.
 9. ``DocumentCache``: last, so that it parses with the options and validates with the rules
    and errors everything above has set, and does each step from its caches.
 """
@@ -93,7 +94,7 @@ def pipeline(settings: Settings) -> list[Callable[[], SchemaExtension]]:
 
 
 Step = Callable[[], SchemaExtension]
-PHASES = ("on_operation", "on_parse", "on_validate", "on_execute")
+PHASES = ("on_operation", "on_parse", "on_validate", "on_execute", "on_stream_result")
 
 
 class Pipeline(SchemaExtension):
@@ -122,6 +123,14 @@ class Pipeline(SchemaExtension):
 
     def on_execute(self) -> Iterator[None]:
         yield from self.nested("on_execute")
+
+    def on_stream_result(self, result: Any) -> Iterator[None]:  # type: ignore[override]
+        """Each result of a stream (a subscription's events), before it is sent: the steps'
+        ``on_stream_result`` hooks, in order (``ErrorCodes`` codes its errors)."""
+        for index, hook in self.hooks["on_stream_result"]:
+            for _ in hook(self.steps[index], result):
+                pass
+        yield
 
     def nested(self, phase: str, started: Callable[[], None] | None = None) -> Iterator[None]:
         """The hooks of ``phase`` nested as ``with`` blocks: before-parts in order, then
@@ -184,11 +193,12 @@ class Pipeline(SchemaExtension):
 @cache
 def phase_hooks(
     kinds: tuple[type[SchemaExtension], ...],
-) -> dict[str, list[tuple[int, Callable[[Any], Generator[None, None, None]]]]]:
-    """For each phase, the hooks of the step classes ``kinds`` that have one of their own,
+) -> dict[str, list[tuple[int, Callable[..., Generator[None, None, None]]]]]:
+    """For each phase (``on_stream_result``, whose hooks take the result, included), the
+    hooks of the step classes ``kinds`` that have one of their own,
     with each step's index, in order (worked out once per list of classes); raises
     ``TypeError`` for a hook that is not a generator function."""
-    hooks: dict[str, list[tuple[int, Callable[[Any], Generator[None, None, None]]]]] = {}
+    hooks: dict[str, list[tuple[int, Callable[..., Generator[None, None, None]]]]] = {}
     for phase in PHASES:
         default = getattr(SchemaExtension, phase)
         hooks[phase] = []

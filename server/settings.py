@@ -8,6 +8,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from resolvers.budget import DEFAULT_MAX_RESPONSE_BYTES
 from store.database import Database
+from store.retention import RETAIN_FAILED_S, RETAIN_FINISHED_S, RETAIN_KEYS_S
 
 
 class Settings(BaseSettings):
@@ -37,6 +38,7 @@ class Settings(BaseSettings):
         "own setting).",
     )
     graphiql: bool = True
+    dashboard: bool = True
     introspection: bool = True
     max_query_depth: int = Field(default=12, ge=1)
     max_query_tokens: int = Field(default=5000, ge=1)
@@ -86,7 +88,23 @@ class Settings(BaseSettings):
     log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "info"
     sweeper: bool = Field(default=True, description="Run the background sweeper (SWEEPER).")
     sweep_interval_seconds: float = Field(default=300.0, gt=0)
-    retain_finished_seconds: int = Field(default=7 * 24 * 3600, ge=0)
+    retain_finished_seconds: int = Field(
+        default=RETAIN_FINISHED_S,
+        ge=0,
+        description="COMMITTED and SUPERSEDED operations are kept this long after their last "
+        "update.",
+    )
+    retain_failed_seconds: int = Field(
+        default=RETAIN_FAILED_S,
+        ge=0,
+        description="FAILED operations are kept this long after their last update.",
+    )
+    retain_keys_seconds: int = Field(
+        default=RETAIN_KEYS_S,
+        ge=0,
+        description="A collected operation's tombstone (its key answers OperationCollected) "
+        "is kept this long after its collection.",
+    )
     sweep_batch: int = Field(default=1000, ge=1, le=10_000)
     db_statement_cache_size: int | None = Field(
         default=None, ge=0, description="asyncpg's statement cache; 0 behind pgbouncer."
@@ -103,6 +121,31 @@ class Settings(BaseSettings):
     jwt_issuer: str = ""
     jwt_audience: str = ""
     jwt_leeway_seconds: float = Field(default=30.0, ge=0)
+    listen_database_url: str = Field(
+        default="",
+        description="PostgreSQL: where each process LISTENs for wake-ups, on a connection of "
+        "its own (a direct one: LISTEN does not work through pgbouncer in transaction mode); "
+        "empty: DATABASE_URL.",
+    )
+    max_subscriptions_per_connection: int = Field(
+        default=100, ge=1, description="Subscriptions open on one WebSocket (or HTTP request)."
+    )
+    max_subscriptions_per_viewer: int = Field(
+        default=1000, ge=1, description="Subscriptions one token subject holds in one process."
+    )
+    subscription_queue: int = Field(
+        default=1000,
+        ge=1,
+        description="Items pending for one subscription before it is coalesced (workAvailable) "
+        "or closed as too slow.",
+    )
+    wakeup_recheck_ms: int = Field(
+        default=1000,
+        ge=10,
+        le=60_000,
+        description="The longest the work timer waits between two looks at the database while "
+        "a worker waits (a lease taken meanwhile, which wakes nobody, lapses no sooner).",
+    )
     cors_origins: str = Field(
         default="", description="Comma-separated origins allowed by CORS; empty: CORS off."
     )

@@ -1,11 +1,13 @@
 """The background sweeper, and ``collect``: the one sweep both run.
 
-``sweep`` collects terminal operations last updated more than ``retain_ms`` ago, in batches
-of ``batch`` until a batch comes back short, and deletes pending authorizations whose
-``expires_at`` is before now, all under the sweep lock: on PostgreSQL an advisory lock
-makes one replica (or ``connector-store collect``) sweep at a time; the others skip. It
-yields to the event loop between batches, so requests keep being answered during a long
-sweep. The ``Sweeper`` runs it every ``interval_s`` and logs what it deleted.
+``sweep`` collects terminal operations past their ``Retention`` (committed and superseded
+ones last updated more than ``finished_ms`` ago, failed ones more than ``failed_ms`` ago;
+each leaves a tombstone of its key), deletes the tombstones collected more than ``keys_ms``
+ago, each in batches of ``batch`` until a batch comes back short, and deletes pending
+authorizations whose ``expires_at`` is before now, all under the sweep lock: on PostgreSQL
+an advisory lock makes one replica (or ``connector-store collect``) sweep at a time; the
+others skip. It yields to the event loop between batches, so requests keep being answered
+during a long sweep. The ``Sweeper`` runs it every ``interval_s`` and logs what it deleted.
 
 Stopping is cooperative: ``stop`` wakes the sleeping loop, a sweep in flight ends after its
 current statement, and only a sweep stuck past ``STOP_GRACE_S`` is cancelled. Cancelling a
@@ -20,7 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
+from server.settings import Settings
 from store import ConnectorStore
+from store.retention import RETAIN_FAILED_S, RETAIN_FINISHED_S, RETAIN_KEYS_S
 
 log = logging.getLogger("connector_store.sweeper")
 
@@ -28,13 +32,35 @@ STOP_GRACE_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
+class Retention:
+    """How long a sweep keeps what is finished, in ms: ``finished_ms`` a committed or
+    superseded operation after its last update, ``failed_ms`` a failed one after its last
+    update, ``keys_ms`` a collected operation's tombstone after its collection (the
+    idempotency window). The defaults are the settings' defaults."""
+
+    finished_ms: int = RETAIN_FINISHED_S * 1000
+    failed_ms: int = RETAIN_FAILED_S * 1000
+    keys_ms: int = RETAIN_KEYS_S * 1000
+
+    @classmethod
+    def of(cls, settings: Settings) -> "Retention":
+        """``RETAIN_FINISHED_SECONDS``, ``RETAIN_FAILED_SECONDS`` and ``RETAIN_KEYS_SECONDS``."""
+        return cls(
+            finished_ms=settings.retain_finished_seconds * 1000,
+            failed_ms=settings.retain_failed_seconds * 1000,
+            keys_ms=settings.retain_keys_seconds * 1000,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class SweepResult:
     """What one sweep deleted: finished operations, expired pending auth, in how many
-    collect batches."""
+    collect batches, and expired tombstones."""
 
     operations: int
     pending_auth: int
     batches: int
+    tombstones: int = 0
 
 
 def human(seconds: float) -> str:
@@ -42,31 +68,44 @@ def human(seconds: float) -> str:
     return str(timedelta(seconds=seconds))
 
 
+def cutoffs(retention: Retention, now: int) -> tuple[int, int, int]:
+    """The sweep's cutoffs at ``now`` (epoch ms): committed and superseded operations last
+    updated before the first, failed ones before the second, and tombstones collected
+    before the third are deleted."""
+    return (
+        max(now - retention.finished_ms, 0),
+        max(now - retention.failed_ms, 0),
+        max(now - retention.keys_ms, 0),
+    )
+
+
 async def sweep(
     store: ConnectorStore,
     *,
-    retain_ms: int,
+    retention: Retention,
     batch: int,
     stopping: asyncio.Event | None = None,
     on_batch: Callable[[int], None] | None = None,
 ) -> SweepResult | None:
     """One sweep under the sweep lock; None when another replica holds it (nothing
-    deleted). ``retain_ms``: how long a finished operation is kept after its last update
-    (epoch ms difference); ``batch``: the most one collect statement deletes (1 to 10,000);
-    "now" is the store's clock. Stops between batches once ``stopping`` is set;
-    ``on_batch`` is told how many each batch deleted.
+    deleted). ``retention``: how long finished operations and tombstones are kept;
+    ``batch``: the most one collect (or tombstone) statement deletes (1 to 10,000); "now"
+    is the store's clock. Stops between batches once ``stopping`` is set; ``on_batch`` is
+    told how many operations each collect batch deleted.
 
     Raises what the store raises (a database error, ``InvalidInput`` for a bad batch).
     """
-    retention = store.retention
-    async with retention.exclusive_sweep() as mine:
+    store_retention = store.retention
+    async with store_retention.exclusive_sweep() as mine:
         if not mine:
             return None
         now = store.clock()
-        older_than = max(now - retain_ms, 0)
-        operations = batches = 0
+        older_than, failed_older_than, keys_cutoff = cutoffs(retention, now)
+        operations = batches = tombstones = 0
         while stopping is None or not stopping.is_set():
-            deleted = await retention.collect_finished_operations(older_than, batch)
+            deleted = await store_retention.collect_finished_operations(
+                older_than, batch, failed_older_than=failed_older_than
+            )
             operations += deleted
             batches += 1
             if on_batch is not None:
@@ -74,17 +113,23 @@ async def sweep(
             if deleted < batch:
                 break
             await asyncio.sleep(0)
+        while stopping is None or not stopping.is_set():
+            deleted = await store_retention.delete_expired_tombstones(keys_cutoff, batch)
+            tombstones += deleted
+            if deleted < batch:
+                break
+            await asyncio.sleep(0)
         pending_auth = await store.pending_auth.delete_expired_pending_auth(now)
-    return SweepResult(operations, pending_auth, batches)
+    return SweepResult(operations, pending_auth, batches, tombstones)
 
 
 class Sweeper:
     """Runs ``sweep`` now and then every ``interval_s`` seconds until stopped.
 
-    ``retain_ms``: how long a finished operation is kept after its last update (epoch ms
-    difference). ``batch``: the most operations one collect statement deletes (1 to
-    10,000). "Now" is the store's clock. ``on_result``: called after each run with its
-    result (None: skipped) and whether it failed (the metrics).
+    ``retention``: how long finished operations and tombstones are kept. ``batch``: the
+    most rows one collect statement deletes (1 to 10,000). "Now" is the store's clock.
+    ``on_result``: called after each run with its result (None: skipped) and whether it
+    failed (the metrics).
     """
 
     def __init__(
@@ -92,14 +137,14 @@ class Sweeper:
         store: ConnectorStore,
         *,
         interval_s: float,
-        retain_ms: int,
+        retention: Retention,
         batch: int,
         on_result: Callable[[SweepResult | None, bool], None] | None = None,
     ) -> None:
         self.store = store
         self.on_result = on_result
         self.interval_s = interval_s
-        self.retain_ms = retain_ms
+        self.retention = retention
         self.batch = batch
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
@@ -110,15 +155,16 @@ class Sweeper:
         Raises what the store raises (a database error); ``run`` logs it and carries on.
         """
         result = await sweep(
-            self.store, retain_ms=self.retain_ms, batch=self.batch, stopping=self._stopping
+            self.store, retention=self.retention, batch=self.batch, stopping=self._stopping
         )
         if result is None:
             log.info("sweep: skipped, another replica is sweeping")
             return None
         log.info(
-            "sweep: deleted %d finished operations, %d expired pending auth",
+            "sweep: deleted %d finished operations, %d expired pending auth, %d expired tombstones",
             result.operations,
             result.pending_auth,
+            result.tombstones,
         )
         return result
 
@@ -149,9 +195,12 @@ class Sweeper:
             self._stopping.clear()
             self._task = asyncio.create_task(self.run(), name="connector-store-sweeper")
             log.info(
-                "sweeper: every %s, finished operations kept %s, batches of %d",
+                "sweeper: every %s, finished operations kept %s (failed %s), "
+                "tombstones of their keys %s, batches of %d",
                 human(self.interval_s),
-                human(self.retain_ms / 1000),
+                human(self.retention.finished_ms / 1000),
+                human(self.retention.failed_ms / 1000),
+                human(self.retention.keys_ms / 1000),
                 self.batch,
             )
 

@@ -1,10 +1,14 @@
 """Provider accounts: a connector's account, shared by every owner that names it, with a cap
-on its live leases and a throttle (DESIGN section 6; no seed counterpart).
+on its live leases, a throttle (DESIGN section 6) and a pause (DESIGN section 7); no seed
+counterpart.
 
 An account's row is created the first time a claim names it (``ENSURE_ACCOUNT``, inside the
-claim's transaction), or by ``set_account_limit``/``throttle_account``. Every path that takes
-a lease of a capped account locks its row first (``LOCK_ACCOUNT``), so in-flight counts taken
-after the lock are exact.
+claim's transaction), or by ``set_account_limit``/``throttle_account`` or a pause
+(``store.pauses``). Every path that takes a lease of a capped account locks its row first by
+writing it unchanged (``touch``), so in-flight counts taken after the lock are exact, and a
+``leaseOperations`` statement that began before that write sees the account as changed and
+leases none of it (``store.leasing``). The pause itself is a guard of ``store.lease_guards``
+(``paused``).
 """
 
 from typing import Any
@@ -17,10 +21,11 @@ from store.context import StoreContext
 from store.database import Row
 from store.records import ACCOUNT_FIELDS, AccountLoad, AccountRecord
 from store.statements import Prepared, param
-from store.tables import account
+from store.tables import account, paused_connector
 
 MAX_RETRY_AFTER_MS = 86_400_000
 """The longest throttle, in ms: one day."""
+
 DEFAULT_LIST_LIMIT = 100
 MAX_LIST_LIMIT = 500
 
@@ -44,17 +49,33 @@ ENSURE_ACCOUNT = Prepared(
 )
 """Create the account's row (no cap, no throttle) unless it exists."""
 
-LOCK_ACCOUNT = Prepared(
-    lambda _: sa.select(account.c.account_key).where(ACCOUNT_KEY).with_for_update()
-)
-"""Lock the account's row until the transaction ends (PostgreSQL)."""
+
+def touch(where: sa.ColumnElement[bool]) -> sa.Update:
+    """Write the accounts ``where`` names unchanged (PostgreSQL): the update locks each row
+    until the transaction ends, and its new version tells a leaser whose snapshot is older
+    that its in-flight counts of the account are stale (``store.leasing``)."""
+    return (
+        sa.update(account)
+        .where(where)
+        .values(max_in_flight=account.c.max_in_flight)
+        .returning(account.c.account_key)
+    )
+
+
+LOCK_ACCOUNT = Prepared(lambda _: touch(ACCOUNT_KEY))
+"""Lock (``touch``) the account's row until the transaction ends (PostgreSQL)."""
 
 
 def _with_in_flight(now: Any) -> sa.Select[Any]:
-    """Accounts with their live leases at ``now`` (``in_flight``)."""
+    """Accounts with their live leases at ``now`` (``in_flight``) and whether they are
+    paused, on their own or with their connector (``paused``)."""
+    connector_paused = sa.exists().where(
+        paused_connector.c.connector_name == account.c.connector_name
+    )
     return sa.select(
         *(account.c[name] for name in ACCOUNT_FIELDS),
         guards.in_flight(account.c, now).label("in_flight"),
+        sa.or_(account.c.paused_at.is_not(None), connector_paused).label("paused"),
     )
 
 
@@ -85,6 +106,8 @@ SET_LIMIT = _upsert("max_in_flight")
 """``set_account_limit``'s upsert."""
 THROTTLE = _upsert("throttled_until")
 """``throttle_account``'s upsert."""
+PAUSE = _upsert("paused_at")
+"""``store.pauses``' upsert of an account's own pause (``p_paused_at`` None ends it)."""
 
 
 class AccountsStore:
@@ -111,7 +134,7 @@ class AccountsStore:
             "p_updated_at": self._ctx.clock(),
         }
         await self._db.write_prepared(SET_LIMIT, params)
-        return await self._read(params)
+        return await self.read_account(params)
 
     async def throttle_account(
         self, connector_name: str, account_key: str, retry_after_ms: int
@@ -130,10 +153,11 @@ class AccountsStore:
             "p_updated_at": now,
         }
         await self._db.write_prepared(THROTTLE, params)
-        return await self._read(params)
+        return await self.read_account(params)
 
-    async def _read(self, params: dict[str, Any]) -> AccountLoad:
-        """The account at ``p_connector_name``/``p_account_key`` and its live leases now."""
+    async def read_account(self, params: dict[str, Any]) -> AccountLoad:
+        """The account at ``p_connector_name``/``p_account_key`` (parameters, checked) and its
+        live leases now; it must exist."""
         return _load(
             await self._db.fetch_prepared(READ_ACCOUNT, {"p_now": self._ctx.clock()} | params)
         )
@@ -158,4 +182,8 @@ class AccountsStore:
 
 def _load(row: Row | None) -> AccountLoad:
     assert row is not None, "read after its upsert"
-    return AccountLoad(account=AccountRecord.from_row(row), in_flight=int(row["in_flight"]))
+    return AccountLoad(
+        account=AccountRecord.from_row(row),
+        in_flight=int(row["in_flight"]),
+        paused=bool(row["paused"]),
+    )

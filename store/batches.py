@@ -19,6 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from store import lease_guards as guards
+from store.accounts import touch
 from store.context import ReadWinner, StoreContext
 from store.database import Row
 from store.events import (
@@ -42,6 +43,7 @@ from store.operations import (
     OperationTransition,
     SendMark,
     by_key,
+    claim_after_collection,
     claim_insert,
     claim_lease,
     claim_outcome,
@@ -59,6 +61,7 @@ from store.records import (
     WATCH_IDENTITY,
     OperationClaim,
     OperationRecord,
+    TombstoneRecord,
     WatchIdentity,
     WatchRecord,
 )
@@ -66,6 +69,7 @@ from store.tables import account
 from store.tables import document_winner as winner
 from store.tables import operation as op
 from store.tables import projection_watch as watch
+from store.tombstones import Tombstoned, find_tombstones, key_digest
 from store.watches import (
     ReadWinners,
     Verification,
@@ -143,22 +147,25 @@ ENSURE_ACCOUNTS = ItemStatement(
 
 LOCK_ACCOUNTS = ItemStatement(
     ACCOUNTS,
-    lambda _, rows: (
-        sa.select(account.c.account_key)
-        .select_from(
-            account.join(
-                rows,
-                sa.and_(
-                    account.c.connector_name == rows.c.connector_name,
-                    account.c.account_key == rows.c.account_key,
-                ),
+    lambda _, rows: touch(
+        sa.tuple_(account.c.connector_name, account.c.account_key).in_(
+            sa.select(account.c.connector_name, account.c.account_key)
+            .select_from(
+                account.join(
+                    rows,
+                    sa.and_(
+                        account.c.connector_name == rows.c.connector_name,
+                        account.c.account_key == rows.c.account_key,
+                    ),
+                )
             )
+            .order_by(account.c.connector_name, account.c.account_key)
+            .with_for_update(of=account)
         )
-        .order_by(account.c.connector_name, account.c.account_key)
-        .with_for_update(of=account)
     ),
 )
-"""``LOCK_ACCOUNT`` of every item's account, in key order (no deadlock between claims)."""
+"""``LOCK_ACCOUNT`` of every item's account: locked in key order (no deadlock between claims),
+then written unchanged (``touch``)."""
 
 
 def _claims_insert(insert: Any, rows: sa.FromClause) -> Any:
@@ -329,16 +336,59 @@ class BatchesStore:
         creates every distinct account of the claims that is absent, one (PostgreSQL) locks
         them all in key order, one inserts every fresh row if absent (``_claims_insert``:
         each keeps the claimant's lease only where ``claim_operation`` would grant it,
-        counting the items before it in the batch), then one read of the keys that were
-        taken. Raises ``InvalidInput`` (naming ``items[i].<field>``) for a bad claim or a key
+        counting the items before it in the batch), one looks up the tombstones of the
+        keys it inserted (``store.tombstones``); then one read of the keys that were
+        taken. When an inserted key has a tombstone (its operation was collected), the
+        transaction is rolled back and run again without that claim, which answers
+        ``collected`` or ``conflict`` (``claim_after_collection``), so a collected key is
+        never claimed afresh and takes no rank from the batch's other claims; so does a claim
+        whose key's row was collected between the insert and the read of the stored rows.
+        Raises ``InvalidInput`` (naming ``items[i].<field>``) for a bad claim or a key
         named twice."""
         fresh = each_item(claims, lambda claim: claim_row(claim, self._ctx))
         keys = [(row.caller_did, row.operation_id) for row in fresh]
         refuse_repeats(keys, "operationID")
-        rows = [{name: getattr(row, name) for name in CLAIM_COLUMNS} for row in fresh]
+        digests = {key_digest(*key): key for key in keys}
+        rows = {
+            key: {name: getattr(row, name) for name in CLAIM_COLUMNS}
+            for key, row in zip(keys, fresh, strict=True)
+        }
+        collected: dict[Key, TombstoneRecord] = {}
+        inserted: dict[Key, OperationRecord] = {}
+        while len(collected) < len(keys):
+            try:
+                inserted = await self._insert_claims(
+                    [rows[key] for key in sorted(rows) if key not in collected], digests
+                )
+                break
+            except Tombstoned as found:
+                collected |= {digests[digest]: record for digest, record in found.found.items()}
+        taken = [key for key in keys if key not in inserted and key not in collected]
+        stored = await self.get_operations(taken)
+        vanished = [key_digest(*key) for key in taken if key not in stored]
+        # Rows collected between the insert and the read: their tombstones say so.
+        for digest, record in (await find_tombstones(self._db, vanished)).items():
+            collected[digests[digest]] = record
+        return [
+            ClaimResult("claimed", inserted[key])
+            if key in inserted
+            else claim_after_collection(claim, collected[key])
+            if key in collected
+            else claim_outcome(claim, stored.get(key))
+            for claim, key in zip(claims, keys, strict=True)
+        ]
+
+    async def _insert_claims(
+        self, rows: Sequence[Mapping[str, Any]], digests: Mapping[bytes, Key]
+    ) -> dict[Key, OperationRecord]:
+        """The transaction of ``claim_operations`` for ``rows`` (fresh rows, in key order):
+        the rows it inserted, by key. Raises ``Tombstoned`` (and rolls back) when an
+        inserted key has a tombstone; ``digests`` maps each key's ``key_digest`` to it."""
         accounts = [
             {"connector_name": connector, "account_key": key}
-            for connector, key in sorted({(row.connector_name, row.account_key) for row in fresh})
+            for connector, key in sorted(
+                {(row["connector_name"], row["account_key"]) for row in rows}
+            )
         ]
         now = self._ctx.clock()
         async with self._db.write_transaction():
@@ -346,19 +396,12 @@ class BatchesStore:
             if self._db.is_postgres:
                 prepared, values = LOCK_ACCOUNTS.bind(True, accounts)
                 await self._db.fetch_prepared_all(prepared, values)
-            written = await self._write(
-                CLAIM_OPERATIONS,
-                sorted(rows, key=lambda row: (row["caller_did"], row["operation_id"])),
-                p_now=now,
-            )
-        inserted = _by_key(written)
-        stored = await self.get_operations([key for key in keys if key not in inserted])
-        return [
-            ClaimResult("claimed", inserted[key])
-            if key in inserted
-            else claim_outcome(claim, stored.get(key))
-            for claim, key in zip(claims, keys, strict=True)
-        ]
+            inserted = _by_key(await self._write(CLAIM_OPERATIONS, rows, p_now=now))
+            wanted = [digest for digest, key in digests.items() if key in inserted]
+            found = await find_tombstones(self._db, wanted)
+            if found:
+                raise Tombstoned(found)
+        return inserted
 
     async def mark_sends_started(self, marks: Sequence[SendMark]) -> list[OperationRecord | None]:
         """``mark_send_started`` of each mark, in input order (None where it did not apply).

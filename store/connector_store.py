@@ -5,14 +5,18 @@ from collections.abc import Callable
 from store.accounts import AccountsStore
 from store.batches import BatchesStore, one_reader
 from store.context import Clock, ReadWinner, StoreContext, random_id, system_clock
+from store.counts import CountsStore
 from store.database import Database
 from store.events import EventsStore
 from store.leasing import LeasingStore
 from store.operations import OperationsStore
+from store.operator import OperatorStore
+from store.pauses import PausesStore
 from store.pending_auth import PendingAuthStore
 from store.persisted_queries import PersistedQueriesStore
 from store.retention import RetentionStore
 from store.sync_state import SyncStateStore
+from store.wakeups import WakeupsStore
 from store.watches import WatchesStore
 from store.winners import WinnersStore
 
@@ -24,9 +28,11 @@ class ConnectorStore:
     system time by default. ``read_winner``: the current winner digest of a document,
     by default the ``kubun_connector_document_winner`` table. ``new_id``: mints node keys
     and incarnations. Parts: ``operations``, ``watches``, ``winners``, ``retention``,
-    ``accounts``, ``leasing``, ``pending_auth``, ``sync_state``, ``persisted_queries``,
-    ``batches`` (the batch forms of the settling writes), ``events`` (the readers of the
-    event log every write of an operation or a watch appends to).
+    ``accounts``, ``pauses`` (pausing accounts), ``leasing``, ``operator`` (bulk operator
+    controls), ``pending_auth``, ``sync_state``, ``persisted_queries``, ``batches`` (the
+    batch forms of the settling writes), ``wakeups`` (what wakes idle workers:
+    ``store.wakeups``), ``counts`` (grouped counts for the dashboard), ``events`` (the
+    readers of the event log every write of an operation or a watch appends to).
     """
 
     def __init__(
@@ -48,9 +54,16 @@ class ConnectorStore:
         )
         self.retention = RetentionStore(context)
         self.accounts = AccountsStore(context)
+        self.pauses = PausesStore(context, self.accounts)
+        self.operator = OperatorStore(
+            context,
+            self.batches.read_winners if read_winner is None else one_reader(read_winner),
+        )
+        self.counts = CountsStore(context)
         self.leasing = LeasingStore(context)
         self.pending_auth = PendingAuthStore(context)
         self.sync_state = SyncStateStore(context)
         self.persisted_queries = PersistedQueriesStore(context)
+        self.wakeups = WakeupsStore(context)
         self.events = EventsStore(db)
         self.clock = clock

@@ -409,6 +409,42 @@ class Database:
         async with self._writer():
             return await self._execute(sql, values, one=False)
 
+    async def write_many(self, statement: Prepared, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Run a writing ``Prepared`` statement once per mapping of ``rows`` (its values by
+        name), in one driver call (asyncpg's and sqlite3's ``executemany``), on this task's
+        connection (its transaction, if any); nothing is returned. For rows whose values a
+        batch's arrays cannot carry on both backends (bytes: SQLite's ``json_each`` holds
+        text, and this SQLite has no ``unhex``). Raises as ``write_prepared`` does."""
+        if not rows:
+            return
+        bound = [statement.bind(self._dialect, row) for row in rows]
+        sql = bound[0][0]
+        values = [row_values for _, row_values in bound]
+        self._check_file()
+        async with self._writer():
+            if self._sqlite is None:
+                async with self._connection_slot():
+                    with driver_errors():
+                        async with self._db.connection() as connection:
+                            await connection.raw_connection.executemany(sql, values)
+                return
+            held = _sqlite_held.get()
+            if held is not None and held[0] is self:
+                await self._sqlite_many(held[1], sql, values)
+                return
+            with driver_errors():
+                connection = await self._sqlite.acquire()
+            try:
+                await self._sqlite_many(connection, sql, values)
+            finally:
+                await self._sqlite.release(connection)
+
+    @staticmethod
+    async def _sqlite_many(connection: Any, sql: str, values: list[list[Any]]) -> None:
+        with driver_errors():
+            cursor = await connection.executemany(sql, values)
+            await cursor.close()
+
     async def write_all(self, query: ClauseElement) -> list[Row]:
         """Run a writing ``query`` (``… RETURNING``) and return every row it returned."""
         async with self._writer():

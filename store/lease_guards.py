@@ -1,10 +1,15 @@
-"""The guards every path that takes a lease applies (DESIGN section 6), written once.
+"""The guards every path that takes a lease or a watch's claim applies (DESIGN sections 6
+and 7), written once.
 
 A live lease is one on an attempted operation that has not lapsed (``lease_expires_at >=
 now``, epoch ms): what an account's cap counts and what the one-lease-per-entity rule
-forbids twice. An operation may take a lease (``lease_allowed``) when its account is not
-throttled and below its cap, and it is the oldest attempted operation of its provider entity
-(the watch identity) with no other operation of the entity holding a live lease.
+forbids twice. An operation may take a lease (``lease_allowed``) when its account is neither
+paused (on its own or with its whole connector: ``paused``) nor throttled, below its cap, and
+it is the oldest attempted operation of its provider entity (the watch identity) with no
+other operation of the entity holding a live lease. A paused account's watches are claimed
+by no verifier and its operations and watches are left out of the due lists: those
+predicates (``store.operations.due_operation``, ``store.retention``,
+``store.watches.due_watch``) apply ``paused`` too.
 ``store.leasing`` (``leaseOperations``), ``acquire_lease`` and ``claim_operation``
 (``store.operations``) and ``claim_operations`` (``store.batches``) build their statements
 from these; each takes a value or a ``param``
@@ -17,7 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from store.records import ATTEMPTED, WATCH_IDENTITY
-from store.tables import account
+from store.tables import account, paused_connector
 from store.tables import operation as op
 
 ORDER_COLUMNS = ("created_at", "caller_did", "operation_id")
@@ -31,9 +36,15 @@ def live(table: Any = op) -> sa.ColumnElement[bool]:
     return state
 
 
+def lease_held(now: Any, table: Any = op) -> sa.ColumnElement[bool]:
+    """The lease is held and has not lapsed at ``now`` (whatever the state: a finalize keeps
+    its lease)."""
+    return sa.and_(table.c.lease_token.is_not(None), table.c.lease_expires_at >= now)
+
+
 def live_lease(now: Any, table: Any = op) -> sa.ColumnElement[bool]:
     """An attempted operation whose lease is held and has not lapsed at ``now``."""
-    return sa.and_(live(table), table.c.lease_token.is_not(None), table.c.lease_expires_at >= now)
+    return sa.and_(live(table), lease_held(now, table))
 
 
 def _same_account(table: Any, subject: Any) -> sa.ColumnElement[bool]:
@@ -52,6 +63,25 @@ def _other_of_entity(subject: Any, key: tuple[Any, Any] | None) -> tuple[Any, li
     if key is not None:
         conditions.append(sa.tuple_(other.c.caller_did, other.c.operation_id) != sa.tuple_(*key))
     return other, conditions
+
+
+def probe(table: Any, *conditions: Any) -> sa.Exists:
+    """Some row of ``table`` meets ``conditions``: ``EXISTS`` as an index probe per outer row.
+    ``OFFSET 0`` keeps PostgreSQL from turning the ``EXISTS`` into a hashed subplan, which
+    reads every row that meets the uncorrelated conditions (every live lease of the table,
+    say) once per statement, so the statement's cost would grow with the table, not with its
+    own rows (``tests/store/test_query_plans.py``)."""
+    return sa.select(sa.literal(1)).select_from(table).where(*conditions).offset(0).exists()
+
+
+def paused(subject: Any) -> sa.ColumnElement[bool]:
+    """``subject``'s account is paused: on its own (``paused_at`` set) or with its whole
+    connector (a ``paused_connector`` row). ``subject``'s attributes name
+    ``connector_name`` and ``account_key`` (an operation's or a watch's columns)."""
+    return sa.or_(
+        probe(account, _same_account(account, subject), account.c.paused_at.is_not(None)),
+        probe(paused_connector, paused_connector.c.connector_name == subject.connector_name),
+    )
 
 
 def throttled(subject: Any, now: Any) -> sa.ColumnElement[bool]:
@@ -99,7 +129,7 @@ def at_cap(subject: Any, now: Any, but: tuple[Any, Any] | None = None) -> sa.Col
 def entity_taken(subject: Any, now: Any, key: tuple[Any, Any] | None) -> sa.ColumnElement[bool]:
     """Another live operation of ``subject``'s entity holds a live lease at ``now``."""
     other, conditions = _other_of_entity(subject, key)
-    return sa.exists().where(*conditions, live_lease(now, other))
+    return probe(other, *conditions, live_lease(now, other))
 
 
 def older_in_entity(subject: Any, key: tuple[Any, Any] | None) -> sa.ColumnElement[bool]:
@@ -116,16 +146,18 @@ def lease_allowed(
     subject: Any, now: Any, key: tuple[Any, Any] | None, *, cap: bool = True
 ) -> sa.ColumnElement[bool]:
     """``subject`` (the operation at ``key``, or a claim's new row when None) may take a
-    lease at ``now``: its account is neither throttled nor at its cap (its own lease not
-    counted; ``cap`` False leaves the cap to the caller), it is the oldest attempted
-    operation of its entity, and no other operation of the entity holds a live lease."""
+    lease at ``now``: its account is neither paused nor throttled nor at its cap (its own
+    lease not counted; ``cap`` False leaves the cap to the caller), it is the oldest
+    attempted operation of its entity, and no other operation of the entity holds a live
+    lease."""
     guards = [
+        sa.not_(paused(subject)),
         sa.not_(throttled(subject, now)),
         sa.not_(older_in_entity(subject, key)),
         sa.not_(entity_taken(subject, now, key)),
     ]
     if cap:
-        guards.insert(1, sa.not_(at_cap(subject, now, key)))
+        guards.insert(2, sa.not_(at_cap(subject, now, key)))
     return sa.and_(*guards)
 
 

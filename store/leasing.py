@@ -34,6 +34,10 @@ from store.watches import IDENTITY_COLUMNS, claim_values, due_watch
 
 KEY_NAMES = ("caller_did", "operation_id")
 CHOSEN_ORDER = ("owner_rank", "due_at", *KEY_NAMES)
+OWNERS = "owners"
+"""The label of ``_ranked_by_owner``'s count of owners with attempted operations."""
+STALE = "stale"
+"""The label of ``_chosen``'s fact: a capped account was skipped as locked or stale."""
 """The order ``lease_operations`` picks in (``_chosen``'s columns): fair across owners."""
 
 Filters = tuple[str | None, list[str] | None, str | None]
@@ -78,8 +82,8 @@ def _keys(keys: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     if len(keys) > MAX_BATCH:
         raise InvalidInput("keys", f"must hold at most {MAX_BATCH} items")
     found = [
-        (check.key("keys.callerDID", caller), check.key("keys.operationID", operation))
-        for caller, operation in keys
+        (check.key(f"keys[{i}].callerDID", caller), check.key(f"keys[{i}].operationID", operation))
+        for i, (caller, operation) in enumerate(keys)
     ]
     return list(dict.fromkeys(found))
 
@@ -124,6 +128,10 @@ class LeasingStore:
     def __init__(self, context: StoreContext) -> None:
         self._ctx = context
         self._db = context.db
+        self._owners: int | None = None
+        """How many owners had attempted operations at the last ``lease_operations``
+        statement (PostgreSQL): the next one's walk depth is chosen from it, so the depth is
+        a constant the planner sees (``_ranked_by_owner``)."""
 
     async def lease_operations(
         self,
@@ -157,19 +165,23 @@ class LeasingStore:
         its live leases, in fair order. A takeover of a lapsed lease counts an abandoned
         send as ``acquire_lease`` does (``lease_values``).
 
-        One transaction. On PostgreSQL it first locks every capped account in scope (in key
-        order; every path that takes a lease of a capped account locks it, so counts after
-        the lock are exact) and counts the owners with live operations; then ``UPDATE …
-        WHERE key IN (SELECT … FOR UPDATE SKIP LOCKED)`` over each owner's first ``depth``
-        qualifying operations (``_ranked_by_owner``; ``depth`` = ``limit`` / owners, rounded
-        up), so the cost follows the owners, not the operations due; concurrent leasers skip
-        each other's rows instead of waiting. When that leases fewer than ``limit`` (some
-        owners had fewer to give), it goes again for the rest with ``depth`` doubled, up to
-        ``limit``, or until the bytes are spent. For a tenant (``caller_did`` given) one
-        ``UPDATE`` ranks every qualifying operation it called (``_ranked_all``, found by the
-        key's leading column); so it does on SQLite, whose transaction is ``BEGIN
-        IMMEDIATE``. Raises ``InvalidInput`` naming ``leaseToken``, ``leaseMs``, ``limit``,
-        ``connectorName``, ``accountKeys`` or ``maxBytes``.
+        On PostgreSQL one statement, no transaction around it: a CTE walks each owner's
+        first ``depth`` qualifying operations (``_ranked_by_owner``; ``depth`` = twice
+        ``limit`` over the owners with attempted operations that the previous statement
+        counted, rounded up; the first call counts them first), so the cost follows the
+        owners, not the operations due; it locks the
+        capped accounts among them with ``FOR UPDATE SKIP LOCKED`` and keeps only those
+        whose counts its snapshot holds fresh (``_fresh_capped``), picks the operations with
+        ``FOR UPDATE SKIP LOCKED`` (a peer's rows are skipped, never waited for), leases
+        them with ``UPDATE … RETURNING`` and writes the capped accounts it drew on
+        (``_touch_accounts``). When that leases fewer than ``limit``: if a capped account
+        was skipped, one transaction locks every capped account in scope (in key order,
+        waiting) and goes again; and while some owner may have more to give, it goes again
+        twice as deep (``_deeper``). For a tenant (``caller_did`` given) one statement ranks
+        every qualifying operation it called (``_ranked_all``, found by the key's leading
+        column); so it does on SQLite, in a ``BEGIN IMMEDIATE`` transaction. Raises
+        ``InvalidInput`` naming ``leaseToken``, ``leaseMs``, ``limit``, ``connectorName``,
+        ``accountKeys`` or ``maxBytes``.
         """
         check.key("leaseToken", token)
         duration = _duration("leaseMs", lease_ms)
@@ -187,31 +199,46 @@ class LeasingStore:
             check.count("maxBytes", max_bytes, minimum=1)
         where: Filters = (connector, accounts, caller)
         lease = _Lease(token, duration, max_bytes, at_least_one)
-        async with self._db.write_transaction():
-            if self._db.is_postgres:
-                await self._db.fetch_all(_lock_capped_accounts(connector, accounts))
-            now = self._ctx.clock()
-            if not self._db.is_postgres or caller is not None:
-                # A tenant's calls are found through the key's leading column, the caller.
+        now = self._ctx.clock()
+        if not self._db.is_postgres:
+            async with self._db.write_transaction():
                 await self._lease(now, lease, size, _ranked_all(now, where))
-                return lease.in_fair_order()
+            return lease.in_fair_order()
+        if caller is not None:
+            # A tenant's calls are found through the key's leading column, the caller.
+            await self._lease(now, lease, size, _ranked_all(now, where))
+            return lease.in_fair_order()
+        if self._owners is None:
             counted = await self._db.fetch_one(_count_owners())
-            owners = int(counted["n"]) if counted else 0
-            depth = max(1, -(-size // max(owners, 1)))
-            while True:
+            self._owners = int(counted["n"]) if counted else 0
+        depth = max(1, -(-2 * size // max(self._owners, 1)))
+        owners, stale = await self._lease(now, lease, size, _ranked_by_owner(now, where, depth))
+        self._owners = owners or self._owners
+        if stale and len(lease.leased) < size:
+            # A peer held or had just leased from a capped account: wait for its lock, then
+            # count afresh.
+            async with self._db.write_transaction():
+                await self._db.fetch_all(_lock_capped_accounts(connector, accounts))
                 ranked = _ranked_by_owner(now, where, depth)
-                await self._lease(now, lease, size - len(lease.leased), ranked)
-                if len(lease.leased) >= size or depth >= size:
-                    return lease.in_fair_order()
-                # Some owners had fewer than ``depth`` to give: the others' next ones.
-                depth = min(size, depth * 2)
+                owners, _ = await self._lease(now, lease, size - len(lease.leased), ranked)
+                await self._deeper(now, lease, where, size, owners, depth)
+            return lease.in_fair_order()
+        await self._deeper(now, lease, where, size, owners, depth)
+        return lease.in_fair_order()
 
-    async def _lease(self, now: int, lease: "_Lease", size: int, candidate: sa.Subquery) -> None:
+    async def _lease(
+        self, now: int, lease: "_Lease", size: int, candidate: sa.Subquery
+    ) -> tuple[int, bool]:
         """Lease the first ``size`` of ``candidate`` that ``_chosen`` keeps and the bytes
-        ``lease`` has left allow (``_within``); add them to ``lease``."""
+        ``lease`` has left allow (``_within``), in one statement; add them to ``lease``.
+        Returns how many owners ``candidate`` walked (``OWNERS``; 0 when it walked none or
+        it is not per owner) and whether a capped account with candidates was skipped as
+        locked or stale (``_fresh_capped``; PostgreSQL)."""
+        postgres = self._db.is_postgres
         # A CTE, so the chosen keys are read once: an IN subquery with LIMIT and SKIP LOCKED
         # may be run again for each row it is compared with, and lease more than ``size``.
-        chosen = _chosen(now, size, candidate).cte("chosen")
+        query, info = _chosen(now, size, candidate, postgres)
+        chosen = query.cte("chosen")
         kept = _within(chosen, KEY_NAMES, CHOSEN_ORDER, lease.bytes_left(), lease.may_pass()).cte(
             "kept"
         )
@@ -226,7 +253,31 @@ class LeasingStore:
             .values(lease_values(now, lease.token, now + lease.duration))
             .returning(op, ROW_BYTES.label(SIZE))
         )
-        lease.add(await self._db.write_all(update))
+        if not postgres:
+            lease.add(await self._db.write_all(update))
+            return 0, False
+        leased = update.cte("leased")
+        # One row even when nothing was leased, so the walk's facts always come back.
+        facts = info.subquery("facts")
+        rows = await self._db.write_all(
+            sa.select(leased, facts)
+            .select_from(facts.outerjoin(leased, sa.true()))
+            .add_cte(_touch_accounts(leased))
+        )
+        lease.add([row for row in rows if row["caller_did"] is not None])
+        return (int(rows[0][OWNERS] or 0), bool(rows[0][STALE])) if rows else (0, False)
+
+    async def _deeper(
+        self, now: int, lease: _Lease, where: Filters, size: int, owners: int, depth: int
+    ) -> None:
+        """The rounds of a ``lease_operations`` call on PostgreSQL after its first (which
+        walked ``owners`` owners ``depth`` rows deep): while it leased fewer than ``size``
+        and some owner may have more to give, walk twice as deep, up to ``size``."""
+        while owners and len(lease.leased) < size and depth < size:
+            # Some owners had fewer than the depth to give, or a peer held them: deeper.
+            depth = min(size, depth * 2)
+            ranked = _ranked_by_owner(now, where, depth)
+            owners, _ = await self._lease(now, lease, size - len(lease.leased), ranked)
 
     async def renew_leases(
         self,
@@ -385,7 +436,7 @@ def _in_order(rows: Sequence[Any]) -> Measured[OperationRecord]:
 
 def _lock_capped_accounts(connector: str | None, accounts: list[str] | None) -> sa.Select[Any]:
     """Lock every capped account a lease may draw on, in key order (no deadlock between
-    leasers)."""
+    leasers), waiting for a peer that holds one."""
     query = (
         sa.select(account.c.connector_name, account.c.account_key)
         .where(account.c.max_in_flight.is_not(None))
@@ -397,6 +448,56 @@ def _lock_capped_accounts(connector: str | None, accounts: list[str] | None) -> 
     if accounts is not None:
         query = query.where(account.c.account_key.in_(accounts))
     return query
+
+
+def _touch_accounts(leased: sa.CTE) -> sa.CTE:
+    """Write the capped accounts ``leased`` (the rows a statement leased) drew on, unchanged
+    (PostgreSQL): a new version of each row, which tells a concurrent leaser whose snapshot
+    is older that its in-flight counts of that account are stale (``_fresh_capped``). Every
+    path that takes a lease of a capped account writes its row so (``store.accounts``)."""
+    drawn = sa.select(leased.c.connector_name, leased.c.account_key)
+    return (
+        sa.update(account)
+        .where(
+            account.c.max_in_flight.is_not(None),
+            sa.tuple_(account.c.connector_name, account.c.account_key).in_(drawn),
+        )
+        .values(max_in_flight=account.c.max_in_flight)
+        .returning(account.c.account_key)
+        .cte("touched")
+    )
+
+
+def _fresh_capped(candidate: sa.FromClause) -> sa.CTE:
+    """The capped accounts of ``candidate``'s rows that this statement may lease from
+    (PostgreSQL): locked with ``FOR UPDATE SKIP LOCKED`` (an account a peer is leasing from,
+    or claiming in, is skipped, never waited for), and whose locked row is the version the
+    statement's snapshot reads (``xmin``): a peer that leased from it and committed after
+    the snapshot began wrote it (``_touch_accounts``), and the snapshot's in-flight count
+    would miss that peer's leases, so such an account is skipped too."""
+    locked = account.alias("locked")
+    seen = account.alias("seen")
+    same = sa.and_(
+        locked.c.connector_name == seen.c.connector_name,
+        locked.c.account_key == seen.c.account_key,
+    )
+    wanted = sa.select(candidate.c.connector_name, candidate.c.account_key)
+    return (
+        sa.select(
+            locked.c.connector_name,
+            locked.c.account_key,
+            locked.c.max_in_flight,
+            (sa.literal_column("locked.xmin") == sa.literal_column("seen.xmin")).label("fresh"),
+        )
+        .join_from(locked, seen, same)
+        .where(
+            locked.c.max_in_flight.is_not(None),
+            sa.tuple_(locked.c.connector_name, locked.c.account_key).in_(wanted),
+        )
+        .order_by(locked.c.connector_name, locked.c.account_key)
+        .with_for_update(of=locked, skip_locked=True)
+        .cte("capped_locked")
+    )
 
 
 def _filtered(
@@ -451,10 +552,12 @@ def _count_owners() -> sa.Select[Any]:
 
 def _ranked_by_owner(now: int, where: Filters, depth: int) -> sa.Subquery:
     """The first ``depth`` qualifying operations of each owner at ``now``, with their rank
-    within the owner (PostgreSQL): per owner, a walk of each due index of the owner in due
-    order that stops at ``depth``, so the cost grows with the owners and ``depth``, not with
-    the operations due."""
+    within the owner and (``OWNERS``) how many owners have attempted operations
+    (PostgreSQL). Per owner, a walk of each due index of the owner in due order that stops
+    at ``depth``, so the cost grows with the owners and ``depth``, not with the operations
+    due."""
     owners = _owners()
+    count = sa.select(sa.func.count()).where(owners.c.owner_did.is_not(None)).scalar_subquery()
 
     def walk(never_deferred: bool) -> Any:
         due_at = op.c.created_at if never_deferred else op.c.next_attempt_at
@@ -502,7 +605,11 @@ def _ranked_by_owner(now: int, where: Filters, depth: int) -> sa.Subquery:
         owner_rank.label("owner_rank"),
     ).subquery("ranked")
     # Past ``depth`` a rank may skip an operation the other walk did not reach.
-    return sa.select(ranked).where(ranked.c.owner_rank <= depth).subquery("candidate")
+    return (
+        sa.select(ranked, count.label(OWNERS))
+        .where(ranked.c.owner_rank <= depth)
+        .subquery("candidate")
+    )
 
 
 def _within(
@@ -526,11 +633,20 @@ def _within(
     return sa.select(*(sized.c[name] for name in keys)).where(fits)
 
 
-def _chosen(now: int, size: int, candidate: sa.Subquery) -> sa.Select[Any]:
-    """The keys of the operations to lease at ``now`` among ``candidate`` (ranked within
+def _chosen(
+    now: int, size: int, ranked: sa.Subquery, postgres: bool
+) -> tuple[sa.Select[Any], sa.Select[Any]]:
+    """The keys of the operations to lease at ``now`` among ``ranked`` (ranked within
     their owner), with their fair order and size: those past their account's room dropped,
     the first ``size`` in fair order that no other transaction holds locked (PostgreSQL:
-    ``FOR UPDATE SKIP LOCKED``)."""
+    ``FOR UPDATE SKIP LOCKED``). An account's room is its cap less its live leases
+    (``lease_guards.with_room``); on PostgreSQL a capped account has room only when this
+    statement holds it locked and its counts are fresh (``_fresh_capped``), so no peer
+    leases from it at once and none leased from it unseen. With it, one row of facts about
+    the candidates: ``OWNERS`` (the owners walked, 0 when unknown) and ``STALE`` (a capped
+    account of theirs was skipped as locked or stale)."""
+    # A CTE, so the walks run once though the accounts' locks read them too.
+    candidate = sa.select(ranked).cte("candidates")
     order = [
         candidate.c.owner_rank,
         candidate.c.due_at,
@@ -538,10 +654,25 @@ def _chosen(now: int, size: int, candidate: sa.Subquery) -> sa.Select[Any]:
         candidate.c.operation_id,
     ]
     joined, account_room = guards.with_room(candidate, now)
+    stale: sa.ColumnElement[bool] = sa.false()
+    if postgres:
+        capped = _fresh_capped(candidate)
+        joined = joined.outerjoin(
+            capped,
+            sa.and_(
+                capped.c.connector_name == candidate.c.connector_name,
+                capped.c.account_key == candidate.c.account_key,
+            ),
+        )
+        stale = sa.and_(account_room.is_not(None), sa.not_(sa.func.coalesce(capped.c.fresh, False)))
+        account_room = sa.case((stale, 0), else_=account_room)
+    owners = candidate.c[OWNERS] if OWNERS in candidate.c else sa.literal(0)
     room = (
         sa.select(
             candidate,
             account_room.label("room"),
+            stale.label(STALE),
+            owners.label("walked"),
             sa.func.row_number()
             .over(
                 partition_by=[candidate.c.connector_name, candidate.c.account_key], order_by=order
@@ -549,10 +680,10 @@ def _chosen(now: int, size: int, candidate: sa.Subquery) -> sa.Select[Any]:
             .label("account_rank"),
         )
         .select_from(joined)
-        .subquery("capacity")
+        .cte("capacity")
     )
     pick = op.alias("pick")
-    return (
+    query = (
         sa.select(
             pick.c.caller_did,
             pick.c.operation_id,
@@ -570,5 +701,11 @@ def _chosen(now: int, size: int, candidate: sa.Subquery) -> sa.Select[Any]:
         .where(sa.or_(room.c.room.is_(None), room.c.account_rank <= room.c.room))
         .order_by(room.c.owner_rank, room.c.due_at, room.c.caller_did, room.c.operation_id)
         .limit(size)
-        .with_for_update(of=pick, skip_locked=True)
     )
+    info = sa.select(
+        sa.func.coalesce(sa.func.max(room.c.walked), 0).label(OWNERS),
+        sa.func.coalesce(sa.func.bool_or(room.c[STALE]), False).label(STALE),
+    )
+    if not postgres:
+        return query, info
+    return query.with_for_update(of=pick, skip_locked=True), info

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from store import lease_guards as guards
 from store import validation as check
-from store.accounts import ENSURE_ACCOUNT, LOCK_ACCOUNT
+from store.accounts import ENSURE_ACCOUNT, LOCK_ACCOUNT, touch
 from store.context import ReadWinner, StoreContext
 from store.database import chunked, fetch_in_chunks
 from store.errors import InvalidInput, ReservedValue
@@ -42,6 +42,7 @@ from store.records import (
     WATCH_IDENTITY,
     OperationClaim,
     OperationRecord,
+    TombstoneRecord,
     WatchIdentity,
     WatchRecord,
 )
@@ -49,6 +50,7 @@ from store.sizes import SIZE, Measured, fetch_measured, measured, row_bytes, wit
 from store.statements import Prepared, param
 from store.tables import account
 from store.tables import operation as op
+from store.tombstones import Tombstoned, envelope_digest, get_tombstone, key_digest
 from store.watches import WatchesStore, by_identity
 
 CONTESTED_SEND_MARKER = "*contested*"
@@ -60,16 +62,20 @@ marker, so no refund takes the counted attempt back, the next run's mark makes t
 contested, and a later takeover counts again only when a run marked since."""
 RESERVED_SEND_MARKERS = frozenset({CONTESTED_SEND_MARKER, ABANDONED_SEND_MARKER})
 
-ClaimStatus = Literal["claimed", "exists", "conflict"]
+ClaimStatus = Literal["claimed", "exists", "conflict", "collected"]
 OrderKey = tuple[int, str, str]
 
 
 @dataclass(frozen=True, slots=True)
 class ClaimResult:
-    """The outcome of a claim: ``claimed`` or ``exists`` carry the operation, ``conflict`` not."""
+    """The outcome of a claim: ``claimed`` or ``exists`` carry the operation; ``collected``
+    carries the tombstone of the key (its operation was collected, with the claim's
+    envelope); ``conflict`` carries neither, or the tombstone when the key's operation was
+    collected with another envelope."""
 
     status: ClaimStatus
     operation: OperationRecord | None = None
+    tombstone: TombstoneRecord | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,10 +108,14 @@ class OperationTransition:
 
 @dataclass(frozen=True, slots=True)
 class OperationFilter:
-    """The filter of ``list_tracked_operations``; every field given must match.
+    """The filter of ``list_tracked_operations`` and of the operator's bulk writes
+    (``store.operator``); every field given must match.
 
     ``visible_to`` matches the caller or the owner. An empty ``states`` or
-    ``document_ids`` list matches nothing; None leaves that field unfiltered.
+    ``document_ids`` list matches nothing; None leaves that field unfiltered. ``kind`` is
+    the last recorded outcome's kind (``last_kind``). ``updated_after`` and
+    ``updated_before`` (epoch ms) bound ``updated_at``: at or after the one, strictly
+    before the other.
     """
 
     node_key: str | None = None
@@ -115,6 +125,58 @@ class OperationFilter:
     connector_name: str | None = None
     states: Sequence[str] | None = None
     document_ids: Sequence[str] | None = None
+    owner_did: str | None = None
+    account_key: str | None = None
+    kind: str | None = None
+    updated_after: int | None = None
+    updated_before: int | None = None
+
+    @property
+    def is_empty(self) -> bool:
+        """True when no field is given: the filter matches every operation."""
+        return all(getattr(self, name) is None for name in self.__slots__)
+
+
+def filter_conditions(where: OperationFilter) -> list[sa.ColumnElement[bool]] | None:
+    """The conditions of ``where`` on operations, checked, but its ``document_ids`` (each
+    caller chunks those as it must); None when ``where`` matches nothing (an empty
+    ``states``). Raises ``InvalidInput`` naming the first malformed field, and
+    ``updatedBefore`` when it is earlier than ``updatedAfter``."""
+    states = (
+        None
+        if where.states is None
+        else sorted({check.choice("states", state, OPERATION_STATES) for state in where.states})
+    )
+    keys = {
+        "nodeKey": (op.c.node_key, where.node_key),
+        "callerDID": (op.c.caller_did, where.caller_did),
+        "operationID": (op.c.operation_id, where.operation_id),
+        "connectorName": (op.c.connector_name, where.connector_name),
+        "ownerDID": (op.c.owner_did, where.owner_did),
+        "accountKey": (op.c.account_key, where.account_key),
+        "kind": (op.c.last_kind, where.kind),
+    }
+    conditions = [
+        column == check.key(field, value)
+        for field, (column, value) in keys.items()
+        if value is not None
+    ]
+    if where.visible_to is not None:
+        visible_to = check.key("visibleTo", where.visible_to)
+        conditions.append(sa.or_(op.c.caller_did == visible_to, op.c.owner_did == visible_to))
+    after = check.optional_epoch_ms("updatedAfter", where.updated_after)
+    before = check.optional_epoch_ms("updatedBefore", where.updated_before)
+    if after is not None and before is not None and before < after:
+        raise InvalidInput("updatedBefore", "must not be earlier than updatedAfter")
+    if after is not None:
+        conditions.append(op.c.updated_at >= after)
+    if before is not None:
+        conditions.append(op.c.updated_at < before)
+    if states == []:
+        return None
+    if states is not None:
+        conditions.append(op.c.state.in_(states))
+    return conditions
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,26 +205,36 @@ def lease_free_or_held(now: Any, token: Any) -> sa.ColumnElement[bool]:
     return sa.or_(lease_free(now), op.c.lease_token == token)
 
 
+def unrecorded_send() -> sa.ColumnElement[bool]:
+    """A run marked a send and never recorded it: the marker set, and not already counted
+    as ``ABANDONED_SEND_MARKER``. A lease taken over or forced free from that run counts
+    the attempt."""
+    return sa.and_(op.c.send_marker.is_not(None), op.c.send_marker != ABANDONED_SEND_MARKER)
+
+
 def abandoned_send(now: Any, token: Any) -> sa.ColumnElement[bool]:
     """A takeover by ``token`` of a lapsed lease whose run marked a send and never recorded
-    it (the marker set, and not already counted as ``ABANDONED_SEND_MARKER``)."""
+    it (``unrecorded_send``)."""
     return sa.and_(
         op.c.lease_token.is_not(None),
         op.c.lease_token != token,
         op.c.lease_expires_at < now,
-        op.c.send_marker.is_not(None),
-        op.c.send_marker != ABANDONED_SEND_MARKER,
+        unrecorded_send(),
+    )
+
+
+def ready(now: Any) -> sa.ColumnElement[bool]:
+    """What makes a live operation due at ``now`` (epoch ms): ``next_attempt_at`` null or at
+    most ``now``, its lease free or expired."""
+    return sa.and_(
+        sa.or_(op.c.next_attempt_at.is_(None), op.c.next_attempt_at <= now), lease_free(now)
     )
 
 
 def due_operation(now: Any) -> sa.ColumnElement[bool]:
-    """A live operation a worker may pick up at ``now`` (epoch ms): attempted, due
-    (``next_attempt_at`` null or at most ``now``), its lease free or expired."""
-    return sa.and_(
-        guards.live(),
-        sa.or_(op.c.next_attempt_at.is_(None), op.c.next_attempt_at <= now),
-        lease_free(now),
-    )
+    """A live operation a worker may pick up at ``now`` (epoch ms): attempted, ``ready``, its
+    account not paused (``lease_guards.paused``)."""
+    return sa.and_(guards.live(), ready(now), sa.not_(guards.paused(op.c)))
 
 
 KEY = by_key(param("p_caller", op.c.caller_did), param("p_operation", op.c.operation_id))
@@ -357,17 +429,15 @@ PRIOR_LEASE = Prepared(lambda _: sa.select(op.c.lease_token).where(KEY).with_for
 until the transaction ends: what ``ACQUIRE_LEASE`` replaces."""
 
 LOCK_ACCOUNT_OF_OPERATION = Prepared(
-    lambda _: (
-        sa.select(account.c.account_key)
-        .where(
-            account.c.connector_name == sa.select(op.c.connector_name).where(KEY).scalar_subquery(),
-            account.c.account_key == sa.select(op.c.account_key).where(KEY).scalar_subquery(),
+    lambda _: touch(
+        sa.tuple_(account.c.connector_name, account.c.account_key).in_(
+            sa.select(op.c.connector_name, op.c.account_key).where(KEY)
         )
-        .with_for_update()
     )
 )
-"""Lock the account row of the operation at ``p_caller``/``p_operation`` (PostgreSQL): every
-path that takes a lease of a capped account holds it, so their in-flight counts are exact."""
+"""Lock (``touch``) the account row of the operation at ``p_caller``/``p_operation``
+(PostgreSQL): every path that takes a lease of a capped account holds it, so their in-flight
+counts are exact."""
 
 
 def held_by(token: Any) -> sa.ColumnElement[bool]:
@@ -509,6 +579,14 @@ def claim_outcome(claim: OperationClaim, stored: OperationRecord | None) -> Clai
     return ClaimResult("exists", stored)
 
 
+def claim_after_collection(claim: OperationClaim, tombstone: TombstoneRecord) -> ClaimResult:
+    """The outcome of a claim whose key's operation was collected (``tombstone``):
+    ``collected`` when the claim's envelope is the collected operation's (by
+    ``envelope_digest``), ``conflict`` otherwise; either way nothing is written."""
+    same = envelope_digest(claim) == tombstone.envelope_digest
+    return ClaimResult("collected" if same else "conflict", tombstone=tombstone)
+
+
 def prefixed(item: dict[str, Any]) -> dict[str, Any]:
     """An item's inputs as the parameters of a single write (``PARAMS``: ``p_<name>``)."""
     return {f"p_{name}": value for name, value in item.items()}
@@ -635,25 +713,47 @@ class OperationsStore:
         Inserts the operation if the key is free: ``claimed`` with the new record (state
         attempted, attempts 0, version 0, the claimant's lease). The lease is the claimant's
         only where ``lease_operations`` would lease the new row (its account neither
-        throttled nor at its cap, no other attempted operation of its provider entity);
+        paused nor throttled nor at its cap, no other attempted operation of its provider entity);
         otherwise the row has no token and a lease that lapsed at the store's now - 1, due
         at once, for ``lease_operations`` to hand out (``claim_lease``). One transaction that
         first creates the account's row if absent and (PostgreSQL) locks it, so concurrent
         claims of one account decide one after another. Otherwise reads the stored
         one: ``exists`` when its envelope equals the claim's, ``conflict`` on any drift or
         when the row vanished in between. The stored row is never overwritten.
-        Raises ``InvalidInput`` for a malformed field.
+        A key whose operation was collected and whose tombstone is still kept
+        (``store.tombstones``: the insert created a row, and one probe of the tombstones
+        finds the key) is never claimed afresh: the transaction is rolled back and the
+        claim answers ``collected`` (the same envelope) or ``conflict``
+        (``claim_after_collection``); so does a claim whose key's row was collected between
+        the insert and the read of the stored row. Raises ``InvalidInput`` for a malformed
+        field.
         """
         fresh = claim_row(claim, self._ctx)
         params = {f"p_{name}": getattr(fresh, name) for name in CLAIM_COLUMNS}
-        async with self._db.write_transaction():
-            await self._db.write_prepared(ENSURE_ACCOUNT, params)
-            if self._db.is_postgres:
-                await self._db.fetch_prepared(LOCK_ACCOUNT, params)
-            inserted = await CLAIM.run_one(self._db, params | {"p_now": fresh.created_at})
+        try:
+            async with self._db.write_transaction():
+                await self._db.write_prepared(ENSURE_ACCOUNT, params)
+                if self._db.is_postgres:
+                    await self._db.fetch_prepared(LOCK_ACCOUNT, params)
+                inserted = await CLAIM.run_one(self._db, params | {"p_now": fresh.created_at})
+                if inserted is not None:
+                    digest = key_digest(fresh.caller_did, fresh.operation_id)
+                    tombstone = await get_tombstone(self._db, digest)
+                    if tombstone is not None:
+                        raise Tombstoned({digest: tombstone})
+        except Tombstoned as collected:
+            (tombstone,) = collected.found.values()
+            return claim_after_collection(claim, tombstone)
         if inserted is not None:
             return ClaimResult("claimed", OperationRecord.from_row(inserted))
-        return claim_outcome(claim, await self.get_operation(claim.caller_did, claim.operation_id))
+        stored = await self.get_operation(claim.caller_did, claim.operation_id)
+        if stored is None:
+            # The row was collected between the insert and this read: its tombstone says so.
+            digest = key_digest(fresh.caller_did, fresh.operation_id)
+            tombstone = await get_tombstone(self._db, digest)
+            if tombstone is not None:
+                return claim_after_collection(claim, tombstone)
+        return claim_outcome(claim, stored)
 
     async def acquire_lease(
         self, caller_did: str, operation_id: str, token: str, expires_at: int
@@ -668,11 +768,11 @@ class OperationsStore:
         ``ABANDONED_SEND_MARKER`` (no refund takes the count back, the next run's mark makes
         the attempt contested, and a takeover from a run that never marked counts nothing).
         Caps, throttles and one lease per entity bind it as they bind ``lease_operations``
-        (``lease_guards.lease_allowed``): it is refused while the account is throttled or
-        at its cap (this operation's own lease not counted), when an older operation of its
-        provider entity is still attempted, or another holds a live lease. One transaction
-        that (PostgreSQL) first locks the account's row, as every path that takes a lease
-        does. Returns the updated operation, or None when refused or absent. Raises
+        (``lease_guards.lease_allowed``): it is refused while the account is paused,
+        throttled or at its cap (this operation's own lease not counted), when an older
+        operation of its provider entity is still attempted, or another holds a live lease.
+        One transaction that (PostgreSQL) first locks the account's row, as every path that
+        takes a lease does. Returns the updated operation, or None when refused or absent. Raises
         ``InvalidInput`` for a malformed field.
         """
         check.key("token", token)
@@ -765,11 +865,7 @@ class OperationsStore:
         is; ``cut`` says more follow). More than 500 document ids are queried in chunks and
         merged back into order. Raises ``InvalidInput`` for a malformed filter.
         """
-        states = (
-            None
-            if where.states is None
-            else sorted({check.choice("states", state, OPERATION_STATES) for state in where.states})
-        )
+        conditions = filter_conditions(where)
         # Repeated ids are dropped so that a list split into chunks cannot match one
         # operation in two of them.
         document_ids = (
@@ -777,7 +873,7 @@ class OperationsStore:
             if where.document_ids is None
             else list(dict.fromkeys(check.key_list("documentIDs", where.document_ids)))
         )
-        if states == [] or document_ids == []:
+        if conditions is None or document_ids == []:
             return Measured()
         if limit is not None:
             check.count("limit", limit)
@@ -787,21 +883,7 @@ class OperationsStore:
                 check.key("after", after[1]),
                 check.key("after", after[2]),
             )
-        query = sa.select(op).order_by(*ORDER)
-        conditions = {
-            "nodeKey": (op.c.node_key, where.node_key),
-            "callerDID": (op.c.caller_did, where.caller_did),
-            "operationID": (op.c.operation_id, where.operation_id),
-            "connectorName": (op.c.connector_name, where.connector_name),
-        }
-        for field, (column, value) in conditions.items():
-            if value is not None:
-                query = query.where(column == check.key(field, value))
-        if where.visible_to is not None:
-            visible_to = check.key("visibleTo", where.visible_to)
-            query = query.where(sa.or_(op.c.caller_did == visible_to, op.c.owner_did == visible_to))
-        if states is not None:
-            query = query.where(op.c.state.in_(states))
+        query = sa.select(op).where(*conditions).order_by(*ORDER)
         if after is not None:
             query = query.where(
                 sa.tuple_(op.c.created_at, op.c.caller_did, op.c.operation_id) > sa.tuple_(*after)

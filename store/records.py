@@ -16,6 +16,9 @@ FAILED: Final = "failed"
 SUPERSEDED: Final = "superseded"
 OPERATION_STATES: Final = frozenset({ATTEMPTED, COMMITTED, FAILED, SUPERSEDED})
 TERMINAL_STATES: Final = frozenset({COMMITTED, FAILED, SUPERSEDED})
+TERMINAL_STATE_CODES: Final = {COMMITTED: 1, FAILED: 2, SUPERSEDED: 3}
+"""Each terminal state's code in a tombstone's ``final_state`` (a SMALLINT: two bytes where
+the state's text takes up to eleven)."""
 
 DEFER_REASONS: Final = frozenset({"offline", "auth"})
 
@@ -122,6 +125,8 @@ class OperationRecord(OperationEnvelope, _NodeKeyed):
     lease_expires_at: EpochMs | None
     created_at: EpochMs
     updated_at: EpochMs
+    reissued_from: str | None = None
+    reissued_as: str | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> "OperationRecord":
@@ -139,6 +144,32 @@ class OperationRecord(OperationEnvelope, _NodeKeyed):
 
 OPERATION_FIELDS: Final = tuple(field.name for field in fields(OperationRecord))
 """Every field of an operation, in the table's column order."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TombstoneRecord:
+    """What a collected operation leaves under its key (a row of
+    ``kubun_connector_operation_tombstone``, ``store.tombstones``): the digest of its key,
+    the digest of its key and envelope, the terminal state it was collected in (committed,
+    failed or superseded) and when it was collected (epoch ms). A claim of that key answers
+    ``collected`` (or ``conflict``) until the sweeper deletes the tombstone,
+    ``RETAIN_KEYS_SECONDS`` after ``collected_at``."""
+
+    key_digest: bytes
+    envelope_digest: bytes
+    final_state: str
+    collected_at: EpochMs
+
+    @classmethod
+    def from_row(cls, row: Row) -> "TombstoneRecord":
+        """Build the record from a full row, the state's code read back as its name."""
+        states = {code: state for state, code in TERMINAL_STATE_CODES.items()}
+        return cls(
+            key_digest=bytes(row["key_digest"]),
+            envelope_digest=bytes(row["envelope_digest"]),
+            final_state=states[row["final_state"]],
+            collected_at=row["collected_at"],
+        )
 
 
 @dataclass(frozen=True)
@@ -251,14 +282,17 @@ class WatchEventRecord(_WatchIdentityParts):
 class AccountRecord:
     """One provider account of a connector (a row of ``kubun_connector_account``), shared by
     every owner that names it: ``max_in_flight`` caps its live leases (None: no cap),
-    ``throttled_until`` (epoch ms) stops leasing for it until then (None: never throttled).
-    A row is created the first time a claim names the account, or by a limit or a throttle."""
+    ``throttled_until`` (epoch ms) stops leasing for it until then (None: never throttled),
+    ``paused_at`` (epoch ms) says since when it is paused on its own (None: not paused on its
+    own; its connector may still be paused as a whole). A row is created the first time a
+    claim names the account, or by a limit, a throttle or a pause."""
 
     connector_name: str
     account_key: str
     max_in_flight: int | None = None
     throttled_until: EpochMs | None = None
     updated_at: EpochMs
+    paused_at: EpochMs | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> "AccountRecord":
@@ -273,10 +307,12 @@ ACCOUNT_FIELDS: Final = tuple(field.name for field in fields(AccountRecord))
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AccountLoad:
     """An account and its live leases now (``in_flight``: attempted operations of the
-    account whose lease has not lapsed), as ``list_accounts`` reads them."""
+    account whose lease has not lapsed), and whether it is paused (on its own or with its
+    whole connector: ``paused``), as ``list_accounts`` reads them."""
 
     account: AccountRecord
     in_flight: int
+    paused: bool = False
 
 
 SYNC_IDLE: Final = "idle"

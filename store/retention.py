@@ -12,17 +12,27 @@ from store import lease_guards as guards
 from store import validation as check
 from store.context import StoreContext
 from store.operations import due_operation, lease_free
-from store.records import TERMINAL_STATES, OperationRecord
+from store.records import FAILED, TERMINAL_STATES, OperationRecord
 from store.sizes import Measured, measured, row_bytes, sized_rows, within_bytes
 from store.statements import Prepared, param
 from store.tables import operation as op
+from store.tables import operation_tombstone as tombstone
 from store.tables import pending_auth as pa
 from store.tables import projection_watch as watch
+from store.tombstones import PUT_TOMBSTONE, TOMBSTONE_COLUMNS, tombstone_row
 from store.watches import due_watch
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 500
 DEFAULT_COLLECT_LIMIT = 1000
+DAY_S = 24 * 3600
+RETAIN_FINISHED_S = 7 * DAY_S
+RETAIN_FAILED_S = 30 * DAY_S
+RETAIN_KEYS_S = 90 * DAY_S
+"""The default retention periods, in seconds (the settings ``RETAIN_FINISHED_SECONDS``,
+``RETAIN_FAILED_SECONDS``, ``RETAIN_KEYS_SECONDS``): committed and superseded operations
+after their last update, failed ones after theirs, a collected operation's tombstone after
+its collection."""
 MAX_COLLECT_LIMIT = 10_000
 SWEEP_LOCK_KEY = 0x6B75_6275_6E5F_7377
 """The PostgreSQL advisory lock key one sweep holds across replicas (any fixed bigint)."""
@@ -46,13 +56,18 @@ class ConnectorCounts:
     watches: dict[tuple[str, str], int]
 
 
-def _finished_before(older_than: Any) -> sa.ColumnElement[bool]:
-    """A terminal operation last updated before ``older_than`` (epoch ms, strict)."""
-    return sa.and_(
-        sa.or_(
-            *(op.c.state == sa.literal_column(f"'{state}'") for state in sorted(TERMINAL_STATES))
-        ),
-        op.c.updated_at < older_than,
+def _state_is(*states: str) -> sa.ColumnElement[bool]:
+    return sa.or_(*(op.c.state == sa.literal_column(f"'{state}'") for state in sorted(states)))
+
+
+def _finished_before(older_than: Any, failed_older_than: Any) -> sa.ColumnElement[bool]:
+    """A terminal operation past its retention: committed or superseded and last updated
+    before ``older_than``, or failed and last updated before ``failed_older_than`` (epoch
+    ms, strict; values or ``param``s). Each arm is a range of the ``(state, updated_at)``
+    index."""
+    return sa.or_(
+        sa.and_(_state_is(*(TERMINAL_STATES - {FAILED})), op.c.updated_at < older_than),
+        sa.and_(_state_is(FAILED), op.c.updated_at < failed_older_than),
     )
 
 
@@ -91,10 +106,34 @@ COUNT_FINISHED = Prepared(
     lambda _: (
         sa.select(sa.func.count().label("n"))
         .select_from(op)
-        .where(_finished_before(param("p_older_than", op.c.updated_at)))
+        .where(
+            _finished_before(
+                param("p_older_than", op.c.updated_at),
+                param("p_failed_older_than", op.c.updated_at),
+            )
+        )
     )
 )
 """``count_finished_operations``' count."""
+EXPIRED_TOMBSTONES = tombstone.c.collected_at < param("p_cutoff", tombstone.c.collected_at)
+DELETE_EXPIRED_TOMBSTONES = Prepared(
+    lambda _: (
+        sa.delete(tombstone)
+        .where(
+            tombstone.c.key_digest.in_(
+                sa.select(tombstone.c.key_digest)
+                .where(EXPIRED_TOMBSTONES)
+                .limit(sa.bindparam("p_limit", type_=sa.Integer))
+            )
+        )
+        .returning(tombstone.c.collected_at)
+    )
+)
+"""``delete_expired_tombstones``' bounded delete."""
+COUNT_EXPIRED_TOMBSTONES = Prepared(
+    lambda _: sa.select(sa.func.count().label("n")).select_from(tombstone).where(EXPIRED_TOMBSTONES)
+)
+"""``count_expired_tombstones``' count."""
 TRY_SWEEP_LOCK = Prepared(
     lambda _: sa.select(sa.func.pg_try_advisory_lock(SWEEP_LOCK_KEY).label("got"))
 )
@@ -108,6 +147,7 @@ class RetentionStore:
     """The seed's ``createRetentionMethods``: due work, and collecting finished work."""
 
     def __init__(self, context: StoreContext) -> None:
+        self._ctx = context
         self._db = context.db
 
     async def list_due_operations(
@@ -121,15 +161,16 @@ class RetentionStore:
         """Live operations a worker may pick up at ``now`` (epoch ms) (seed ``listDueOperations``),
         each with its size.
 
-        State attempted, ``next_attempt_at`` null or at most ``now``, and the lease free or
-        expired (``lease_expires_at < now``). Ordered by the time each became due
-        (``next_attempt_at``, or ``created_at`` when null), then caller and operation id.
+        State attempted, ``next_attempt_at`` null or at most ``now``, the lease free or
+        expired (``lease_expires_at < now``), and the account not paused. Ordered by the
+        time each became due (``next_attempt_at``, or ``created_at`` when null), then caller
+        and operation id.
         ``limit`` is 1 to 500; ``max_bytes`` the most bytes (``store.sizes``: fewer
         operations, the first always). Raises ``InvalidInput`` for a bad ``now`` or ``limit``.
         """
         check.epoch_ms("now", now)
         check.count("limit", limit, minimum=1, maximum=MAX_LIMIT)
-        live = guards.live()
+        live = sa.and_(guards.live(), sa.not_(guards.paused(op.c)))
         never_deferred = (
             sa.select(op)
             .where(live, op.c.next_attempt_at.is_(None), lease_free(now))
@@ -164,19 +205,27 @@ class RetentionStore:
         return measured(sized_rows(rows, OperationRecord.from_row), max_bytes)
 
     async def collect_finished_operations(
-        self, older_than: int, limit: int = DEFAULT_COLLECT_LIMIT
+        self, older_than: int, limit: int = DEFAULT_COLLECT_LIMIT, *, failed_older_than: int
     ) -> int:
-        """Delete at most ``limit`` terminal operations (committed, failed, superseded) last
-        updated before ``older_than`` (epoch ms, strict) and return how many went (seed
-        ``collectFinishedOperations``). A live (attempted) operation is never deleted.
+        """Delete at most ``limit`` terminal operations past their retention, leave a
+        tombstone for each, and return how many went (seed ``collectFinishedOperations``):
+        committed and superseded ones last updated before ``older_than``, failed ones last
+        updated before ``failed_older_than`` (epoch ms, strict; failures are kept longer, as
+        evidence). A live (attempted) operation is never deleted.
 
-        One bounded ``DELETE … WHERE key IN (SELECT … LIMIT n) RETURNING``; on PostgreSQL the
-        inner select takes ``FOR UPDATE SKIP LOCKED``, so concurrent collectors split the
-        work instead of waiting on each other. Call again until it returns less than
-        ``limit`` to collect a backlog in batches. ``limit`` is 1 to 10,000.
-        Raises ``InvalidInput`` naming ``olderThan`` or ``limit``.
+        One transaction: a bounded ``DELETE … WHERE key IN (SELECT … LIMIT n) RETURNING``
+        (on PostgreSQL the inner select takes ``FOR UPDATE SKIP LOCKED``, so concurrent
+        collectors split the work instead of waiting on each other), then the tombstones
+        of the deleted operations, collected at the store's now (``store.tombstones``): a
+        claim of a collected key finds the operation or its tombstone, never neither. Call
+        again until it returns less than ``limit`` to collect a backlog in batches.
+        ``limit`` is 1 to 10,000. Raises ``InvalidInput`` naming ``olderThan``,
+        ``failedOlderThan`` or ``limit``.
         """
-        finished = _finished_before(check.epoch_ms("olderThan", older_than))
+        finished = _finished_before(
+            check.epoch_ms("olderThan", older_than),
+            check.epoch_ms("failedOlderThan", failed_older_than),
+        )
         size = check.count("limit", limit, minimum=1, maximum=MAX_COLLECT_LIMIT)
         keys: sa.ColumnElement[Any]
         chosen: sa.Select[Any]
@@ -192,7 +241,34 @@ class RetentionStore:
             keys = sa.literal_column("rowid")
             chosen = sa.select(keys).select_from(op).where(finished).limit(size)
         delete = sa.delete(op).where(keys.in_(chosen))
-        return len(await self._db.write_all(delete.returning(op.c.version)))
+        collected = delete.returning(*(op.c[name] for name in TOMBSTONE_COLUMNS))
+        async with self._db.write_transaction():
+            rows = await self._db.write_all(collected)
+            now = self._ctx.clock()
+            await self._db.write_many(PUT_TOMBSTONE, [tombstone_row(row, now) for row in rows])
+        return len(rows)
+
+    async def delete_expired_tombstones(
+        self, cutoff: int, limit: int = DEFAULT_COLLECT_LIMIT
+    ) -> int:
+        """Delete at most ``limit`` tombstones collected before ``cutoff`` (epoch ms, strict:
+        the sweeper's now - ``RETAIN_KEYS_SECONDS``) and return how many went; a claim of
+        such a key is then claimed afresh. One bounded ``DELETE``; call again until it
+        returns less than ``limit``. ``limit`` is 1 to 10,000. Raises ``InvalidInput``
+        naming ``cutoff`` or ``limit``."""
+        params = {
+            "p_cutoff": check.epoch_ms("cutoff", cutoff),
+            "p_limit": check.count("limit", limit, minimum=1, maximum=MAX_COLLECT_LIMIT),
+        }
+        return len(await self._db.write_prepared_all(DELETE_EXPIRED_TOMBSTONES, params))
+
+    async def count_expired_tombstones(self, cutoff: int) -> int:
+        """How many tombstones ``delete_expired_tombstones(cutoff)`` would delete in all
+        (``collect --dry-run``). Raises ``InvalidInput`` naming ``cutoff``."""
+        params = {"p_cutoff": check.epoch_ms("cutoff", cutoff)}
+        row = await self._db.fetch_prepared(COUNT_EXPIRED_TOMBSTONES, params)
+        assert row is not None, "a count returns one row"
+        return int(row["n"])
 
     async def count_backlog(self, now: int) -> Backlog:
         """How many operations are in each state, and how many operations and watches are
@@ -208,10 +284,14 @@ class RetentionStore:
             due_watches=int(due_watches["n"]) if due_watches else 0,
         )
 
-    async def count_finished_operations(self, older_than: int) -> int:
-        """How many operations ``collect_finished_operations(older_than, …)`` would delete in
-        all (for progress reports). Raises ``InvalidInput`` naming ``olderThan``."""
-        params = {"p_older_than": check.epoch_ms("olderThan", older_than)}
+    async def count_finished_operations(self, older_than: int, *, failed_older_than: int) -> int:
+        """How many operations ``collect_finished_operations`` with the same cutoffs would
+        delete in all (for progress reports). Raises ``InvalidInput`` naming ``olderThan``
+        or ``failedOlderThan``."""
+        params = {
+            "p_older_than": check.epoch_ms("olderThan", older_than),
+            "p_failed_older_than": check.epoch_ms("failedOlderThan", failed_older_than),
+        }
         row = await self._db.fetch_prepared(COUNT_FINISHED, params)
         assert row is not None, "a count returns one row"
         return int(row["n"])

@@ -47,6 +47,8 @@ operation = sa.Table(
     sa.Column("lease_expires_at", sa.BigInteger),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.Column("reissued_from", Key),
+    sa.Column("reissued_as", Key),
     sa.PrimaryKeyConstraint("caller_did", "operation_id", name="kubun_connector_operation_pkey"),
     sa.Index("kubun_connector_operation_order_idx", "created_at", "caller_did", "operation_id"),
     sa.Index("kubun_connector_operation_document_idx", "document_id", "created_at"),
@@ -109,6 +111,21 @@ operation = sa.Table(
         postgresql_where=sa.text("state = 'attempted' AND next_attempt_at IS NOT NULL"),
         sqlite_where=sa.text("state = 'attempted' AND next_attempt_at IS NOT NULL"),
     ),
+    # The dashboard's counts (``store.counts``), each an index-only scan: every operation
+    # by account and state, and the live ones with what decides due and in flight.
+    sa.Index(
+        "kubun_connector_operation_account_state_idx", "connector_name", "account_key", "state"
+    ),
+    sa.Index(
+        "kubun_connector_operation_live_account_idx",
+        "connector_name",
+        "account_key",
+        "next_attempt_at",
+        "lease_expires_at",
+        "lease_token",
+        postgresql_where=sa.text("state = 'attempted'"),
+        sqlite_where=sa.text("state = 'attempted'"),
+    ),
     sa.Index(
         "kubun_connector_operation_leased_idx",
         "connector_name",
@@ -127,9 +144,41 @@ account = sa.Table(
     sa.Column("max_in_flight", sa.Integer),
     sa.Column("throttled_until", sa.BigInteger),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.Column("paused_at", sa.BigInteger),
     sa.PrimaryKeyConstraint("connector_name", "account_key", name="kubun_connector_account_pkey"),
 )
-"""Provider accounts (``store.accounts``): the cap on live leases and the throttle of each."""
+"""Provider accounts (``store.accounts``): the cap on live leases, the throttle and the pause
+of each."""
+
+paused_connector = sa.Table(
+    "kubun_connector_paused_connector",
+    metadata,
+    sa.Column("connector_name", Key, primary_key=True),
+    sa.Column("paused_at", sa.BigInteger, nullable=False),
+)
+"""Connectors paused as a whole (``store.accounts``): a row while paused."""
+
+operation_tombstone = sa.Table(
+    "kubun_connector_operation_tombstone",
+    metadata,
+    sa.Column("key_digest", sa.LargeBinary, nullable=False),
+    sa.Column("envelope_digest", sa.LargeBinary, nullable=False),
+    sa.Column("final_state", sa.SmallInteger, nullable=False),
+    sa.Column("collected_at", sa.BigInteger, nullable=False),
+    sa.PrimaryKeyConstraint("key_digest", name="kubun_connector_operation_tombstone_pkey"),
+    # Expiry deletes by age. On PostgreSQL a BRIN index: tombstones are appended in the order
+    # of collection and expire oldest first, so pages hold rows of one age, and the index
+    # costs a few pages where a B-tree would cost ~22 bytes a row (benchmarks/README.md).
+    sa.Index(
+        "kubun_connector_operation_tombstone_collected_idx",
+        "collected_at",
+        postgresql_using="brin",
+    ),
+)
+"""What a collected operation leaves under its key (``store.tombstones``): compact, since
+one is kept per collected operation for ``RETAIN_KEYS_SECONDS``. ``key_digest`` is 12 bytes
+of a digest of the key, ``envelope_digest`` 8 bytes of a digest of the key and envelope,
+``final_state`` the terminal state's code (``store.tombstones.STATE_CODES``)."""
 
 projection_watch = sa.Table(
     "kubun_connector_projection_watch",
@@ -162,6 +211,9 @@ projection_watch = sa.Table(
     ),
     sa.Index("kubun_connector_projection_watch_document_idx", "document_id"),
     sa.Index("kubun_connector_projection_watch_due_idx", "verification_status", "next_attempt_at"),
+    sa.Index(
+        "kubun_connector_projection_watch_status_idx", "connector_name", "verification_status"
+    ),
     sa.Index(
         "kubun_connector_projection_watch_defer_idx", "defer_reason", "owner_did", "connector_name"
     ),
@@ -218,6 +270,17 @@ persisted_query = sa.Table(
 )
 """Automatic persisted queries: a query text under its SHA-256 (hex), shared by every server
 instance on the database."""
+
+wakeup = sa.Table(
+    "kubun_connector_wakeup",
+    metadata,
+    sa.Column("connector_name", Key, primary_key=True),
+    sa.Column("seq", sa.BigInteger, nullable=False),
+    sa.Index("kubun_connector_wakeup_seq_idx", "seq"),
+)
+"""SQLite's wake-ups (``store.wakeups``): each connector stamped by the triggers of migration
+0009 with the next sequence number when a write may have made its work leasable. PostgreSQL's
+triggers send ``NOTIFY`` instead and leave this table empty."""
 
 EventId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 """An event's number: BIGINT identity on PostgreSQL; on SQLite ``INTEGER PRIMARY KEY

@@ -88,3 +88,16 @@ def sqlite_path(url: str) -> Path | None:
         return None
     assert parsed.database, "parse_url refuses SQLite URLs without a file"
     return Path(parsed.database)
+
+
+def asyncpg_dsn(url: str) -> str:
+    """A PostgreSQL ``url`` (see ``parse_url``) as the DSN ``asyncpg.connect`` takes
+    (``postgresql://``, its ``ssl`` parameter as libpq's ``sslmode``); raises
+    ``InvalidInput`` for a SQLite URL or one ``parse_url`` refuses."""
+    parsed = parse_url(url)
+    if not parsed.drivername.startswith("postgresql"):
+        raise InvalidInput("LISTEN_DATABASE_URL", "must be a PostgreSQL URL")
+    query = dict(parsed.query)
+    if "ssl" in query:
+        query["sslmode"] = query.pop("ssl")
+    return parsed.set(drivername="postgresql", query=query).render_as_string(hide_password=False)

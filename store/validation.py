@@ -107,12 +107,13 @@ def json_shape(field: str, value: Any) -> None:
 
 
 def key_list(field: str, values: Any) -> list[str]:
-    """A list of at most 10,000 keys, each checked like ``key``."""
+    """A list of at most 10,000 keys, each checked like ``key``; a bad one is named by its
+    index (``documentIDs[3]``)."""
     if not isinstance(values, (list, tuple)):
         raise InvalidInput(field, "must be a list of strings")
     if len(values) > MAX_LIST_ITEMS:
         raise InvalidInput(field, f"must hold at most {MAX_LIST_ITEMS} items")
-    return [key(field, value) for value in values]
+    return [key(f"{field}[{index}]", value) for index, value in enumerate(values)]
 
 
 MAX_TEXT_LENGTH = 8192

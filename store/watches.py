@@ -19,6 +19,7 @@ from typing import Any, Literal
 import sqlalchemy as sa
 
 from store import events
+from store import lease_guards as guards
 from store import validation as check
 from store.context import ReadWinner, StoreContext
 from store.database import Row, chunked, fetch_in_chunks
@@ -97,11 +98,14 @@ class Resumed:
 
 @dataclass(frozen=True, slots=True)
 class WatchFilter:
-    """The filter of ``list_watches_matching``; every field given must match.
+    """The filter of ``list_watches_matching`` and of ``rearm_watches``
+    (``store.operator``); every field given must match.
 
     ``document_ids``: an empty list matches nothing. ``status``: a verification status
     (``pending_verification``, ``verified``, ``repair_failed``). ``due_before`` (epoch ms):
-    watches whose ``next_attempt_at`` is set and earlier.
+    watches whose ``next_attempt_at`` is set and earlier. ``updated_after`` and
+    ``updated_before`` (epoch ms) bound ``updated_at``: at or after the one, strictly
+    before the other.
     """
 
     document_ids: Sequence[str] | None = None
@@ -110,6 +114,41 @@ class WatchFilter:
     model: str | None = None
     status: str | None = None
     due_before: int | None = None
+    account_key: str | None = None
+    updated_after: int | None = None
+    updated_before: int | None = None
+
+
+def watch_filter_conditions(where: WatchFilter) -> list[sa.ColumnElement[bool]]:
+    """The conditions of ``where`` on watches, checked, but its ``document_ids`` (each
+    caller chunks those as it must). Raises ``InvalidInput`` naming the first malformed
+    field, and ``updatedBefore`` when it is earlier than ``updatedAfter``."""
+    keys = {
+        "ownerDID": (watch.c.owner_did, where.owner_did),
+        "connectorName": (watch.c.connector_name, where.connector_name),
+        "model": (watch.c.model, where.model),
+        "accountKey": (watch.c.account_key, where.account_key),
+    }
+    conditions = [
+        column == check.key(field, value)
+        for field, (column, value) in keys.items()
+        if value is not None
+    ]
+    if where.status is not None:
+        status = check.choice("status", where.status, VERIFICATION_STATUSES)
+        conditions.append(watch.c.verification_status == status)
+    if where.due_before is not None:
+        due_before = check.epoch_ms("dueBefore", where.due_before)
+        conditions += [watch.c.next_attempt_at.is_not(None), watch.c.next_attempt_at < due_before]
+    after = check.optional_epoch_ms("updatedAfter", where.updated_after)
+    before = check.optional_epoch_ms("updatedBefore", where.updated_before)
+    if after is not None and before is not None and before < after:
+        raise InvalidInput("updatedBefore", "must not be earlier than updatedAfter")
+    if after is not None:
+        conditions.append(watch.c.updated_at >= after)
+    if before is not None:
+        conditions.append(watch.c.updated_at < before)
+    return conditions
 
 
 def _record(row: Row | None) -> WatchRecord | None:
@@ -208,7 +247,9 @@ ROW_BYTES = row_bytes(watch.c)
 """A watch's size in bytes (``store.sizes``)."""
 
 
-def _opened(stored: WatchRecord, current_winner: str | None, due_at: int) -> dict[str, Any]:
+def opened_generation(
+    stored: WatchRecord, current_winner: str | None, due_at: int
+) -> dict[str, Any]:
     """The columns of a new repair generation: pending, 0 attempts, observing the current
     winner, due at ``due_at``, no claim, no defer reason; the verified digest kept."""
     return {
@@ -225,8 +266,9 @@ def _opened(stored: WatchRecord, current_winner: str | None, due_at: int) -> dic
 def due_watch(now: Any) -> sa.ColumnElement[bool]:
     """A watch a verifier may claim at ``now`` (epoch ms, a value or a ``param``): pending
     verification, due (``next_attempt_at`` set and at most ``now``), its claim absent or
-    lapsed (``claimed_until <= now``)."""
+    lapsed (``claimed_until <= now``), its account not paused (``lease_guards.paused``)."""
     return sa.and_(
+        sa.not_(guards.paused(watch.c)),
         # A literal, so the planner can match the partial index on pending watches.
         watch.c.verification_status == sa.literal_column(f"'{PENDING_VERIFICATION}'"),
         watch.c.next_attempt_at.is_not(None),
@@ -633,23 +675,7 @@ class WatchesStore:
             return Measured()
         if limit is not None:
             check.count("limit", limit)
-        query = sa.select(watch).order_by(*IDENTITY_COLUMNS)
-        conditions = {
-            "ownerDID": (watch.c.owner_did, where.owner_did),
-            "connectorName": (watch.c.connector_name, where.connector_name),
-            "model": (watch.c.model, where.model),
-        }
-        for field, (column, value) in conditions.items():
-            if value is not None:
-                query = query.where(column == check.key(field, value))
-        if where.status is not None:
-            status = check.choice("status", where.status, VERIFICATION_STATUSES)
-            query = query.where(watch.c.verification_status == status)
-        if where.due_before is not None:
-            due_before = check.epoch_ms("dueBefore", where.due_before)
-            query = query.where(
-                watch.c.next_attempt_at.is_not(None), watch.c.next_attempt_at < due_before
-            )
+        query = sa.select(watch).where(*watch_filter_conditions(where)).order_by(*IDENTITY_COLUMNS)
         if after is not None:
             if len(after) != len(IDENTITY_COLUMNS):
                 raise InvalidInput("after", "must name a watch identity")
@@ -679,8 +705,9 @@ class WatchesStore:
     ) -> Measured[WatchRecord]:
         """Watches a verifier may claim at ``now`` (epoch ms), each with its size.
 
-        Pending verification, ``next_attempt_at`` at most ``now``, and the claim absent or
-        lapsed (``claimed_until <= now``), the guard ``claim_watch_attempt`` applies.
+        Pending verification, ``next_attempt_at`` at most ``now``, the claim absent or
+        lapsed (``claimed_until <= now``) and the account not paused: the guard
+        ``claim_watch_attempt`` applies (``due_watch``).
         Ordered by ``next_attempt_at``, then identity. ``limit`` is 1 to 500; ``max_bytes``
         the most bytes (``store.sizes``: fewer watches, the first always). Raises
         ``InvalidInput`` for a bad ``now``, ``limit`` or ``connectorName``.
@@ -772,7 +799,7 @@ class WatchesStore:
         if decision == "noop":
             return ArmResult("noop", stored)
         if decision == "open":
-            opened = _opened(stored, current_winner, due_at)
+            opened = opened_generation(stored, current_winner, due_at)
             return ArmResult("opened", await self._write_over(stored, opened, events.OPENED))
         coalesced = {"next_attempt_at": coalesce_due(stored.next_attempt_at, due_at)}
         return ArmResult("coalesced", await self._write_over(stored, coalesced, events.COALESCED))
@@ -1060,15 +1087,20 @@ class WatchesStore:
         action = VERIFICATION_ACTIONS[outcome]
         return VerificationResult(outcome, await self._write_over(stored, values, action))
 
-    async def resume_offline_deferred(self, now: int) -> Resumed:
+    async def resume_offline_deferred(self, now: int, connector_name: str | None = None) -> Resumed:
         """Make every live operation and pending watch deferred ``offline`` due at ``now``
-        (epoch ms) (seed ``resumeOfflineDeferred``), in one transaction.
+        (epoch ms) (seed ``resumeOfflineDeferred``), in one transaction; only those of
+        ``connector_name`` when given.
 
         The defer reason is cleared; watches also get version +1. Returns how many of each
-        were resumed. Raises ``InvalidInput`` for a bad ``now``.
+        were resumed. Raises ``InvalidInput`` for a bad ``now`` or ``connectorName``.
         """
         check.epoch_ms("now", now)
-        return await self._resume("offline", now, [([], [])])
+        connector = check.optional_key("connectorName", connector_name)
+        if connector is None:
+            return await self._resume("offline", now, [([], [])])
+        scope = ([op.c.connector_name == connector], [watch.c.connector_name == connector])
+        return await self._resume("offline", now, [scope])
 
     async def resume_auth_deferred(
         self, owner_did: str, connector_names: Sequence[str], now: int
@@ -1099,13 +1131,13 @@ class WatchesStore:
         self,
         reason: str,
         now: int,
-        guards: list[tuple[list[sa.ColumnElement[bool]], list[sa.ColumnElement[bool]]]],
+        scopes: list[tuple[list[sa.ColumnElement[bool]], list[sa.ColumnElement[bool]]]],
     ) -> Resumed:
         """Resume rows deferred for ``reason``, one pair of statements per (operation guard,
         watch guard), all in one transaction; counts the rows ``RETURNING`` gave."""
         operations = watches = 0
         async with self._db.write_transaction():
-            for op_guard, watch_guard in guards:
+            for op_guard, watch_guard in scopes:
                 resumed_operations = await run_logged(
                     self._db,
                     events.OPERATIONS,

@@ -45,6 +45,15 @@ def test_token__signed_with_jwt_secret_with_sub_scope_and_ttl():
     assert 80 <= claims["exp"] - time.time() <= 91
 
 
+@pytest.mark.parametrize("scope", ["operator", "observer"])
+def test_token__operator_and_observer_scopes(scope):
+    done = run("token", "--sub", "did:key:ops", "--scope", scope)
+
+    assert done.returncode == 0, done.stderr
+    claims = jwt.decode(done.stdout.strip(), TEST_JWT_SECRET, algorithms=["HS256"])
+    assert claims["scope"] == scope
+
+
 def test_make_token__an_admin_token_alone_on_the_last_line():
     done = subprocess.run(
         ["make", "-s", "token", f"BIN={COMMAND.parent}"],

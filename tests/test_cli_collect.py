@@ -4,9 +4,12 @@ batches behind a progress bar, the total printed, live operations kept."""
 import asyncio
 
 import pytest
+import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from server.cli import cli
+from store.context import system_clock
+from store.tables import operation_tombstone
 from tests.factories import bulk_finished_operations, claimed_operation, created_pending_auth
 
 BACKLOG = 10_000
@@ -31,7 +34,9 @@ async def test_collect__backlog_collected_with_progress_bar(backlog, tmp_path, s
     assert result.exit_code == 0, result.output
     assert "collecting finished operations" in result.output
     assert f"collected {BACKLOG} finished operations, 0 expired pending auth" in result.output
-    assert await store.retention.count_finished_operations(2**53 - 1) == 0
+    assert (
+        await store.retention.count_finished_operations(2**53 - 1, failed_older_than=2**53 - 1) == 0
+    )
     assert await store.operations.get_operation("did:key:caller", "op-1") is not None
 
 
@@ -56,7 +61,10 @@ async def test_collect__dry_run_counts_what_would_go_and_deletes_nothing(
 
     assert result.exit_code == 0, result.output
     assert f"would collect {BACKLOG} finished operations, 1 expired pending auth" in result.output
-    assert await store.retention.count_finished_operations(2**53 - 1) == BACKLOG
+    assert (
+        await store.retention.count_finished_operations(2**53 - 1, failed_older_than=2**53 - 1)
+        == BACKLOG
+    )
     assert await store.retention.count_expired_pending_auth(2**53 - 1) == 1
 
 
@@ -71,7 +79,51 @@ async def test_collect__takes_the_sweepers_lock(backlog, tmp_path, store, databa
     if database_url.startswith("postgresql"):
         assert result.exit_code == 1
         assert "another process is sweeping" in result.output
-        assert await store.retention.count_finished_operations(2**53 - 1) == BACKLOG
+        assert (
+            await store.retention.count_finished_operations(2**53 - 1, failed_older_than=2**53 - 1)
+            == BACKLOG
+        )
     else:
         assert result.exit_code == 0, result.output
-        assert await store.retention.count_finished_operations(2**53 - 1) == 0
+        assert (
+            await store.retention.count_finished_operations(2**53 - 1, failed_older_than=2**53 - 1)
+            == 0
+        )
+
+
+async def test_collect__failed_kept_by_retain_failed_and_tombstones_expired(
+    tmp_path, store, database, clock, database_url
+):
+    """``collect`` keeps a failed operation of the committed one's age (RETAIN_FAILED_SECONDS,
+    or --failed-older-than-seconds) and deletes tombstones past RETAIN_KEYS_SECONDS. The
+    command reads the system clock: the rows are a day old by it."""
+    day_ago = system_clock() - DAY_MS
+    for state in ["committed", "failed"]:
+        await bulk_finished_operations(database, 2, day_ago, state=state, prefix=state)
+    await bulk_finished_operations(database, 3, day_ago, prefix="gone")
+    await store.retention.collect_finished_operations(day_ago + 1, failed_older_than=day_ago)
+    await store.db.write_all(
+        sa.update(operation_tombstone)
+        .values(collected_at=0)
+        .returning(operation_tombstone.c.collected_at)
+    )
+    env = {"DATABASE_URL": database_url, "DATA_DIR": str(tmp_path), "RETAIN_KEYS_SECONDS": "3600"}
+
+    def run(*arguments: str):
+        return asyncio.to_thread(CliRunner().invoke, cli, ["collect", *arguments], env=env)
+
+    dry = await run("--older-than-seconds", "3600", "--dry-run")
+    kept = await run("--older-than-seconds", "3600")
+    failed = await run("--older-than-seconds", "3600", "--failed-older-than-seconds", "3600")
+
+    assert dry.exit_code == kept.exit_code == failed.exit_code == 0, dry.output + kept.output
+    assert "would collect 0 finished operations, 0 expired pending auth, 5 expired tombstones" in (
+        dry.output
+    )
+    assert "collected 0 finished operations, 0 expired pending auth, 5 expired tombstones" in (
+        kept.output
+    )
+    assert "collected 2 finished operations, 0 expired pending auth, 0 expired tombstones" in (
+        failed.output
+    )
+    assert await store.retention.count_expired_tombstones(2**53 - 1) == 2

@@ -37,3 +37,15 @@ def test_settings__a_time_that_switches_a_bound_off_is_refused(setting, value) -
 def test_settings__lock_wait_at_or_past_the_pool_wait_is_refused() -> None:
     with pytest.raises(ValidationError, match="DB_LOCK_TIMEOUT_SECONDS"):
         Settings(db_wait_timeout_seconds=10, db_lock_timeout_seconds=10)
+
+
+def test_retention__settings_reach_the_sweep(monkeypatch) -> None:
+    from server.sweeper import Retention
+
+    day = 24 * 3600
+    assert Retention.of(Settings()) == Retention(
+        finished_ms=7 * day * 1000, failed_ms=30 * day * 1000, keys_ms=90 * day * 1000
+    )
+    monkeypatch.setenv("RETAIN_FAILED_SECONDS", "60")
+    monkeypatch.setenv("RETAIN_KEYS_SECONDS", "120")
+    assert Retention.of(Settings()) == Retention(failed_ms=60_000, keys_ms=120_000)

@@ -9,7 +9,7 @@ import pytest
 
 from server.app import create_app, sweeping
 from server.settings import Settings
-from server.sweeper import Sweeper
+from server.sweeper import Retention, Sweeper
 from store import ConnectorStore
 from store.database import Database
 from tests.factories import bulk_finished_operations, claimed_operation, created_pending_auth
@@ -19,7 +19,12 @@ SWEEP_LOG = "connector_store.sweeper"
 
 
 def sweeper(store, *, batch=10, interval_s=60.0):
-    return Sweeper(store, interval_s=interval_s, retain_ms=DAY_MS, batch=batch)
+    return Sweeper(
+        store,
+        interval_s=interval_s,
+        retention=Retention(finished_ms=DAY_MS, failed_ms=DAY_MS),
+        batch=batch,
+    )
 
 
 def sweep_lines(caplog):
@@ -41,7 +46,61 @@ async def test_sweep__deletes_old_finished_and_expired_in_batches_and_logs(
     assert (result.operations, result.pending_auth, result.batches) == (25, 1, 3)
     assert await store.operations.get_operation("did:key:caller", "op-1") is not None
     assert await store.pending_auth.get_pending_auth("at-now") is not None
-    assert sweep_lines(caplog) == ["sweep: deleted 25 finished operations, 1 expired pending auth"]
+    assert sweep_lines(caplog) == [
+        "sweep: deleted 25 finished operations, 1 expired pending auth, 0 expired tombstones"
+    ]
+
+
+async def test_sweep__default_retention_keeps_a_failed_operation_the_committed_one_goes(
+    store, database, clock
+):
+    """Of a committed and a failed operation of the same age, past RETAIN_FINISHED_SECONDS,
+    the default sweep collects the committed one and keeps the failed one (the evidence of
+    what went wrong) until RETAIN_FAILED_SECONDS."""
+    age = 8 * DAY_MS
+    for state in ["committed", "failed"]:
+        await bulk_finished_operations(database, 1, clock.now - age, state=state, prefix=state)
+    default = Sweeper(store, interval_s=60, retention=Retention.of(Settings()), batch=1000)
+
+    first = await default.sweep()
+    committed = await store.operations.get_operation("did:key:committed", "committed-1")
+    failed = await store.operations.get_operation("did:key:failed", "failed-1")
+    clock.advance(30 * DAY_MS - age)
+    at_thirty_days = await default.sweep()
+    clock.advance(1)
+    past_thirty_days = await default.sweep()
+
+    assert first is not None and first.operations == 1
+    assert committed is None
+    assert failed is not None and failed.state == "failed"
+    assert at_thirty_days is not None and at_thirty_days.operations == 0
+    assert past_thirty_days is not None and past_thirty_days.operations == 1
+    assert await store.operations.get_operation("did:key:failed", "failed-1") is None
+
+
+async def test_sweep__deletes_tombstones_past_retain_keys_in_batches(
+    store, database, clock, caplog
+):
+    caplog.set_level(logging.INFO, logger=SWEEP_LOG)
+    await bulk_finished_operations(database, 5, updated_at=clock.now - DAY_MS - 1)
+    keys_ms = 90 * DAY_MS
+    running = Sweeper(
+        store, interval_s=60, retention=Retention(finished_ms=DAY_MS, keys_ms=keys_ms), batch=2
+    )
+
+    collected = await running.sweep()
+    clock.advance(keys_ms)
+    at_window_end = await running.sweep()
+    clock.advance(1)
+    past_window = await running.sweep()
+
+    assert collected is not None and (collected.operations, collected.tombstones) == (5, 0)
+    assert at_window_end is not None and at_window_end.tombstones == 0
+    assert past_window is not None and past_window.tombstones == 5
+    assert await store.retention.count_expired_tombstones(2**53 - 1) == 0
+    assert sweep_lines(caplog)[-1] == (
+        "sweep: deleted 0 finished operations, 0 expired pending auth, 5 expired tombstones"
+    )
 
 
 async def test_sweep__keeps_finished_within_retention(store, database, clock):
@@ -50,7 +109,12 @@ async def test_sweep__keeps_finished_within_retention(store, database, clock):
     result = await sweeper(store).sweep()
 
     assert result is not None and result.operations == 0
-    assert await store.retention.count_finished_operations(clock.now + 1) == 5
+    assert (
+        await store.retention.count_finished_operations(
+            clock.now + 1, failed_older_than=clock.now + 1
+        )
+        == 5
+    )
 
 
 async def test_sweeper__runs_on_its_interval_until_stopped(store, database, clock, caplog):
@@ -139,10 +203,10 @@ async def test_sweep__postgres_second_replica_skips_while_one_sweeps(
         release = asyncio.Event()
         collect = store.retention.collect_finished_operations
 
-        async def slow_collect(older_than, limit):
+        async def slow_collect(older_than, limit, **cutoffs):
             entered.set()
             await release.wait()
-            return await collect(older_than, limit)
+            return await collect(older_than, limit, **cutoffs)
 
         store.retention.collect_finished_operations = slow_collect  # type: ignore[method-assign]
         sweeping_task = asyncio.create_task(first.sweep())
@@ -168,10 +232,10 @@ async def test_sweeper__stop_mid_sweep_ends_after_current_batch(store, database,
     collect = store.retention.collect_finished_operations
     stopping: list[asyncio.Task[None]] = []
 
-    async def collect_then_stop(older_than, limit):
+    async def collect_then_stop(older_than, limit, **cutoffs):
         if not stopping:
             stopping.append(asyncio.create_task(running.stop()))
-        return await collect(older_than, limit)
+        return await collect(older_than, limit, **cutoffs)
 
     store.retention.collect_finished_operations = collect_then_stop  # type: ignore[method-assign]
     running.start()
@@ -180,21 +244,26 @@ async def test_sweeper__stop_mid_sweep_ends_after_current_batch(store, database,
     await stopping[0]
 
     assert not running.running
-    assert await store.retention.count_finished_operations(clock.now) == 20
-    assert sweep_lines(caplog) == ["sweep: deleted 10 finished operations, 0 expired pending auth"]
+    assert (
+        await store.retention.count_finished_operations(clock.now, failed_older_than=clock.now)
+        == 20
+    )
+    assert sweep_lines(caplog) == [
+        "sweep: deleted 10 finished operations, 0 expired pending auth, 0 expired tombstones"
+    ]
     assert "cancelling" not in caplog.text
 
 
 async def test_sweeper__start_logs_its_interval_and_retention_in_human_units(store, caplog):
     caplog.set_level(logging.INFO, logger=SWEEP_LOG)
-    sweeper = Sweeper(store, interval_s=300, retain_ms=7 * DAY_MS, batch=1000)
+    sweeper = Sweeper(store, interval_s=300, retention=Retention(), batch=1000)
     sweeper.start()
     await sweeper.stop()
     [started] = [
         r.getMessage() for r in caplog.records if "finished operations kept" in r.getMessage()
     ]
-    assert (
-        started
-        == "sweeper: every 0:05:00, finished operations kept 7 days, 0:00:00, batches of 1000"
+    assert started == (
+        "sweeper: every 0:05:00, finished operations kept 7 days, 0:00:00 (failed 30 days, "
+        "0:00:00), tombstones of their keys 90 days, 0:00:00, batches of 1000"
     )
     assert str(7 * DAY_MS) not in started

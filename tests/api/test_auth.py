@@ -324,7 +324,7 @@ def test_verified_tokens__kept_until_exp_plus_leeway_then_forgotten():
     viewer = Viewer.of_token("did:key:a", "service")
     cache.put("token", viewer, until=1030.0)
     now[0] = 1029.9
-    assert cache.get("token") is viewer
+    assert cache.get("token") == (viewer, 1030.0)
     now[0] = 1030.0
     assert cache.get("token") is None
     assert "token" not in cache.entries
@@ -335,7 +335,7 @@ def test_verified_tokens__bounded_the_least_recently_used_goes_first():
     viewers = {name: Viewer.of_token(f"did:key:{name}", "service") for name in "abc"}
     cache.put("a", viewers["a"], until=60.0)
     cache.put("b", viewers["b"], until=60.0)
-    assert cache.get("a") is viewers["a"]
+    assert cache.get("a") == (viewers["a"], 60.0)
     cache.put("c", viewers["c"], until=60.0)
     assert list(cache.entries) == ["a", "c"]
     cache.put("x" * (VerifiedTokens.MAX_TOKEN_CHARS + 1), viewers["a"], until=60.0)

@@ -175,8 +175,10 @@ MARK = (
         ({"leaseToken": ""}, "items[2].leaseToken"),
         ({"operationID": "op-0"}, "items[2].operationID"),
         ({"leaseToken": 7}, "items[2].leaseToken"),
+        ({"leaseToken": None}, "items[2].leaseToken"),
+        ({"bogus": 1}, "items[2].bogus"),
     ],
-    ids=["reserved", "empty", "repeated", "not-a-string"],
+    ids=["reserved", "empty", "repeated", "not-a-string", "null", "unknown-field"],
 )
 async def test_mark_sends_started__bad_item_refuses_whole_request(gql, clock, spoil, field):
     await claimed(gql, 3)
@@ -191,6 +193,22 @@ async def test_mark_sends_started__bad_item_refuses_whole_request(gql, clock, sp
     assert error_codes(body) == ["BAD_USER_INPUT"]
     assert body["errors"][0]["extensions"]["field"] == field
     assert await snapshot(gql) == before
+
+
+async def test_mark_sends_started__variables_missing_fields_named_each_with_its_index(gql):
+    marks = [
+        {"callerDID": CALLER, "operationID": "op-0", "leaseToken": "lease-A", "marker": "m"},
+        {"callerDID": CALLER, "marker": "m", "bogus": 1},
+        {"operationID": "op-2", "leaseToken": "lease-A", "marker": "m"},
+    ]
+    body = await gql.query(MARK, {"input": {"items": marks}})
+    assert error_codes(body) == ["BAD_USER_INPUT"] * 4
+    assert [error["extensions"]["field"] for error in body["errors"]] == [
+        "items[1].operationID",
+        "items[1].leaseToken",
+        "items[1].bogus",
+        "items[2].callerDID",
+    ]
 
 
 async def test_finalize_operations__item_of_another_caller_forbidden(store, gql, clock):

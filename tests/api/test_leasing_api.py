@@ -137,6 +137,31 @@ async def test_lease_operations__a_tenant_leases_only_what_it_called(store, gql)
             'renewLeases(input: {leaseToken: "t", leaseMs: 0, keys: []}) { renewed { id } }',
             "leaseMs",
         ),
+        (
+            'renewLeases(input: {leaseToken: "t", leaseMs: 1000, keys: [{callerDID: "c", '
+            'operationID: "o"}, {callerDID: "", operationID: "o"}]}) { renewed { id } }',
+            "keys[1].callerDID",
+        ),
+        (
+            'releaseLeases(input: {leaseToken: "t", keys: [{callerDID: "c", operationID: "o"}, '
+            '{callerDID: "c", operationID: "o"}, {callerDID: "c"}]}) { released { id } }',
+            "keys[2].operationID",
+        ),
+        (
+            'releaseLeases(input: {leaseToken: "t", keys: [{callerDID: "c", operationID: "o"}, '
+            '{callerDID: "c", operationID: ""}]}) { released { id } }',
+            "keys[1].operationID",
+        ),
+        (
+            'leaseOperations(input: {leaseToken: "t", leaseMs: 1000, accountKeys: ["a", ""]}) '
+            "{ operations { id } }",
+            "accountKeys[1]",
+        ),
+        (
+            'leaseOperations(input: {leaseToken: "t", leaseMs: 1000, accountKeys: ["a", null]}) '
+            "{ operations { id } }",
+            "accountKeys[1]",
+        ),
         ("claimWatches(input: {claimMs: 999}) { watches { id } }", "claimMs"),
         ("claimWatches(input: {claimMs: 1000, limit: 0}) { watches { id } }", "limit"),
         (
@@ -158,6 +183,35 @@ async def test_lease_operations__a_tenant_leases_only_what_it_called(store, gql)
 )
 async def test_leasing_mutations__bad_input_names_the_field(gql, document, field):
     body = await gql.query(f"mutation {{ {document} }}")
+
+    assert error_codes(body) == ["BAD_USER_INPUT"]
+    assert body["errors"][0]["extensions"]["field"] == field
+
+
+@pytest.mark.parametrize(
+    ("variables", "field"),
+    [
+        (
+            {"keys": [{"callerDID": "c", "operationID": "o"}, {"callerDID": "c"}]},
+            "keys[1].operationID",
+        ),
+        (
+            {
+                "keys": [
+                    {"callerDID": "c", "operationID": "o"},
+                    {"callerDID": 7, "operationID": "o"},
+                ]
+            },
+            "keys[1].callerDID",
+        ),
+        ({"keys": [{"callerDID": "c", "operationID": ""}]}, "keys[0].operationID"),
+    ],
+)
+async def test_renew_leases__a_bad_key_in_variables_names_its_index(gql, variables, field):
+    body = await gql.query(
+        "mutation($input: RenewLeasesInput!) { renewLeases(input: $input) { renewed { id } } }",
+        {"input": {"leaseToken": "t", "leaseMs": 1000} | variables},
+    )
 
     assert error_codes(body) == ["BAD_USER_INPUT"]
     assert body["errors"][0]["extensions"]["field"] == field
@@ -202,3 +256,71 @@ async def test_lease_operations__leases_only_what_the_byte_budget_fits(store, cl
     assert leased == ["op-0", "op-1", "op-2"]
     stored = await store.operations.list_tracked_operations(OperationFilter())
     assert sorted(r.operation_id for r in stored if r.lease_token == LEASE["leaseToken"]) == leased
+
+
+TAKING_DOCUMENTS = {
+    "two leaseOperations": (
+        'mutation { a: leaseOperations(input: {leaseToken: "t", leaseMs: 60000, limit: 500}) '
+        "{ operations { operationID } } "
+        'b: leaseOperations(input: {leaseToken: "t", leaseMs: 60000, limit: 600}) '
+        "{ operations { operationID } } }",
+        "a",
+    ),
+    "a field after leaseOperations": (
+        'mutation { leaseOperations(input: {leaseToken: "t", leaseMs: 60000}) '
+        "{ operations { operationID } } "
+        'renewLeases(input: {leaseToken: "t", leaseMs: 999, keys: []}) '
+        "{ renewed { operationID } } }",
+        "leaseOperations",
+    ),
+    "claimWatches then leaseOperations": (
+        "mutation { claimWatches(input: {claimMs: 60000}) { watches { sourceID } } "
+        '... on Mutation { leaseOperations(input: {leaseToken: "t", leaseMs: 60000}) '
+        "{ operations { operationID } } } }",
+        "claimWatches",
+    ),
+    "a field after claimWatches, through a fragment": (
+        "mutation { ...Take __typename } "
+        "fragment Take on Mutation { claimWatches(input: {claimMs: 60000}) "
+        '{ watches { sourceID } } throttleAccount(input: {connectorName: "c", '
+        'accountKey: "a", retryAfterMs: 0}) { account { accountKey } } }',
+        "claimWatches",
+    ),
+}
+
+
+@pytest.mark.parametrize("document", TAKING_DOCUMENTS.values(), ids=TAKING_DOCUMENTS.keys())
+async def test_taking_fields__not_last_refuses_the_request_and_takes_nothing(gql, store, document):
+    query, named = document
+    await due_claims(gql, 3)
+
+    body = await gql.query(query)
+
+    assert "data" not in body
+    assert error_codes(body) == ["GRAPHQL_VALIDATION_FAILED"]
+    assert body["errors"][0]["message"].startswith(f"{named}: ")
+    stored = await store.operations.list_tracked_operations(OperationFilter())
+    assert [r.operation_id for r in stored if r.lease_token == "t"] == []
+
+
+async def test_taking_fields__last_after_other_fields_answers_what_it_took(gql, store):
+    await due_claims(gql, 2)
+
+    body = await gql.query(
+        'mutation { throttleAccount(input: {connectorName: "other", accountKey: "a", '
+        "retryAfterMs: 1000}) { account { accountKey } } __typename "
+        'leaseOperations(input: {leaseToken: "t", leaseMs: 60000}) '
+        "{ operations { operationID } } __typename }"
+    )
+
+    assert "errors" not in body, body
+    leased = [op["operationID"] for op in body["data"]["leaseOperations"]["operations"]]
+    stored = await store.operations.list_tracked_operations(OperationFilter())
+    assert (
+        sorted(r.operation_id for r in stored if r.lease_token == "t")
+        == leased
+        == [
+            "op-0",
+            "op-1",
+        ]
+    )

@@ -61,7 +61,11 @@ async def test_create_pending_auth__existing_state_bad_user_input_untouched(gql)
 
 @pytest.mark.parametrize(
     ("overrides", "field"),
-    [({"state": ""}, "state"), ({"redirectURL": ""}, "redirectURL"), ({"scopes": [""]}, "scopes")],
+    [
+        ({"state": ""}, "state"),
+        ({"redirectURL": ""}, "redirectURL"),
+        ({"scopes": [""]}, "scopes[0]"),
+    ],
 )
 async def test_create_pending_auth__invalid_field_named(gql, overrides, field):
     body = await gql.query(

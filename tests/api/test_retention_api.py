@@ -7,12 +7,14 @@ import time
 
 import pytest
 
-from server.sweeper import Sweeper
-from tests.api.conftest import GraphQLClient, claim_input, error_codes
-from tests.factories import bulk_finished_operations
+from server.settings import Settings
+from server.sweeper import Retention, Sweeper
+from tests.api.conftest import GraphQLClient, app_client, claim_input, error_codes
+from tests.factories import bulk_finished_operations, committed_operation, terminal_operation
 
 BACKLOG = 10_000
 BATCH = 1000
+DAY_MS = 24 * 3600 * 1000
 
 
 async def collect(gql: GraphQLClient, **given) -> int:
@@ -21,7 +23,7 @@ async def collect(gql: GraphQLClient, **given) -> int:
 
 
 async def test_collect_finished_operations__limit_and_default(gql, database, clock):
-    await bulk_finished_operations(database, 1003, updated_at=clock.now - 1, state="failed")
+    await bulk_finished_operations(database, 1003, updated_at=clock.now - 1, state="superseded")
 
     assert await collect(gql, olderThan=clock.now, limit=2) == 2
     assert await collect(gql, olderThan=clock.now) == 1000
@@ -45,7 +47,12 @@ async def test_collect_finished_operations__attempted_kept_boundary_kept(gql, da
 
 @pytest.mark.parametrize(
     ("given", "field"),
-    [({"limit": 0}, "limit"), ({"limit": 10_001}, "limit"), ({"olderThan": -1}, None)],
+    [
+        ({"limit": 0}, "limit"),
+        ({"limit": 10_001}, "limit"),
+        ({"olderThan": -1}, None),
+        ({"failedOlderThan": -1}, None),
+    ],
 )
 async def test_collect_finished_operations__bad_input(gql, clock, given, field):
     body = await gql.query(
@@ -59,11 +66,86 @@ async def test_collect_finished_operations__bad_input(gql, clock, given, field):
         assert body["errors"][0]["extensions"]["field"] == field
 
 
+async def test_collect_finished_operations__failed_kept_by_default_until_failed_older_than(
+    gql, database, clock
+):
+    await bulk_finished_operations(database, 2, updated_at=clock.now - DAY_MS, state="failed")
+    await bulk_finished_operations(database, 1, clock.now - DAY_MS, state="committed", prefix="c")
+
+    by_default = await collect(gql, olderThan=clock.now)
+    explicit = await collect(gql, olderThan=clock.now, failedOlderThan=clock.now)
+
+    assert (by_default, explicit) == (1, 2)
+
+
+async def test_collect_finished_operations__default_failed_cutoff_is_retain_failed_seconds(
+    store, database, clock
+):
+    """``failedOlderThan`` omitted: the store's now less ``RETAIN_FAILED_SECONDS``."""
+    await bulk_finished_operations(database, 1, updated_at=clock.now - 61_000, state="failed")
+    await bulk_finished_operations(database, 1, clock.now - 59_000, state="failed", prefix="new")
+
+    async with app_client(store, Settings(retain_failed_seconds=60, sweeper=False)) as http:
+        deleted = await collect(GraphQLClient(http), olderThan=clock.now)
+
+    assert deleted == 1
+    assert await store.operations.get_operation("did:key:new", "new-1") is not None
+
+
+async def test_claim_operation__a_collected_key_answers_operation_collected(gql, store, clock):
+    await committed_operation(store)
+    clock.advance(1000)
+    await collect(gql, olderThan=clock.now)
+
+    replayed = await gql.run("ClaimOperation", input=claim_input())
+    drifted = await gql.run("ClaimOperation", input=claim_input(payloadHash="sha256:drifted"))
+    read = await gql.run("GetOperation", callerDID="did:key:caller", operationID="op-1")
+
+    assert replayed["claimOperation"] == {
+        "__typename": "OperationCollected",
+        "callerDID": "did:key:caller",
+        "operationID": "op-1",
+        "finalState": "COMMITTED",
+        "collectedAt": clock.now,
+    }
+    assert drifted["claimOperation"]["__typename"] == "OperationConflict"
+    assert drifted["claimOperation"]["message"] == (
+        f"the key's operation was collected at {clock.now} (epoch ms) with a different envelope"
+    )
+    assert read["operation"] is None
+
+
+async def test_claim_operations__collected_items_answered_beside_claimed_ones(gql, store, clock):
+    await terminal_operation(store, "failed")
+    await committed_operation(store, operation_id="op-3", source_id="evt-3")
+    clock.advance(1000)
+    await collect(gql, olderThan=clock.now, failedOlderThan=clock.now)
+
+    data = await gql.run(
+        "ClaimOperations",
+        input={
+            "items": [
+                claim_input(operationID="op-2", sourceID="evt-2"),
+                claim_input(),
+                claim_input(operationID="op-3", sourceID="evt-3", target="events/drifted"),
+            ]
+        },
+    )
+    results = data["claimOperations"]["results"]
+
+    assert [result["__typename"] for result in results] == [
+        "OperationClaimed",
+        "OperationCollected",
+        "OperationConflict",
+    ]
+    assert (results[1]["finalState"], results[1]["collectedAt"]) == ("FAILED", clock.now)
+
+
 async def test_sweep__ten_thousand_in_batches_while_server_answers(
     gql, store, database, clock, request
 ):
     await bulk_finished_operations(database, BACKLOG, updated_at=clock.now - 1)
-    sweeper = Sweeper(store, interval_s=60, retain_ms=0, batch=BATCH)
+    sweeper = Sweeper(store, interval_s=60, retention=Retention(finished_ms=0), batch=BATCH)
     sweep = asyncio.create_task(sweeper.sweep())
     latencies: list[float] = []
     number = 0
@@ -86,4 +168,6 @@ async def test_sweep__ten_thousand_in_batches_while_server_answers(
         f"{len(latencies)} request pairs answered, longest {longest_ms:.1f} ms"
     )
     assert longest_ms < 5000
-    assert await store.retention.count_finished_operations(2**53 - 1) == 0
+    assert (
+        await store.retention.count_finished_operations(2**53 - 1, failed_older_than=2**53 - 1) == 0
+    )

@@ -5,19 +5,29 @@ case here, so a new field without either fails ``test_every_root_field_has_a_rul
 """
 
 import json
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
 import strawberry
+from strawberry.schema.config import StrawberryConfig
 
-from resolvers.permissions import ALL_SCOPES, RULES, SERVICE
+from resolvers.live import Hub
+from resolvers.permissions import (
+    ALL_SCOPES,
+    OBSERVER,
+    OPERATOR,
+    RULES,
+    SERVICE,
+    guard_subscriptions,
+)
 from resolvers.strawberry_internals import graphql_schema
 from server.graph import build_schema
 from tests.api.conftest import app_client, claim_input
 from tests.tokens import SERVICE_TOKEN, mint
 
 A, B = "did:a", "did:b"
-TENANT_SCOPES = " ".join(sorted(ALL_SCOPES - {SERVICE}))
+TENANT_SCOPES = " ".join(sorted(ALL_SCOPES - {SERVICE, OPERATOR, OBSERVER}))
 TOKEN_A = mint(A, TENANT_SCOPES)
 FAR = 4102444800000
 IDENT_B = (
@@ -81,6 +91,7 @@ QUERIES: dict[str, tuple[str, str]] = {
         '{ accounts(connectorName: "calendar") { edges { node { accountKey inFlight } } } }',
         "forbidden",
     ),
+    "viewer": ("{ viewer { did scopes mutations } }", "open"),
     "_service": ("{ _service { sdl } }", "open"),
     "_entities": (
         f'{{ _entities(representations: [{{__typename: "Operation", {OP_B}}}, '
@@ -257,9 +268,46 @@ MUTATIONS: dict[str, tuple[str, str]] = {
         "retryAfterMs: 1000}) { account { throttledUntil } } }",
         "forbidden",
     ),
+    # The operator controls: refused to a tenant, whatever they name.
+    "pauseAccount": (
+        'mutation { pauseAccount(input: {connectorName: "calendar", accountKey: "acct-1"}) '
+        "{ connectorPaused } }",
+        "forbidden",
+    ),
+    "resumeAccount": (
+        'mutation { resumeAccount(input: {connectorName: "calendar", spreadMs: 1000}) { spread } }',
+        "forbidden",
+    ),
+    "cancelOperations": (
+        f'mutation {{ cancelOperations(input: {{filter: {{callerDID: "{B}"}}}}) {{ cancelled }} }}',
+        "forbidden",
+    ),
+    "reissueOperations": (
+        f'mutation {{ reissueOperations(input: {{filter: {{callerDID: "{B}"}}}}) '
+        "{ operations { operationID } } }",
+        "forbidden",
+    ),
+    "rearmWatches": (
+        f'mutation {{ rearmWatches(input: {{filter: {{ownerDID: "{B}"}}}}) {{ rearmed }} }}',
+        "forbidden",
+    ),
+    "forceReleaseLeases": (
+        f"mutation {{ forceReleaseLeases(input: {{keys: [{{{OP_B}}}]}}) "
+        "{ released { operationID } } }",
+        "forbidden",
+    ),
+}
+# Subscriptions: what A gets when it subscribes (the first result of the stream).
+SUBSCRIPTIONS: dict[str, tuple[str, str]] = {
+    "workAvailable": ("subscription { workAvailable { connectorName } }", "forbidden"),
 }
 B_MARKERS = (B, "op-b", "evt-b", "lease-b", "state-b", "verifier-b")
-CASES = [("Query", name) for name in QUERIES] + [("Mutation", name) for name in MUTATIONS]
+CASES = (
+    [("Query", name) for name in QUERIES]
+    + [("Mutation", name) for name in MUTATIONS]
+    + [("Subscription", name) for name in SUBSCRIPTIONS]
+)
+ONE_SHOT_CASES = [(kind, name) for kind, name in CASES if kind != "Subscription"]
 SNAPSHOT = (
     "{ operations { edges { cursor node { id callerDID operationID state version attempts "
     "leaseToken leaseExpiresAt sendMarker nextAttemptAt updatedAt } } } "
@@ -275,7 +323,7 @@ def root_fields(schema: strawberry.Schema) -> set[tuple[str, str]]:
     """Every (root type, field) of a schema, as clients see them."""
     graphql = graphql_schema(schema)
     fields = set()
-    for root in (graphql.query_type, graphql.mutation_type):
+    for root in (graphql.query_type, graphql.mutation_type, graphql.subscription_type):
         if root is not None:
             fields |= {(root.name, name) for name in root.fields}
     return fields
@@ -311,6 +359,86 @@ async def test_a_new_root_field_without_a_rule_is_refused_and_reported(store):
     result = await schema.execute("{ leak }", context_value=context)
     assert result.data is None
     assert [error.extensions["code"] for error in result.errors or []] == ["FORBIDDEN"]
+
+
+async def test_a_new_subscription_field_without_a_rule_is_refused_before_it_streams(store):
+    started: list[bool] = []
+
+    @strawberry.type
+    class Subscription:
+        @strawberry.subscription
+        async def leak(self) -> AsyncGenerator[str, None]:
+            started.append(True)
+            yield "everything"
+
+    @strawberry.type
+    class Query:
+        server_time: int = 0
+
+    schema = strawberry.Schema(
+        query=Query, subscription=Subscription, extensions=build_schema().extensions
+    )
+    guard_subscriptions(graphql_schema(schema))
+    assert missing_rules(schema) == {("Subscription", "leak")}
+
+    stream = await schema.subscribe("subscription { leak }", context_value=context_of(store))
+    results = [result async for result in stream]
+    assert [[e.extensions["code"] for e in r.errors or []] for r in results] == [["FORBIDDEN"]]
+    assert started == []
+
+
+async def test_a_root_type_missing_from_the_rules_is_refused(store):
+    @strawberry.type
+    class Query:
+        @strawberry.field
+        def leak(self) -> str:
+            return "everything"
+
+    schema = strawberry.Schema(
+        query=Query,
+        extensions=build_schema().extensions,
+        config=StrawberryConfig(auto_camel_case=True),
+    )
+    graphql_schema(schema).query_type.name = "Reads"
+    result = await schema.execute("{ leak }", context_value=context_of(store))
+    assert [error.extensions["code"] for error in result.errors or []] == ["FORBIDDEN"]
+
+
+def context_of(store, viewer=None):
+    from resolvers.context import Context
+    from resolvers.loaders import Loaders
+    from resolvers.permissions import Viewer
+
+    return Context(store, viewer or Viewer.service(), Loaders(store), "r")
+
+
+@pytest.mark.parametrize("name", SUBSCRIPTIONS)
+async def test_tenant_a_subscribes_to_nothing_of_b(store, name):
+    from resolvers.permissions import Viewer
+
+    document, expected = SUBSCRIPTIONS[name]
+    async with app_client(store, token=SERVICE_TOKEN) as service:
+        await seed_b(service)
+    schema = build_schema()
+    tenant = Viewer.of_token(A, TENANT_SCOPES)
+    stream = await schema.subscribe(document, context_value=context_of(store, tenant))
+    first = await anext(aiter(stream))
+    await stream.aclose()
+    assert expected == "forbidden"
+    assert [error.extensions["code"] for error in first.errors or []] == ["FORBIDDEN"]
+    assert first.data is None
+
+
+@pytest.mark.parametrize("name", SUBSCRIPTIONS)
+async def test_a_service_token_subscribes(store, name):
+    document, _ = SUBSCRIPTIONS[name]
+    schema = build_schema()
+    context = context_of(store)
+    context.hub = Hub(store)
+    stream = await schema.subscribe(document, context_value=context)
+    first = await anext(aiter(stream))
+    await stream.aclose()
+    assert first.errors is None and first.data is not None
 
 
 async def seed_b(http) -> dict[str, Any]:
@@ -365,7 +493,7 @@ def is_empty(value: Any) -> bool:
     return False
 
 
-@pytest.mark.parametrize(("kind", "name"), CASES)
+@pytest.mark.parametrize(("kind", "name"), ONE_SHOT_CASES)
 async def test_tenant_a_gets_nothing_of_b_and_writes_nothing(store, kind, name):
     document, expected = (QUERIES if kind == "Query" else MUTATIONS)[name]
     async with app_client(store) as service, app_client(store, token=TOKEN_A) as tenant:
@@ -388,7 +516,7 @@ async def test_tenant_a_gets_nothing_of_b_and_writes_nothing(store, kind, name):
     assert after == seeded["snapshot"], f"{name} as A changed B's rows"
 
 
-@pytest.mark.parametrize(("kind", "name"), CASES)
+@pytest.mark.parametrize(("kind", "name"), ONE_SHOT_CASES)
 async def test_a_service_token_reaches_b(store, kind, name):
     document, expected = (QUERIES if kind == "Query" else MUTATIONS)[name]
     async with app_client(store, token=SERVICE_TOKEN) as service:

@@ -127,7 +127,7 @@ async def test_watches__filters_pages_and_operations(gql, store):
         ('after: "bogus"', "after"),
         ("first: 0", "first"),
         ("first: 501", "first"),
-        ('filter: {documentIDs: [""]}', "documentIDs"),
+        ('filter: {documentIDs: ["d", ""]}', "documentIDs[1]"),
         ('filter: {model: ""}', "model"),
     ],
 )

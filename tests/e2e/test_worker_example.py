@@ -72,12 +72,14 @@ async def run_worker(server: Server) -> subprocess.CompletedProcess[str]:
 
 async def test_the_example_worker_writes_back_through_a_real_server(server: Server) -> None:
     runs = set()
+    wake_ups = 0
     for number in range(1, 3):
         worker = await run_worker(server)
         assert worker.returncode == 0, server.explain(worker)
         result = summary(worker.stdout)
         assert result["committed"] == f"{OPERATIONS}/{OPERATIONS}", server.explain(worker)
         assert result["retries"] == "1", server.explain(worker)
+        wake_ups += int(result["wake-ups waited for"])
         assert result["exists"] == "1", server.explain(worker)
         assert result["conflicts"] == "1", server.explain(worker)
         assert result["watches verified"] == str(OPERATIONS - 1), server.explain(worker)
@@ -92,6 +94,10 @@ async def test_the_example_worker_writes_back_through_a_real_server(server: Serv
         ), server.explain(worker)
         runs.add(result["run"])
     assert len(runs) == 2
+    # The worker waits on WorkAvailable rather than polling: one lease after each signal
+    # (the first at once) and one more that finds nothing.
+    leases = server.output().count('operation="LeaseOperations"')
+    assert wake_ups >= 1 and leases <= 2 * (wake_ups + 2), server.explain()
 
     assert server.stop() in (0, -signal.SIGTERM), server.explain()
     output = server.output()

@@ -5,6 +5,9 @@ account passes its cap, no provider entity has two live leases, and no call fail
 import asyncio
 from collections import Counter
 
+import asyncpg
+import pytest
+
 from store import ConnectorStore
 from store.operations import OperationFilter
 from tests.factories import LEASE_MS, claim
@@ -183,3 +186,40 @@ async def test_claim_watches__16_claimers_claim_each_of_300_once(store):
     counts = Counter(w.identity for batch in results for w in batch)
     assert len(counts) == 300
     assert set(counts.values()) == {1}
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_lease_operations__a_capped_account_a_peer_holds_is_counted_after_its_commit(
+    store, database_url, clock
+):
+    """A peer transaction holds the account (as every lease-taking path does) and has leased
+    one of its operations, uncommitted: the leaser's statement cannot count that lease, so
+    it skips the account, waits for the peer's lock, and counts afresh after the commit."""
+    await due_operations(store, 2)
+    await store.accounts.set_account_limit("calendar", "acct-1", 1)
+    peer = await asyncpg.connect(database_url.replace("+asyncpg", ""))
+    try:
+        transaction = peer.transaction()
+        await transaction.start()
+        await peer.execute(
+            "UPDATE kubun_connector_account SET max_in_flight = max_in_flight "
+            "WHERE connector_name = 'calendar' AND account_key = 'acct-1'"
+        )
+        await peer.execute(
+            "UPDATE kubun_connector_operation SET lease_token = 'peer', lease_expires_at = $1 "
+            "WHERE operation_id = 'op-1'",
+            clock() + LEASE_MS,
+        )
+        leasing = asyncio.create_task(store.leasing.lease_operations("leaser", LEASE_MS, limit=5))
+        while not await peer.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        ):
+            assert not leasing.done(), leasing.result()
+            await asyncio.sleep(0)
+        await transaction.commit()
+        leased = await leasing
+    finally:
+        await peer.close()
+
+    assert leased == []
+    assert [r.lease_token for r in await live_leases(store)] == ["peer"]

@@ -16,6 +16,8 @@ from store import ConnectorStore, sqlite_pool
 from store.database import Database
 from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput
 from store.migrate import upgrade
+from store.tables import operation_tombstone
+from store.tombstones import PUT_TOMBSTONE
 from store.urls import sqlite_path
 from tests.databases import as_driver, postgres_admin_url
 from tests.factories import claim, claimed_operation, reread
@@ -410,3 +412,31 @@ async def test_pool_reset__asyncpg_rolls_back_an_open_transaction_before_a_custo
         assert in_transaction == [False]
     finally:
         await pool.close()
+
+
+async def test_write_many__one_call_joins_the_transaction_and_rolls_back_with_it(database):
+    """``write_many`` runs its rows on the transaction's connection: rolled back with it,
+    committed with it, bytes kept as bytes on both backends."""
+    rows = [
+        {
+            "p_key_digest": bytes([number]) * 12,
+            "p_envelope_digest": bytes([number]) * 8,
+            "p_final_state": 1,
+            "p_collected_at": number,
+        }
+        for number in range(3)
+    ]
+    with pytest.raises(RuntimeError):
+        async with database.write_transaction():
+            await database.write_many(PUT_TOMBSTONE, rows)
+            raise RuntimeError("roll back")
+    assert await database.fetch_all(sa.select(operation_tombstone)) == []
+
+    async with database.write_transaction():
+        await database.write_many(PUT_TOMBSTONE, rows)
+    await database.write_many(PUT_TOMBSTONE, [])
+
+    stored = await database.fetch_all(
+        sa.select(operation_tombstone).order_by(operation_tombstone.c.collected_at)
+    )
+    assert [bytes(row["key_digest"]) for row in stored] == [row["p_key_digest"] for row in rows]

@@ -211,7 +211,7 @@ async def test_lease_operations__takeover_of_an_unmarked_run_counts_nothing(stor
         ({"limit": 0}, "limit"),
         ({"limit": 501}, "limit"),
         ({"connector_name": ""}, "connectorName"),
-        ({"account_keys": [""]}, "accountKeys"),
+        ({"account_keys": ["a", ""]}, "accountKeys[1]"),
         ({"account_keys": [f"a{n}" for n in range(501)]}, "accountKeys"),
         ({"token": ""}, "leaseToken"),
     ],
@@ -579,7 +579,11 @@ async def test_release_leases__the_holder_only(store):
     [
         (lambda s: s.leasing.renew_leases(TOKEN, 999, []), "leaseMs"),
         (lambda s: s.leasing.renew_leases("", 1000, []), "leaseToken"),
-        (lambda s: s.leasing.renew_leases(TOKEN, 1000, [("", "x")]), "keys.callerDID"),
+        (lambda s: s.leasing.renew_leases(TOKEN, 1000, [("", "x")]), "keys[0].callerDID"),
+        (
+            lambda s: s.leasing.release_leases(TOKEN, [("a", "b"), ("a", "b"), ("a", "")]),
+            "keys[2].operationID",
+        ),
         (lambda s: s.leasing.release_leases(TOKEN, [("x", "y")] * 501), "keys"),
         (lambda s: s.leasing.claim_watches(999), "claimMs"),
         (lambda s: s.leasing.claim_watches(1000, limit=501), "limit"),

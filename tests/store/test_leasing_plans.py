@@ -3,12 +3,16 @@ EXPLAIN over 50,000 analyzed rows (10% live, many owners)."""
 
 import re
 
+import asyncpg
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 
 from benchmarks.seed import seed_statements
+from store.batches import CLAIM_OPERATIONS
 from store.database import Database
 from store.leasing import _chosen, _ranked_by_owner
+from store.operations import CLAIM_COLUMNS
 
 ROWS = 50_000
 NOW = 1_800_000_000_000
@@ -18,7 +22,7 @@ NOW = 1_800_000_000_000
 async def test_plan__lease_operations_walks_each_owners_due_indexes(database: Database):
     for statement in seed_statements(True, ROWS, NOW):
         await database.write_all(sa.text(statement))
-    query = _chosen(NOW, 100, _ranked_by_owner(NOW, (None, None, None), 2))
+    query, _ = _chosen(NOW, 100, _ranked_by_owner(NOW, (None, None, None), 4), True)
     sql = str(
         query.compile(
             dialect=sa.dialects.postgresql.dialect(), compile_kwargs={"literal_binds": True}
@@ -31,3 +35,62 @@ async def test_plan__lease_operations_walks_each_owners_due_indexes(database: Da
     assert not re.search(r"Seq Scan on kubun_connector_operation\b", plan), plan
     assert "kubun_connector_operation_owner_due_new_idx" in plan
     assert "kubun_connector_operation_owner_due_next_idx" in plan
+    assert "hashed SubPlan" not in plan, plan
+
+
+def claim_items(count: int) -> list[dict]:
+    """``count`` fresh claims' rows, each its own provider entity of the seeded account."""
+    return [
+        {name: None for name in CLAIM_COLUMNS}
+        | {
+            "caller_did": "did:plan:caller",
+            "operation_id": f"new-{n}",
+            "node_key": f"node-new-{n}",
+            "owner_did": f"did:seed:owner-{n % 7}",
+            "connector_name": "seed",
+            "model": "CalendarEvent",
+            "op": "create",
+            "account_key": "account",
+            "target": "t",
+            "source_id": f"source-new-{n}",
+            "deterministic_event_id": f"event-new-{n}",
+            "payload_hash": "sha256:0",
+            "reissue_intent": "null",
+            "state": "attempted",
+            "attempts": 0,
+            "version": 0,
+            "incarnation": "plan",
+            "lease_token": "plan",
+            "lease_expires_at": NOW + 30_000,
+            "created_at": NOW,
+            "updated_at": NOW,
+        }
+        for n in range(count)
+    ]
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_plan__claim_operations_probes_the_entity_guards_per_item(
+    database: Database, database_url: str
+):
+    """With thousands of live leases, the guards of a batch of claims are index probes per
+    item, never a hashed subplan that reads every live lease (``lease_guards.probe``)."""
+    for statement in seed_statements(True, ROWS, NOW):
+        await database.write_all(sa.text(statement))
+    await database.write_all(
+        sa.text(
+            "UPDATE kubun_connector_operation SET lease_token = 'held', lease_expires_at = "
+            f"{NOW + 60_000} WHERE state = 'attempted'"
+        )
+    )
+    await database.write_all(sa.text("ANALYZE"))
+    prepared, values = CLAIM_OPERATIONS.bind(True, claim_items(50), p_now=NOW)
+    sql, arguments = prepared.bind(asyncpg_dialect(), values)
+    connection = await asyncpg.connect(database_url.replace("+asyncpg", ""))
+    try:
+        plan = "\n".join(row[0] for row in await connection.fetch("EXPLAIN " + sql, *arguments))
+    finally:
+        await connection.close()
+
+    assert "hashed SubPlan" not in plan, plan
+    assert "kubun_connector_operation_entity_idx" in plan, plan

@@ -150,7 +150,7 @@ async def test_list_tracked_operations__node_key_filter(store, clock):
     [
         ({"states": ["attempted", "done"]}, "states"),
         ({"states": ["ATTEMPTED"]}, "states"),
-        ({"document_ids": ["doc-1", ""]}, "documentIDs"),
+        ({"document_ids": ["doc-1", ""]}, "documentIDs[1]"),
         ({"document_ids": "doc-1"}, "documentIDs"),
     ],
 )

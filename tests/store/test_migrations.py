@@ -60,14 +60,15 @@ async def test_migrations__postgres_keys_collate_bytewise(database_url):
                 text(
                     "SELECT table_name, column_name, collation_name FROM information_schema.columns"
                     " WHERE column_name IN ('caller_did', 'operation_id', 'owner_did',"
-                    " 'connector_name', 'model', 'account_key', 'source_id', 'document_id')"
+                    " 'connector_name', 'model', 'account_key', 'source_id', 'document_id',"
+                    " 'reissued_from', 'reissued_as')"
                     " AND table_name LIKE 'kubun_connector_%'"
                 )
             )
             collations = {(table, column): collation for table, column, collation in rows}
     finally:
         await engine.dispose()
-    assert len(collations) == 27
+    assert len(collations) == 31
     assert set(collations.values()) == {"C"}
 
 

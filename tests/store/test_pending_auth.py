@@ -53,7 +53,7 @@ async def test_create_pending_auth__existing_state_refused_stored_untouched(stor
         ({"created_at": -1}, "createdAt"),
         ({"redirect_url": ""}, "redirectURL"),
         ({"scopes": "calendar"}, "scopes"),
-        ({"scopes": ["ok", ""]}, "scopes"),
+        ({"scopes": ["ok", ""]}, "scopes[1]"),
         ({"incremental": 1}, "incremental"),
         ({"expires_at": 2**53}, "expiresAt"),
     ],

@@ -10,6 +10,8 @@ from benchmarks.seed import seed_statements
 from store import ConnectorStore
 from store.database import Database
 from store.operations import OperationFilter
+from store.tombstones import find_tombstones, key_digest
+from tests.factories import bulk_finished_operations
 
 ROWS = 5000
 NOW = 1_800_000_000_000
@@ -95,3 +97,63 @@ async def test_plan__byte_bounded_lists_still_walk_their_indexes(seeded: Connect
     for plan in plans:
         assert_no_table_scan(plan, "kubun_connector_operation")
     assert_no_table_scan(watch_plan, "kubun_connector_projection_watch")
+
+
+TOMBSTONES = 100_000
+FILL_TOMBSTONES = {
+    True: "INSERT INTO kubun_connector_operation_tombstone SELECT"
+    " substring(decode(md5(i::text), 'hex') from 1 for 12), '\\x0000000000000000'::bytea, 1, i"
+    f" FROM generate_series(1, {TOMBSTONES}) AS g(i)",
+    False: f"WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < {TOMBSTONES})"
+    " INSERT INTO kubun_connector_operation_tombstone SELECT randomblob(12), zeroblob(8), 1, i"
+    " FROM g",
+}
+"""Tombstones of random keys, as many as the size target's (PostgreSQL, SQLite)."""
+
+
+async def test_plan__a_batch_claims_tombstone_lookup_probes_the_primary_key(database: Database):
+    """``claimOperations``' one lookup of the tombstones of the keys it inserted
+    (``find_tombstones``: the rows whose ``key_digest`` is in a list) probes the primary key
+    among 100,000 tombstones. Its statement is written here with the digests as literals:
+    SQLAlchemy renders no bytes."""
+    await database.write_all(sa.text(FILL_TOMBSTONES[database.is_postgres]))
+    await bulk_finished_operations(database, 45, updated_at=NOW - 1)
+    store = ConnectorStore(database)
+    await store.retention.collect_finished_operations(NOW, failed_older_than=NOW)
+    await database.write_all(sa.text("ANALYZE"))
+    digests = [key_digest("did:key:bulk", f"bulk-{number}") for number in range(1, 51)]
+    literal = "'\\x{}'::bytea" if database.is_postgres else "X'{}'"
+    listed = ", ".join(literal.format(digest.hex()) for digest in digests)
+    explain = "EXPLAIN " if database.is_postgres else "EXPLAIN QUERY PLAN "
+    table = "kubun_connector_operation_tombstone"
+    rows = await database.fetch_all(
+        sa.text(f"{explain}SELECT * FROM {table} WHERE key_digest IN ({listed})")
+    )
+    plan = "\n".join(" ".join(str(value) for value in row.values()) for row in rows)
+
+    # Probes of the primary key (a bitmap over them is fine: no order is asked for).
+    assert f"{table}_pkey" in plan or "sqlite_autoindex" in plan, plan
+    assert f"Seq Scan on {table}" not in plan, plan
+    assert not [line for line in plan.splitlines() if line.rstrip().endswith(f"SCAN {table}")]
+    assert len(await find_tombstones(database, digests)) == 45
+
+
+async def test_plan__overview_counts_read_only_their_covering_indexes(seeded: ConnectorStore):
+    """Once (auto)vacuum has set the visibility map, each count is an index-only scan on
+    PostgreSQL: no table page is read, however many rows. SQLite reads the totals and the
+    watches from covering indexes, and the live rows through their partial index (it does
+    not take a partial index's own condition as covered)."""
+    if seeded.db.is_postgres:
+        await seeded.db.fetch_all(sa.text("VACUUM (ANALYZE)"))
+    counts = seeded.counts
+    operations = await plan_of(seeded.db, counts.count_operations)
+    watches = await plan_of(seeded.db, counts.count_watches)
+    if seeded.db.is_postgres:
+        assert operations.count("Index Only Scan") == 2, operations
+        assert "kubun_connector_operation_account_state_idx" in operations, operations
+        assert "kubun_connector_operation_live_account_idx" in operations, operations
+        assert "Index Only Scan using kubun_connector_projection_watch_status_idx" in watches
+    else:
+        assert "COVERING INDEX kubun_connector_operation_account_state_idx" in operations
+        assert "INDEX kubun_connector_operation_live_account_idx" in operations
+        assert "COVERING INDEX kubun_connector_projection_watch_status_idx" in watches

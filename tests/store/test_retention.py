@@ -207,7 +207,9 @@ async def test_collect_finished_operations__terminal_only_never_attempted(store,
     await released_operation(store, operation_id="op-released")
     clock.advance(10**12)
 
-    deleted = await store.retention.collect_finished_operations(clock.now + 1, limit=10_000)
+    deleted = await store.retention.collect_finished_operations(
+        clock.now + 1, failed_older_than=clock.now + 1, limit=10_000
+    )
 
     assert deleted == 3
     left = [await store.operations.get_operation(CALLER, f"op-{n}") for n in TERMINAL]
@@ -221,8 +223,15 @@ async def test_collect_finished_operations__attempted_never_deleted_whatever_age
 ):
     await bulk_finished_operations(database, 50, updated_at=0, state="attempted")
 
-    assert await store.retention.collect_finished_operations(2**53 - 1, limit=10_000) == 0
-    assert await store.retention.count_finished_operations(2**53 - 1) == 0
+    assert (
+        await store.retention.collect_finished_operations(
+            2**53 - 1, failed_older_than=2**53 - 1, limit=10_000
+        )
+        == 0
+    )
+    assert (
+        await store.retention.count_finished_operations(2**53 - 1, failed_older_than=2**53 - 1) == 0
+    )
 
 
 async def test_collect_finished_operations__boundary_updated_at_equal_kept(store, clock):
@@ -230,8 +239,18 @@ async def test_collect_finished_operations__boundary_updated_at_equal_kept(store
     clock.advance(1)
     await terminal_operation(store, "failed", operation_id="op-newer")
 
-    assert await store.retention.collect_finished_operations(kept.updated_at) == 0
-    assert await store.retention.collect_finished_operations(kept.updated_at + 1) == 1
+    assert (
+        await store.retention.collect_finished_operations(
+            kept.updated_at, failed_older_than=kept.updated_at
+        )
+        == 0
+    )
+    assert (
+        await store.retention.collect_finished_operations(
+            kept.updated_at + 1, failed_older_than=kept.updated_at + 1
+        )
+        == 1
+    )
     assert await store.operations.get_operation(CALLER, "op-kept") is None
     assert await store.operations.get_operation(CALLER, "op-newer") is not None
 
@@ -239,18 +258,32 @@ async def test_collect_finished_operations__boundary_updated_at_equal_kept(store
 async def test_collect_finished_operations__at_most_limit_per_call(store, database, clock):
     await bulk_finished_operations(database, 25, updated_at=clock.now - 1)
 
-    assert await store.retention.count_finished_operations(clock.now) == 25
+    assert (
+        await store.retention.count_finished_operations(clock.now, failed_older_than=clock.now)
+        == 25
+    )
     assert [
-        await store.retention.collect_finished_operations(clock.now, limit=10) for _ in range(4)
+        await store.retention.collect_finished_operations(
+            clock.now, failed_older_than=clock.now, limit=10
+        )
+        for _ in range(4)
     ] == [10, 10, 5, 0]
-    assert await store.retention.count_finished_operations(clock.now) == 0
+    assert (
+        await store.retention.count_finished_operations(clock.now, failed_older_than=clock.now) == 0
+    )
 
 
 async def test_collect_finished_operations__default_limit_1000(store, database, clock):
     await bulk_finished_operations(database, 1001, updated_at=clock.now - 1)
 
-    assert await store.retention.collect_finished_operations(clock.now) == 1000
-    assert await store.retention.collect_finished_operations(clock.now) == 1
+    assert (
+        await store.retention.collect_finished_operations(clock.now, failed_older_than=clock.now)
+        == 1000
+    )
+    assert (
+        await store.retention.collect_finished_operations(clock.now, failed_older_than=clock.now)
+        == 1
+    )
 
 
 @pytest.mark.parametrize(
@@ -258,6 +291,8 @@ async def test_collect_finished_operations__default_limit_1000(store, database, 
     [
         ({"older_than": -1}, "olderThan"),
         ({"older_than": 1.0}, "olderThan"),
+        ({"failed_older_than": -1}, "failedOlderThan"),
+        ({"failed_older_than": None}, "failedOlderThan"),
         ({"limit": 0}, "limit"),
         ({"limit": MAX_COLLECT_LIMIT + 1}, "limit"),
         ({"limit": True}, "limit"),
@@ -265,7 +300,7 @@ async def test_collect_finished_operations__default_limit_1000(store, database, 
 )
 async def test_collect_finished_operations__invalid_input_refused(store, clock, kwargs, field):
     await terminal_operation(store, "failed")
-    arguments = {"older_than": clock.now + 1} | kwargs
+    arguments = {"older_than": clock.now + 1, "failed_older_than": clock.now + 1} | kwargs
 
     with pytest.raises(InvalidInput) as raised:
         await store.retention.collect_finished_operations(**arguments)

@@ -227,6 +227,16 @@ def test_key_list__refuses_non_sequences(values):
     refused(check.key_list, values, field="documentIDs")
 
 
-@pytest.mark.parametrize("values", [["a", ""], [None], ["a", 2], ["x" * 1025]])
-def test_key_list__checks_every_item(values):
-    refused(check.key_list, values, field="documentIDs")
+@pytest.mark.parametrize(
+    ("values", "field"),
+    [
+        (["a", ""], "documentIDs[1]"),
+        ([None], "documentIDs[0]"),
+        (["a", "b", 2], "documentIDs[2]"),
+        (["x" * 1025], "documentIDs[0]"),
+    ],
+)
+def test_key_list__checks_every_item_naming_its_index(values, field):
+    with pytest.raises(InvalidInput) as raised:
+        check.key_list("documentIDs", values)
+    assert raised.value.field == field

@@ -1,0 +1,269 @@
+"""Live updates in one process (DESIGN section 8): the subscriptions' fan-out and bounds.
+
+``Hub`` holds this process's subscriptions. It learns from the store's wake-ups
+(``store.wakeups``: PostgreSQL ``LISTEN``, or SQLite's wake-up table) which connectors may
+have work that has just become leasable, and from a timer what became leasable without a
+write (a lease that lapsed, a deferral that came due, a throttle that ended): the timer is
+set to the next such moment the database knows of (``next_due_after``), re-armed after every
+wake-up and at least every ``recheck_ms`` (so a lease taken since, which wakes nobody, is seen
+before it lapses), and runs only while someone waits for work.
+
+Bounds: ``per_connection`` subscriptions on one connection (a WebSocket, or one HTTP
+multipart request), ``per_viewer`` for one token subject in this process
+(``TOO_MANY_SUBSCRIPTIONS``), and ``queue`` items pending for one subscription: a
+``workAvailable`` waiter coalesces (a connector pending once, however many wake-ups; past
+``queue`` connector names, one signal for any connector), so a slow reader costs nothing
+more. A subscription whose token expires ends with ``UNAUTHENTICATED``.
+"""
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from graphql import GraphQLError
+
+from resolvers.codes import TOO_MANY_SUBSCRIPTIONS, UNAUTHENTICATED
+from resolvers.permissions import Viewer
+from store import ConnectorStore
+from store.errors import StoreError
+
+log = logging.getLogger("connector_store.live")
+
+MIN_RECHECK_S = 0.02
+"""The shortest pause after a wake-up before the timer looks at the database again, however
+many wake-ups arrive meanwhile: under a stream of writes the timer's queries stay bounded."""
+TIMER_SLACK_S = 0.001
+"""Added to each timer's sleep: the event loop may wake a little early, before the store's
+clock has reached the moment the timer was set to."""
+
+
+@dataclass(frozen=True, slots=True)
+class LiveLimits:
+    """The bounds of ``Hub`` (settings ``MAX_SUBSCRIPTIONS_PER_CONNECTION``,
+    ``MAX_SUBSCRIPTIONS_PER_VIEWER``, ``SUBSCRIPTION_QUEUE``, ``WAKEUP_RECHECK_MS``)."""
+
+    per_connection: int = 100
+    per_viewer: int = 1000
+    queue: int = 1000
+    recheck_ms: int = 1000
+
+
+class Observer(Protocol):
+    """What the metrics are told (``server.metrics.Metrics``)."""
+
+    def opened(self, field: str) -> None: ...
+
+    def closed(self, field: str) -> None: ...
+
+    def delivered(self, field: str) -> None: ...
+
+
+@dataclass
+class Session:
+    """The subscriptions of one connection: a WebSocket, or one HTTP request. ``viewer`` is
+    its token's; ``expires_at`` (epoch seconds) when the token stops being accepted (its
+    ``exp`` plus the leeway; None: never)."""
+
+    viewer: Viewer
+    expires_at: float | None = None
+    open: int = 0
+
+    def seconds_left(self) -> float | None:
+        """Seconds until the token expires (None: never); raises ``UNAUTHENTICATED`` once it
+        has."""
+        if self.expires_at is None:
+            return None
+        left = self.expires_at - time.time()
+        if left <= 0:
+            raise token_expired()
+        return left
+
+
+def token_expired() -> GraphQLError:
+    """The error that ends a subscription whose token has expired."""
+    return GraphQLError(
+        "the token has expired: subscribe again with a new one",
+        extensions={"code": UNAUTHENTICATED},
+    )
+
+
+def too_many(limit: int, what: str, setting: str) -> GraphQLError:
+    """``TOO_MANY_SUBSCRIPTIONS`` for the bound ``limit`` of ``what`` (its ``setting``)."""
+    return GraphQLError(
+        f"at most {limit} subscriptions {what} ({setting}): end one first",
+        extensions={"code": TOO_MANY_SUBSCRIPTIONS, "limit": limit},
+    )
+
+
+@dataclass(eq=False)
+class WorkWaiter:
+    """One ``workAvailable`` subscription: its connector (None: every connector) and the
+    connector names pending, each once, at most ``limit`` of them (past it, one None: any
+    connector)."""
+
+    connector: str | None
+    limit: int
+    pending: dict[str | None, None] = field(default_factory=dict)
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def tell(self, name: str | None) -> None:
+        """Work may be there for connector ``name`` (None: for any)."""
+        if self.connector is not None:
+            name = self.connector
+        if name in self.pending or None in self.pending:
+            return
+        if name is None or len(self.pending) >= self.limit:
+            self.pending.clear()
+            name = None
+        self.pending[name] = None
+        self.ready.set()
+
+    def take(self) -> list[str | None]:
+        """The names pending, oldest first, and none pending after."""
+        names = list(self.pending)
+        self.pending.clear()
+        self.ready.clear()
+        return names
+
+
+def stopped(task: "asyncio.Task[None]") -> None:
+    """Log a timer that ended other than by being stopped: its waiters would wait forever."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("live: the work timer stopped", exc_info=task.exception())
+
+
+class Hub:
+    """This process's subscriptions and what feeds them (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: ConnectorStore,
+        limits: LiveLimits | None = None,
+        observer: Observer | None = None,
+    ) -> None:
+        self.store = store
+        self.limits = limits or LiveLimits()
+        self.observer = observer
+        self.waiters: dict[str | None, set[WorkWaiter]] = {}
+        self.viewers: Counter[str] = Counter()
+        self.wanted = asyncio.Event()
+        self.recheck = asyncio.Event()
+
+    def wake(self, name: str | None) -> None:
+        """A write may have made connector ``name``'s work leasable (None: any connector's):
+        tell its waiters and those of every connector, and look at the timer again."""
+        if name is None:
+            targets = [waiter for group in self.waiters.values() for waiter in group]
+        else:
+            targets = [*self.waiters.get(name, ()), *self.waiters.get(None, ())]
+        for waiter in targets:
+            waiter.tell(name)
+        self.recheck.set()
+
+    @contextlib.asynccontextmanager
+    async def running(self, listen_url: str | None = None) -> AsyncIterator[None]:
+        """Listen for wake-ups (``store.wakeups``; ``listen_url``: PostgreSQL's direct
+        connection) and run the timer, for the block."""
+        async with self.store.wakeups.listening(
+            self.wake, listen_url=listen_url, wanted=self.wanted
+        ):
+            timer = asyncio.create_task(self._timer(), name="connector-store-live-timer")
+            timer.add_done_callback(stopped)
+            try:
+                yield
+            finally:
+                timer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await timer
+
+    async def _timer(self) -> None:
+        """While someone waits for work: tell the connectors of what became leasable since
+        the last look (``due_between``), then sleep until the next such moment
+        (``next_due_after``), a wake-up, or ``recheck_ms``, whichever comes first. A wake-up
+        that arrives while the database is read is kept for the next round (the event is
+        cleared only before the reads)."""
+        checked: int | None = None
+        recheck_s = self.limits.recheck_ms / 1000
+        while True:
+            await self.wanted.wait()
+            self.recheck.clear()
+            now = self.store.clock()
+            delay = recheck_s
+            try:
+                if checked is not None and now > checked:
+                    for name in await self.store.wakeups.due_between(checked, now):
+                        self.wake(name)
+                checked = now if checked is None or now > checked else checked
+                due = await self.store.wakeups.next_due_after(now)
+                if due is not None:
+                    delay = min(delay, (due - now) / 1000)
+            except StoreError as error:
+                log.warning("live: the work timer could not read the database: %s", error)
+            try:
+                await asyncio.wait_for(self.recheck.wait(), max(delay, 0) + TIMER_SLACK_S)
+            except TimeoutError:
+                continue
+            await asyncio.sleep(MIN_RECHECK_S)
+
+    @contextlib.contextmanager
+    def slot(self, session: Session, name: str) -> Iterator[None]:
+        """Count one subscription of field ``name`` on ``session`` for the block; raises
+        ``TOO_MANY_SUBSCRIPTIONS`` past a bound."""
+        viewer = session.viewer.did or ""
+        if session.open >= self.limits.per_connection:
+            raise too_many(
+                self.limits.per_connection, "per connection", "MAX_SUBSCRIPTIONS_PER_CONNECTION"
+            )
+        if self.viewers[viewer] >= self.limits.per_viewer:
+            raise too_many(self.limits.per_viewer, "per viewer", "MAX_SUBSCRIPTIONS_PER_VIEWER")
+        session.open += 1
+        self.viewers[viewer] += 1
+        if self.observer is not None:
+            self.observer.opened(name)
+        try:
+            yield
+        finally:
+            session.open -= 1
+            self.viewers[viewer] -= 1
+            if not self.viewers[viewer]:
+                del self.viewers[viewer]
+            if self.observer is not None:
+                self.observer.closed(name)
+
+    async def work(
+        self, session: Session, connector: str | None
+    ) -> AsyncIterator[tuple[str | None, int]]:
+        """``workAvailable``: ``(connector name or None for any, epoch ms)`` each time work
+        may have become leasable for ``connector`` (None: any connector), the first at once
+        (whatever committed before the subscription started is not missed: a worker drains
+        after each signal). Ends with ``UNAUTHENTICATED`` when the session's token expires;
+        raises ``TOO_MANY_SUBSCRIPTIONS`` past a bound."""
+        session.seconds_left()
+        with self.slot(session, "workAvailable"):
+            waiter = WorkWaiter(connector, self.limits.queue)
+            self.waiters.setdefault(connector, set()).add(waiter)
+            self.wanted.set()
+            waiter.tell(connector)
+            try:
+                while True:
+                    try:
+                        async with asyncio.timeout(session.seconds_left()):
+                            await waiter.ready.wait()
+                    except TimeoutError:
+                        raise token_expired() from None
+                    for name in waiter.take():
+                        if self.observer is not None:
+                            self.observer.delivered("workAvailable")
+                        yield name, self.store.clock()
+            finally:
+                group = self.waiters.get(connector, set())
+                group.discard(waiter)
+                if not group:
+                    self.waiters.pop(connector, None)
+                if not self.waiters:
+                    self.wanted.clear()

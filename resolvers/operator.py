@@ -1,0 +1,162 @@
+"""Root fields of the operator controls (DESIGN section 7), mixed into the root ``Mutation``
+and ``Query``: ``OperatorMutation`` (pause and resume accounts, bulk cancel, reissue, re-arm,
+force-release) and ``ViewerQuery`` (who the token names and what it may do).
+
+The rules (``resolvers.permissions``) give these mutations to ``operator`` (and ``service``);
+they act on every tenant's rows, so no input names the viewer.
+"""
+
+import strawberry
+
+from resolvers import fields
+from resolvers.context import Info
+from resolvers.leasing import key_pairs
+from resolvers.permissions import permitted
+from resolvers.queries import to_store_filter, to_watch_filter
+from schema.account import Account
+from schema.operator import (
+    AccountPausePayload,
+    CancelOperationsInput,
+    CancelOperationsPayload,
+    ForceReleaseLeasesInput,
+    ForceReleaseLeasesPayload,
+    PauseAccountInput,
+    RearmWatchesInput,
+    RearmWatchesPayload,
+    ReissueOperationsInput,
+    ReissueOperationsPayload,
+    ResumeAccountInput,
+)
+from schema.viewer import ViewerInfo
+from store.operator import DEFAULT_LIMIT
+from store.pauses import PauseState
+from store.records import OperationRecord
+from store.sizes import Measured
+from store.watches import WatchFilter
+
+
+def pause_payload(connector_name: str, state: PauseState) -> AccountPausePayload:
+    """The GraphQL view of what a pause or a resume left."""
+    return AccountPausePayload(
+        connector_name=connector_name,
+        connector_paused=state.connector_paused,
+        account=None if state.account is None else Account.from_load(state.account),
+        spread=state.spread,
+    )
+
+
+def limit_of(limit: int | None) -> int:
+    """A bulk call's ``limit``: 100 when null."""
+    return DEFAULT_LIMIT if limit is None else limit
+
+
+def written(records: list[OperationRecord]) -> Measured[OperationRecord]:
+    """Rows a mutation wrote, as a list read's answer: each costs nothing (a mutation's
+    answer is bounded by its input), as ``Loaders.remember`` counts them."""
+    return Measured(records, [0] * len(records))
+
+
+@strawberry.type
+class OperatorMutation:
+    @fields.mutation(
+        description="Pause a provider account (accountKey omitted: its whole connector): none "
+        "of its operations is leased (leaseOperations, acquireLease, a claim's own lease) and "
+        "none of its watches claimed (claimWatches, claimWatchAttempt), and dueOperations and "
+        "dueWatches leave them out, until resumeAccount. Leases already held stay."
+    )
+    async def pause_account(self, info: Info, input: PauseAccountInput) -> AccountPausePayload:
+        state = await info.context.store.pauses.pause_account(
+            input.connector_name, input.account_key
+        )
+        return pause_payload(input.connector_name, state)
+
+    @fields.mutation(
+        description="Resume a provider account (accountKey omitted: its whole connector; an "
+        "account paused on its own stays paused) and spread its due operations evenly over "
+        "spreadMs from now, so no second holds more than ceil(backlog / spread seconds) + 1 "
+        "of them."
+    )
+    async def resume_account(self, info: Info, input: ResumeAccountInput) -> AccountPausePayload:
+        state = await info.context.store.pauses.resume_account(
+            input.connector_name, input.account_key, input.spread_ms
+        )
+        return pause_payload(input.connector_name, state)
+
+    @fields.mutation(
+        description="Cancel ATTEMPTED operations matching the filter, oldest first: each "
+        "becomes FAILED with kind `cancelled` and loses its lease, so its holder's later "
+        "renew, mark, record or finalize is refused. A send already marked keeps its marker "
+        "(the provider may hold the write). An empty filter is BAD_USER_INPUT."
+    )
+    async def cancel_operations(
+        self, info: Info, input: CancelOperationsInput
+    ) -> CancelOperationsPayload:
+        cancelled = await info.context.store.operator.cancel_operations(
+            to_store_filter(input.filter, info.context.viewer.visible_to),
+            reason=input.reason,
+            limit=limit_of(input.limit),
+        )
+        info.context.loaders.remember(*cancelled)
+        return CancelOperationsPayload(cancelled=len(cancelled))
+
+    @fields.mutation(
+        description="Reissue FAILED operations matching the filter that were never reissued, "
+        "oldest first: each gets a new ATTEMPTED operation under the same caller with its "
+        "envelope, due at once, at a key derived from the original's (`reissue:` and a "
+        "SHA-256), linked both ways (reissuedFrom, reissuedAs); the original stays FAILED and "
+        "is not matched again, so calling again pages through a backlog. An empty filter is "
+        "BAD_USER_INPUT."
+    )
+    async def reissue_operations(
+        self, info: Info, input: ReissueOperationsInput
+    ) -> ReissueOperationsPayload:
+        size = limit_of(input.limit)
+        info.context.budget.take("limit", max(size, 0))
+        created = await info.context.store.operator.reissue_operations(
+            to_store_filter(input.filter, info.context.viewer.visible_to), limit=size
+        )
+        info.context.loaders.remember(*created)
+        operations = info.context.visible.operations("reissueOperations", written(created))
+        return ReissueOperationsPayload(operations=operations)
+
+    @fields.mutation(
+        description="Open a new repair generation on REPAIR_FAILED watches matching the "
+        "filter, in identity order, as a MANUAL armWatch does: pending, 0 attempts, observing "
+        "the document's current winner, due now."
+    )
+    async def rearm_watches(self, info: Info, input: RearmWatchesInput) -> RearmWatchesPayload:
+        where = to_watch_filter(input.filter, info.context.viewer.visible_to)
+        size = limit_of(input.limit)
+        rearmed = await info.context.store.operator.rearm_watches(
+            WatchFilter(document_ids=[]) if where is None else where, limit=size
+        )
+        info.context.loaders.remember(*rearmed)
+        return RearmWatchesPayload(rearmed=len(rearmed))
+
+    @fields.mutation(
+        description="Free the leases of the ATTEMPTED operations at `keys` whatever their "
+        "token: the holder's later renew, mark, record or finalize is refused. A send its run "
+        "marked and never recorded counts as an abandoned attempt, as a takeover counts it."
+    )
+    async def force_release_leases(
+        self, info: Info, input: ForceReleaseLeasesInput
+    ) -> ForceReleaseLeasesPayload:
+        info.context.budget.take("keys", len(input.keys))
+        released = await info.context.store.operator.force_release_leases(key_pairs(input.keys))
+        info.context.loaders.remember(*released)
+        operations = info.context.visible.operations("forceReleaseLeases", written(released))
+        return ForceReleaseLeasesPayload(released=operations)
+
+
+@strawberry.type
+class ViewerQuery:
+    @fields.query(
+        description="Who the token names, its rights, and the root mutations they permit."
+    )
+    def viewer(self, info: Info) -> ViewerInfo:
+        viewer = info.context.viewer
+        return ViewerInfo(
+            did=viewer.did,
+            scopes=sorted(viewer.scopes),
+            mutations=sorted(permitted(viewer, "Mutation")),
+        )

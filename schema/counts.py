@@ -1,0 +1,56 @@
+"""The dashboard's counts: ``OperationCount`` and ``WatchCount`` (``store.counts``)."""
+
+import strawberry
+
+from schema.enums import OperationState, VerificationStatus
+from store.counts import OperationCount as OperationCountRecord
+from store.counts import WatchCount as WatchCountRecord
+
+
+@strawberry.type(
+    description="How many operations of one connector's provider account are in one state; "
+    "exact, counted when asked."
+)
+class OperationCount:
+    connector_name: str
+    account_key: str
+    state: OperationState
+    count: int = strawberry.field(description="How many operations are in this state.")
+    due: int = strawberry.field(
+        description="For ATTEMPTED: how many are due now, their lease free or lapsed (what "
+        "dueOperations hands out); 0 for the other states."
+    )
+    in_flight: int = strawberry.field(
+        description="For ATTEMPTED: how many hold a live lease now; 0 for the other states."
+    )
+
+    @classmethod
+    def from_record(cls, record: OperationCountRecord) -> "OperationCount":
+        """The GraphQL view of one group."""
+        return cls(
+            connector_name=record.connector_name,
+            account_key=record.account_key,
+            state=OperationState(record.state),
+            count=record.count,
+            due=record.due,
+            in_flight=record.in_flight,
+        )
+
+
+@strawberry.type(
+    description="How many watches of one connector are in one verification status; exact, "
+    "counted when asked."
+)
+class WatchCount:
+    connector_name: str
+    status: VerificationStatus
+    count: int = strawberry.field(description="How many watches are in this status.")
+
+    @classmethod
+    def from_record(cls, record: WatchCountRecord) -> "WatchCount":
+        """The GraphQL view of one group."""
+        return cls(
+            connector_name=record.connector_name,
+            status=VerificationStatus(record.status),
+            count=record.count,
+        )

@@ -1,0 +1,625 @@
+// The dashboard at /ui: a GraphQL client like any other. Every document it sends is a named
+// operation of graphql/operations/dashboard.graphql, loaded from the server; every request
+// carries the user's token. No build step: Preact and htm from one vendored ES module.
+import { html, render, useEffect, useState } from "/ui/assets/htm-preact-standalone.module.js";
+
+const TOKEN_KEY = "connector-store-token";
+const PAGE_SIZE = 50;
+const STATES = ["ATTEMPTED", "COMMITTED", "FAILED", "SUPERSEDED"];
+const STATUSES = ["PENDING_VERIFICATION", "VERIFIED", "REPAIR_FAILED"];
+
+// --- the token -----------------------------------------------------------------------------
+
+// The server prefills the startup admin token for a browser on its own machine.
+const startupToken = JSON.parse(document.getElementById("startup-token").textContent);
+if (startupToken && !sessionStorage.getItem(TOKEN_KEY)) sessionStorage.setItem(TOKEN_KEY, startupToken);
+
+function storedToken() {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+class SignedOut extends Error {}
+
+/** A refused or missing token: the page shows the sign-in box (with ``reason``). */
+function signedOut(reason) {
+  const error = new SignedOut(reason || "");
+  dispatchEvent(Object.assign(new Event("signed-out"), { reason: error }));
+  return error;
+}
+
+// --- the documents -------------------------------------------------------------------------
+
+const DEFINITION = /^(query|mutation|subscription|fragment)\s+(\w+)/;
+
+/** Each named operation of a document, with the fragments it spreads (transitively). */
+export function operationsOf(text) {
+  const parts = text.split(/^(?=(?:query|mutation|subscription|fragment)\s)/m);
+  const operations = new Map();
+  const fragments = new Map();
+  for (const part of parts) {
+    const match = part.match(DEFINITION);
+    if (match) (match[1] === "fragment" ? fragments : operations).set(match[2], part);
+  }
+  const complete = new Map();
+  for (const [name, body] of operations) {
+    const used = new Set();
+    const queue = [body];
+    while (queue.length) {
+      for (const spread of queue.pop().matchAll(/\.\.\.\s*(\w+)/g)) {
+        if (fragments.has(spread[1]) && !used.has(spread[1])) {
+          used.add(spread[1]);
+          queue.push(fragments.get(spread[1]));
+        }
+      }
+    }
+    complete.set(name, [body, ...[...used].map((f) => fragments.get(f))].join("\n"));
+  }
+  return complete;
+}
+
+let documents = null;
+
+async function loadDocuments() {
+  if (documents === null) {
+    const response = await fetch("/ui/dashboard.graphql");
+    if (!response.ok) throw new Error(`/ui/dashboard.graphql: HTTP ${response.status}`);
+    documents = operationsOf(await response.text());
+  }
+  return documents;
+}
+
+/** Run the named operation of dashboard.graphql; resolve its data, reject with its errors. */
+async function run(name, variables = {}) {
+  const query = (await loadDocuments()).get(name);
+  if (!query) throw new Error(`dashboard.graphql has no operation ${name}`);
+  const token = storedToken();
+  if (!token) throw signedOut(null);
+  const response = await fetch("/graphql", {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Authorization: `Bearer ${token}` },
+    body: JSON.stringify({ query, variables, operationName: name }),
+  });
+  const body = await response.json().catch(() => ({}));
+  if (response.status === 401) {
+    sessionStorage.removeItem(TOKEN_KEY);
+    throw signedOut(body.errors?.[0]?.message || "the token was refused");
+  }
+  if (body.errors?.length) {
+    const error = new Error(body.errors.map((e) => e.message).join("; "));
+    error.data = body.data;
+    throw error;
+  }
+  return body.data;
+}
+
+/** The data of ``name`` for ``variables``, re-run when ``key`` changes: [data, error]. */
+function useQuery(name, variables, key) {
+  const [state, setState] = useState({ data: null, error: null });
+  useEffect(() => {
+    let current = true;
+    setState({ data: null, error: null });
+    run(name, variables).then(
+      (data) => current && setState({ data, error: null }),
+      (error) => current && setState({ data: null, error }),
+    );
+    return () => {
+      current = false;
+    };
+  }, [key]);
+  return [state.data, state.error];
+}
+
+// --- routes --------------------------------------------------------------------------------
+
+const VIEWS = [
+  ["overview", "Overview"],
+  ["operations", "Operations"],
+  ["failures", "Failures"],
+  ["accounts", "Accounts"],
+];
+
+function currentRoute() {
+  const [path, query] = location.hash.replace(/^#\/?/, "").split("?");
+  return { view: path || "overview", params: new URLSearchParams(query || "") };
+}
+
+function link(view, params = {}) {
+  const query = new URLSearchParams(
+    Object.entries(params).filter(([, v]) => v !== undefined && v !== null && v !== ""),
+  ).toString();
+  return `#/${view}${query ? `?${query}` : ""}`;
+}
+
+// --- formatting ----------------------------------------------------------------------------
+
+function time(ms) {
+  if (ms === null || ms === undefined) return "";
+  return new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+}
+
+function Time({ ms }) {
+  return ms === null || ms === undefined
+    ? html`<span class="note">—</span>`
+    : html`<time datetime=${new Date(ms).toISOString()}>${time(ms)}</time>`;
+}
+
+function Num({ value, label }) {
+  return html`<td class=${value ? "num" : "num zero"} data-count=${label}>${value}</td>`;
+}
+
+function Failure({ error }) {
+  if (!error) return null;
+  return html`<p class="error" role="alert">${error.message}</p>`;
+}
+
+function operationLink(op) {
+  return link("operation", { caller: op.callerDID, id: op.operationID });
+}
+
+// --- views ---------------------------------------------------------------------------------
+
+function Overview() {
+  const [data, error] = useQuery("DashboardOverview", {}, "overview");
+  if (error) return html`<${Failure} error=${error} />`;
+  if (!data) return html`<p aria-busy="true">Counting…</p>`;
+  const accounts = new Map();
+  for (const c of data.operationCounts) {
+    const key = `${c.connectorName}\u0000${c.accountKey}`;
+    const row = accounts.get(key) || {
+      connectorName: c.connectorName,
+      accountKey: c.accountKey,
+      due: 0,
+      inFlight: 0,
+      total: 0,
+      ...Object.fromEntries(STATES.map((s) => [s, 0])),
+    };
+    row[c.state] += c.count;
+    row.due += c.due;
+    row.inFlight += c.inFlight;
+    row.total += c.count;
+    accounts.set(key, row);
+  }
+  const watchRows = new Map();
+  for (const w of data.watchCounts) {
+    const row = watchRows.get(w.connectorName) || Object.fromEntries(STATUSES.map((s) => [s, 0]));
+    row[w.status] += w.count;
+    watchRows.set(w.connectorName, row);
+  }
+  return html`
+    <h2>Overview</h2>
+    <p class="note">Exact counts at <${Time} ms=${data.serverTime} /> (server time).</p>
+    <table id="operation-counts">
+      <caption>Operations by connector and account</caption>
+      <thead>
+        <tr>
+          <th scope="col">Connector</th>
+          <th scope="col">Account</th>
+          <th scope="col" class="num">Due</th>
+          <th scope="col" class="num">In flight</th>
+          ${STATES.map((s) => html`<th scope="col" class="num">${s}</th>`)}
+          <th scope="col" class="num">Total</th>
+        </tr>
+      </thead>
+      <tbody>
+        ${accounts.size === 0 &&
+        html`<tr><td colspan=${STATES.length + 5}>No operations.</td></tr>`}
+        ${[...accounts.values()].map((row) => {
+          const at = `${row.connectorName}/${row.accountKey}`;
+          return html`<tr>
+            <th scope="row">${row.connectorName}</th>
+            <td>${row.accountKey}</td>
+            <${Num} value=${row.due} label=${`${at}/due`} />
+            <${Num} value=${row.inFlight} label=${`${at}/inFlight`} />
+            ${STATES.map(
+              (s) => html`<td class=${row[s] ? "num" : "num zero"} data-count=${`${at}/${s}`}>
+                ${row[s]
+                  ? html`<a
+                      href=${link("operations", {
+                        state: s,
+                        connector: row.connectorName,
+                        account: row.accountKey,
+                      })}
+                      >${row[s]}</a
+                    >`
+                  : 0}
+              </td>`,
+            )}
+            <${Num} value=${row.total} label=${`${at}/total`} />
+          </tr>`;
+        })}
+      </tbody>
+    </table>
+    <table id="watch-counts">
+      <caption>Watches by connector and status</caption>
+      <thead>
+        <tr>
+          <th scope="col">Connector</th>
+          ${STATUSES.map((s) => html`<th scope="col" class="num">${s}</th>`)}
+        </tr>
+      </thead>
+      <tbody>
+        ${watchRows.size === 0 && html`<tr><td colspan=${STATUSES.length + 1}>No watches.</td></tr>`}
+        ${[...watchRows.entries()].map(
+          ([connector, row]) => html`<tr>
+            <th scope="row">${connector}</th>
+            ${STATUSES.map((s) => html`<${Num} value=${row[s]} label=${`${connector}/${s}`} />`)}
+          </tr>`,
+        )}
+      </tbody>
+    </table>
+  `;
+}
+
+function filterOf(params) {
+  const filter = {};
+  if (params.get("state")) filter.states = [params.get("state")];
+  if (params.get("connector")) filter.connectorName = params.get("connector");
+  if (params.get("caller")) filter.callerDID = params.get("caller");
+  if (params.get("party")) filter.visibleTo = params.get("party");
+  if (params.get("document")) filter.documentIDs = [params.get("document")];
+  return filter;
+}
+
+function Operations({ params }) {
+  const after = params.get("after") || null;
+  const account = params.get("account") || "";
+  const [data, error] = useQuery(
+    "DashboardOperations",
+    { filter: filterOf(params), first: PAGE_SIZE, after },
+    params.toString(),
+  );
+  const form = Object.fromEntries(
+    ["state", "connector", "account", "caller", "party", "document"].map((n) => [
+      n,
+      params.get(n) || "",
+    ]),
+  );
+  const submit = (event) => {
+    event.preventDefault();
+    const values = Object.fromEntries(new FormData(event.target).entries());
+    location.hash = link("operations", values);
+  };
+  const rows = data
+    ? data.operations.edges
+        .map((e) => e.node)
+        .filter((op) => !account || op.accountKey === account)
+    : [];
+  return html`
+    <h2>Operations</h2>
+    <form class="filters" onSubmit=${submit} aria-label="Filter operations">
+      <label
+        >State
+        <select name="state" value=${form.state}>
+          <option value="">any</option>
+          ${STATES.map((s) => html`<option value=${s}>${s}</option>`)}
+        </select>
+      </label>
+      <label>Connector <input name="connector" value=${form.connector} /></label>
+      <label>Account <input name="account" value=${form.account} /></label>
+      <label>Caller DID <input name="caller" value=${form.caller} /></label>
+      <label>Caller or owner DID <input name="party" value=${form.party} /></label>
+      <label>Document ID <input name="document" value=${form.document} /></label>
+      <button type="submit">Apply</button>
+    </form>
+    <p class="note">
+      Oldest first (the order of claims). ${account &&
+      html`The account filter applies to each page as it is shown.`}
+    </p>
+    <${Failure} error=${error} />
+    ${!data && !error && html`<p aria-busy="true">Loading…</p>`}
+    ${data &&
+    html`<table id="operations">
+        <caption>Operations${after ? " (a later page)" : ""}</caption>
+        <thead>
+          <tr>
+            <th scope="col">Operation</th>
+            <th scope="col">Caller</th>
+            <th scope="col">Owner</th>
+            <th scope="col">Connector</th>
+            <th scope="col">Account</th>
+            <th scope="col">State</th>
+            <th scope="col" class="num">Attempts</th>
+            <th scope="col">Last outcome</th>
+            <th scope="col">Next attempt</th>
+            <th scope="col">Updated</th>
+          </tr>
+        </thead>
+        <tbody>
+          ${rows.length === 0 && html`<tr><td colspan="10">No operations match.</td></tr>`}
+          ${rows.map(
+            (op) => html`<tr data-operation=${op.operationID}>
+              <td><a href=${operationLink(op)}>${op.operationID}</a></td>
+              <td class="mono">${op.callerDID}</td>
+              <td class="mono">${op.ownerDID}</td>
+              <td>${op.connectorName}</td>
+              <td>${op.accountKey}</td>
+              <td class=${`state-${op.state}`} data-state>${op.state}</td>
+              <td class="num">${op.attempts}</td>
+              <td>${[op.lastKind, op.lastHttpStatus].filter((v) => v !== null).join(" ")}</td>
+              <td><${Time} ms=${op.nextAttemptAt} /></td>
+              <td><${Time} ms=${op.updatedAt} /></td>
+            </tr>`,
+          )}
+        </tbody>
+      </table>
+      <nav class="pager" aria-label="Pages">
+        ${after && html`<a href=${link("operations", { ...form })}>First page</a>`}
+        ${data.operations.pageInfo.hasNextPage &&
+        html`<a href=${link("operations", { ...form, after: data.operations.pageInfo.endCursor })}
+          >Next page</a
+        >`}
+      </nav>`}
+  `;
+}
+
+function Fields({ record, names }) {
+  return html`<dl class="fields">
+    ${names.map(([name, kind]) => {
+      const value = record[name];
+      let shown = value;
+      if (kind === "time") shown = html`<${Time} ms=${value} />`;
+      else if (kind === "json") shown = value === null ? "null" : JSON.stringify(value);
+      else if (value === null || value === undefined) shown = html`<span class="note">null</span>`;
+      return html`<dt>${name}</dt><dd data-field=${name} class=${kind === "state" ? `state-${value}` : ""}>${shown}</dd>`;
+    })}
+  </dl>`;
+}
+
+const OPERATION_FIELDS = [
+  ["state", "state"], ["callerDID"], ["operationID"], ["ownerDID"], ["connectorName"],
+  ["accountKey"], ["model"], ["op"], ["target"], ["sourceID"], ["documentID"],
+  ["attempts"], ["lastKind"], ["lastHttpStatus"], ["nextAttemptAt", "time"], ["deferReason"],
+  ["sendMarker"], ["leaseExpiresAt", "time"], ["version"], ["incarnation"],
+  ["deterministicEventID"], ["payloadHash"], ["providerEtag"], ["reissueIntent", "json"],
+  ["resultEntity", "json"], ["nodeKey"], ["createdAt", "time"], ["updatedAt", "time"],
+];
+const WATCH_FIELDS = [
+  ["verificationStatus", "state"], ["repairGeneration"], ["verificationAttempts"],
+  ["documentID"], ["observedWinnerDigest"], ["verifiedStateDigest"],
+  ["nextAttemptAt", "time"], ["claimedUntil", "time"], ["deferReason"], ["updatedAt", "time"],
+];
+
+function OperationView({ params }) {
+  const variables = { callerDID: params.get("caller") || "", operationID: params.get("id") || "" };
+  const [data, error] = useQuery("DashboardOperation", variables, params.toString());
+  if (error) return html`<${Failure} error=${error} />`;
+  if (!data) return html`<p aria-busy="true">Loading…</p>`;
+  const op = data.operation;
+  if (!op) return html`<h2>Operation</h2><p>No operation ${variables.operationID} of ${variables.callerDID} that this token may see.</p>`;
+  return html`
+    <h2>Operation <span class="mono">${op.operationID}</span></h2>
+    <section aria-labelledby="op-fields">
+      <h3 id="op-fields">Fields</h3>
+      <${Fields} record=${op} names=${OPERATION_FIELDS} />
+    </section>
+    <section aria-labelledby="op-watch">
+      <h3 id="op-watch">Its watch</h3>
+      ${op.watch
+        ? html`<${Fields} record=${op.watch} names=${WATCH_FIELDS} />`
+        : html`<p>No watch yet (a watch is armed when the operation commits).</p>`}
+    </section>
+  `;
+}
+
+function Failures() {
+  const [data, error] = useQuery("DashboardFailures", { first: PAGE_SIZE }, "failures");
+  if (error) return html`<${Failure} error=${error} />`;
+  if (!data) return html`<p aria-busy="true">Loading…</p>`;
+  const operations = data.operations.edges.map((e) => e.node);
+  const watches = data.watches.edges.map((e) => e.node);
+  return html`
+    <h2>Failures</h2>
+    <table id="failed-operations">
+      <caption>FAILED operations (oldest first${data.operations.pageInfo.hasNextPage
+        ? html`; <a href=${link("operations", { state: "FAILED" })}>all of them</a>`
+        : ""})</caption>
+      <thead>
+        <tr>
+          <th scope="col">Operation</th>
+          <th scope="col">Caller</th>
+          <th scope="col">Connector</th>
+          <th scope="col">Account</th>
+          <th scope="col" class="num">Attempts</th>
+          <th scope="col">Last outcome</th>
+          <th scope="col">Failed at</th>
+        </tr>
+      </thead>
+      <tbody>
+        ${operations.length === 0 && html`<tr><td colspan="7">No failed operations.</td></tr>`}
+        ${operations.map(
+          (op) => html`<tr data-operation=${op.operationID}>
+            <td><a href=${operationLink(op)}>${op.operationID}</a></td>
+            <td class="mono">${op.callerDID}</td>
+            <td>${op.connectorName}</td>
+            <td>${op.accountKey}</td>
+            <td class="num">${op.attempts}</td>
+            <td>${[op.lastKind, op.lastHttpStatus].filter((v) => v !== null).join(" ")}</td>
+            <td><${Time} ms=${op.updatedAt} /></td>
+          </tr>`,
+        )}
+      </tbody>
+    </table>
+    <table id="failed-watches">
+      <caption>REPAIR_FAILED watches</caption>
+      <thead>
+        <tr>
+          <th scope="col">Owner</th>
+          <th scope="col">Connector</th>
+          <th scope="col">Account</th>
+          <th scope="col">Model / source</th>
+          <th scope="col">Document</th>
+          <th scope="col" class="num">Generation</th>
+          <th scope="col" class="num">Attempts</th>
+          <th scope="col">Observed winner</th>
+          <th scope="col">Failed at</th>
+        </tr>
+      </thead>
+      <tbody>
+        ${watches.length === 0 && html`<tr><td colspan="9">No failed watches.</td></tr>`}
+        ${watches.map(
+          (w) => html`<tr>
+            <td class="mono">${w.ownerDID}</td>
+            <td>${w.connectorName}</td>
+            <td>${w.accountKey}</td>
+            <td>${w.model} / ${w.sourceID}</td>
+            <td>${w.documentID}</td>
+            <td class="num">${w.repairGeneration}</td>
+            <td class="num">${w.verificationAttempts}</td>
+            <td class="mono">${w.observedWinnerDigest}</td>
+            <td><${Time} ms=${w.updatedAt} /></td>
+          </tr>`,
+        )}
+      </tbody>
+    </table>
+  `;
+}
+
+async function allAccounts() {
+  const counts = await run("DashboardOverview", {});
+  const connectors = [...new Set(counts.operationCounts.map((c) => c.connectorName))];
+  const accounts = [];
+  for (const connectorName of connectors) {
+    let after = null;
+    do {
+      const page = (await run("DashboardAccounts", { connectorName, after })).accounts;
+      accounts.push(...page.edges.map((e) => e.node));
+      after = page.pageInfo.hasNextPage ? page.pageInfo.endCursor : null;
+    } while (after);
+  }
+  return { serverTime: counts.serverTime, accounts };
+}
+
+function Accounts() {
+  const [state, setState] = useState({ data: null, error: null });
+  useEffect(() => {
+    allAccounts().then(
+      (data) => setState({ data, error: null }),
+      (error) => setState({ data: null, error }),
+    );
+  }, []);
+  if (state.error) return html`<h2>Accounts</h2><${Failure} error=${state.error} />`;
+  if (!state.data) return html`<p aria-busy="true">Loading…</p>`;
+  const now = state.data.serverTime;
+  return html`
+    <h2>Accounts</h2>
+    <table id="accounts">
+      <caption>Provider accounts: caps and throttles</caption>
+      <thead>
+        <tr>
+          <th scope="col">Connector</th>
+          <th scope="col">Account</th>
+          <th scope="col" class="num">In flight</th>
+          <th scope="col" class="num">Cap</th>
+          <th scope="col">Throttled until</th>
+        </tr>
+      </thead>
+      <tbody>
+        ${state.data.accounts.length === 0 && html`<tr><td colspan="5">No accounts.</td></tr>`}
+        ${state.data.accounts.map(
+          (a) => html`<tr>
+            <th scope="row">${a.connectorName}</th>
+            <td>${a.accountKey}</td>
+            <td class="num">${a.inFlight}</td>
+            <td class="num">${a.maxInFlight ?? html`<span class="note">none</span>`}</td>
+            <td>
+              ${a.throttledUntil !== null && a.throttledUntil > now
+                ? html`<${Time} ms=${a.throttledUntil} />`
+                : html`<span class="note">not throttled</span>`}
+            </td>
+          </tr>`,
+        )}
+      </tbody>
+    </table>
+  `;
+}
+
+// --- the frame -----------------------------------------------------------------------------
+
+function SignIn({ onToken, reason }) {
+  const submit = (event) => {
+    event.preventDefault();
+    const token = new FormData(event.target).get("token").trim();
+    if (token) {
+      sessionStorage.setItem(TOKEN_KEY, token);
+      onToken();
+    }
+  };
+  return html`
+    <main>
+      <h2>Sign in</h2>
+      ${reason && html`<p class="error" role="alert">${reason}</p>`}
+      <form onSubmit=${submit}>
+        <p>
+          <label for="token">Bearer token (a JWT; <code>connector-store token</code> mints one)</label><br />
+          <input id="token" name="token" type="password" size="60" autocomplete="off" required />
+        </p>
+        <button type="submit">Sign in</button>
+        <p class="note">The token is kept in this tab's session storage only.</p>
+      </form>
+    </main>
+  `;
+}
+
+const PAGES = {
+  overview: Overview,
+  operations: Operations,
+  operation: OperationView,
+  failures: Failures,
+  accounts: Accounts,
+};
+
+function App() {
+  const [route, setRoute] = useState(currentRoute());
+  const [signedIn, setSignedIn] = useState(Boolean(storedToken()));
+  const [reason, setReason] = useState(null);
+  useEffect(() => {
+    const moved = () => setRoute(currentRoute());
+    const refused = (event) => {
+      if (event.reason instanceof SignedOut) {
+        setReason(event.reason.message || null);
+        setSignedIn(false);
+      }
+    };
+    addEventListener("hashchange", moved);
+    addEventListener("signed-out", refused);
+    return () => {
+      removeEventListener("hashchange", moved);
+      removeEventListener("signed-out", refused);
+    };
+  }, []);
+  const header = html`<header>
+    <h1>connector-store</h1>
+    <nav aria-label="Views">
+      <ul>
+        ${VIEWS.map(
+          ([view, label]) => html`<li>
+            <a href=${link(view)} aria-current=${route.view === view ? "page" : undefined}
+              >${label}</a
+            >
+          </li>`,
+        )}
+      </ul>
+    </nav>
+    <span class="who">
+      ${signedIn &&
+      html`<button
+        type="button"
+        onClick=${() => {
+          sessionStorage.removeItem(TOKEN_KEY);
+          setSignedIn(false);
+        }}
+      >
+        Sign out
+      </button>`}
+    </span>
+  </header>`;
+  if (!signedIn) {
+    return html`${header}<${SignIn} reason=${reason} onToken=${() => setSignedIn(true)} />`;
+  }
+  const Page = PAGES[route.view] || Overview;
+  return html`${header}<main><${Page} params=${route.params} /></main>`;
+}
+
+const root = document.getElementById("app");
+root.textContent = "";
+render(html`<${App} />`, root);

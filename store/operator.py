@@ -1,0 +1,459 @@
+"""Operator controls over many rows at once (DESIGN section 7; no seed counterpart): cancel
+live operations, reissue failed ones as new linked operations, re-arm watches that gave up,
+and force stuck leases free.
+
+Each call is bounded (``limit`` rows, or the keys given) and is one statement or one
+transaction: a call that raises wrote nothing. The rows a filter matches are taken in a
+stable order (operations: ``listTrackedOperations``' order; watches: identity order), and
+on PostgreSQL a row another transaction holds locked is skipped, not waited for: the next
+call finds it.
+"""
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from store import validation as check
+from store.context import StoreContext
+from store.database import Row
+from store.errors import InvalidInput
+from store.items import ItemStatement
+from store.operations import (
+    ABANDONED_SEND_MARKER,
+    ORDER,
+    OperationFilter,
+    by_key,
+    claim_insert,
+    filter_conditions,
+    unrecorded_send,
+)
+from store.records import (
+    ATTEMPTED,
+    ENVELOPE,
+    FAILED,
+    OPERATION_FIELDS,
+    REPAIR_FAILED,
+    OperationRecord,
+    WatchRecord,
+)
+from store.statements import param
+from store.tables import operation as op
+from store.tables import projection_watch as watch
+from store.watches import (
+    IDENTITY_COLUMNS,
+    IDENTITY_ITEM,
+    LOCK_WATCHES,
+    ReadWinners,
+    WatchFilter,
+    opened_generation,
+    unchanged_watch,
+    watch_filter_conditions,
+)
+
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
+"""The most rows one bulk call writes."""
+MAX_KEYS = 500
+"""The most keys ``force_release_leases`` takes."""
+MAX_FILTER_DOCUMENTS = 500
+"""The most ``documentIDs`` a bulk call's filter names (one IN list, never chunked)."""
+MAX_REASON_BYTES = 2048
+"""The longest cancel reason, in bytes of UTF-8."""
+CANCELLED_KIND = "cancelled"
+"""The ``last_kind`` of an operation an operator cancelled."""
+REISSUE_PREFIX = "reissue:"
+
+NOW = param("p_now", op.c.updated_at)
+
+
+def reissue_key(caller_did: str, operation_id: str) -> str:
+    """The operation id of the reissue of ``(caller_did, operation_id)``: ``reissue:`` and
+    the SHA-256 (hex) of the key, so it stays 72 characters however long the original's
+    (a reissue of a reissue included), and every reissue of one original names one key."""
+    digest = hashlib.sha256(f"{caller_did}\x00{operation_id}".encode()).hexdigest()
+    return REISSUE_PREFIX + digest
+
+
+COPIED = frozenset({"caller_did", *ENVELOPE, "reissue_intent", "provider_etag", "document_id"})
+"""What a reissue takes from its original: the caller, the envelope, and the claim's
+optional values. Everything else is ``_fresh``'s."""
+
+
+def _fresh(original: Any, item: Any) -> dict[str, Any]:
+    """The columns of a reissue that are not ``COPIED``: a fresh claim's (attempted, no
+    attempt, version 0, no lease, due at once, created now), its new key and ids from the
+    ``item``, and the link to ``original``."""
+    return {
+        "operation_id": item.new_operation,
+        "node_key": item.node_key,
+        "result_entity": sa.null(),
+        "state": sa.literal(ATTEMPTED),
+        "attempts": sa.literal(0),
+        "next_attempt_at": sa.null(),
+        "defer_reason": sa.null(),
+        "last_kind": sa.null(),
+        "last_http_status": sa.null(),
+        "send_marker": sa.null(),
+        "version": sa.literal(0),
+        "incarnation": item.incarnation,
+        "lease_token": sa.null(),
+        "lease_expires_at": sa.null(),
+        "created_at": NOW,
+        "updated_at": NOW,
+        "reissued_from": original.c.operation_id,
+        "reissued_as": sa.null(),
+    }
+
+
+def reissue_columns(original: Any, item: Any) -> list[Any]:
+    """Every column of a reissued operation, in the table's order: ``COPIED`` from
+    ``original``, the rest ``_fresh``. Raises ``KeyError`` for a column neither names (a
+    column added without deciding what a reissue does with it)."""
+    fresh = _fresh(original, item)
+    return [
+        (original.c[name] if name in COPIED else fresh[name]).label(name)
+        for name in OPERATION_FIELDS
+    ]
+
+
+REISSUE_ITEM = {
+    "caller": op.c.caller_did,
+    "operation": op.c.operation_id,
+    "state": op.c.state,
+    "new_operation": op.c.operation_id,
+    "node_key": op.c.node_key,
+    "incarnation": op.c.incarnation,
+}
+"""A reissue's item: its original's key and state (failed), the new key and ids. The
+statements compare the original's state with the item's, not with a literal: SQLite without
+statistics would otherwise walk the state index and read the items once per failed
+operation (seconds for 1,000 items over 10,000 rows); this way only the key can drive."""
+
+
+def _reissue_insert(insert: Any, rows: sa.FromClause) -> Any:
+    original = op.alias("original")
+    chosen = (
+        sa.select(*reissue_columns(original, rows.c))
+        .select_from(
+            original.join(
+                rows,
+                sa.and_(
+                    original.c.caller_did == rows.c.caller,
+                    original.c.operation_id == rows.c.operation,
+                ),
+            )
+        )
+        .where(original.c.state == rows.c.state, original.c.reissued_as.is_(None))
+    )
+    return claim_insert(insert(op).from_select(list(OPERATION_FIELDS), chosen))
+
+
+REISSUE = ItemStatement(REISSUE_ITEM, _reissue_insert)
+"""Insert the reissue of each item's original (still failed and not reissued), unless its
+key exists; returns the rows inserted."""
+
+
+def _link(_: Any, rows: sa.FromClause) -> Any:
+    reissued = op.alias("reissued")
+    return (
+        sa.update(op)
+        .where(
+            by_key(rows.c.caller, rows.c.operation),
+            op.c.state == rows.c.state,
+            op.c.reissued_as.is_(None),
+            sa.exists().where(
+                reissued.c.caller_did == rows.c.caller,
+                reissued.c.operation_id == rows.c.new_operation,
+                reissued.c.reissued_from == rows.c.operation,
+            ),
+        )
+        .values(reissued_as=rows.c.new_operation, updated_at=NOW)
+        .returning(op)
+    )
+
+
+LINK_REISSUED = ItemStatement(REISSUE_ITEM, _link)
+"""Link each item's original to its reissue (``reissued_as``), where the reissue names it."""
+
+OPENED_COLUMNS = (
+    "repair_generation",
+    "verification_status",
+    "verification_attempts",
+    "observed_winner_digest",
+    "next_attempt_at",
+    "claimed_until",
+    "defer_reason",
+)
+REARM = ItemStatement(
+    IDENTITY_ITEM | {"version": watch.c.version} | {name: watch.c[name] for name in OPENED_COLUMNS},
+    lambda _, rows: (
+        sa.update(watch)
+        .where(unchanged_watch(rows.c))
+        .values(
+            {name: rows.c[name] for name in OPENED_COLUMNS}
+            | {"version": watch.c.version + 1, "updated_at": param("p_now", watch.c.updated_at)}
+        )
+        .returning(watch)
+    ),
+)
+"""Each item's new generation (``opened_generation``) written over the repair-failed watch
+it was decided from, guarded by ``unchanged_watch`` (every watch write moves the version)."""
+
+
+def _limit(limit: Any) -> int:
+    return check.count("limit", limit, minimum=1, maximum=MAX_LIMIT)
+
+
+def _documents(document_ids: Sequence[str] | None) -> list[str] | None:
+    if document_ids is None:
+        return None
+    ids = list(dict.fromkeys(check.key_list("filter.documentIDs", document_ids)))
+    if len(ids) > MAX_FILTER_DOCUMENTS:
+        raise InvalidInput(
+            "filter.documentIDs", f"must hold at most {MAX_FILTER_DOCUMENTS} items here"
+        )
+    return ids
+
+
+def _in_filter(where: OperationFilter, *, allow_empty: bool = False) -> list[Any] | None:
+    """The conditions of ``where`` for a bulk write over operations; None when it matches
+    nothing. Raises ``InvalidInput`` naming ``filter`` when it names no field (unless
+    ``allow_empty``), else as ``filter_conditions``, its fields under ``filter.``."""
+    if where.is_empty and not allow_empty:
+        raise InvalidInput("filter", "must name at least one field (an empty filter matches all)")
+    documents = _documents(where.document_ids)
+    try:
+        conditions = filter_conditions(where)
+    except InvalidInput as error:
+        raise type(error)(f"filter.{error.field}", error.problem) from error
+    if conditions is None or documents == []:
+        return None
+    if documents is not None:
+        conditions.append(op.c.document_id.in_(documents))
+    return conditions
+
+
+def _reason(reason: str | None) -> str | None:
+    if reason is None:
+        return None
+    if len(check.storable("reason", reason)) > MAX_REASON_BYTES:
+        raise InvalidInput("reason", f"must be at most {MAX_REASON_BYTES} bytes of UTF-8")
+    if "\x00" in reason:
+        raise InvalidInput("reason", "must not contain NUL characters")
+    return reason
+
+
+def _keys(keys: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    if not 1 <= len(keys) <= MAX_KEYS:
+        raise InvalidInput("keys", f"must hold 1 to {MAX_KEYS} items, not {len(keys)}")
+    checked = [
+        (check.key(f"keys[{i}].callerDID", caller), check.key(f"keys[{i}].operationID", ident))
+        for i, (caller, ident) in enumerate(keys)
+    ]
+    return list(dict.fromkeys(checked))
+
+
+def _records(rows: Sequence[Row]) -> list[OperationRecord]:
+    """Operations in ``listTrackedOperations``' order."""
+    return sorted((OperationRecord.from_row(row) for row in rows), key=lambda r: r.order_key)
+
+
+class OperatorStore:
+    """``cancelOperations``, ``reissueOperations``, ``rearmWatches`` and
+    ``forceReleaseLeases``. ``read_winners`` reads documents' current winners inside the
+    caller's transaction (``store.batches``' reader, or one over an injected
+    ``read_winner``)."""
+
+    def __init__(self, context: StoreContext, read_winners: ReadWinners) -> None:
+        self._ctx = context
+        self._db = context.db
+        self._read_winners = read_winners
+
+    def _chosen(self, conditions: list[Any], order: Sequence[Any], size: int) -> Any:
+        """The first ``size`` operations matching ``conditions`` in ``order``, skipping rows
+        locked elsewhere (PostgreSQL)."""
+        query = sa.select(op.c.caller_did, op.c.operation_id).where(*conditions)
+        query = query.order_by(*order).limit(size)
+        if self._db.is_postgres:
+            query = query.with_for_update(skip_locked=True)
+        return query
+
+    async def cancel_operations(
+        self, where: OperationFilter, *, reason: str | None = None, limit: int = DEFAULT_LIMIT
+    ) -> list[OperationRecord]:
+        """Cancel up to ``limit`` (1 to 1,000) attempted operations matching ``where``, the
+        oldest first: each becomes failed with ``last_kind`` ``cancelled`` (no HTTP status),
+        version + 1, nothing scheduled, and its lease cleared, so the holder's later renew,
+        mark, record or finalize is refused (their guards name the token). A send already
+        marked keeps its marker: the provider may hold the write. ``reason`` (at most 2,048
+        bytes of UTF-8) says why. Returns the cancelled operations in
+        ``listTrackedOperations``' order. One statement. Raises ``InvalidInput`` naming
+        ``filter`` when ``where`` names no field, ``filter.<field>`` for a malformed one
+        (``filter.documentIDs``: at most 500), ``reason`` or ``limit``."""
+        size = _limit(limit)
+        _reason(reason)
+        conditions = _in_filter(where)
+        if conditions is None:
+            return []
+        live = op.c.state == ATTEMPTED
+        chosen = self._chosen([*conditions, live], ORDER, size).cte("chosen")
+        update = (
+            sa.update(op)
+            .where(
+                sa.tuple_(op.c.caller_did, op.c.operation_id).in_(
+                    sa.select(chosen.c.caller_did, chosen.c.operation_id)
+                ),
+                live,
+            )
+            .values(
+                state=FAILED,
+                last_kind=CANCELLED_KIND,
+                last_http_status=None,
+                next_attempt_at=None,
+                defer_reason=None,
+                lease_token=None,
+                lease_expires_at=None,
+                version=op.c.version + 1,
+                updated_at=self._ctx.clock(),
+            )
+            .returning(op)
+        )
+        return _records(await self._db.write_all(update))
+
+    async def reissue_operations(
+        self, where: OperationFilter, *, limit: int = DEFAULT_LIMIT
+    ) -> list[OperationRecord]:
+        """Reissue up to ``limit`` (1 to 1,000) failed operations matching ``where`` that
+        were never reissued, the oldest first: each gets a new attempted operation under the
+        same caller with its envelope, its reissue intent, ETag and document, at
+        ``reissue_key`` of its key, due at once and unleased (``leaseOperations`` hands it
+        out), naming it in ``reissued_from``; the original stays failed and names the new
+        one in ``reissued_as``, so no later call matches it again (a backlog is reissued by
+        calling again until it returns nothing). Returns the new operations in their
+        originals' ``listTrackedOperations`` order. One transaction: pick the originals
+        (locked), insert the reissues, link the originals. Raises ``InvalidInput`` naming
+        ``filter`` when ``where`` names no field, ``filter.<field>`` for a malformed one, or
+        ``limit``."""
+        size = _limit(limit)
+        conditions = _in_filter(where)
+        if conditions is None:
+            return []
+        unreissued = [op.c.state == FAILED, op.c.reissued_as.is_(None)]
+        async with self._db.write_transaction():
+            originals = await self._db.fetch_all(
+                self._chosen([*conditions, *unreissued], ORDER, size)
+            )
+            if not originals:
+                return []
+            items = [
+                {
+                    "caller": row["caller_did"],
+                    "operation": row["operation_id"],
+                    "state": FAILED,
+                    "new_operation": reissue_key(row["caller_did"], row["operation_id"]),
+                    "node_key": self._ctx.new_id(),
+                    "incarnation": self._ctx.new_id(),
+                }
+                for row in originals
+            ]
+            now = self._ctx.clock()
+            inserted = await self._write(REISSUE, items, p_now=now)
+            await self._write(LINK_REISSUED, items, p_now=now)
+        place = {row["operation_id"]: index for index, row in enumerate(originals)}
+        created = (OperationRecord.from_row(row) for row in inserted)
+        return sorted(created, key=lambda record: place[record.reissued_from or ""])
+
+    async def rearm_watches(
+        self, where: WatchFilter, *, limit: int = DEFAULT_LIMIT
+    ) -> list[WatchRecord]:
+        """Open a new repair generation on up to ``limit`` (1 to 1,000) repair-failed
+        watches matching ``where``, in identity order, as a manual ``armWatch`` does:
+        generation + 1, pending verification, 0 attempts, observing the document's current
+        winner, due at the store's now, no claim, no defer reason. Returns them in identity
+        order. One transaction: read the candidates, their documents' winners (locked
+        first, as every watch decision does), lock the watches in identity order, write the
+        ones still repair-failed. Raises ``InvalidInput`` naming ``filter.<field>`` for a
+        malformed field (``filter.documentIDs``: at most 500) or ``limit``."""
+        size = _limit(limit)
+        documents = _documents(where.document_ids)
+        try:
+            conditions = watch_filter_conditions(where)
+        except InvalidInput as error:
+            raise type(error)(f"filter.{error.field}", error.problem) from error
+        if documents == []:
+            return []
+        if documents is not None:
+            conditions.append(watch.c.document_id.in_(documents))
+        candidates = (
+            sa.select(*IDENTITY_COLUMNS, watch.c.document_id)
+            .where(*conditions, watch.c.verification_status == REPAIR_FAILED)
+            .order_by(*IDENTITY_COLUMNS)
+            .limit(size)
+        )
+        async with self._db.write_transaction():
+            found = await self._db.fetch_all(candidates)
+            if not found:
+                return []
+            winners = await self._read_winners(
+                sorted({row["document_id"] for row in found if row["document_id"] is not None})
+            )
+            identities = [{name: row[name] for name in IDENTITY_ITEM} for row in found]
+            prepared, values = LOCK_WATCHES.bind(self._db.is_postgres, identities)
+            locked = [
+                WatchRecord.from_row(row)
+                for row in await self._db.fetch_prepared_all(prepared, values)
+            ]
+            now = self._ctx.clock()
+            items = [
+                {name: getattr(stored, name) for name in IDENTITY_ITEM}
+                | {"version": stored.version}
+                | opened_generation(stored, winners.get(stored.document_id or ""), now)
+                for stored in locked
+                if stored.verification_status == REPAIR_FAILED
+            ]
+            if not items:
+                return []
+            rows = await self._write(REARM, items, p_now=now)
+        return sorted((WatchRecord.from_row(row) for row in rows), key=lambda w: w.order_key)
+
+    async def force_release_leases(self, keys: Sequence[tuple[str, str]]) -> list[OperationRecord]:
+        """Free the leases of the attempted operations at ``keys`` (1 to 500 ``(caller_did,
+        operation_id)``), whatever their token and whether or not they lapsed: the holder's
+        later renew, mark, record or finalize is refused. A send its run marked and never
+        recorded counts as abandoned, as a takeover counts it (attempts + 1, the marker
+        ``*abandoned*``). Operations without a lease, finished or absent are left out.
+        Returns the released operations in key order. One statement. Raises
+        ``InvalidInput`` naming ``keys`` or ``keys[i].<field>``."""
+        wanted = _keys(keys)
+        counted = unrecorded_send()
+        update = (
+            sa.update(op)
+            .where(
+                sa.tuple_(op.c.caller_did, op.c.operation_id).in_(
+                    [sa.tuple_(caller, ident) for caller, ident in wanted]
+                ),
+                op.c.state == ATTEMPTED,
+                op.c.lease_token.is_not(None),
+            )
+            .values(
+                lease_token=None,
+                lease_expires_at=None,
+                attempts=sa.case((counted, op.c.attempts + 1), else_=op.c.attempts),
+                send_marker=sa.case(
+                    (counted, sa.literal(ABANDONED_SEND_MARKER)), else_=op.c.send_marker
+                ),
+                updated_at=self._ctx.clock(),
+            )
+            .returning(op)
+        )
+        rows = await self._db.write_all(update)
+        records = (OperationRecord.from_row(row) for row in rows)
+        return sorted(records, key=lambda r: (r.caller_did, r.operation_id))
+
+    async def _write(
+        self, statement: ItemStatement, items: Sequence[Mapping[str, Any]], **params: Any
+    ) -> list[Row]:
+        prepared, values = statement.bind(self._db.is_postgres, items, **params)
+        return await self._db.write_prepared_all(prepared, values)

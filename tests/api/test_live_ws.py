@@ -1,0 +1,233 @@
+"""Subscriptions over real WebSockets (graphql-transport-ws, the ``websockets`` client) and
+Apollo's multipart protocol over HTTP, on both backends: the token at ``connection_init`` or
+in the upgrade's header, refusals with the protocol's close codes, an expiring token, the
+bounds, and ``workAvailable`` woken by writes and by time."""
+
+import asyncio
+import time
+
+import httpx
+import pytest
+
+from resolvers.codes import FORBIDDEN, TOO_MANY_SUBSCRIPTIONS, UNAUTHENTICATED
+from server.settings import Settings
+from store import ConnectorStore
+from tests.api.live_client import served, signal, socket
+from tests.factories import claimed_operation
+from tests.tokens import SERVICE_TOKEN, bearer, mint
+
+MULTIPART = 'multipart/mixed;subscriptionSpec="1.0"'
+CRM_WORK = 'subscription { workAvailable(connectorName: "crm") { connectorName } }'
+
+
+@pytest.fixture
+def timed_store(database) -> ConnectorStore:
+    """A store on the system clock: the work timer follows real time."""
+    return ConnectorStore(database)
+
+
+async def test_work_available__token_in_init_first_signal_at_once_then_each_claim(store):
+    async with served(store) as server, socket(server) as sock:
+        assert await sock.init() == {"type": "connection_ack"}
+        await sock.subscribe("1", connector="calendar")
+        assert (await signal(sock, "1"))["connectorName"] == "calendar"
+
+        await claimed_operation(store, connector_name="drive")
+        await claimed_operation(store, operation_id="op-2", connector_name="calendar")
+
+        first = await signal(sock, "1")
+        assert first["connectorName"] == "calendar" and first["at"] == store.clock()
+
+
+async def test_work_available__token_in_the_upgrade_header(store):
+    async with served(store) as server, socket(server, headers=bearer(SERVICE_TOKEN)) as sock:
+        assert await sock.init(token=None) == {"type": "connection_ack"}
+        await sock.subscribe("w")
+        assert (await signal(sock, "w"))["connectorName"] is None
+        await claimed_operation(store, connector_name="drive")
+        assert (await signal(sock, "w"))["connectorName"] == "drive"
+
+
+@pytest.mark.parametrize(
+    ("headers", "token", "reason"),
+    [
+        ({}, None, "send a bearer token"),
+        ({}, "not-a-jwt", "not a well-formed JWT"),
+        ({}, mint(ttl=-120), "expired"),
+        (bearer("not-a-jwt"), None, "not a well-formed JWT"),
+    ],
+)
+async def test_ws__refused_init_is_closed_4403_saying_why(store, headers, token, reason):
+    async with served(store) as server, socket(server, headers=headers) as sock:
+        payload = {} if token is None else {"Authorization": f"Bearer {token}"}
+        await sock.send({"type": "connection_init", "payload": payload})
+        code, text = await sock.closed()
+    assert code == 4403
+    assert reason in text
+
+
+async def test_ws__protocol_refusals_keep_their_close_codes(store):
+    async with served(store) as server:
+        async with socket(server) as sock:
+            await sock.subscribe("1")
+            assert (await sock.closed())[0] == 4401
+        async with socket(server) as sock:
+            await sock.init()
+            await sock.send({"type": "connection_init", "payload": {}})
+            assert (await sock.closed())[0] == 4429
+        async with socket(server) as sock:
+            await sock.send({"type": "connection_init", "payload": "token"})
+            assert (await sock.closed())[0] == 4400
+        async with socket(server, protocol="graphql-ws") as sock:
+            assert (await sock.closed())[0] == 4406
+
+
+async def test_ws__an_expiring_token_closes_the_connection_and_ends_its_subscriptions(store):
+    settings = Settings(sweeper=False, jwt_leeway_seconds=0)
+    token = mint(ttl=2)
+    async with served(store, settings) as server, socket(server) as sock:
+        assert await sock.init(token) == {"type": "connection_ack"}
+        await sock.subscribe("1")
+        await signal(sock, "1")
+        started = time.monotonic()
+        message = await sock.receive(timeout_s=5)
+        assert message["type"] == "next" and message["id"] == "1"
+        assert [e["extensions"]["code"] for e in message["payload"]["errors"]] == [UNAUTHENTICATED]
+        code, reason = await sock.closed()
+    assert code == 4403 and "expired" in reason
+    assert time.monotonic() - started < 4
+
+
+async def test_work_available__a_tenant_is_refused_before_the_stream_starts(store):
+    tenant = mint("did:key:tenant", "operations:read operations:write")
+    async with served(store) as server, socket(server) as sock:
+        await sock.init(tenant)
+        await sock.subscribe("1")
+        message = await sock.receive()
+        assert message["type"] == "error" and message["id"] == "1"
+        assert [error["extensions"]["code"] for error in message["payload"]] == [FORBIDDEN]
+        assert server.app.state.hub.viewers == {}
+
+
+async def test_subscriptions__bounded_per_connection_and_per_viewer(store):
+    settings = Settings(
+        sweeper=False, max_subscriptions_per_connection=2, max_subscriptions_per_viewer=3
+    )
+    async with served(store, settings) as server, socket(server) as one, socket(server) as two:
+        await one.init()
+        await two.init()
+        for id_ in ("a", "b"):
+            await one.subscribe(id_)
+            await signal(one, id_)
+        await one.subscribe("c")
+        assert "MAX_SUBSCRIPTIONS_PER_CONNECTION" in await refused(one, "c")
+
+        await two.subscribe("d")
+        await signal(two, "d")
+        await two.subscribe("e")
+        assert "MAX_SUBSCRIPTIONS_PER_VIEWER" in await refused(two, "e")
+
+        await one.send({"id": "a", "type": "complete"})
+        for _ in range(50):
+            if server.app.state.hub.viewers["service"] == 2:
+                break
+            await asyncio.sleep(0.02)
+        await two.subscribe("f")
+        await signal(two, "f")
+
+
+async def refused(sock, id_: str) -> str:
+    """The message of subscription ``id_``'s one error, ``TOO_MANY_SUBSCRIPTIONS``, after
+    which it completes."""
+    message = await sock.receive()
+    assert message["type"] == "next" and message["id"] == id_, message
+    errors = message["payload"]["errors"]
+    assert [error["extensions"]["code"] for error in errors] == [TOO_MANY_SUBSCRIPTIONS]
+    assert await sock.receive() == {"id": id_, "type": "complete"}
+    return errors[0]["message"]
+
+
+async def test_work_available__a_lapsed_lease_and_a_deferral_come_due_by_the_timer(timed_store):
+    store = timed_store
+    async with served(store) as server, socket(server) as sock:
+        await sock.init()
+        await sock.subscribe("1", connector="calendar")
+        await signal(sock, "1")
+        record = await claimed_operation(store, lease_expires_at=store.clock() + 400)
+        await signal(sock, "1")
+
+        lapsed = await signal(sock, "1")
+        assert lapsed["at"] > record.lease_expires_at
+
+        other = await claimed_operation(store, operation_id="op-2", source_id="evt-2")
+        await signal(sock, "1")
+        due = store.clock() + 400
+        deferred = await store.operations.defer_operation(
+            other.caller_did, other.operation_id, due, None, "lease-A"
+        )
+        assert deferred is not None
+        await signal(sock, "1")
+        came_due = await signal(sock, "1")
+        assert came_due["at"] >= due
+
+
+async def test_work_available__multipart_over_http(store):
+    async with (
+        served(store) as server,
+        httpx.AsyncClient(base_url=server.http, headers=bearer(SERVICE_TOKEN)) as http,
+        http.stream(
+            "POST",
+            "/graphql",
+            json={"query": CRM_WORK},
+            headers={"Accept": MULTIPART},
+        ) as response,
+    ):
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("multipart/mixed")
+        parts: list[str] = []
+        chunks = response.aiter_text()
+        while sum('"workAvailable"' in part for part in parts) < 2:
+            parts.append(await asyncio.wait_for(anext(chunks), 5))
+            if len(parts) == 1:
+                await claimed_operation(store, connector_name="crm")
+    body = "".join(parts)
+    assert body.count('{"payload":{"data":{"workAvailable":{"connectorName":"crm"}}}}') == 2
+
+
+async def test_work_available__multipart_refuses_a_tenant_with_forbidden(store):
+    tenant = mint("did:key:tenant", "operations:read operations:write")
+    async with (
+        served(store) as server,
+        httpx.AsyncClient(base_url=server.http, headers=bearer(tenant)) as http,
+    ):
+        response = await http.post(
+            "/graphql",
+            json={"query": "subscription { workAvailable { connectorName } }"},
+            headers={"Accept": MULTIPART},
+        )
+    assert FORBIDDEN in response.text
+
+
+async def test_metrics__open_subscriptions_and_delivered_events(store):
+    async with served(store) as server, socket(server) as sock:
+        metrics = server.app.state.metrics
+        await sock.init()
+        await sock.subscribe("1")
+        await signal(sock, "1")
+        assert metrics.subscriptions.labels("workAvailable")._value.get() == 1
+        assert metrics.subscription_events.labels("workAvailable")._value.get() == 1
+        await sock.send({"id": "1", "type": "complete"})
+        for _ in range(50):
+            if metrics.subscriptions.labels("workAvailable")._value.get() == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert metrics.subscriptions.labels("workAvailable")._value.get() == 0
+
+
+async def test_ws__a_websocket_outlives_the_http_head_deadline(store):
+    settings = Settings(sweeper=False, header_timeout_seconds=0.5)
+    async with served(store, settings) as server, socket(server) as sock:
+        await sock.init()
+        await asyncio.sleep(1.0)
+        await sock.subscribe("1")
+        assert (await signal(sock, "1"))["connectorName"] is None

@@ -1,0 +1,103 @@
+"""Browser tests of the dashboard (``make test-ui``, marker ``ui``): a real
+``connector-store serve`` over seeded data, driven by Playwright in Debian's headless
+Chromium (``/usr/bin/chromium``; Playwright's own browser download is never used).
+
+Every test runs on SQLite, and on PostgreSQL when ``TEST_DATABASE_URL`` is set (as
+``.ci/run`` sets it). Playwright comes from the ``ui`` extra and is imported only here, by
+the fixtures, so the rest of the suite collects without it.
+"""
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.databases import PostgresRun
+from tests.e2e.live import Server, live_server
+from tests.ui.seed import Seeded, seed
+
+CHROMIUM = Path("/usr/bin/chromium")
+BACKENDS = ["sqlite"] + (["postgres"] if os.environ.get("TEST_DATABASE_URL") else [])
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.is_relative_to(Path(__file__).parent):
+            item.add_marker(pytest.mark.ui)
+
+
+@pytest.fixture(params=BACKENDS)
+async def ui_database_url(
+    request: pytest.FixtureRequest, tmp_path: Path, postgres_run: PostgresRun
+) -> str:
+    """A fresh database for the server: an empty SQLite file (the server migrates it) or the
+    run's migrated, truncated PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'ui.db'}"
+    url = await postgres_run.create()
+    await postgres_run.truncate()
+    return url
+
+
+@pytest.fixture
+def server(ui_database_url: str, tmp_path: Path) -> Iterator[Server]:
+    with live_server(tmp_path, ui_database_url, name="ui") as running:
+        yield running
+
+
+@pytest.fixture
+async def seeded(server: Server) -> Seeded:
+    """The server with a few operations and watches in every state the views show."""
+    return await seed(server.url)
+
+
+@pytest.fixture(scope="session")
+async def browser() -> AsyncIterator[Any]:
+    """One headless Chromium for the session."""
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: `make test-ui` installs Debian's chromium")
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=["--no-sandbox"]
+        )
+        yield browser
+        await browser.close()
+
+
+class Requests:
+    """Every request a page made (WebSocket upgrades included), by URL."""
+
+    def __init__(self) -> None:
+        self.urls: list[str] = []
+
+    def outside(self, origin: str) -> list[str]:
+        """The URLs that went anywhere but ``origin`` (``http://host:port``); the page's own
+        ``data:`` URLs never leave the browser."""
+        own = (origin + "/", origin.replace("http", "ws", 1) + "/", "data:")
+        return [url for url in self.urls if not url.startswith(own)]
+
+
+@pytest.fixture
+async def page(browser: Any, seeded: Seeded) -> AsyncIterator[Any]:
+    """A fresh browser context and page, signed in with the service token (in the tab's
+    session storage, as the sign-in box keeps it), its requests recorded
+    (``page.requests``)."""
+    # The page's Content-Security-Policy already stops any request elsewhere; the tests
+    # bypass it so that such a request would be made, and recorded, and fail the test.
+    # (Playwright's waits that evaluate a function need it bypassed too.)
+    context = await browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)
+    await context.add_init_script(
+        f"sessionStorage.setItem('connector-store-token', {seeded.token!r})"
+    )
+    page = await context.new_page()
+    requests = Requests()
+    page.on("request", lambda request: requests.urls.append(request.url))
+    page.on("websocket", lambda socket: requests.urls.append(socket.url))
+    page.requests = requests
+    page.set_default_timeout(10_000)
+    yield page
+    await context.close()
