@@ -341,14 +341,26 @@ def _event_select(log: Log, action: Action, rows: Any, actor: Any) -> tuple[list
     return names, sa.select(*(values[name] for name in names)).select_from(rows)
 
 
+def appended(log: Log, action: Action, changed: sa.CTE, actor: Any) -> sa.CTE:
+    """The CTE that appends the event of each row of ``changed`` (a writable CTE returning
+    at least ``log.source``) to the log (PostgreSQL): add it to the statement that reads
+    ``changed`` (``add_cte``)."""
+    names, events = _event_select(log, action, changed, actor)
+    return sa.insert(log.table).from_select(names, events).cte(f"appended_{changed.name}")
+
+
 def with_events(log: Log, action: Action, write: Any, actor: Any) -> sa.Select[Any]:
     """``write`` (returning the written rows: at least ``log.source``) and the event of
     each row it returned, as one statement (PostgreSQL): a writable CTE whose answer is
     the write's rows."""
     changed = write.cte("changed")
-    names, events = _event_select(log, action, changed, actor)
-    appended = sa.insert(log.table).from_select(names, events).cte("appended")
-    return sa.select(changed).add_cte(appended)
+    return sa.select(changed).add_cte(appended(log, action, changed, actor))
+
+
+def current_actor_value() -> sa.BindParameter[str]:
+    """The actor (``store.context.current_actor``) as a value of a statement built per
+    call."""
+    return sa.literal(current_actor(), sa.Text)
 
 
 def _appender(log: Log, action: Action, extras: Sequence[sa.Column[Any]]) -> ItemStatement:
@@ -439,22 +451,59 @@ class LoggedItems:
         return rows
 
 
-_appenders: dict[tuple[str, str], ItemStatement] = {}
+DROP_OPERATION_EVENTS = ItemStatement(
+    {"caller_did": operation_event.c.caller_did, "operation_id": operation_event.c.operation_id},
+    lambda _, rows: (
+        sa.delete(operation_event)
+        .where(
+            sa.tuple_(operation_event.c.caller_did, operation_event.c.operation_id).in_(
+                sa.select(rows.c.caller_did, rows.c.operation_id)
+            )
+        )
+        .returning(operation_event.c.id)
+    ),
+)
+"""Delete every event of the items' operations (collected ones: their events go with
+them)."""
+
+
+async def drop_operation_events(db: Database, keys: Sequence[tuple[str, str]]) -> None:
+    """Delete the events of the operations at ``keys`` (``(caller_did, operation_id)``), one
+    statement; run it in the transaction that deletes the operations."""
+    if keys:
+        items = [{"caller_did": caller, "operation_id": ident} for caller, ident in keys]
+        prepared, values = DROP_OPERATION_EVENTS.bind(db.is_postgres, items)
+        await db.write_prepared_all(prepared, values)
+
+
+_appenders: dict[tuple[str, Action, tuple[str, ...]], ItemStatement] = {}
+
+
+async def append_events(
+    db: Database,
+    log: Log,
+    action: Action,
+    rows: Sequence[Row],
+    extras: Sequence[sa.Column[Any]] = (),
+) -> None:
+    """SQLite: append ``action``'s event of each of ``rows`` (written in the caller's
+    transaction, each holding ``log.source`` and the ``extras`` the action reads), one
+    statement."""
+    key = (log.table.name, action, tuple(column.name for column in extras))
+    appender = _appenders.get(key)
+    if appender is None:
+        appender = _appenders[key] = _appender(log, action, extras)
+    await _append(db, appender, rows, {"p_actor": current_actor()})
 
 
 async def run_logged(db: Database, log: Log, action: str, write: Any) -> list[Row]:
     """Run ``write`` (a statement built for this call, returning the written rows) and
     append ``action``'s event for each row it wrote; returns the written rows."""
-    actor = current_actor()
     if db.is_postgres:
-        return await db.write_all(with_events(log, action, write, sa.literal(actor, sa.Text)))
-    key = (log.table.name, action)
-    appender = _appenders.get(key)
-    if appender is None:
-        appender = _appenders[key] = _appender(log, action, ())
+        return await db.write_all(with_events(log, action, write, current_actor_value()))
     async with db.write_transaction():
         rows = await db.write_all(write)
-        await _append(db, appender, rows, {"p_actor": actor})
+        await append_events(db, log, action, rows)
     return rows
 
 

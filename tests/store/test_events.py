@@ -18,17 +18,21 @@ from store.events import (
     sequence_of,
 )
 from store.operations import Finalize, SendMark
+from store.operations import OperationFilter as Filter
+from store.operator import MARKED_NOTE
 from store.records import OperationKey
 from store.tables import operation_event, watch_event
-from store.watches import Verification
+from store.watches import Verification, WatchFilter
 from tests.factories import (
     LEASE_MS,
     VERIFY_DUE_MS,
     claim,
     claimed_operation,
     claimed_watch,
+    committed_operation,
     marked_operation,
     pending_watch,
+    repair_failed_watch,
     transition,
 )
 
@@ -36,6 +40,12 @@ ACTOR = "did:key:worker"
 LOG_WAIT_S = 30.0
 """How long a test waits for the log's safe horizon to pass its own committed writes: on
 PostgreSQL a transaction open anywhere on the cluster (another test run's) holds it back."""
+
+
+async def released(store, operation_id, source_id):
+    record = await claimed_operation(store, operation_id=operation_id, source_id=source_id)
+    await store.operations.release_lease(record.caller_did, record.operation_id, "lease-A")
+    return record
 
 
 def key_of(record):
@@ -575,3 +585,130 @@ async def test_events__rows_in_order_under_concurrent_writers(store, clock):
     assert len(every) == 48
     assert [e.sequence for e in every] == sorted(e.sequence for e in every)
     assert replace(every[0]) == every[0]
+
+
+# --- leasing, operator controls, pauses, retention -------------------------------------------
+
+
+async def test_lease_operations__leased_and_taken_over(store, clock):
+    free = await released(store, "op-1", "evt-1")
+    lapsed = await claimed_operation(store, operation_id="op-2", source_id="evt-2")
+    clock.advance(LEASE_MS + 1)
+
+    with acting_as(ACTOR):
+        leased = await store.leasing.lease_operations("lease-B", LEASE_MS, limit=10)
+
+    assert {(r.operation_id, r.lease_token) for r in leased} == {
+        ("op-1", "lease-B"),
+        ("op-2", "lease-B"),
+    }
+    assert await actions(store, free) == ["claimed", "released", "leased"]
+    assert await actions(store, lapsed) == ["claimed", "taken_over"]
+    (event,) = (await store.events.operation_events(key_of(lapsed)))[-1:]
+    assert event.actor_did == ACTOR
+
+
+async def test_lease_operations__nothing_due_appends_nothing(store, clock):
+    await claimed_operation(store)
+    before = await event_count(store)
+
+    assert list(await store.leasing.lease_operations("lease-B", LEASE_MS)) == []
+
+    assert await event_count(store) == before
+
+
+async def test_renew_and_release_leases__released_logged_renewal_not(store, clock):
+    record = await claimed_operation(store)
+    key = (record.caller_did, record.operation_id)
+
+    renewed = await store.leasing.renew_leases("lease-A", LEASE_MS, [key])
+    refused = await store.leasing.release_leases("lease-X", [key])
+    released_ = await store.leasing.release_leases("lease-A", [key])
+
+    assert len(list(renewed)) == 1 and list(refused) == [] and len(list(released_)) == 1
+    assert await actions(store, record) == ["claimed", "released"]
+
+
+async def test_claim_watches__claimed_logged(store, clock):
+    watch = await pending_watch(store)
+    clock.now = watch.next_attempt_at
+
+    claimed = await store.leasing.claim_watches(LEASE_MS)
+
+    assert len(list(claimed)) == 1
+    assert await watch_actions(store, watch) == ["opened", "claimed"]
+
+
+async def test_cancel_operations__cancelled_says_a_marked_send(store, clock):
+    marked = await marked_operation(store)
+    quiet = await claimed_operation(store, operation_id="op-2", source_id="evt-2")
+
+    with acting_as("did:key:operator"):
+        cancelled = await store.operator.cancel_operations(
+            Filter(caller_did=marked.caller_did), reason="provider gone"
+        )
+
+    assert len(cancelled) == 2
+    last = (await store.events.operation_events(key_of(marked)))[-1]
+    assert (last.action, last.from_state, last.to_state, last.kind) == (
+        "cancelled",
+        "attempted",
+        "failed",
+        "cancelled",
+    )
+    assert last.message == f"provider gone ({MARKED_NOTE})"
+    assert last.actor_did == "did:key:operator"
+    quiet_last = (await store.events.operation_events(key_of(quiet)))[-1]
+    assert quiet_last.message == "provider gone"
+
+
+async def test_reissue_operations__both_logged_reissued(store, clock):
+    original = await claimed_operation(store)
+    await store.operations.record_operation(transition(original, to_state="failed"))
+
+    (reissue,) = await store.operator.reissue_operations(Filter(caller_did=original.caller_did))
+
+    assert await actions(store, original) == ["claimed", "recorded", "reissued"]
+    events = await store.events.operation_events(key_of(reissue))
+    assert [(e.action, e.from_state, e.to_state) for e in events] == [
+        ("reissued", None, "attempted")
+    ]
+
+
+async def test_rearm_watches_and_force_release__logged(store, clock):
+    failed = await repair_failed_watch(store)
+    record = await claimed_operation(store, operation_id="op-2", source_id="evt-2")
+
+    rearmed = await store.operator.rearm_watches(WatchFilter(owner_did=failed.owner_did))
+    released_ = await store.operator.force_release_leases(
+        [(record.caller_did, record.operation_id)]
+    )
+
+    assert [w.repair_generation for w in rearmed] == [2]
+    assert (await watch_actions(store, failed))[-1] == "rearmed"
+    assert len(released_) == 1
+    assert await actions(store, record) == ["claimed", "force_released"]
+
+
+async def test_resume_account__spread_operations_resumed(store, clock):
+    record = await released(store, "op-1", "evt-1")
+    await store.pauses.pause_account("calendar", "acct-1")
+
+    state = await store.pauses.resume_account("calendar", "acct-1", spread_ms=10_000)
+
+    assert state.spread == 1
+    assert await actions(store, record) == ["claimed", "released", "resumed"]
+
+
+async def test_collect_finished_operations__events_go_with_the_operation(store, clock):
+    done = await committed_operation(store)
+    kept = await claimed_operation(store, operation_id="op-2", source_id="evt-2")
+    clock.advance(1)
+
+    collected = await store.retention.collect_finished_operations(
+        clock.now, failed_older_than=clock.now
+    )
+
+    assert collected == 1
+    assert await actions(store, done) == []
+    assert await actions(store, kept) == ["claimed"]
