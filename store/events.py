@@ -39,7 +39,7 @@ sort as strings in log order.
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.ext.compiler import compiles
@@ -48,7 +48,7 @@ from sqlalchemy.sql.functions import FunctionElement
 
 from store import validation as check
 from store.context import current_actor
-from store.database import Database, Row
+from store.database import Database, Row, chunked
 from store.errors import InvalidInput
 from store.items import ItemStatement
 from store.records import (
@@ -57,6 +57,7 @@ from store.records import (
     WatchEventRecord,
     WatchIdentity,
 )
+from store.sizes import SIZE, Measured, row_bytes
 from store.statements import Prepared, param
 from store.tables import operation as op
 from store.tables import operation_event, watch_event
@@ -115,6 +116,8 @@ WATCH_ERRORS: Final = frozenset({VERIFIED, PENDING, REPAIR_FAILED})
 
 MAX_ERROR_BYTES: Final = 2048
 """The longest ``errorMessage``, in bytes of UTF-8."""
+
+_Event = TypeVar("_Event", OperationEventRecord, WatchEventRecord)
 
 DEFAULT_EVENTS = 50
 MAX_EVENTS = 500
@@ -594,6 +597,19 @@ class WatchEventFilter:
     statuses: Sequence[str] | None = None
 
 
+def _identity(identity: WatchIdentity) -> tuple[str, str, str, str, str]:
+    """The five parts of ``identity``, checked; raises ``InvalidInput`` naming one."""
+    owner, connector, model, account, source = (
+        check.key(field, value)
+        for field, value in zip(
+            ("ownerDID", "connectorName", "model", "accountKey", "sourceID"),
+            identity.parts,
+            strict=True,
+        )
+    )
+    return owner, connector, model, account, source
+
+
 def _limit(limit: Any) -> int:
     return check.count("limit", limit, minimum=1, maximum=MAX_EVENTS)
 
@@ -606,11 +622,82 @@ def _after_log(table: sa.Table, after: str | None) -> list[sa.ColumnElement[bool
     return conditions
 
 
+def _pages(
+    log: Log,
+    query: Callable[[Any], sa.Select[Any]],
+    keys: Sequence[tuple[str, ...]],
+    after: str | None,
+    limit: int,
+) -> sa.Select[Any]:
+    """The first ``limit`` events after ``after`` (an event ``sequence``: by ``id``, each
+    row's order) of each row at ``keys`` (``log.row``'s values), each with its size
+    (``SIZE``), by row and then oldest first: one statement for every key."""
+    event = log.table
+    names = [event.c[name] for name in log.row]
+    ranked = sa.select(
+        event,
+        sa.func.row_number().over(partition_by=names, order_by=event.c.id).label("place"),
+    ).where(sa.tuple_(*names).in_([sa.tuple_(*key) for key in keys]))
+    if after is not None:
+        ranked = ranked.where(event.c.id > position("after", after)[1])
+    page = ranked.subquery("page")
+    size = row_bytes(page.c[column.name] for column in event.c)
+    chosen = query(page).add_columns(size.label(SIZE))
+    return chosen.where(page.c.place <= _limit(limit)).order_by(
+        *(page.c[name] for name in log.row), page.c.id
+    )
+
+
+def _measured(page: Sequence[tuple[_Event, int]]) -> Measured[_Event]:
+    return Measured((record for record, _ in page), (size for _, size in page))
+
+
 class EventsStore:
     """The readers of the event log (the writers append through ``Logged`` and friends)."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
+
+    async def operation_events_of(
+        self, keys: Sequence[OperationKey], *, after: str | None = None, limit: int
+    ) -> dict[tuple[str, str], Measured[OperationEventRecord]]:
+        """``operation_events`` of each operation at ``keys`` (for DataLoaders), each page
+        with its events' sizes (``store.sizes``), in one statement per 500 keys. Raises
+        ``InvalidInput`` naming a key's field, ``after`` or ``limit``."""
+        wanted = sorted(
+            {
+                (
+                    check.key("callerDID", key.caller_did),
+                    check.key("operationID", key.operation_id),
+                )
+                for key in keys
+            }
+        )
+        found: dict[tuple[str, str], list[tuple[OperationEventRecord, int]]] = {
+            key: [] for key in wanted
+        }
+        for chunk in chunked(wanted):
+            query = _pages(OPERATIONS, _operation_events, chunk, after, limit)
+            for row in await self._db.fetch_all(query):
+                key = (row["caller_did"], row["operation_id"])
+                found[key].append((operation_event_record(row), row[SIZE]))
+        return {key: _measured(page) for key, page in found.items()}
+
+    async def watch_events_of(
+        self, identities: Sequence[WatchIdentity], *, after: str | None = None, limit: int
+    ) -> dict[WatchIdentity, Measured[WatchEventRecord]]:
+        """``watch_events`` of each watch at ``identities`` (for DataLoaders), as
+        ``operation_events_of``."""
+        wanted = sorted({_identity(identity) for identity in identities})
+        found: dict[WatchIdentity, list[tuple[WatchEventRecord, int]]] = {
+            WatchIdentity(*parts): [] for parts in wanted
+        }
+        for chunk in chunked(wanted):
+            query = _pages(WATCHES, _watch_events, chunk, after, limit)
+            for row in await self._db.fetch_all(query):
+                record = watch_event_record(row)
+                found[WatchIdentity.of(record)].append((record, row[SIZE]))
+        return {identity: _measured(page) for identity, page in found.items()}
 
     async def operation_events(
         self,
@@ -647,14 +734,7 @@ class EventsStore:
         (a ``sequence`` of this watch's), at most ``limit`` (1 to 500). Raises
         ``InvalidInput`` naming a part of the identity, ``after`` or ``limit``."""
         event = watch_event
-        parts = {
-            name: check.key(field, getattr(identity, name))
-            for name, field in zip(
-                WATCH_IDENTITY_COLUMNS,
-                ("ownerDID", "connectorName", "model", "accountKey", "sourceID"),
-                strict=True,
-            )
-        }
+        parts = dict(zip(WATCH_IDENTITY_COLUMNS, _identity(identity), strict=True))
         query = (
             _watch_events(event)
             .where(*(event.c[name] == value for name, value in parts.items()))
