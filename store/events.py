@@ -390,7 +390,9 @@ async def _append(
 class Logged:
     """A ``Prepared`` write of ``log.logged`` (``write(insert)`` returning the written rows)
     that logs ``action`` for each row it wrote. ``extras``: further columns the write
-    returns that the action reads (``PRIOR_TOKEN``)."""
+    returns that the action reads (``PRIOR_TOKEN``). ``write`` is the write alone (what
+    SQLite runs before it appends; ``benchmarks/side_by_side.py`` measures the log's cost
+    against it)."""
 
     def __init__(
         self,
@@ -400,7 +402,7 @@ class Logged:
         extras: Sequence[sa.Column[Any]] = (),
     ) -> None:
         self._postgres = Prepared(lambda insert: with_events(log, action, write(insert), ACTOR))
-        self._write = Prepared(write)
+        self.write = Prepared(write)
         self._append = _appender(log, action, extras)
 
     async def run(self, db: Database, params: Mapping[str, Any]) -> list[Row]:
@@ -410,7 +412,7 @@ class Logged:
         if db.is_postgres:
             return await db.write_prepared_all(self._postgres, params)
         async with db.write_transaction():
-            rows = await db.write_prepared_all(self._write, params)
+            rows = await db.write_prepared_all(self.write, params)
             await _append(db, self._append, rows, params)
         return rows
 
