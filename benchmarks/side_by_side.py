@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ from benchmarks.seed import seed_statements
 from benchmarks.template import groups, record, recording_ids, values_for
 from store import ConnectorStore
 from store.database import Database
+from store.events import Logged
 from store.migrate import upgrade
 from store.operations import OperationClaim, OperationFilter
 from store.records import OperationRecord
@@ -80,6 +81,30 @@ def claim_for(operation_id: str, token: str, now: int) -> OperationClaim:
         lease_expires_at=given["leaseExpiresAt"],
         document_id=given["documentID"],
     )
+
+
+@contextlib.contextmanager
+def without_event_log() -> Iterator[None]:
+    """Benchmark only (never the product's): while the block runs, every single write of
+    the store (``store.events.Logged``, all a lifecycle makes) runs its write alone
+    (``Logged.write``, the same statement without its events), so rows measured in the block
+    beside rows measured outside it give the log's cost in one run."""
+    logged = Logged.run
+
+    async def bare(self: Logged, db: Database, params: Mapping[str, Any]) -> list[Any]:
+        return await db.write_prepared_all(self.write, params)
+
+    Logged.run = bare  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Logged.run = logged  # type: ignore[method-assign]
+
+
+async def unlogged(run: Callable[[], Awaitable[dict[str, float]]]) -> dict[str, float]:
+    """``run`` measured ``without_event_log``."""
+    with without_event_log():
+        return await run()
 
 
 def store_lifecycle(store: ConnectorStore) -> Callable[..., Awaitable[None]]:
@@ -494,9 +519,21 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             "store_pg_1": lambda: rate(store_run(pg_store, "spg"), count, 1),
             "asyncpg_16": lambda: rate(asyncpg_floor(pool, pg_steps), count, TASKS),
             "store_pg_16": lambda: rate(store_run(pg_store, "spg"), count, TASKS),
+            "store_pg_1_nolog": lambda: unlogged(
+                lambda: rate(store_run(pg_store, "npg"), count, 1)
+            ),
+            "store_pg_16_nolog": lambda: unlogged(
+                lambda: rate(store_run(pg_store, "npg"), count, TASKS)
+            ),
             "sqlite3_1": sqlite3_row,
             "store_sqlite_1": lambda: rate(store_run(sqlite_store, "ssq"), count, 1),
             "store_sqlite_16": lambda: rate(store_run(sqlite_store, "ssq"), count, TASKS),
+            "store_sqlite_1_nolog": lambda: unlogged(
+                lambda: rate(store_run(sqlite_store, "nsq"), count, 1)
+            ),
+            "store_sqlite_16_nolog": lambda: unlogged(
+                lambda: rate(store_run(sqlite_store, "nsq"), count, TASKS)
+            ),
             "pgboss_1": lambda: peer_rate(pgboss_command(pgboss_dsn, count, 1)),
             "server_http_1": lambda: load(lifecycle_spec),
             "floor_http_1": lambda: load(
@@ -563,6 +600,26 @@ RATIOS = [
     ("store_sqlite_1", "our store in process, SQLite, 1 task", "sqlite3_1"),
     ("store_sqlite_16", f"our store in process, SQLite, {TASKS} tasks", "sqlite3_1"),
     (
+        "store_pg_1_nolog",
+        "our store in process, PostgreSQL, 1 task, without the event log (benchmark only)",
+        "store_pg_1",
+    ),
+    (
+        "store_pg_16_nolog",
+        f"our store in process, PostgreSQL, {TASKS} tasks, without the event log",
+        "store_pg_16",
+    ),
+    (
+        "store_sqlite_1_nolog",
+        "our store in process, SQLite, 1 task, without the event log",
+        "store_sqlite_1",
+    ),
+    (
+        "store_sqlite_16_nolog",
+        f"our store in process, SQLite, {TASKS} tasks, without the event log",
+        "store_sqlite_16",
+    ),
+    (
         "pgboss_1",
         f"pg-boss at batch 1: send, then fetch(batchSize 1) + complete, {TASKS} workers",
         None,
@@ -615,6 +672,18 @@ RATIOS = [
 ]
 PEERS_ROWS = ("pgboss_1", "pgboss_50", "procrastinate_16", "stock_time_16")
 EXTRA_RATIOS = [
+    ("the event log: with / without (PostgreSQL, 1 task)", "store_pg_1", "store_pg_1_nolog"),
+    (
+        f"the event log: with / without (PostgreSQL, {TASKS} tasks)",
+        "store_pg_16",
+        "store_pg_16_nolog",
+    ),
+    ("the event log: with / without (SQLite, 1 task)", "store_sqlite_1", "store_sqlite_1_nolog"),
+    (
+        f"the event log: with / without (SQLite, {TASKS} tasks)",
+        "store_sqlite_16",
+        "store_sqlite_16_nolog",
+    ),
     ("ours over HTTP at batch 1 / the minimal service", "server_http_1", "floor_http_1"),
     (
         "ours over HTTP at batch 1 / our store in process (PostgreSQL, 16)",

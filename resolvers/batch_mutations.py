@@ -155,6 +155,7 @@ class BatchMutation:
                 max_attempts=item.max_attempts,
                 due_at=item.due_at,
                 claimed_until=item.claimed_until,
+                error_message=item.error_message,
             )
             for item in input.items
         ]

@@ -9,7 +9,8 @@ import strawberry
 
 from resolvers import fields
 from resolvers.context import Info
-from resolvers.queries import page_info, page_request, page_size
+from resolvers.queries import page_request, page_size
+from resolvers.visible import page_info
 from schema.account import Account, AccountConnection, AccountEdge
 from schema.leasing import (
     AccountPayload,

@@ -17,11 +17,22 @@ from strawberry.dataloader import DataLoader
 
 from resolvers.budget import Budget
 from store import ConnectorStore
-from store.records import OperationRecord, WatchIdentity, WatchRecord
+from store.records import (
+    OperationEventRecord,
+    OperationKey,
+    OperationRecord,
+    WatchEventRecord,
+    WatchIdentity,
+    WatchRecord,
+)
 from store.sizes import Measured
 
 _R = TypeVar("_R")
 _K = TypeVar("_K", bound=Hashable)
+
+
+EventPage = tuple[_K, str | None, int]
+"""A page of a row's events: the row's key, the ``sequence`` it starts after, its size."""
 
 
 @dataclass(slots=True)
@@ -69,7 +80,9 @@ class Loaders:
     ``operation``: an operation by ``(caller_did, operation_id)`` (federation's
     ``_entities``). ``watch``: a watch by identity (``Operation.watch``, ``_entities``).
     ``watch_operations``: the operations of a watch identity, oldest first
-    (``Watch.operations``).
+    (``Watch.operations``). ``operation_events``/``watch_events``: a page of a row's events
+    by ``(row key, after, size)`` (``Operation.events``, ``Watch.events``): one statement
+    for every row asking for the same page.
     """
 
     store: ConnectorStore
@@ -77,11 +90,38 @@ class Loaders:
     operation: DataLoader[tuple[str, str], Sized[OperationRecord] | None] = field(init=False)
     watch: DataLoader[WatchIdentity, Sized[WatchRecord] | None] = field(init=False)
     watch_operations: DataLoader[WatchIdentity, list[Sized[OperationRecord]]] = field(init=False)
+    operation_events: DataLoader[EventPage[tuple[str, str]], Measured[OperationEventRecord]] = (
+        field(init=False)
+    )
+    watch_events: DataLoader[EventPage[WatchIdentity], Measured[WatchEventRecord]] = field(
+        init=False
+    )
 
     def __post_init__(self) -> None:
         self.operation = DataLoader(load_fn=self._load_operations)
         self.watch = DataLoader(load_fn=self._load_watches)
         self.watch_operations = DataLoader(load_fn=self._load_watch_operations)
+        self.operation_events = DataLoader(load_fn=self._load_operation_events)
+        self.watch_events = DataLoader(load_fn=self._load_watch_events)
+
+    async def _load_operation_events(
+        self, pages: Sequence["EventPage[tuple[str, str]]"]
+    ) -> list[Measured[OperationEventRecord]]:
+        found: dict[EventPage[tuple[str, str]], Measured[OperationEventRecord]] = {}
+        for (after, size), group in _by_page(pages).items():
+            keys = [OperationKey(caller_did=c, operation_id=o) for c, o in group]
+            read = await self.store.events.operation_events_of(keys, after=after, limit=size)
+            found |= {(key, after, size): read[key] for key in group}
+        return [found[page] for page in pages]
+
+    async def _load_watch_events(
+        self, pages: Sequence["EventPage[WatchIdentity]"]
+    ) -> list[Measured[WatchEventRecord]]:
+        found: dict[EventPage[WatchIdentity], Measured[WatchEventRecord]] = {}
+        for (after, size), group in _by_page(pages).items():
+            read = await self.store.events.watch_events_of(group, after=after, limit=size)
+            found |= {(identity, after, size): read[identity] for identity in group}
+        return [found[page] for page in pages]
 
     async def _load_operations(
         self, keys: Sequence[tuple[str, str]]
@@ -145,6 +185,10 @@ class Loaders:
                 # DataLoader.clear raises KeyError for a key it never loaded.
                 with suppress(KeyError):
                     self.watch_operations.clear(record.identity)
+        if records:
+            # A write appended events: pages read before it are stale.
+            self.operation_events.clear_all()
+            self.watch_events.clear_all()
 
     @staticmethod
     def charge(rows: Iterable[Sized[_R]]) -> Measured[_R]:
@@ -163,6 +207,16 @@ class Loaders:
         self.operation.clear_all()
         self.watch.clear_all()
         self.watch_operations.clear_all()
+        self.operation_events.clear_all()
+        self.watch_events.clear_all()
+
+
+def _by_page(pages: Sequence[EventPage[_K]]) -> dict[tuple[str | None, int], list[_K]]:
+    """The row keys of ``pages``, grouped by the page they ask for (after, size)."""
+    grouped: dict[tuple[str | None, int], list[_K]] = {}
+    for key, after, size in pages:
+        grouped.setdefault((after, size), []).append(key)
+    return grouped
 
 
 def one(rows: list[Sized[_R]] | GraphQLError) -> Sized[_R] | GraphQLError | None:

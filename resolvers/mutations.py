@@ -112,6 +112,7 @@ def to_transition(input: RecordOperationInput) -> OperationTransition:
         defer_reason=value_of(input.defer_reason),
         kind=input.kind,
         http_status=input.http_status,
+        error_message=input.error_message,
     )
 
 
@@ -330,6 +331,7 @@ class Mutation:
                 input.next_attempt_at,
                 value_of(input.reason),
                 input.lease_token,
+                input.error_message,
             ),
         )
 
@@ -418,6 +420,7 @@ class Mutation:
             max_attempts=input.max_attempts,
             due_at=input.due_at,
             claimed_until=input.claimed_until,
+            error_message=input.error_message,
         )
         return verification_payload(info, result)
 

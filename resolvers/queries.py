@@ -7,7 +7,7 @@ import strawberry
 from resolvers import fields
 from resolvers.context import Info
 from resolvers.errors import bad_input, not_found
-from resolvers.visible import first_of
+from resolvers.visible import first_of, page_info
 from schema.enums import value_of
 from schema.inputs import OperationFilter, WatchFilter, WatchIdentityInput
 from schema.node import Node, decode_cursor, decode_global_id, encode_opaque
@@ -15,7 +15,6 @@ from schema.operation import Operation
 from schema.pagination import (
     OperationConnection,
     OperationEdge,
-    PageInfo,
     WatchConnection,
     WatchEdge,
 )
@@ -57,17 +56,6 @@ def page_request(
     if key is None or (kind is not None and not all(isinstance(part, kind) for part in key)):
         raise bad_input("after", "is not a cursor from this connection")
     return size, key
-
-
-def page_info(cursors: list[str], has_next_page: bool, after: str | None) -> PageInfo:
-    """Where a page of ``cursors`` stands: more after it (past the page's size, or left out
-    by the request's bytes), and whether it began after one."""
-    return PageInfo(
-        has_next_page=has_next_page,
-        has_previous_page=after is not None,
-        start_cursor=cursors[0] if cursors else None,
-        end_cursor=cursors[-1] if cursors else None,
-    )
 
 
 def to_store_filter(where: OperationFilter | None, visible_to: str | None) -> ops.OperationFilter:

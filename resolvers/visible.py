@@ -18,16 +18,27 @@ from typing import Any, Final, TypeVar
 from resolvers.budget import Budget
 from resolvers.loaders import Loaders, Sized
 from resolvers.permissions import Viewer, can_see, can_see_lease, owns, require, sees_owned
+from schema.event import (
+    OperationEvent,
+    OperationEventConnection,
+    OperationEventEdge,
+    WatchEvent,
+    WatchEventConnection,
+    WatchEventEdge,
+)
 from schema.operation import KEY_FIELDS as OPERATION_KEYS
 from schema.operation import Operation
+from schema.pagination import PageInfo
 from schema.watch import KEY_FIELDS as WATCH_KEYS
 from schema.watch import Watch
 from store import validation as check
 from store.errors import InvalidInput
+from store.events import DEFAULT_EVENTS, MAX_EVENTS
 from store.records import OperationRecord, WatchIdentity, WatchRecord
 from store.sizes import Measured
 
 _R = TypeVar("_R")
+_E = TypeVar("_E")
 
 SERVES: Final = frozenset(
     {
@@ -166,6 +177,61 @@ class Visible:
         self.budget.spend("operations", kept.sizes)
         return [Operation.from_record(operation) for operation in kept]
 
+    def _event_page(self, field: str, first: int | None, page: Measured[_E]) -> list[_E]:
+        """A page of events read ``first`` + 1 deep: its first ``first``, counted against
+        the request's rows and charged its bytes, for ``field``."""
+        kept = page.first(DEFAULT_EVENTS if first is None else first)
+        self.budget.take(field, len(kept))
+        self.budget.spend(field, kept.sizes)
+        return kept
+
+    def _event_size(self, first: int | None) -> int:
+        return check.count(
+            "first", DEFAULT_EVENTS if first is None else first, minimum=1, maximum=MAX_EVENTS
+        )
+
+    async def operation_events(
+        self, record: OperationRecord, first: int | None, after: str | None
+    ) -> OperationEventConnection:
+        """The events of an operation the viewer may see, oldest first, ``first`` (1 to
+        500, default 50) after the event ``after`` (``Operation.events``): needs
+        operations:read; an operation the viewer may not see has none; charged."""
+        self.require("operations:read")
+        size = self._event_size(first)
+        if not self.sees_operation(record):
+            return OperationEventConnection(edges=[], page_info=page_info([], False, after))
+        key = (record.caller_did, record.operation_id)
+        page = await self.loaders.operation_events.load((key, after, size + 1))
+        kept = self._event_page("events", size, page)
+        edges = [
+            OperationEventEdge(cursor=event.sequence, node=OperationEvent.from_record(event))
+            for event in kept
+        ]
+        cursors = [edge.cursor for edge in edges]
+        return OperationEventConnection(
+            edges=edges, page_info=page_info(cursors, len(page) > size, after)
+        )
+
+    async def watch_events(
+        self, record: WatchRecord, first: int | None, after: str | None
+    ) -> WatchEventConnection:
+        """The events of a watch the viewer may see, oldest first, as ``operation_events``
+        (``Watch.events``): needs watches:read."""
+        self.require("watches:read")
+        size = self._event_size(first)
+        if not self.sees_watch(record):
+            return WatchEventConnection(edges=[], page_info=page_info([], False, after))
+        page = await self.loaders.watch_events.load((record.identity, after, size + 1))
+        kept = self._event_page("events", size, page)
+        edges = [
+            WatchEventEdge(cursor=event.sequence, node=WatchEvent.from_record(event))
+            for event in kept
+        ]
+        cursors = [edge.cursor for edge in edges]
+        return WatchEventConnection(
+            edges=edges, page_info=page_info(cursors, len(page) > size, after)
+        )
+
     async def operation_entity(self, key: Mapping[str, Any]) -> Operation | None:
         """The operation a gateway asks for by its key (``_entities``): needs
         operations:read; a malformed, unknown or foreign key reads None; charged."""
@@ -188,6 +254,17 @@ class Visible:
         return first_of(
             self.watches("_entities", measured_of(await self.loaders.watch.load(identity)))
         )
+
+
+def page_info(cursors: list[str], has_next_page: bool, after: str | None) -> PageInfo:
+    """Where a page of ``cursors`` stands: more after it (past the page's size, or left out
+    by the request's bytes), and whether it began after one."""
+    return PageInfo(
+        has_next_page=has_next_page,
+        has_previous_page=after is not None,
+        start_cursor=cursors[0] if cursors else None,
+        end_cursor=cursors[-1] if cursors else None,
+    )
 
 
 def seen(page: Measured[_R], sees: Callable[[_R], bool]) -> Measured[_R]:

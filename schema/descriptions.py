@@ -48,6 +48,24 @@ BY_NAME: dict[str, str] = {
     "deferReason": "Why it waits (OFFLINE or AUTH); null when it does not wait.",
     "lastKind": "The kind of the last recorded outcome (the worker's word); null before one.",
     "lastHttpStatus": "The provider's HTTP status of the last attempt; null when none.",
+    "errorMessage": (
+        "What went wrong, for people (at most 2,048 bytes of UTF-8; longer is BAD_USER_INPUT "
+        "naming errorMessage, and nothing is written): kept on the write's event and as "
+        "lastError until the next such write; null clears lastError."
+    ),
+    "events": "What happened to it, one event per write, oldest first.",
+    "sequence": (
+        "The event's place in its log: opaque, and ordered as the log is (pass it as "
+        "`after` to read what followed)."
+    ),
+    "at": "When the write happened (the store's clock).",
+    "actorDID": "The DID of the token that made the write; null for the server itself.",
+    "fromStatus": "The watch's status before the write; null for its first event.",
+    "toStatus": "The watch's status after the write.",
+    "lastError": (
+        "The error message of the last recordOperation or deferOperation (on a watch: of the "
+        "last recordVerification), kept until the next such write; null when it gave none."
+    ),
     "sendMarker": "The run that marked the current attempt as sent; null when unmarked.",
     "version": "The row's version, raised by each state transition (recordOperation, "
     "finalizeOperation); lease, mark and defer writes leave it. Compare-and-set writes "
@@ -134,6 +152,20 @@ BY_NAME: dict[str, str] = {
 }
 
 BY_FIELD: dict[str, str] = {
+    "WatchEvent.generation": "The watch's repair WatchEvent.generation after the write.",
+    "OperationEvent.toState": "The operation's state after the write.",
+    "OperationEvent.fromState": "The operation's state before the write; null for its first event.",
+    "OperationEvent.attempts": "The operation's attempts after the write.",
+    "OperationEvent.kind": "A recorded outcome's kind (or `cancelled`); null for others.",
+    "OperationEvent.httpStatus": "A recorded outcome's HTTP status; null for others.",
+    "OperationEvent.message": (
+        "The write's error message (recordOperation, deferOperation) or cancel reason; null "
+        "for others."
+    ),
+    "WatchEvent.verificationAttempts": "The watch's verification attempts after the write.",
+    "WatchEvent.message": "A verification's error message; null for others.",
+    "OperationEvent.action": "What the write did.",
+    "WatchEvent.action": "What the write did.",
     "Operation.state": "Where the operation is in its life; all but ATTEMPTED are final.",
     "Watch.nextAttemptAt": "When the next verification is due (epoch ms); null when none.",
     "Watch.deferReason": "Why verification waits (OFFLINE or AUTH); null when it does not.",
@@ -225,6 +257,8 @@ TYPES: dict[str, str] = {
     "OperationEdge": "An operation in a page, with its cursor.",
     "WatchEdge": "A watch in a page, with its cursor.",
     "SyncStateEdge": "A sync state in a page, with its cursor.",
+    "OperationEventEdge": "An operation's event in a page, with its cursor (its `sequence`).",
+    "WatchEventEdge": "A watch's event in a page, with its cursor (its `sequence`).",
     "ClaimOperationResult": "What a claim did: OperationClaimed, OperationExists, "
     "OperationConflict or OperationCollected.",
 }

@@ -72,3 +72,50 @@ class SyncStatus(Enum):
     IDLE = "idle"
     SYNCING = "syncing"
     ERROR = "error"
+
+
+@strawberry.enum(description="What a write did to an operation (its event's action).")
+class OperationAction(Enum):
+    CLAIMED = strawberry.enum_value("claimed", description="A fresh claim created it.")
+    LEASED = strawberry.enum_value("leased", description="A lease was taken on it.")
+    TAKEN_OVER = strawberry.enum_value(
+        "taken_over", description="A lease was taken over from another token's lapsed lease."
+    )
+    RELEASED = strawberry.enum_value("released", description="Its lease was released.")
+    SEND_MARKED = strawberry.enum_value("send_marked", description="A run marked its send.")
+    DEFERRED = strawberry.enum_value("deferred", description="It was rescheduled.")
+    RECORDED = strawberry.enum_value("recorded", description="An attempt's outcome was recorded.")
+    FINALIZED = strawberry.enum_value("finalized", description="It was committed.")
+    CANCELLED = strawberry.enum_value("cancelled", description="An operator cancelled it.")
+    REISSUED = strawberry.enum_value(
+        "reissued", description="An operator reissued it (on the original and on the new one)."
+    )
+    FORCE_RELEASED = strawberry.enum_value(
+        "force_released", description="An operator freed its lease."
+    )
+    RESUMED = strawberry.enum_value(
+        "resumed", description="A resume made it due (deferred offline or auth, or paused)."
+    )
+
+
+@strawberry.enum(description="What a write did to a watch (its event's action).")
+class WatchAction(Enum):
+    OPENED = strawberry.enum_value(
+        "opened", description="A repair generation was opened (finalize, arm or ingress)."
+    )
+    COALESCED = strawberry.enum_value(
+        "coalesced", description="An ingress moved a pending watch's due time earlier."
+    )
+    CLAIMED = strawberry.enum_value("claimed", description="A verifier claimed an attempt.")
+    DEFERRED = strawberry.enum_value("deferred", description="A claimed attempt was rescheduled.")
+    VERIFIED = strawberry.enum_value("verified", description="A verification matched.")
+    PENDING = strawberry.enum_value(
+        "pending", description="A verification did not match; it is due again."
+    )
+    REPAIR_FAILED = strawberry.enum_value(
+        "repair_failed", description="A verification used up its attempts."
+    )
+    REARMED = strawberry.enum_value(
+        "rearmed", description="An operator opened a new generation on it."
+    )
+    RESUMED = strawberry.enum_value("resumed", description="A resume made it due.")

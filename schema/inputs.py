@@ -52,6 +52,7 @@ class DeferOperationInput:
     next_attempt_at: EpochMillis
     reason: DeferReason | None = None
     lease_token: str | None = None
+    error_message: str | None = None
 
 
 @strawberry.input(description="CAS an operation from `fromState` at `version` to `toState`.")
@@ -70,6 +71,7 @@ class RecordOperationInput:
     defer_reason: DeferReason | None = None
     kind: str | None = None
     http_status: int | None = None
+    error_message: str | None = None
 
 
 @strawberry.input(description="Commit a live operation and arm the watch of its entity.")
@@ -188,6 +190,7 @@ class RecordVerificationInput:
     max_attempts: int
     due_at: EpochMillis
     claimed_until: EpochMillis | None = None
+    error_message: str | None = None
 
 
 @strawberry.input(

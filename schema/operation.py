@@ -6,6 +6,7 @@ from typing import Any, Optional
 import strawberry
 
 from schema.enums import DeferReason, OperationState
+from schema.event import OperationEventConnection
 from schema.names import to_graphql_name
 from schema.node import Node, encode_global_id
 from schema.records import mirrors, record_values
@@ -58,6 +59,16 @@ class Operation(Node):
     )
     async def reissued_as(self, info: strawberry.Info) -> Optional["Operation"]:
         return await info.context.visible.linked("reissuedAs", self.record, "reissued_as")
+
+    @strawberry.field(
+        description="What happened to this operation, one event per write, oldest first, by "
+        "pages: `first` (1 to 500, default 50) after the event whose `sequence` is `after`. "
+        "Needs the right operations:read. Its events count against the request's 1000 rows."
+    )
+    async def events(
+        self, info: strawberry.Info, first: int | None = None, after: str | None = None
+    ) -> OperationEventConnection:
+        return await info.context.visible.operation_events(self.record, first, after)
 
     @classmethod
     async def resolve_reference(cls, info: strawberry.Info, **key: Any) -> "Operation | None":

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import strawberry
 
 from schema.enums import DeferReason, VerificationStatus
+from schema.event import WatchEventConnection
 from schema.names import to_graphql_name
 from schema.node import Node, encode_global_id
 from schema.records import mirrors, record_values
@@ -39,6 +40,16 @@ class Watch(Node):
         self, info: strawberry.Info
     ) -> list[Annotated["Operation", strawberry.lazy("schema.operation")]]:
         return await info.context.visible.operations_of(self.record)
+
+    @strawberry.field(
+        description="What happened to this watch, one event per write, oldest first, by "
+        "pages: `first` (1 to 500, default 50) after the event whose `sequence` is `after`. "
+        "Needs the right watches:read. Its events count against the request's 1000 rows."
+    )
+    async def events(
+        self, info: strawberry.Info, first: int | None = None, after: str | None = None
+    ) -> WatchEventConnection:
+        return await info.context.visible.watch_events(self.record, first, after)
 
     @classmethod
     async def resolve_reference(cls, info: strawberry.Info, **key: Any) -> "Watch | None":

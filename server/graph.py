@@ -30,6 +30,7 @@ from schema.scalars import SCALAR_MAP
 from schema.watch import Watch
 from server.pipeline import pipeline_extension
 from server.settings import Settings
+from store.context import acting_as
 
 FEDERATION_VERSION: Literal["2.7"] = "2.7"
 
@@ -56,18 +57,21 @@ class ConnectorSchema(strawberry.federation.Schema):
         operation_extensions: dict[str, Any] | None = None,
     ) -> ExecutionResult:
         """Strawberry's ``execute``, with the ``operationName`` the client gave kept for the
-        request's extensions (``requested_operation_name``)."""
+        request's extensions (``requested_operation_name``), and the viewer as the actor of
+        every store write it makes (``store.context.acting_as``: the event log's actor)."""
         given = requested_operation_name.set(operation_name)
+        actor = context_value.viewer.did if isinstance(context_value, Context) else None
         try:
-            return await super().execute(
-                query,
-                variable_values,
-                context_value,
-                root_value,
-                operation_name,
-                allowed_operation_types,
-                operation_extensions,
-            )
+            with acting_as(actor):
+                return await super().execute(
+                    query,
+                    variable_values,
+                    context_value,
+                    root_value,
+                    operation_name,
+                    allowed_operation_types,
+                    operation_extensions,
+                )
         finally:
             requested_operation_name.reset(given)
 

@@ -22,6 +22,16 @@ from store import lease_guards as guards
 from store.accounts import touch
 from store.context import ReadWinner, StoreContext
 from store.database import Row
+from store.events import (
+    CLAIMED,
+    FINALIZED,
+    OPENED,
+    OPERATIONS,
+    RECORDED,
+    SEND_MARKED,
+    WATCHES,
+    LoggedItems,
+)
 from store.items import ItemStatement, each_item, refuse_repeats
 from store.operations import (
     CLAIM_COLUMNS,
@@ -78,13 +88,17 @@ def _columns(*names: str) -> dict[str, sa.Column[Any]]:
 
 KEYS = _columns("caller", "operation")
 
-MARK_SENDS_STARTED = ItemStatement(
+MARK_SENDS_STARTED = LoggedItems(
+    OPERATIONS,
+    SEND_MARKED,
     _columns("caller", "operation", "token", "marker"),
     lambda _, rows: mark_send_started_update(rows.c, NOW),
 )
 """``mark_send_started_update`` of every item."""
 
-RECORD_OPERATIONS = ItemStatement(
+RECORD_OPERATIONS = LoggedItems(
+    OPERATIONS,
+    RECORDED,
     _columns(
         "caller",
         "operation",
@@ -99,12 +113,15 @@ RECORD_OPERATIONS = ItemStatement(
         "defer_reason",
         "kind",
         "http_status",
+        "message",
     ),
     lambda _, rows: record_operation_update(rows.c, NOW),
 )
 """``record_operation_update`` of every item."""
 
-FINALIZE_OPERATIONS = ItemStatement(
+FINALIZE_OPERATIONS = LoggedItems(
+    OPERATIONS,
+    FINALIZED,
     _columns(
         "caller", "operation", "version", "token", "result_entity", "provider_etag", "document_id"
     ),
@@ -202,7 +219,9 @@ def _claims_insert(insert: Any, rows: sa.FromClause) -> Any:
     )
 
 
-CLAIM_OPERATIONS = ItemStatement({name: op.c[name] for name in CLAIM_COLUMNS}, _claims_insert)
+CLAIM_OPERATIONS = LoggedItems(
+    OPERATIONS, CLAIMED, {name: op.c[name] for name in CLAIM_COLUMNS}, _claims_insert
+)
 """``_claims_insert`` of every item's fresh row; ``p_now`` is the store's now."""
 
 GET_OPERATIONS = ItemStatement(
@@ -213,7 +232,9 @@ GET_OPERATIONS = ItemStatement(
 )
 """The operations at the items' keys that exist."""
 
-OPEN_GENERATIONS = ItemStatement(
+OPEN_GENERATIONS = LoggedItems(
+    WATCHES,
+    OPENED,
     {name: watch.c[name] for name in WATCH_FIELDS},
     lambda insert, rows: open_generation_upsert(
         insert(watch).from_select(
@@ -281,8 +302,13 @@ class BatchesStore:
         self._read_winners = read_winners or self.read_winners
 
     async def _write(
-        self, statement: ItemStatement, items: Sequence[Mapping[str, Any]], **params: Any
+        self,
+        statement: ItemStatement | LoggedItems,
+        items: Sequence[Mapping[str, Any]],
+        **params: Any,
     ) -> list[Row]:
+        if isinstance(statement, LoggedItems):
+            return await statement.run(self._db, items, **params)
         prepared, values = statement.bind(self._db.is_postgres, items, **params)
         return await self._db.write_prepared_all(prepared, values)
 

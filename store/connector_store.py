@@ -7,6 +7,7 @@ from store.batches import BatchesStore, one_reader
 from store.context import Clock, ReadWinner, StoreContext, random_id, system_clock
 from store.counts import CountsStore
 from store.database import Database
+from store.events import EventsStore
 from store.leasing import LeasingStore
 from store.operations import OperationsStore
 from store.operator import OperatorStore
@@ -30,8 +31,8 @@ class ConnectorStore:
     ``accounts``, ``pauses`` (pausing accounts), ``leasing``, ``operator`` (bulk operator
     controls), ``pending_auth``, ``sync_state``, ``persisted_queries``, ``batches`` (the
     batch forms of the settling writes), ``wakeups`` (what wakes idle workers:
-    ``store.wakeups``), ``counts`` (grouped counts for
-    the dashboard).
+    ``store.wakeups``), ``counts`` (grouped counts for the dashboard), ``events`` (the
+    readers of the event log every write of an operation or a watch appends to).
     """
 
     def __init__(
@@ -64,4 +65,5 @@ class ConnectorStore:
         self.sync_state = SyncStateStore(context)
         self.persisted_queries = PersistedQueriesStore(context)
         self.wakeups = WakeupsStore(context)
+        self.events = EventsStore(db)
         self.clock = clock

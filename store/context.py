@@ -1,8 +1,11 @@
-"""What every store part shares: the database, the clock, id minting and ``readWinner``."""
+"""What every store part shares: the database, the clock, id minting, ``readWinner``, and
+who is writing (``acting_as``)."""
 
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from store.database import Database
@@ -35,3 +38,23 @@ class StoreContext:
     db: Database
     clock: Clock
     new_id: Callable[[], str]
+
+
+_actor: ContextVar[str | None] = ContextVar("connector_store_actor", default=None)
+
+
+@contextmanager
+def acting_as(did: str | None) -> Iterator[None]:
+    """Every store write awaited in the block (by this task, and by tasks it starts) is
+    logged with ``did`` as its actor (``store.events``); outside any block the actor is
+    None: the system (the sweeper, the CLI)."""
+    token = _actor.set(did)
+    try:
+        yield
+    finally:
+        _actor.reset(token)
+
+
+def current_actor() -> str | None:
+    """The DID writes are logged for now (``acting_as``), or None."""
+    return _actor.get()

@@ -17,6 +17,18 @@ from store import lease_guards as guards
 from store import validation as check
 from store.context import StoreContext
 from store.errors import InvalidInput
+from store.events import (
+    CLAIMED,
+    LEASE_ACTION,
+    OPERATIONS,
+    PRIOR_TOKEN,
+    RELEASED,
+    WATCHES,
+    append_events,
+    appended,
+    current_actor_value,
+    run_logged,
+)
 from store.operations import (
     ROW_BYTES,
     due_operation,
@@ -33,6 +45,9 @@ from store.tables import projection_watch as watch
 from store.watches import IDENTITY_COLUMNS, claim_values, due_watch
 
 KEY_NAMES = ("caller_did", "operation_id")
+CHOSEN_KEYS = (*KEY_NAMES, "prior_token")
+"""What ``lease_operations`` keeps of each chosen row: its key and the lease token it found
+(an event says ``taken_over`` when that was another token's)."""
 CHOSEN_ORDER = ("owner_rank", "due_at", *KEY_NAMES)
 OWNERS = "owners"
 """The label of ``_ranked_by_owner``'s count of owners with attempted operations."""
@@ -239,30 +254,44 @@ class LeasingStore:
         # may be run again for each row it is compared with, and lease more than ``size``.
         query, info = _chosen(now, size, candidate, postgres)
         chosen = query.cte("chosen")
-        kept = _within(chosen, KEY_NAMES, CHOSEN_ORDER, lease.bytes_left(), lease.may_pass()).cte(
+        kept = _within(chosen, CHOSEN_KEYS, CHOSEN_ORDER, lease.bytes_left(), lease.may_pass()).cte(
             "kept"
         )
         update = (
             sa.update(op)
             .where(
-                sa.tuple_(op.c.caller_did, op.c.operation_id).in_(
-                    sa.select(kept.c.caller_did, kept.c.operation_id)
-                ),
+                op.c.caller_did == kept.c.caller_did,
+                op.c.operation_id == kept.c.operation_id,
                 due_operation(now),
             )
             .values(lease_values(now, lease.token, now + lease.duration))
-            .returning(op, ROW_BYTES.label(SIZE))
         )
         if not postgres:
-            lease.add(await self._db.write_all(update))
+            # SQLite returns no column of ``kept``: the tokens found are read first, in the
+            # same ``BEGIN IMMEDIATE`` transaction, so the update leases exactly those rows.
+            found = await self._db.fetch_all(sa.select(kept))
+            prior = {(row["caller_did"], row["operation_id"]): row["prior_token"] for row in found}
+            rows = await self._db.write_all(update.returning(op, ROW_BYTES.label(SIZE)))
+            await append_events(
+                self._db,
+                OPERATIONS,
+                LEASE_ACTION,
+                [
+                    {**row, "prior_token": prior[(row["caller_did"], row["operation_id"])]}
+                    for row in rows
+                ],
+                (PRIOR_TOKEN,),
+            )
+            lease.add(rows)
             return 0, False
-        leased = update.cte("leased")
+        leased = update.returning(op, ROW_BYTES.label(SIZE), kept.c.prior_token).cte("leased")
         # One row even when nothing was leased, so the walk's facts always come back.
         facts = info.subquery("facts")
         rows = await self._db.write_all(
             sa.select(leased, facts)
             .select_from(facts.outerjoin(leased, sa.true()))
             .add_cte(_touch_accounts(leased))
+            .add_cte(appended(OPERATIONS, LEASE_ACTION, leased, current_actor_value()))
         )
         lease.add([row for row in rows if row["caller_did"] is not None])
         return (int(rows[0][OWNERS] or 0), bool(rows[0][STALE])) if rows else (0, False)
@@ -335,7 +364,7 @@ class LeasingStore:
         )
         if caller is not None:
             update = update.where(op.c.caller_did == caller)
-        return _in_order(await self._db.write_all(update))
+        return _in_order(await run_logged(self._db, OPERATIONS, RELEASED, update))
 
     async def claim_watches(
         self,
@@ -410,7 +439,7 @@ class LeasingStore:
             .values(claim_values(now + duration, now))
             .returning(watch, row_bytes(watch.c).label(SIZE))
         )
-        rows = await self._db.write_all(update)
+        rows = await run_logged(self._db, WATCHES, CLAIMED, update)
         sized = [(WatchRecord.from_row(row), row[SIZE]) for row in rows]
         ranks: dict[str, int] = {}
         placed = []
@@ -687,6 +716,7 @@ def _chosen(
         sa.select(
             pick.c.caller_did,
             pick.c.operation_id,
+            pick.c.lease_token.label("prior_token"),
             room.c.owner_rank,
             room.c.due_at,
             row_bytes(pick.c).label(SIZE),

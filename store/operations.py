@@ -5,7 +5,7 @@ came back. Methods return the updated record when they applied and None when a g
 refused, where the seed returns a boolean.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Literal
@@ -18,6 +18,19 @@ from store.accounts import ENSURE_ACCOUNT, LOCK_ACCOUNT, touch
 from store.context import ReadWinner, StoreContext
 from store.database import chunked, fetch_in_chunks
 from store.errors import InvalidInput, ReservedValue
+from store.events import (
+    CLAIMED,
+    DEFERRED,
+    FINALIZED,
+    LEASE_ACTION,
+    OPERATIONS,
+    PRIOR_TOKEN,
+    RECORDED,
+    RELEASED,
+    SEND_MARKED,
+    Logged,
+    checked_message,
+)
 from store.items import Inputs
 from store.records import (
     ATTEMPTED,
@@ -72,6 +85,8 @@ class OperationTransition:
     CAS on (state = from_state, version, lease_token). ``count_attempt`` (default True) adds
     one attempt and clears the send marker; ``refund_attempt`` takes one back instead, only
     when attempts > 0 and the marker is absent or ``send_marker``. Times are epoch ms.
+    ``error_message`` (at most 2,048 bytes of UTF-8) becomes ``last_error`` and the event's
+    message.
     """
 
     caller_did: str
@@ -88,6 +103,7 @@ class OperationTransition:
     defer_reason: str | None = None
     kind: str | None = None
     http_status: int | None = None
+    error_message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,16 +276,19 @@ def claim_lease(row: Any, now: Any, allowed: sa.ColumnElement[bool]) -> dict[str
     }
 
 
-CLAIMED = SimpleNamespace(**{name: param(f"p_{name}", op.c[name]) for name in CLAIM_COLUMNS})
+CLAIMED_ROW = SimpleNamespace(**{name: param(f"p_{name}", op.c[name]) for name in CLAIM_COLUMNS})
 """The claim's new row, column by column, as the parameters ``p_<column>``."""
-CLAIM = Prepared(
+CLAIM = Logged(
+    OPERATIONS,
+    CLAIMED,
     lambda insert: claim_insert(
         insert(op).values(
-            vars(CLAIMED) | claim_lease(CLAIMED, NOW, guards.lease_allowed(CLAIMED, NOW, None))
+            vars(CLAIMED_ROW)
+            | claim_lease(CLAIMED_ROW, NOW, guards.lease_allowed(CLAIMED_ROW, NOW, None))
         )
-    )
+    ),
 )
-"""``claim_operation``'s insert-if-absent; ``p_now`` is the store's now."""
+"""``claim_operation``'s insert-if-absent, logged; ``p_now`` is the store's now."""
 
 GET_OPERATION = Prepared(lambda _: sa.select(op).where(KEY))
 """``get_operation``'s read."""
@@ -290,6 +309,7 @@ ITEM_COLUMNS: dict[str, sa.Column[Any]] = {
     "defer_reason": op.c.defer_reason,
     "kind": op.c.last_kind,
     "http_status": op.c.last_http_status,
+    "message": op.c.last_error,
 }
 """The per-item inputs of the guarded writes below, each typed as the column it is
 compared with or written to: a single write binds input ``name`` as the parameter
@@ -325,8 +345,8 @@ def mark_send_started_update(item: Inputs, now: Any) -> sa.Update:
     )
 
 
-MARK_SEND_STARTED = Prepared(lambda _: mark_send_started_update(PARAMS, NOW))
-"""``mark_send_started``'s guarded update."""
+MARK_SEND_STARTED = Logged(OPERATIONS, SEND_MARKED, lambda _: mark_send_started_update(PARAMS, NOW))
+"""``mark_send_started``'s guarded update, logged."""
 
 
 def finalize_update(item: Inputs, now: Any) -> sa.Update:
@@ -358,12 +378,12 @@ def finalize_update(item: Inputs, now: Any) -> sa.Update:
     )
 
 
-FINALIZE = Prepared(lambda _: finalize_update(PARAMS, NOW))
-"""``finalize_operation_and_arm_watch``'s compare-and-set to committed."""
+FINALIZE = Logged(OPERATIONS, FINALIZED, lambda _: finalize_update(PARAMS, NOW))
+"""``finalize_operation_and_arm_watch``'s compare-and-set to committed, logged."""
 
 
-def _keyed_update(guard: sa.ColumnElement[bool], values: dict[str, Any]) -> Prepared:
-    return Prepared(lambda _: sa.update(op).where(KEY, guard).values(values).returning(op))
+def _keyed_update(guard: sa.ColumnElement[bool], values: dict[str, Any]) -> Callable[[Any], Any]:
+    return lambda _: sa.update(op).where(KEY, guard).values(values).returning(op)
 
 
 EXPIRES_AT = param("p_expires_at", op.c.lease_expires_at)
@@ -386,15 +406,27 @@ def lease_values(now: Any, token: Any, expires_at: Any) -> dict[str, Any]:
     }
 
 
-ACQUIRE_LEASE = _keyed_update(
-    sa.and_(
-        op.c.state == ATTEMPTED,
-        lease_free_or_held(NOW, TOKEN),
-        guards.lease_allowed(op.c, NOW, guards.own_key()),
+ACQUIRE_LEASE = Logged(
+    OPERATIONS,
+    LEASE_ACTION,
+    lambda _: (
+        sa.update(op)
+        .where(
+            KEY,
+            op.c.state == ATTEMPTED,
+            lease_free_or_held(NOW, TOKEN),
+            guards.lease_allowed(op.c, NOW, guards.own_key()),
+        )
+        .values(lease_values(NOW, TOKEN, EXPIRES_AT))
+        .returning(op, param("p_prior_token", op.c.lease_token).label("prior_token"))
     ),
-    lease_values(NOW, TOKEN, EXPIRES_AT),
+    extras=(PRIOR_TOKEN,),
 )
-"""``acquire_lease``'s guarded update: ``lease_free_or_held`` and ``lease_allowed``."""
+"""``acquire_lease``'s guarded update (``lease_free_or_held`` and ``lease_allowed``),
+logged as leased or taken over from ``p_prior_token``, the token it found."""
+PRIOR_LEASE = Prepared(lambda _: sa.select(op.c.lease_token).where(KEY).with_for_update())
+"""The lease token of the operation at ``p_caller``/``p_operation``, locked (PostgreSQL)
+until the transaction ends: what ``ACQUIRE_LEASE`` replaces."""
 
 LOCK_ACCOUNT_OF_OPERATION = Prepared(
     lambda _: touch(
@@ -418,24 +450,36 @@ def releasable_by(token: Any) -> sa.ColumnElement[bool]:
     return sa.or_(op.c.lease_token.is_(None), op.c.lease_token == token)
 
 
-RENEW_LEASE = _keyed_update(held_by(TOKEN), {"lease_expires_at": EXPIRES_AT, "updated_at": NOW})
-"""``renew_lease``'s update, for the lease's holder."""
-
-RELEASE_LEASE = _keyed_update(
-    releasable_by(TOKEN),
-    {"lease_token": None, "lease_expires_at": None, "updated_at": NOW},
+RENEW_LEASE = Prepared(
+    _keyed_update(held_by(TOKEN), {"lease_expires_at": EXPIRES_AT, "updated_at": NOW})
 )
-"""``release_lease``'s update, for the holder or when there is no lease."""
+"""``renew_lease``'s update, for the lease's holder (a heartbeat: not logged)."""
 
-DEFER_OPERATION = _keyed_update(
-    sa.and_(op.c.state == ATTEMPTED, lease_free_or_held(NOW, TOKEN)),
-    {
-        "next_attempt_at": param("p_next_attempt_at", op.c.next_attempt_at),
-        "defer_reason": param("p_defer_reason", op.c.defer_reason),
-        "updated_at": NOW,
-    },
+RELEASE_LEASE = Logged(
+    OPERATIONS,
+    RELEASED,
+    _keyed_update(
+        releasable_by(TOKEN),
+        {"lease_token": None, "lease_expires_at": None, "updated_at": NOW},
+    ),
 )
-"""``defer_operation``'s guarded update (``p_token`` NULL: no holder's arm)."""
+"""``release_lease``'s update, for the holder or when there is no lease, logged."""
+
+DEFER_OPERATION = Logged(
+    OPERATIONS,
+    DEFERRED,
+    _keyed_update(
+        sa.and_(op.c.state == ATTEMPTED, lease_free_or_held(NOW, TOKEN)),
+        {
+            "next_attempt_at": param("p_next_attempt_at", op.c.next_attempt_at),
+            "defer_reason": param("p_defer_reason", op.c.defer_reason),
+            "last_error": param("p_message", op.c.last_error),
+            "updated_at": NOW,
+        },
+    ),
+)
+"""``defer_operation``'s guarded update (``p_token`` NULL: no holder's arm), logged with
+its error message."""
 
 
 AttemptsMode = Literal["refund", "count", "keep"]
@@ -469,6 +513,7 @@ def record_operation_update(item: Inputs, now: Any) -> sa.Update:
             defer_reason=item["defer_reason"],
             last_kind=item["kind"],
             last_http_status=item["http_status"],
+            last_error=item["message"],
             attempts=sa.case(
                 (mode == "refund", op.c.attempts - 1),
                 (mode == "count", op.c.attempts + 1),
@@ -482,8 +527,8 @@ def record_operation_update(item: Inputs, now: Any) -> sa.Update:
     )
 
 
-RECORD_OPERATION = Prepared(lambda _: record_operation_update(PARAMS, NOW))
-"""``record_operation``'s compare-and-set."""
+RECORD_OPERATION = Logged(OPERATIONS, RECORDED, lambda _: record_operation_update(PARAMS, NOW))
+"""``record_operation``'s compare-and-set, logged."""
 
 
 def _reject_reserved_marker(field: str, marker: str | None) -> None:
@@ -592,6 +637,7 @@ def record_item(change: OperationTransition) -> dict[str, Any]:
         "http_status": None
         if change.http_status is None
         else check.count("httpStatus", change.http_status, minimum=100, maximum=599),
+        "message": checked_message(change.error_message),
         "caller": check.key("callerDID", change.caller_did),
         "operation": check.key("operationID", change.operation_id),
         "from_state": change.from_state,
@@ -653,9 +699,12 @@ class OperationsStore:
         self._read_winner = read_winner
 
     async def _update_prepared(
-        self, statement: Prepared, params: dict[str, Any]
+        self, statement: Prepared | Logged, params: dict[str, Any]
     ) -> OperationRecord | None:
-        row = await self._db.write_prepared(statement, params)
+        if isinstance(statement, Logged):
+            row = await statement.run_one(self._db, params)
+        else:
+            row = await self._db.write_prepared(statement, params)
         return None if row is None else OperationRecord.from_row(row)
 
     async def claim_operation(self, claim: OperationClaim) -> ClaimResult:
@@ -686,9 +735,7 @@ class OperationsStore:
                 await self._db.write_prepared(ENSURE_ACCOUNT, params)
                 if self._db.is_postgres:
                     await self._db.fetch_prepared(LOCK_ACCOUNT, params)
-                inserted = await self._db.write_prepared(
-                    CLAIM, params | {"p_now": fresh.created_at}
-                )
+                inserted = await CLAIM.run_one(self._db, params | {"p_now": fresh.created_at})
                 if inserted is not None:
                     digest = key_digest(fresh.caller_did, fresh.operation_id)
                     tombstone = await get_tombstone(self._db, digest)
@@ -738,7 +785,15 @@ class OperationsStore:
         async with self._db.write_transaction():
             if self._db.is_postgres:
                 await self._db.fetch_prepared(LOCK_ACCOUNT_OF_OPERATION, params)
-            return await self._update_prepared(ACQUIRE_LEASE, params | {"p_now": self._ctx.clock()})
+            prior = await self._db.fetch_prepared(PRIOR_LEASE, params)
+            return await self._update_prepared(
+                ACQUIRE_LEASE,
+                params
+                | {
+                    "p_now": self._ctx.clock(),
+                    "p_prior_token": None if prior is None else prior["lease_token"],
+                },
+            )
 
     async def renew_lease(
         self, caller_did: str, operation_id: str, token: str, expires_at: int
@@ -900,12 +955,15 @@ class OperationsStore:
         next_attempt_at: int,
         reason: str | None = None,
         lease_token: str | None = None,
+        error_message: str | None = None,
     ) -> OperationRecord | None:
         """Reschedule a live operation to ``next_attempt_at`` (epoch ms) (seed ``deferOperation``).
 
         Guarded by state attempted and a lease that is free, expired, or ``lease_token``'s
-        when one is given. ``reason`` is ``offline``, ``auth`` or None. Returns the updated
-        operation, or None when refused or absent.
+        when one is given. ``reason`` is ``offline``, ``auth`` or None; ``error_message``
+        (at most 2,048 bytes of UTF-8, None clears it) becomes ``last_error`` and the
+        event's message. Returns the updated operation, or None when refused or absent.
+        Raises ``InvalidInput`` for a malformed field.
         """
         now = self._ctx.clock()
         params = {
@@ -915,6 +973,7 @@ class OperationsStore:
             "p_caller": check.key("callerDID", caller_did),
             "p_operation": check.key("operationID", operation_id),
             "p_token": check.optional_key("leaseToken", lease_token),
+            "p_message": checked_message(error_message),
         }
         return await self._update_prepared(DEFER_OPERATION, params)
 
@@ -970,7 +1029,7 @@ class OperationsStore:
         )
         params = prefixed(item)
         async with self._db.write_transaction():
-            row = await self._db.write_prepared(FINALIZE, params | {"p_now": self._ctx.clock()})
+            row = await FINALIZE.run_one(self._db, params | {"p_now": self._ctx.clock()})
             if row is None:
                 return None
             committed = OperationRecord.from_row(row)

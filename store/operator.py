@@ -20,6 +20,16 @@ from store.context import StoreContext
 from store.database import Row
 from store.errors import InvalidInput
 from store.items import ItemStatement
+from store.events import (
+    CANCELLED,
+    FORCE_RELEASED,
+    OPERATIONS,
+    REARMED,
+    REISSUED,
+    WATCHES,
+    LoggedItems,
+    run_logged,
+)
 from store.operations import (
     ABANDONED_SEND_MARKER,
     ORDER,
@@ -98,6 +108,7 @@ def _fresh(original: Any, item: Any) -> dict[str, Any]:
         "defer_reason": sa.null(),
         "last_kind": sa.null(),
         "last_http_status": sa.null(),
+        "last_error": sa.null(),
         "send_marker": sa.null(),
         "version": sa.literal(0),
         "incarnation": item.incarnation,
@@ -153,9 +164,9 @@ def _reissue_insert(insert: Any, rows: sa.FromClause) -> Any:
     return claim_insert(insert(op).from_select(list(OPERATION_FIELDS), chosen))
 
 
-REISSUE = ItemStatement(REISSUE_ITEM, _reissue_insert)
+REISSUE = LoggedItems(OPERATIONS, REISSUED, REISSUE_ITEM, _reissue_insert)
 """Insert the reissue of each item's original (still failed and not reissued), unless its
-key exists; returns the rows inserted."""
+key exists; returns the rows inserted, each logged ``reissued`` (its first event)."""
 
 
 def _link(_: Any, rows: sa.FromClause) -> Any:
@@ -177,10 +188,13 @@ def _link(_: Any, rows: sa.FromClause) -> Any:
     )
 
 
-LINK_REISSUED = ItemStatement(REISSUE_ITEM, _link)
-"""Link each item's original to its reissue (``reissued_as``), where the reissue names it."""
+LINK_REISSUED = LoggedItems(OPERATIONS, REISSUED, REISSUE_ITEM, _link)
+"""Link each item's original to its reissue (``reissued_as``), where the reissue names it;
+each original logged ``reissued`` (still failed)."""
 
-LINK_COLLECTED = ItemStatement(
+LINK_COLLECTED = LoggedItems(
+    OPERATIONS,
+    REISSUED,
     REISSUE_ITEM,
     lambda _, rows: (
         sa.update(op)
@@ -194,7 +208,7 @@ LINK_COLLECTED = ItemStatement(
     ),
 )
 """Link each item's original to its reissue's key, whose operation (of the original's
-envelope) was collected: its tombstone stands for it."""
+envelope) was collected: its tombstone stands for it; each original logged ``reissued``."""
 
 GET_ORIGINALS = ItemStatement(
     REISSUE_ITEM,
@@ -221,7 +235,9 @@ OPENED_COLUMNS = (
     "claimed_until",
     "defer_reason",
 )
-REARM = ItemStatement(
+REARM = LoggedItems(
+    WATCHES,
+    REARMED,
     IDENTITY_ITEM | {"version": watch.c.version} | {name: watch.c[name] for name in OPENED_COLUMNS},
     lambda _, rows: (
         sa.update(watch)
@@ -234,7 +250,8 @@ REARM = ItemStatement(
     ),
 )
 """Each item's new generation (``opened_generation``) written over the repair-failed watch
-it was decided from, guarded by ``unchanged_watch`` (every watch write moves the version)."""
+it was decided from, guarded by ``unchanged_watch`` (every watch write moves the version),
+logged ``rearmed``."""
 
 
 def _limit(limit: Any) -> int:
@@ -280,6 +297,18 @@ def _reason(reason: str | None) -> str | None:
     return reason
 
 
+MARKED_NOTE = "its send was marked: the provider may hold the write"
+"""What a cancel's event (and ``last_error``) adds when the operation's send was marked."""
+
+
+def cancel_message(reason: str | None, marked: bool) -> str | None:
+    """The message a cancel keeps (``last_error``, and its event's): the ``reason``, and
+    ``MARKED_NOTE`` when the operation's send was marked."""
+    if not marked:
+        return reason
+    return MARKED_NOTE if reason is None else f"{reason} ({MARKED_NOTE})"
+
+
 def _keys(keys: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     if not 1 <= len(keys) <= MAX_KEYS:
         raise InvalidInput("keys", f"must hold 1 to {MAX_KEYS} items, not {len(keys)}")
@@ -323,8 +352,11 @@ class OperatorStore:
         version + 1, nothing scheduled, and its lease cleared, so the holder's later renew,
         mark, record or finalize is refused (their guards name the token). A send already
         marked keeps its marker: the provider may hold the write. ``reason`` (at most 2,048
-        bytes of UTF-8) says why. Returns the cancelled operations in
-        ``listTrackedOperations``' order. One statement. Raises ``InvalidInput`` naming
+        bytes of UTF-8) says why: it becomes ``last_error`` and the message of each
+        ``cancelled`` event, with ``MARKED_NOTE`` where a send was marked
+        (``cancel_message``). Returns the cancelled operations in
+        ``listTrackedOperations``' order. One statement (PostgreSQL; SQLite: one
+        transaction, the events appended after). Raises ``InvalidInput`` naming
         ``filter`` when ``where`` names no field, ``filter.<field>`` for a malformed one
         (``filter.documentIDs``: at most 500), ``reason`` or ``limit``."""
         size = _limit(limit)
@@ -350,12 +382,16 @@ class OperatorStore:
                 defer_reason=None,
                 lease_token=None,
                 lease_expires_at=None,
+                last_error=sa.case(
+                    (op.c.send_marker.is_not(None), cancel_message(reason, marked=True)),
+                    else_=cancel_message(reason, marked=False),
+                ),
                 version=op.c.version + 1,
                 updated_at=self._ctx.clock(),
             )
             .returning(op)
         )
-        return _records(await self._db.write_all(update))
+        return _records(await run_logged(self._db, OPERATIONS, CANCELLED, update))
 
     async def reissue_operations(
         self, where: OperationFilter, *, limit: int = DEFAULT_LIMIT
@@ -517,8 +553,9 @@ class OperatorStore:
         later renew, mark, record or finalize is refused. A send its run marked and never
         recorded counts as abandoned, as a takeover counts it (attempts + 1, the marker
         ``*abandoned*``). Operations without a lease, finished or absent are left out.
-        Returns the released operations in key order. One statement (on PostgreSQL it locks
-        the rows in key order first). Raises
+        Returns the released operations in key order, each logged ``force_released``. One
+        statement (on PostgreSQL it locks the rows in key order first; SQLite: one
+        transaction, the events appended after). Raises
         ``InvalidInput`` naming ``keys`` or ``keys[i].<field>``."""
         wanted = _keys(keys)
         counted = unrecorded_send()
@@ -554,12 +591,11 @@ class OperatorStore:
             )
             .returning(op)
         )
-        rows = await self._db.write_all(update)
+        rows = await run_logged(self._db, OPERATIONS, FORCE_RELEASED, update)
         records = (OperationRecord.from_row(row) for row in rows)
         return sorted(records, key=lambda r: (r.caller_did, r.operation_id))
 
     async def _write(
-        self, statement: ItemStatement, items: Sequence[Mapping[str, Any]], **params: Any
+        self, statement: LoggedItems, items: Sequence[Mapping[str, Any]], **params: Any
     ) -> list[Row]:
-        prepared, values = statement.bind(self._db.is_postgres, items, **params)
-        return await self._db.write_prepared_all(prepared, values)
+        return await statement.run(self._db, items, **params)

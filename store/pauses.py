@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from store import validation as check
 from store.accounts import PAUSE, AccountsStore
 from store.context import StoreContext
+from store.events import OPERATIONS, RESUMED, run_logged
 from store.operations import due_operation
 from store.records import AccountLoad
 from store.statements import Prepared, param
@@ -67,7 +68,8 @@ def spread_update(
     over ``spread_ms`` from ``now``: the k-th of n in due order (``next_attempt_at``, or
     ``created_at`` when null, then caller and operation id) becomes due at ``now`` +
     floor(k * ``spread_ms`` / n) (epoch ms). So any one second holds at most
-    ceil(n / (``spread_ms`` / 1000)) + 1 of them. One statement, returning the keys."""
+    ceil(n / (``spread_ms`` / 1000)) + 1 of them. One statement, returning what the event
+    log reads of each (``store.events.OPERATIONS``)."""
     scope = [op.c.connector_name == connector_name]
     if account_key is not None:
         scope.append(op.c.account_key == account_key)
@@ -95,7 +97,7 @@ def spread_update(
             due_operation(now),
         )
         .values(next_attempt_at=later, updated_at=now)
-        .returning(op.c.caller_did, op.c.operation_id, op.c.next_attempt_at)
+        .returning(*(op.c[name] for name in OPERATIONS.source))
     )
 
 
@@ -141,9 +143,9 @@ class PausesStore:
         ``account_key`` None the whole connector's (an account paused on its own stays
         paused), and spread the operations that are due
         and no longer paused evenly over ``spread_ms`` (0 to 86,400,000) from the store's
-        now (``spread_update``) instead of making them all due at once; 0 makes them all
-        due now. Either way their next attempt moves, which wakes idle workers
-        (``workAvailable``: migration 0009's trigger on operations). One transaction.
+        now (``spread_update``, each logged ``resumed``) instead of making them all due at
+        once; 0 makes them all due now. Either way their next attempt moves, which wakes idle
+        workers (``workAvailable``: migration 0009's trigger on operations). One transaction.
         Raises ``InvalidInput`` naming ``connectorName``, ``accountKey`` or ``spreadMs``."""
         spread = check.count("spreadMs", spread_ms, maximum=MAX_SPREAD_MS)
         now = self._ctx.clock()
@@ -158,7 +160,7 @@ class PausesStore:
                 RESUME_CONNECTOR if account_key is None else PAUSE, params
             )
             update = spread_update(connector_name, account_key, now, spread)
-            rescheduled = len(await self._db.write_all(update))
+            rescheduled = len(await run_logged(self._db, OPERATIONS, RESUMED, update))
         state = await self._state(params)
         return PauseState(state.connector_paused, state.account, rescheduled)
 

@@ -117,6 +117,7 @@ class OperationRecord(OperationEnvelope, _NodeKeyed):
     defer_reason: str | None = None
     last_kind: str | None = None
     last_http_status: int | None = None
+    last_error: str | None = None
     send_marker: str | None = None
     version: int = 0
     incarnation: str
@@ -215,6 +216,7 @@ class WatchRecord(_WatchIdentityParts):
     next_attempt_at: EpochMs | None
     claimed_until: EpochMs | None
     defer_reason: str | None
+    last_error: str | None = None
     version: int
     created_at: EpochMs
     updated_at: EpochMs
@@ -237,6 +239,43 @@ class WatchRecord(_WatchIdentityParts):
 
 WATCH_FIELDS: Final = tuple(field.name for field in fields(WatchRecord))
 """Every field of a watch, in the table's column order."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OperationEventRecord(OperationKey):
+    """One event of an operation's log (``store.events``): ``sequence`` its opaque place in
+    the log, ``at`` its write's time (epoch ms), ``action`` (``store.events``
+    ``OPERATION_ACTIONS``), ``actor_did`` who wrote (None: the system), the state before
+    (None for the claim) and after, the attempts after, and for a record its ``kind``,
+    ``http_status`` and ``message`` (a deferral: its ``message``)."""
+
+    sequence: str
+    at: EpochMs
+    action: str
+    actor_did: str | None
+    from_state: str | None
+    to_state: str
+    attempts: int
+    kind: str | None
+    http_status: int | None
+    message: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WatchEventRecord(_WatchIdentityParts):
+    """One event of a watch's log (``store.events``), as ``OperationEventRecord``: the
+    generation and verification status (None before the watch existed) and attempts, and a
+    verification's ``message``."""
+
+    sequence: str
+    at: EpochMs
+    action: str
+    actor_did: str | None
+    generation: int
+    from_status: str | None
+    to_status: str
+    verification_attempts: int
+    message: str | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from store import lease_guards as guards
 from store import validation as check
 from store.context import StoreContext
+from store.events import drop_operation_events
 from store.operations import due_operation, lease_free
 from store.records import FAILED, TERMINAL_STATES, OperationRecord
 from store.sizes import Measured, measured, row_bytes, sized_rows, within_bytes
@@ -217,7 +218,8 @@ class RetentionStore:
         (on PostgreSQL the inner select takes ``FOR UPDATE SKIP LOCKED``, so concurrent
         collectors split the work instead of waiting on each other), then the tombstones
         of the deleted operations, collected at the store's now (``store.tombstones``): a
-        claim of a collected key finds the operation or its tombstone, never neither. Call
+        claim of a collected key finds the operation or its tombstone, never neither; and
+        their events go with them (``store.events.drop_operation_events``). Call
         again until it returns less than ``limit`` to collect a backlog in batches.
         ``limit`` is 1 to 10,000. Raises ``InvalidInput`` naming ``olderThan``,
         ``failedOlderThan`` or ``limit``.
@@ -244,6 +246,9 @@ class RetentionStore:
         collected = delete.returning(*(op.c[name] for name in TOMBSTONE_COLUMNS))
         async with self._db.write_transaction():
             rows = await self._db.write_all(collected)
+            await drop_operation_events(
+                self._db, [(row["caller_did"], row["operation_id"]) for row in rows]
+            )
             now = self._ctx.clock()
             await self._db.write_many(PUT_TOMBSTONE, [tombstone_row(row, now) for row in rows])
         return len(rows)

@@ -39,6 +39,7 @@ operation = sa.Table(
     sa.Column("defer_reason", sa.Text),
     sa.Column("last_kind", sa.Text),
     sa.Column("last_http_status", sa.Integer),
+    sa.Column("last_error", sa.Text),
     sa.Column("send_marker", sa.Text),
     sa.Column("version", sa.Integer, nullable=False),
     sa.Column("incarnation", sa.Text, nullable=False),
@@ -204,6 +205,7 @@ projection_watch = sa.Table(
     sa.Column("next_attempt_at", sa.BigInteger),
     sa.Column("claimed_until", sa.BigInteger),
     sa.Column("defer_reason", sa.Text),
+    sa.Column("last_error", sa.Text),
     sa.Column("version", sa.Integer, nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
@@ -287,3 +289,62 @@ wakeup = sa.Table(
 """SQLite's wake-ups (``store.wakeups``): each connector stamped by the triggers of migration
 0009 with the next sequence number when a write may have made its work leasable. PostgreSQL's
 triggers send ``NOTIFY`` instead and leave this table empty."""
+
+EventId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+"""An event's number: BIGINT identity on PostgreSQL; on SQLite ``INTEGER PRIMARY KEY
+AUTOINCREMENT`` (the rowid, never reused after a delete, so a reader's position stays past
+every number handed out)."""
+
+operation_event = sa.Table(
+    "kubun_connector_operation_event",
+    metadata,
+    sa.Column("id", EventId, sa.Identity(), primary_key=True),
+    sa.Column("tx", sa.BigInteger, nullable=False),
+    sa.Column("caller_did", Key, nullable=False),
+    sa.Column("operation_id", Key, nullable=False),
+    sa.Column("at", sa.BigInteger, nullable=False),
+    sa.Column("action", sa.Text, nullable=False),
+    sa.Column("actor_did", sa.Text),
+    sa.Column("to_state", sa.Text, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("kind", sa.Text),
+    sa.Column("http_status", sa.Integer),
+    sa.Column("message", sa.Text),
+    sa.Index("kubun_connector_operation_event_row_idx", "caller_did", "operation_id", "id"),
+    sa.Index("kubun_connector_operation_event_log_idx", "tx", "id"),
+    sqlite_autoincrement=True,
+)
+"""The operations' event log (``store.events``): one row per applied write of an operation.
+``tx`` orders the log for readers (``store.events``: the writing transaction's id on
+PostgreSQL, 0 on SQLite)."""
+
+watch_event = sa.Table(
+    "kubun_connector_watch_event",
+    metadata,
+    sa.Column("id", EventId, sa.Identity(), primary_key=True),
+    sa.Column("tx", sa.BigInteger, nullable=False),
+    sa.Column("owner_did", Key, nullable=False),
+    sa.Column("connector_name", Key, nullable=False),
+    sa.Column("model", Key, nullable=False),
+    sa.Column("account_key", Key, nullable=False),
+    sa.Column("source_id", Key, nullable=False),
+    sa.Column("at", sa.BigInteger, nullable=False),
+    sa.Column("action", sa.Text, nullable=False),
+    sa.Column("actor_did", sa.Text),
+    sa.Column("generation", sa.Integer, nullable=False),
+    sa.Column("to_status", sa.Text, nullable=False),
+    sa.Column("verification_attempts", sa.Integer, nullable=False),
+    sa.Column("message", sa.Text),
+    sa.Index(
+        "kubun_connector_watch_event_row_idx",
+        "owner_did",
+        "connector_name",
+        "model",
+        "account_key",
+        "source_id",
+        "id",
+    ),
+    sa.Index("kubun_connector_watch_event_log_idx", "tx", "id"),
+    sqlite_autoincrement=True,
+)
+"""The watches' event log (``store.events``): one row per applied write of a watch."""

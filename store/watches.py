@@ -18,11 +18,13 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
+from store import events
 from store import lease_guards as guards
 from store import validation as check
 from store.context import ReadWinner, StoreContext
 from store.database import Row, chunked, fetch_in_chunks
 from store.errors import CasRetriesExhausted, InvalidInput, ReservedValue
+from store.events import WATCHES, Logged, LoggedItems, checked_message, run_logged
 from store.items import Inputs, ItemStatement, each_item, refuse_repeats
 from store.records import (
     ATTEMPTED,
@@ -324,6 +326,7 @@ def opening_row(
         "next_attempt_at": check.epoch_ms("dueAt", due_at),
         "claimed_until": None,
         "defer_reason": None,
+        "last_error": None,
         "version": 0,
         "created_at": now,
         "updated_at": now,
@@ -338,8 +341,8 @@ def _open_generation(insert: Any) -> Any:
     )
 
 
-OPEN_GENERATION = Prepared(_open_generation)
-"""``open_generation``'s upsert (the finalize half)."""
+OPEN_GENERATION = Logged(WATCHES, events.OPENED, _open_generation)
+"""``open_generation``'s upsert (the finalize half), logged."""
 
 IDENTITY = sa.and_(*(column == param(f"p_{column.name}", column) for column in IDENTITY_COLUMNS))
 """One watch, its identity as the parameters ``p_owner_did`` … ``p_source_id``."""
@@ -365,17 +368,21 @@ def claim_values(until: Any, now: Any) -> dict[str, Any]:
     }
 
 
-CLAIM_WATCH = Prepared(
+CLAIM_WATCH = Logged(
+    WATCHES,
+    events.CLAIMED,
     lambda _: (
         sa.update(watch)
         .where(IDENTITY, watch.c.repair_generation == GENERATION, due_watch(param("p_due", NOW)))
         .values(claim_values(param("p_until", watch.c.claimed_until), NOW))
         .returning(watch)
-    )
+    ),
 )
-"""``claim_watch_attempt``'s guarded update: the ``due_watch`` guard at ``p_due``."""
+"""``claim_watch_attempt``'s guarded update: the ``due_watch`` guard at ``p_due``, logged."""
 
-DEFER_WATCH = Prepared(
+DEFER_WATCH = Logged(
+    WATCHES,
+    events.DEFERRED,
     lambda _: (
         sa.update(watch)
         .where(
@@ -392,9 +399,9 @@ DEFER_WATCH = Prepared(
             updated_at=NOW,
         )
         .returning(watch)
-    )
+    ),
 )
-"""``defer_watch``'s guarded update, for the claim's holder."""
+"""``defer_watch``'s guarded update, for the claim's holder, logged."""
 
 
 WATCH_DOCUMENT = Prepared(lambda _: sa.select(watch.c.document_id).where(IDENTITY))
@@ -451,14 +458,23 @@ def unchanged_watch(item: Inputs) -> sa.ColumnElement[bool]:
 
 
 def verification_values(
-    outcome: VerificationOutcome, stored: WatchRecord, current_winner: str | None, due_at: int
+    outcome: VerificationOutcome,
+    stored: WatchRecord,
+    current_winner: str | None,
+    due_at: int,
+    message: str | None = None,
 ) -> dict[str, Any]:
     """The columns a verification with ``outcome`` (``verified``, ``repair_failed`` or
-    ``pending``) writes over ``stored``: each drops the claim and the defer reason;
+    ``pending``) writes over ``stored``: each drops the claim and the defer reason and
+    keeps ``message`` (the verifier's error message, None clears it) as ``last_error``;
     verified sets both watermarks to the current winner; repair_failed counts the attempt
     and observes the current winner; pending counts the attempt, due again at ``due_at``
     (epoch ms)."""
-    settled: dict[str, Any] = {"claimed_until": None, "defer_reason": None}
+    settled: dict[str, Any] = {
+        "claimed_until": None,
+        "defer_reason": None,
+        "last_error": message,
+    }
     if outcome == "verified":
         return settled | {
             "verification_status": VERIFIED,
@@ -506,8 +522,11 @@ VERIFIED_COLUMNS = (
     "observed_winner_digest",
     "verified_state_digest",
     "next_attempt_at",
+    "last_error",
 )
-WRITE_VERIFICATIONS = ItemStatement(
+WRITE_VERIFICATIONS = LoggedItems(
+    WATCHES,
+    events.VERIFICATION_ACTION,
     IDENTITY_ITEM
     | {"version": watch.c.version}
     | {name: watch.c[name] for name in VERIFIED_COLUMNS},
@@ -526,7 +545,17 @@ WRITE_VERIFICATIONS = ItemStatement(
         .returning(watch)
     ),
 )
-"""Each item's verification written over its watch, guarded by ``unchanged_watch``."""
+"""Each item's verification written over its watch, guarded by ``unchanged_watch``, logged
+by the status it left."""
+
+
+VERIFICATION_ACTIONS: dict[VerificationOutcome, str] = {
+    "verified": events.VERIFIED,
+    "pending": events.PENDING,
+    "repair_failed": events.REPAIR_FAILED,
+}
+"""The event of each outcome that writes (``store.events.VERIFICATION_ACTION`` decides the
+same in SQL, by the status the write left)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -541,13 +570,17 @@ class Verification:
     max_attempts: int
     due_at: int
     claimed_until: int | None = None
+    error_message: str | None = None
+    """The verifier's error message (at most 2,048 bytes of UTF-8): the watch's
+    ``last_error`` and the event's message."""
 
 
 def verification_key(verification: Verification) -> dict[str, str]:
     """The checked ``identity_params`` of ``verification``'s watch, after its other fields
     are checked. Raises ``InvalidInput`` for a bad field (``maxAttempts`` below 1
-    included)."""
+    included, an ``errorMessage`` past 2,048 bytes of UTF-8)."""
     check.count("generation", verification.generation)
+    checked_message(verification.error_message)
     check.optional_key("fetchedDigest", verification.fetched_digest)
     check.count("maxAttempts", verification.max_attempts, minimum=1)
     check.epoch_ms("dueAt", verification.due_at)
@@ -714,7 +747,7 @@ class WatchesStore:
             now=self._ctx.clock(),
         )
         params = {f"p_{name}": values[name] for name in OPEN_GENERATION_COLUMNS}
-        row = await self._db.write_prepared(OPEN_GENERATION, params)
+        row = await OPEN_GENERATION.run_one(self._db, params)
         assert row is not None, "an upsert always returns its row"
         return WatchRecord.from_row(row)
 
@@ -739,17 +772,19 @@ class WatchesStore:
             raise _Unsettled
         return WatchRecord.from_row(row), current_winner
 
-    async def _write_over(self, stored: WatchRecord, values: dict[str, Any]) -> WatchRecord:
-        """Write ``values`` on ``stored`` if its version is still the one read, version +1;
-        raises ``_Unsettled`` when it is not."""
+    async def _write_over(
+        self, stored: WatchRecord, values: dict[str, Any], action: str
+    ) -> WatchRecord:
+        """Write ``values`` on ``stored`` if its version is still the one read, version +1,
+        logged as ``action``; raises ``_Unsettled`` when it is not."""
         guard = unchanged_watch(watch_item(stored))
         values = values | {"version": stored.version + 1, "updated_at": self._ctx.clock()}
-        row = await self._db.fetch_one(
-            sa.update(watch).where(guard).values(values).returning(watch)
+        rows = await run_logged(
+            self._db, WATCHES, action, sa.update(watch).where(guard).values(values).returning(watch)
         )
-        if row is None:
+        if not rows:
             raise _Unsettled
-        return WatchRecord.from_row(row)
+        return WatchRecord.from_row(rows[0])
 
     async def _arm_locked(
         self,
@@ -764,12 +799,10 @@ class WatchesStore:
         if decision == "noop":
             return ArmResult("noop", stored)
         if decision == "open":
-            return ArmResult(
-                "opened",
-                await self._write_over(stored, opened_generation(stored, current_winner, due_at)),
-            )
+            opened = opened_generation(stored, current_winner, due_at)
+            return ArmResult("opened", await self._write_over(stored, opened, events.OPENED))
         coalesced = {"next_attempt_at": coalesce_due(stored.next_attempt_at, due_at)}
-        return ArmResult("coalesced", await self._write_over(stored, coalesced))
+        return ArmResult("coalesced", await self._write_over(stored, coalesced, events.COALESCED))
 
     async def arm_watch(
         self,
@@ -870,7 +903,7 @@ class WatchesStore:
         check.epoch_ms("now", now)
         store_now = self._ctx.clock()
         params |= identity_params(identity) | {"p_due": min(now, store_now), "p_now": store_now}
-        return _record(await self._db.write_prepared(CLAIM_WATCH, params))
+        return _record(await CLAIM_WATCH.run_one(self._db, params))
 
     async def defer_watch(
         self,
@@ -894,7 +927,7 @@ class WatchesStore:
             "p_defer_reason": check.optional_choice("reason", reason, DEFER_REASONS),
             "p_now": self._ctx.clock(),
         }
-        return _record(await self._db.write_prepared(DEFER_WATCH, params))
+        return _record(await DEFER_WATCH.run_one(self._db, params))
 
     async def record_verification(
         self,
@@ -905,6 +938,7 @@ class WatchesStore:
         max_attempts: int,
         due_at: int,
         claimed_until: int | None = None,
+        error_message: str | None = None,
     ) -> VerificationResult:
         """Record what a verifier fetched from the provider (seed ``recordVerification``).
 
@@ -915,10 +949,11 @@ class WatchesStore:
         ``fetched_digest`` equal to it → ``verified`` (both watermarks set to it);
         otherwise one more attempt, reaching ``max_attempts`` → ``repair_failed`` (the
         current winner recorded as observed), else ``pending``, due at ``due_at`` (epoch
-        ms), watermarks untouched. Each write drops the claim and the defer reason.
-        Returns the outcome and the watch as it now stands. Raises ``InvalidInput`` for a
-        bad field (``maxAttempts`` below 1 included), ``CasRetriesExhausted`` when every
-        attempt lost its compare-and-set.
+        ms), watermarks untouched. Each write drops the claim and the defer reason, keeps
+        ``error_message`` (at most 2,048 bytes of UTF-8; None clears it) as ``last_error``
+        and logs its outcome. Returns the outcome and the watch as it now stands. Raises
+        ``InvalidInput`` for a bad field (``maxAttempts`` below 1 included),
+        ``CasRetriesExhausted`` when every attempt lost its compare-and-set.
         """
         verification = Verification(
             identity=identity,
@@ -927,6 +962,7 @@ class WatchesStore:
             max_attempts=max_attempts,
             due_at=due_at,
             claimed_until=claimed_until,
+            error_message=error_message,
         )
         watch_key = verification_key(verification)
         for _ in range(CAS_ATTEMPTS):
@@ -1005,16 +1041,19 @@ class WatchesStore:
             )
             outcomes.append(outcome)
             if stored is not None and outcome not in ("stale-generation", "stale-claim"):
-                decided = verification_values(outcome, stored, current_winner, verification.due_at)
+                decided = verification_values(
+                    outcome,
+                    stored,
+                    current_winner,
+                    verification.due_at,
+                    verification.error_message,
+                )
                 row = {name: getattr(stored, name) for name in VERIFIED_COLUMNS}
                 writes.append(watch_item(stored) | row | decided)
         written: dict[WatchIdentity, WatchRecord] = {}
         if writes:
             writes.sort(key=lambda item: tuple(item[name] for name in WATCH_IDENTITY))
-            prepared, values = WRITE_VERIFICATIONS.bind(
-                is_postgres, writes, p_now=self._ctx.clock()
-            )
-            rows = await self._db.write_prepared_all(prepared, values)
+            rows = await WRITE_VERIFICATIONS.run(self._db, writes, p_now=self._ctx.clock())
             if len(rows) != len(writes):
                 raise _Unsettled
             written = {record.identity: record for record in map(WatchRecord.from_row, rows)}
@@ -1042,8 +1081,11 @@ class WatchesStore:
         )
         if stored is None or outcome in ("stale-generation", "stale-claim"):
             return VerificationResult(outcome, stored)
-        values = verification_values(outcome, stored, current_winner, verification.due_at)
-        return VerificationResult(outcome, await self._write_over(stored, values))
+        values = verification_values(
+            outcome, stored, current_winner, verification.due_at, verification.error_message
+        )
+        action = VERIFICATION_ACTIONS[outcome]
+        return VerificationResult(outcome, await self._write_over(stored, values, action))
 
     async def resume_offline_deferred(self, now: int, connector_name: str | None = None) -> Resumed:
         """Make every live operation and pending watch deferred ``offline`` due at ``now``
@@ -1096,11 +1138,14 @@ class WatchesStore:
         operations = watches = 0
         async with self._db.write_transaction():
             for op_guard, watch_guard in scopes:
-                resumed_operations = await self._db.fetch_all(
+                resumed_operations = await run_logged(
+                    self._db,
+                    events.OPERATIONS,
+                    events.RESUMED,
                     sa.update(op)
                     .where(op.c.state == ATTEMPTED, op.c.defer_reason == reason, *op_guard)
                     .values(next_attempt_at=now, defer_reason=None, updated_at=now)
-                    .returning(op.c.caller_did)
+                    .returning(*(op.c[name] for name in events.OPERATIONS.source)),
                 )
                 deferred = sa.and_(
                     watch.c.verification_status == PENDING_VERIFICATION,
@@ -1115,7 +1160,10 @@ class WatchesStore:
                     .order_by(*IDENTITY_COLUMNS)
                     .with_for_update()
                 )
-                resumed_watches = await self._db.fetch_all(
+                resumed_watches = await run_logged(
+                    self._db,
+                    WATCHES,
+                    events.RESUMED,
                     sa.update(watch)
                     .where(deferred)
                     .values(
@@ -1124,7 +1172,7 @@ class WatchesStore:
                         version=watch.c.version + 1,
                         updated_at=now,
                     )
-                    .returning(watch.c.owner_did)
+                    .returning(*(watch.c[name] for name in WATCHES.source)),
                 )
                 operations += len(resumed_operations)
                 watches += len(resumed_watches)

@@ -42,8 +42,8 @@ def schema_fields(type_name: str) -> set[str]:
 @pytest.mark.parametrize(
     ("type_name", "record", "expected_extra"),
     [
-        ("Operation", OperationRecord, {"id", "watch"}),
-        ("Watch", WatchRecord, {"id", "operations"}),
+        ("Operation", OperationRecord, {"id", "watch", "events"}),
+        ("Watch", WatchRecord, {"id", "operations", "events"}),
         ("ConsumedPendingAuth", PendingAuthRecord, set()),
         ("SyncState", SyncStateRecord, set()),
         ("ClaimOperationInput", OperationClaim, set()),

@@ -68,7 +68,7 @@ async def test_migrations__postgres_keys_collate_bytewise(database_url):
             collations = {(table, column): collation for table, column, collation in rows}
     finally:
         await engine.dispose()
-    assert len(collations) == 24
+    assert len(collations) == 31
     assert set(collations.values()) == {"C"}
 
 

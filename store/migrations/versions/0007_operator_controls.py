@@ -1,7 +1,7 @@
 """Operator controls: paused accounts and connectors, and the links of reissued operations.
 
 Revision ID: 0007
-Revises: 0005
+Revises: 0006
 Create Date: 2026-12-01 17:30:00
 
 An account paused on its own keeps ``paused_at``; a connector paused as a whole has a row in
@@ -17,7 +17,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0007"
-down_revision: str | None = "0005"
+down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,838 @@
+"""The event log (DESIGN section 7): one event per applied write of an operation or a watch,
+appended by the write itself, and the readers of the log.
+
+Appending. Every store write that changes an operation or a watch is a ``Logged`` (a
+``Prepared`` single write), a ``LoggedItems`` (a batch's ``ItemStatement``) or goes through
+``run_logged`` (a statement built per call): on PostgreSQL the write and its events are one
+statement (a writable CTE: ``WITH changed AS (<write> RETURNING …), appended AS (INSERT INTO
+<log> SELECT … FROM changed) SELECT * FROM changed``); on SQLite they are one transaction
+(the write, then one ``INSERT … SELECT`` of the rows it returned, ``store.items``). Either
+way an event exists exactly when its write applied: a refused write returns no row and
+appends nothing. Lease renewals are not logged. The actor is ``store.context.acting_as``'s
+DID (None: the system).
+
+An event stores what its write left (``to_state``/``to_status``, the attempts, the
+generation); its ``from_state``/``from_status`` is read as the previous event's of the same
+row. Each row's events are numbered in the order their writes committed: an event's ``id``
+is drawn when its row is already locked by its write, so after every earlier write of that
+row committed.
+
+Ordering for readers (``*_events_after``), whose position is ``(tx, id)`` (``sequence``):
+- PostgreSQL: ``tx`` is the writing transaction's id (``pg_current_xact_id()``), ``id`` a
+  sequence's. A transaction may commit after another that drew later ids, so a reader reads
+  only events whose ``tx`` is below the safe horizon (``safe_horizon``: the oldest
+  transaction of this database still running, as ``pg_snapshot_xmin`` but leaving out other
+  databases'): every transaction below it has ended, and any transaction still to commit
+  has an id at or above it, so it sorts after every event already read, through any server
+  replica; on a standby, whose ``pg_stat_activity`` shows none of the primary's sessions,
+  the horizon is ``pg_snapshot_xmin`` itself, which the standby's snapshot takes from the
+  primary. The price: a long transaction in the database holds readers back (not writers)
+  until it ends. Within one transaction (and one ``tx``), ids follow the statements.
+- SQLite: writers are serialized (one write transaction at a time, ``BEGIN IMMEDIATE`` or
+  an autocommit statement holding the write lock), so ids are drawn in commit order;
+  ``tx`` is 0 and every committed event is safe to read. ``AUTOINCREMENT`` never reuses an
+  id after a delete.
+
+The ``sequence`` clients see is opaque: 32 hex digits, ``tx`` then ``id``, so sequences
+sort as strings in log order.
+"""
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
+
+from store import validation as check
+from store.context import current_actor
+from store.database import Database, Row, chunked
+from store.errors import InvalidInput
+from store.items import ItemStatement
+from store.records import (
+    OperationEventRecord,
+    OperationKey,
+    WatchEventRecord,
+    WatchIdentity,
+)
+from store.sizes import SIZE, Measured, row_bytes
+from store.statements import Prepared, param
+from store.tables import operation as op
+from store.tables import operation_event, watch_event
+from store.tables import projection_watch as watch
+
+# Operation actions (DESIGN 7), stored lower case, shown UPPER_SNAKE by the API.
+CLAIMED: Final = "claimed"
+LEASED: Final = "leased"
+TAKEN_OVER: Final = "taken_over"
+RELEASED: Final = "released"
+SEND_MARKED: Final = "send_marked"
+DEFERRED: Final = "deferred"
+RECORDED: Final = "recorded"
+FINALIZED: Final = "finalized"
+CANCELLED: Final = "cancelled"
+REISSUED: Final = "reissued"
+FORCE_RELEASED: Final = "force_released"
+RESUMED: Final = "resumed"
+OPERATION_ACTIONS: Final = (
+    CLAIMED,
+    LEASED,
+    TAKEN_OVER,
+    RELEASED,
+    SEND_MARKED,
+    DEFERRED,
+    RECORDED,
+    FINALIZED,
+    CANCELLED,
+    REISSUED,
+    FORCE_RELEASED,
+    RESUMED,
+)
+
+# Watch actions; CLAIMED, DEFERRED and RESUMED are spelled as the operations'.
+OPENED: Final = "opened"
+COALESCED: Final = "coalesced"
+VERIFIED: Final = "verified"
+PENDING: Final = "pending"
+REPAIR_FAILED: Final = "repair_failed"
+REARMED: Final = "rearmed"
+WATCH_ACTIONS: Final = (
+    OPENED,
+    COALESCED,
+    CLAIMED,
+    DEFERRED,
+    VERIFIED,
+    PENDING,
+    REPAIR_FAILED,
+    REARMED,
+    RESUMED,
+)
+
+OPERATION_ERRORS: Final = frozenset({RECORDED, DEFERRED, CANCELLED})
+WATCH_ERRORS: Final = frozenset({VERIFIED, PENDING, REPAIR_FAILED})
+"""The actions whose event carries the write's error message (the row's ``last_error``)."""
+
+MAX_ERROR_BYTES: Final = 2048
+"""The longest ``errorMessage``, in bytes of UTF-8."""
+
+_Event = TypeVar("_Event", OperationEventRecord, WatchEventRecord)
+
+DEFAULT_EVENTS = 50
+MAX_EVENTS = 500
+
+
+def checked_message(value: Any) -> str | None:
+    """A write's ``errorMessage``: None, or text of at most ``MAX_ERROR_BYTES`` bytes of
+    UTF-8. Raises ``InvalidInput`` naming ``errorMessage``."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput("errorMessage", "must be a string")
+    if "\x00" in value:
+        raise InvalidInput("errorMessage", "must not contain NUL characters")
+    if len(check.storable("errorMessage", value)) > MAX_ERROR_BYTES:
+        raise InvalidInput("errorMessage", f"must be at most {MAX_ERROR_BYTES} bytes of UTF-8")
+    return value
+
+
+class current_tx(FunctionElement[int]):
+    """The log position of the writing transaction: its id on PostgreSQL, 0 on SQLite."""
+
+    type = sa.BigInteger()
+    inherit_cache = True
+
+
+@compiles(current_tx, "postgresql")
+def _current_tx_postgresql(element: current_tx, compiler: SQLCompiler, **kw: Any) -> str:
+    return "pg_current_xact_id()::text::bigint"
+
+
+@compiles(current_tx, "sqlite")
+def _current_tx_sqlite(element: current_tx, compiler: SQLCompiler, **kw: Any) -> str:
+    return "0"
+
+
+class safe_horizon(FunctionElement[int]):
+    """The ``tx`` below which every event is committed and none can still come: on
+    PostgreSQL the oldest transaction still running in the reading statement's snapshot
+    (``pg_snapshot_xip``), leaving out those ``pg_stat_activity`` shows running in another
+    database (they cannot write this one's log), else the snapshot's ``xmax``; on SQLite 1
+    (every ``tx`` is 0)."""
+
+    type = sa.BigInteger()
+    inherit_cache = True
+
+
+@compiles(safe_horizon, "postgresql")
+def _safe_horizon_postgresql(element: safe_horizon, compiler: SQLCompiler, **kw: Any) -> str:
+    # ``pg_snapshot_xmin`` alone would be held back by a long transaction of any database
+    # on the cluster. A session that ended since the snapshot is not left out (unknown:
+    # it may have been this database's), nor one whose database is not shown.
+    return (
+        "coalesce((SELECT min(running) FROM pg_snapshot_xip(pg_current_snapshot()) AS running"
+        " WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity AS other"
+        " WHERE other.backend_xid = running::xid AND other.datname <> current_database())),"
+        " pg_snapshot_xmax(pg_current_snapshot()))::text::bigint"
+    )
+
+
+@compiles(safe_horizon, "sqlite")
+def _safe_horizon_sqlite(element: safe_horizon, compiler: SQLCompiler, **kw: Any) -> str:
+    return "1"
+
+
+def sequence_of(tx: int, event_id: int) -> str:
+    """The ``sequence`` clients see of the event ``(tx, id)``: 32 hex digits."""
+    return f"{tx:016x}{event_id:016x}"
+
+
+def position(field: str, sequence: Any) -> tuple[int, int]:
+    """The ``(tx, id)`` of a ``sequence``. Raises ``InvalidInput`` naming ``field`` for one
+    this store did not hand out."""
+    if not isinstance(sequence, str) or len(sequence) != 32:
+        raise InvalidInput(field, "must be an event sequence")
+    try:
+        return int(sequence[:16], 16), int(sequence[16:], 16)
+    except ValueError:
+        raise InvalidInput(field, "must be an event sequence") from None
+
+
+@dataclass(frozen=True)
+class PerRow:
+    """An action decided for each written row by ``expression`` over its columns;
+    ``with_error``: its events carry the row's ``last_error``."""
+
+    expression: Callable[[Any], sa.ColumnElement[str]]
+    with_error: bool = False
+
+
+Action = str | PerRow
+"""A logged write's action: one for every row, or one per row (``PerRow``)."""
+
+Values = Callable[[Any, Any, Any, bool], dict[str, Any]]
+"""An event's columns, given the written row's columns (``.c`` of what the write returned),
+the action (an expression), the actor (an expression) and whether the event carries the
+row's ``last_error``."""
+
+
+@dataclass(frozen=True)
+class Log:
+    """One event log: its table, the logged table, the columns of a written row its events
+    read (``source``), the event's columns (``values``), what names one row (``row``) and
+    the actions whose events carry the row's error message (``errors``)."""
+
+    table: sa.Table
+    logged: sa.Table
+    source: tuple[str, ...]
+    values: Values
+    row: tuple[str, ...]
+    errors: frozenset[str]
+
+
+def _operation_event(row: Any, action: Any, actor: Any, carries_error: bool) -> dict[str, Any]:
+    return {
+        "tx": current_tx(),
+        "caller_did": row.caller_did,
+        "operation_id": row.operation_id,
+        "at": row.updated_at,
+        "action": action,
+        "actor_did": actor,
+        "to_state": row.state,
+        "attempts": row.attempts,
+        "kind": row.last_kind if carries_error else sa.null(),
+        "http_status": row.last_http_status if carries_error else sa.null(),
+        "message": row.last_error if carries_error else sa.null(),
+    }
+
+
+def _watch_event(row: Any, action: Any, actor: Any, carries_error: bool) -> dict[str, Any]:
+    return {
+        "tx": current_tx(),
+        "owner_did": row.owner_did,
+        "connector_name": row.connector_name,
+        "model": row.model,
+        "account_key": row.account_key,
+        "source_id": row.source_id,
+        "at": row.updated_at,
+        "action": action,
+        "actor_did": actor,
+        "generation": row.repair_generation,
+        "to_status": row.verification_status,
+        "verification_attempts": row.verification_attempts,
+        "message": row.last_error if carries_error else sa.null(),
+    }
+
+
+OPERATIONS = Log(
+    operation_event,
+    op,
+    (
+        "caller_did",
+        "operation_id",
+        "updated_at",
+        "state",
+        "attempts",
+        "last_kind",
+        "last_http_status",
+        "last_error",
+        "lease_token",
+    ),
+    _operation_event,
+    ("caller_did", "operation_id"),
+    OPERATION_ERRORS,
+)
+"""The operations' log."""
+
+WATCH_IDENTITY_COLUMNS = ("owner_did", "connector_name", "model", "account_key", "source_id")
+WATCHES = Log(
+    watch_event,
+    watch,
+    (
+        *WATCH_IDENTITY_COLUMNS,
+        "updated_at",
+        "repair_generation",
+        "verification_status",
+        "verification_attempts",
+        "last_error",
+    ),
+    _watch_event,
+    WATCH_IDENTITY_COLUMNS,
+    WATCH_ERRORS,
+)
+"""The watches' log."""
+
+ACTOR = param("p_actor", operation_event.c.actor_did)
+"""The actor of a ``Prepared`` logged write, bound by ``Logged.run``."""
+PRIOR_TOKEN = sa.Column("prior_token", sa.Text)
+"""The lease token a leasing write found, before it wrote (``taken_over``)."""
+
+
+LEASE_ACTION = PerRow(
+    lambda row: sa.case(
+        (
+            sa.and_(row.prior_token.is_not(None), row.prior_token != row.lease_token),
+            sa.literal(TAKEN_OVER),
+        ),
+        else_=sa.literal(LEASED),
+    )
+)
+"""``taken_over`` when the written row's lease was another token's before the write (the
+row's ``prior_token``), else ``leased``."""
+
+VERIFICATION_ACTION = PerRow(
+    lambda row: sa.case(
+        (row.verification_status == sa.literal("verified"), sa.literal(VERIFIED)),
+        (row.verification_status == sa.literal("repair_failed"), sa.literal(REPAIR_FAILED)),
+        else_=sa.literal(PENDING),
+    ),
+    with_error=True,
+)
+"""A verification's action by the status it left: ``verified``, ``repair_failed`` or
+``pending``."""
+
+
+def _event_select(log: Log, action: Action, rows: Any, actor: Any) -> tuple[list[str], Any]:
+    expression: sa.ColumnElement[str]
+    if isinstance(action, str):
+        expression, carries_error = sa.literal(action), action in log.errors
+    else:
+        expression, carries_error = action.expression(rows.c), action.with_error
+    values = log.values(rows.c, expression, actor, carries_error)
+    names = list(values)
+    return names, sa.select(*(values[name] for name in names)).select_from(rows)
+
+
+def appended(log: Log, action: Action, changed: sa.CTE, actor: Any) -> sa.CTE:
+    """The CTE that appends the event of each row of ``changed`` (a writable CTE returning
+    at least ``log.source``) to the log (PostgreSQL): add it to the statement that reads
+    ``changed`` (``add_cte``)."""
+    names, events = _event_select(log, action, changed, actor)
+    return sa.insert(log.table).from_select(names, events).cte(f"appended_{changed.name}")
+
+
+def with_events(log: Log, action: Action, write: Any, actor: Any) -> sa.Select[Any]:
+    """``write`` (returning the written rows: at least ``log.source``) and the event of
+    each row it returned, as one statement (PostgreSQL): a writable CTE whose answer is
+    the write's rows."""
+    changed = write.cte("changed")
+    return sa.select(changed).add_cte(appended(log, action, changed, actor))
+
+
+def current_actor_value() -> sa.BindParameter[str]:
+    """The actor (``store.context.current_actor``) as a value of a statement built per
+    call."""
+    return sa.literal(current_actor(), sa.Text)
+
+
+def _appender(log: Log, action: Action, extras: Sequence[sa.Column[Any]]) -> ItemStatement:
+    columns = {name: log.logged.c[name] for name in log.source} | {c.name: c for c in extras}
+
+    def build(_: Any, rows: sa.FromClause) -> Any:
+        names, events = _event_select(log, action, rows, ACTOR)
+        return sa.insert(log.table).from_select(names, events.where(sa.true()))
+
+    return ItemStatement(columns, build)
+
+
+async def _append(
+    db: Database, appender: ItemStatement, rows: Sequence[Row], params: Mapping[str, Any]
+) -> None:
+    """SQLite: the events of ``rows`` (just written, in this transaction), one statement."""
+    if not rows:
+        return
+    items = [{name: row[name] for name in appender.columns} for row in rows]
+    prepared, values = appender.bind(False, items, **params)
+    await db.write_prepared_all(prepared, values)
+
+
+class Logged:
+    """A ``Prepared`` write of ``log.logged`` (``write(insert)`` returning the written rows)
+    that logs ``action`` for each row it wrote. ``extras``: further columns the write
+    returns that the action reads (``PRIOR_TOKEN``). ``write`` is the write alone (what
+    SQLite runs before it appends; ``benchmarks/side_by_side.py`` measures the log's cost
+    against it)."""
+
+    def __init__(
+        self,
+        log: Log,
+        action: Action,
+        write: Callable[[Callable[[sa.Table], Any]], Any],
+        extras: Sequence[sa.Column[Any]] = (),
+    ) -> None:
+        self._postgres = Prepared(lambda insert: with_events(log, action, write(insert), ACTOR))
+        self.write = Prepared(write)
+        self._append = _appender(log, action, extras)
+
+    async def run(self, db: Database, params: Mapping[str, Any]) -> list[Row]:
+        """Run the write with ``params`` (by name) and append its events; returns the
+        written rows (none when a guard refused: then nothing is appended)."""
+        params = {**params, "p_actor": current_actor()}
+        if db.is_postgres:
+            return await db.write_prepared_all(self._postgres, params)
+        async with db.write_transaction():
+            rows = await db.write_prepared_all(self.write, params)
+            await _append(db, self._append, rows, params)
+        return rows
+
+    async def run_one(self, db: Database, params: Mapping[str, Any]) -> Row | None:
+        """``run`` of a write of at most one row: that row, or None."""
+        rows = await self.run(db, params)
+        return rows[0] if rows else None
+
+
+class LoggedItems:
+    """A batch write (``build(insert, rows)`` over a batch's item rows, as
+    ``ItemStatement``'s) that logs ``action`` for each row it wrote."""
+
+    def __init__(
+        self,
+        log: Log,
+        action: Action,
+        columns: Mapping[str, sa.Column[Any]],
+        build: Callable[[Callable[[sa.Table], Any], sa.FromClause], Any],
+        extras: Sequence[sa.Column[Any]] = (),
+    ) -> None:
+        self._postgres = ItemStatement(
+            columns, lambda insert, rows: with_events(log, action, build(insert, rows), ACTOR)
+        )
+        self._write = ItemStatement(columns, build)
+        self._append = _appender(log, action, extras)
+
+    async def run(
+        self, db: Database, items: Sequence[Mapping[str, Any]], **params: Any
+    ) -> list[Row]:
+        """Run the write over ``items`` with ``params`` and append its events; returns the
+        written rows."""
+        params["p_actor"] = current_actor()
+        if db.is_postgres:
+            prepared, values = self._postgres.bind(True, items, **params)
+            return await db.write_prepared_all(prepared, values)
+        async with db.write_transaction():
+            prepared, values = self._write.bind(False, items, **params)
+            rows = await db.write_prepared_all(prepared, values)
+            await _append(db, self._append, rows, params)
+        return rows
+
+
+DROP_OPERATION_EVENTS = ItemStatement(
+    {"caller_did": operation_event.c.caller_did, "operation_id": operation_event.c.operation_id},
+    lambda _, rows: (
+        sa.delete(operation_event)
+        .where(
+            sa.tuple_(operation_event.c.caller_did, operation_event.c.operation_id).in_(
+                sa.select(rows.c.caller_did, rows.c.operation_id)
+            )
+        )
+        .returning(operation_event.c.id)
+    ),
+)
+"""Delete every event of the items' operations (collected ones: their events go with
+them)."""
+
+
+async def drop_operation_events(db: Database, keys: Sequence[tuple[str, str]]) -> None:
+    """Delete the events of the operations at ``keys`` (``(caller_did, operation_id)``), one
+    statement; run it in the transaction that deletes the operations."""
+    if keys:
+        items = [{"caller_did": caller, "operation_id": ident} for caller, ident in keys]
+        prepared, values = DROP_OPERATION_EVENTS.bind(db.is_postgres, items)
+        await db.write_prepared_all(prepared, values)
+
+
+_appenders: dict[tuple[str, Action, tuple[str, ...]], ItemStatement] = {}
+
+
+async def append_events(
+    db: Database,
+    log: Log,
+    action: Action,
+    rows: Sequence[Row],
+    extras: Sequence[sa.Column[Any]] = (),
+) -> None:
+    """SQLite: append ``action``'s event of each of ``rows`` (written in the caller's
+    transaction, each holding ``log.source`` and the ``extras`` the action reads), one
+    statement."""
+    key = (log.table.name, action, tuple(column.name for column in extras))
+    appender = _appenders.get(key)
+    if appender is None:
+        appender = _appenders[key] = _appender(log, action, extras)
+    await _append(db, appender, rows, {"p_actor": current_actor()})
+
+
+async def run_logged(db: Database, log: Log, action: str, write: Any) -> list[Row]:
+    """Run ``write`` (a statement built for this call, returning the written rows) and
+    append ``action``'s event for each row it wrote; returns the written rows."""
+    if db.is_postgres:
+        return await db.write_all(with_events(log, action, write, current_actor_value()))
+    async with db.write_transaction():
+        rows = await db.write_all(write)
+        await append_events(db, log, action, rows)
+    return rows
+
+
+# --- reading ----------------------------------------------------------------------------
+
+
+def _previous(log: Log, event: Any, column: str) -> sa.ScalarSelect[Any]:
+    """The ``column`` of the event before ``event`` of the same row (None for its first)."""
+    earlier = log.table.alias("earlier")
+    return (
+        sa.select(earlier.c[column])
+        .where(*(earlier.c[name] == event.c[name] for name in log.row), earlier.c.id < event.c.id)
+        .order_by(earlier.c.id.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
+def _operation_events(event: Any) -> sa.Select[Any]:
+    return sa.select(event, _previous(OPERATIONS, event, "to_state").label("from_state"))
+
+
+def _watch_events(event: Any) -> sa.Select[Any]:
+    return sa.select(event, _previous(WATCHES, event, "to_status").label("from_status"))
+
+
+def operation_event_record(row: Row) -> OperationEventRecord:
+    """An ``OperationEventRecord`` from a read of ``operation_event`` with ``from_state``."""
+    return OperationEventRecord(
+        sequence=sequence_of(row["tx"], row["id"]),
+        caller_did=row["caller_did"],
+        operation_id=row["operation_id"],
+        at=row["at"],
+        action=row["action"],
+        actor_did=row["actor_did"],
+        from_state=row["from_state"],
+        to_state=row["to_state"],
+        attempts=row["attempts"],
+        kind=row["kind"],
+        http_status=row["http_status"],
+        message=row["message"],
+    )
+
+
+def watch_event_record(row: Row) -> WatchEventRecord:
+    """A ``WatchEventRecord`` from a read of ``watch_event`` with ``from_status``."""
+    return WatchEventRecord(
+        sequence=sequence_of(row["tx"], row["id"]),
+        owner_did=row["owner_did"],
+        connector_name=row["connector_name"],
+        model=row["model"],
+        account_key=row["account_key"],
+        source_id=row["source_id"],
+        at=row["at"],
+        action=row["action"],
+        actor_did=row["actor_did"],
+        generation=row["generation"],
+        from_status=row["from_status"],
+        to_status=row["to_status"],
+        verification_attempts=row["verification_attempts"],
+        message=row["message"],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class OperationEventFilter:
+    """Which operations' events ``operation_events_after`` reads; every field given must
+    match. ``states`` match the event's ``to_state``; the others the operation as it now
+    is (``visible_to``: its caller or owner). An empty ``states`` list matches nothing."""
+
+    caller_did: str | None = None
+    operation_id: str | None = None
+    owner_did: str | None = None
+    visible_to: str | None = None
+    connector_name: str | None = None
+    states: Sequence[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEventFilter:
+    """Which watches' events ``watch_events_after`` reads; every field given must match.
+    ``statuses`` match the event's ``to_status``; ``owner_did``, ``connector_name`` and
+    ``model`` the watch's identity. An empty ``statuses`` list matches nothing."""
+
+    owner_did: str | None = None
+    connector_name: str | None = None
+    model: str | None = None
+    statuses: Sequence[str] | None = None
+
+
+def _identity(identity: WatchIdentity) -> tuple[str, str, str, str, str]:
+    """The five parts of ``identity``, checked; raises ``InvalidInput`` naming one."""
+    owner, connector, model, account, source = (
+        check.key(field, value)
+        for field, value in zip(
+            ("ownerDID", "connectorName", "model", "accountKey", "sourceID"),
+            identity.parts,
+            strict=True,
+        )
+    )
+    return owner, connector, model, account, source
+
+
+def _limit(limit: Any) -> int:
+    return check.count("limit", limit, minimum=1, maximum=MAX_EVENTS)
+
+
+def _after_log(table: sa.Table, after: str | None) -> list[sa.ColumnElement[bool]]:
+    """Readable log events past ``after``: below the safe horizon, after its position."""
+    conditions: list[sa.ColumnElement[bool]] = [table.c.tx < safe_horizon()]
+    if after is not None:
+        conditions.append(sa.tuple_(table.c.tx, table.c.id) > sa.tuple_(*position("after", after)))
+    return conditions
+
+
+def _pages(
+    log: Log,
+    query: Callable[[Any], sa.Select[Any]],
+    keys: Sequence[tuple[str, ...]],
+    after: str | None,
+    limit: int,
+) -> sa.Select[Any]:
+    """The first ``limit`` events after ``after`` (an event ``sequence``: by ``id``, each
+    row's order) of each row at ``keys`` (``log.row``'s values), each with its size
+    (``SIZE``), by row and then oldest first: one statement for every key."""
+    event = log.table
+    names = [event.c[name] for name in log.row]
+    ranked = sa.select(
+        event,
+        sa.func.row_number().over(partition_by=names, order_by=event.c.id).label("place"),
+    ).where(sa.tuple_(*names).in_([sa.tuple_(*key) for key in keys]))
+    if after is not None:
+        ranked = ranked.where(event.c.id > position("after", after)[1])
+    page = ranked.subquery("page")
+    size = row_bytes(page.c[column.name] for column in event.c)
+    chosen = query(page).add_columns(size.label(SIZE))
+    return chosen.where(page.c.place <= _limit(limit)).order_by(
+        *(page.c[name] for name in log.row), page.c.id
+    )
+
+
+def _measured(page: Sequence[tuple[_Event, int]]) -> Measured[_Event]:
+    return Measured((record for record, _ in page), (size for _, size in page))
+
+
+class EventsStore:
+    """The readers of the event log (the writers append through ``Logged`` and friends)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def operation_events_of(
+        self, keys: Sequence[OperationKey], *, after: str | None = None, limit: int
+    ) -> dict[tuple[str, str], Measured[OperationEventRecord]]:
+        """``operation_events`` of each operation at ``keys`` (for DataLoaders), each page
+        with its events' sizes (``store.sizes``), in one statement per 500 keys. Raises
+        ``InvalidInput`` naming a key's field, ``after`` or ``limit``."""
+        wanted = sorted(
+            {
+                (
+                    check.key("callerDID", key.caller_did),
+                    check.key("operationID", key.operation_id),
+                )
+                for key in keys
+            }
+        )
+        found: dict[tuple[str, str], list[tuple[OperationEventRecord, int]]] = {
+            key: [] for key in wanted
+        }
+        for chunk in chunked(wanted):
+            query = _pages(OPERATIONS, _operation_events, chunk, after, limit)
+            for row in await self._db.fetch_all(query):
+                key = (row["caller_did"], row["operation_id"])
+                found[key].append((operation_event_record(row), row[SIZE]))
+        return {key: _measured(page) for key, page in found.items()}
+
+    async def watch_events_of(
+        self, identities: Sequence[WatchIdentity], *, after: str | None = None, limit: int
+    ) -> dict[WatchIdentity, Measured[WatchEventRecord]]:
+        """``watch_events`` of each watch at ``identities`` (for DataLoaders), as
+        ``operation_events_of``."""
+        wanted = sorted({_identity(identity) for identity in identities})
+        found: dict[WatchIdentity, list[tuple[WatchEventRecord, int]]] = {
+            WatchIdentity(*parts): [] for parts in wanted
+        }
+        for chunk in chunked(wanted):
+            query = _pages(WATCHES, _watch_events, chunk, after, limit)
+            for row in await self._db.fetch_all(query):
+                record = watch_event_record(row)
+                found[WatchIdentity.of(record)].append((record, row[SIZE]))
+        return {identity: _measured(page) for identity, page in found.items()}
+
+    async def operation_events(
+        self,
+        key: OperationKey,
+        *,
+        after: str | None = None,
+        limit: int = DEFAULT_EVENTS,
+    ) -> list[OperationEventRecord]:
+        """The events of the operation at ``key``, oldest first (in the order their writes
+        committed), after the event ``after`` (a ``sequence`` of this operation's), at most
+        ``limit`` (1 to 500). Raises ``InvalidInput`` naming ``after`` or ``limit``."""
+        event = operation_event
+        query = (
+            _operation_events(event)
+            .where(
+                event.c.caller_did == check.key("callerDID", key.caller_did),
+                event.c.operation_id == check.key("operationID", key.operation_id),
+            )
+            .order_by(event.c.id)
+            .limit(_limit(limit))
+        )
+        if after is not None:
+            query = query.where(event.c.id > position("after", after)[1])
+        return [operation_event_record(row) for row in await self._db.fetch_all(query)]
+
+    async def watch_events(
+        self,
+        identity: WatchIdentity,
+        *,
+        after: str | None = None,
+        limit: int = DEFAULT_EVENTS,
+    ) -> list[WatchEventRecord]:
+        """The events of the watch at ``identity``, oldest first, after the event ``after``
+        (a ``sequence`` of this watch's), at most ``limit`` (1 to 500). Raises
+        ``InvalidInput`` naming a part of the identity, ``after`` or ``limit``."""
+        event = watch_event
+        parts = dict(zip(WATCH_IDENTITY_COLUMNS, _identity(identity), strict=True))
+        query = (
+            _watch_events(event)
+            .where(*(event.c[name] == value for name, value in parts.items()))
+            .order_by(event.c.id)
+            .limit(_limit(limit))
+        )
+        if after is not None:
+            query = query.where(event.c.id > position("after", after)[1])
+        return [watch_event_record(row) for row in await self._db.fetch_all(query)]
+
+    async def operation_events_after(
+        self,
+        after: str | None,
+        limit: int = DEFAULT_EVENTS,
+        filter: OperationEventFilter | None = None,
+    ) -> list[OperationEventRecord]:
+        """Events of the operations log after the position ``after`` (a ``sequence``; None:
+        from the oldest kept), in log order, at most ``limit`` (1 to 500), only up to the
+        safe horizon (the module's docstring): a reader that resumes after the last one
+        returned never misses an event that commits later. ``filter`` narrows them
+        (``OperationEventFilter``). Raises ``InvalidInput`` naming ``after``, ``limit`` or a
+        filter field."""
+        event = operation_event
+        where = filter or OperationEventFilter()
+        query = _operation_events(event).where(*_after_log(event, after))
+        if where.states is not None:
+            states = sorted(set(check.key_list("states", where.states)))
+            if not states:
+                return []
+            query = query.where(event.c.to_state.in_(states))
+        row_filters = {
+            "callerDID": (op.c.caller_did, where.caller_did),
+            "operationID": (op.c.operation_id, where.operation_id),
+            "ownerDID": (op.c.owner_did, where.owner_did),
+            "connectorName": (op.c.connector_name, where.connector_name),
+        }
+        conditions = [
+            column == check.key(field, value)
+            for field, (column, value) in row_filters.items()
+            if value is not None
+        ]
+        if where.visible_to is not None:
+            did = check.key("visibleTo", where.visible_to)
+            conditions.append(sa.or_(op.c.caller_did == did, op.c.owner_did == did))
+        if conditions:
+            query = query.where(
+                sa.exists().where(
+                    op.c.caller_did == event.c.caller_did,
+                    op.c.operation_id == event.c.operation_id,
+                    *conditions,
+                )
+            )
+        query = query.order_by(event.c.tx, event.c.id).limit(_limit(limit))
+        return [operation_event_record(row) for row in await self._db.fetch_all(query)]
+
+    async def watch_events_after(
+        self,
+        after: str | None,
+        limit: int = DEFAULT_EVENTS,
+        filter: WatchEventFilter | None = None,
+    ) -> list[WatchEventRecord]:
+        """Events of the watches log after the position ``after``, as
+        ``operation_events_after`` reads the operations'. Raises ``InvalidInput`` naming
+        ``after``, ``limit`` or a filter field."""
+        event = watch_event
+        where = filter or WatchEventFilter()
+        query = _watch_events(event).where(*_after_log(event, after))
+        if where.statuses is not None:
+            statuses = sorted(set(check.key_list("statuses", where.statuses)))
+            if not statuses:
+                return []
+            query = query.where(event.c.to_status.in_(statuses))
+        identity_filters = {
+            "ownerDID": (event.c.owner_did, where.owner_did),
+            "connectorName": (event.c.connector_name, where.connector_name),
+            "model": (event.c.model, where.model),
+        }
+        for field, (column, value) in identity_filters.items():
+            if value is not None:
+                query = query.where(column == check.key(field, value))
+        query = query.order_by(event.c.tx, event.c.id).limit(_limit(limit))
+        return [watch_event_record(row) for row in await self._db.fetch_all(query)]
+
+    async def operation_events_collected(self, after: str) -> bool:
+        """True when ``after`` (a ``sequence``) is older than the oldest event the
+        operations log keeps: events after it may have been collected (the caller answers
+        ``EVENTS_COLLECTED``). Raises ``InvalidInput`` naming ``after``."""
+        return await self._older_than_kept(operation_event, after)
+
+    async def watch_events_collected(self, after: str) -> bool:
+        """``operation_events_collected`` for the watches log."""
+        return await self._older_than_kept(watch_event, after)
+
+    async def _older_than_kept(self, table: sa.Table, after: str) -> bool:
+        tx, event_id = position("after", after)
+        oldest = await self._db.fetch_one(
+            sa.select(table.c.tx, table.c.id).order_by(table.c.tx, table.c.id).limit(1)
+        )
+        return oldest is not None and (tx, event_id) < (oldest["tx"], oldest["id"])
