@@ -119,7 +119,7 @@ class CountsStore:
                 sa.func.sum(both.c.n).label("n"),
                 # A paused account's operations are due to no one (the due lists leave
                 # them out): decided once per group.
-                sa.case((guards.paused(both.c), 0), else_=sa.func.sum(both.c.due)).label("due"),
+                sa.case((guards.unpaused(both.c), sa.func.sum(both.c.due)), else_=0).label("due"),
                 sa.func.sum(both.c.in_flight).label("in_flight"),
             )
             .group_by(*keys)

@@ -19,7 +19,6 @@ from store import validation as check
 from store.context import StoreContext
 from store.database import Row
 from store.errors import InvalidInput
-from store.items import ItemStatement
 from store.events import (
     CANCELLED,
     FORCE_RELEASED,
@@ -30,6 +29,7 @@ from store.events import (
     LoggedItems,
     run_logged,
 )
+from store.items import ItemStatement
 from store.operations import (
     ABANDONED_SEND_MARKER,
     ORDER,
