@@ -48,12 +48,12 @@ lint: install
 	$(BIN)/mypy
 
 test: lint node
-	$(BIN)/pytest
+	$(BIN)/pytest --timeout 300
 
 # The long fault tests (real processes: SIGKILL, terminated backends, replicas, pgbouncer,
 # SIGTERM); each prints its counts.
 test-faults: install
-	$(BIN)/pytest -m faults -s tests/faults
+	$(BIN)/pytest --timeout 1200 -m faults -s tests/faults
 
 # The dashboard's browser tests (tests/ui): Debian's chromium (installed when missing) driven
 # by Playwright from the `ui` extra; on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
@@ -67,7 +67,7 @@ $(CHROMIUM):
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
 
 test-ui: $(VENV)/.ui $(CHROMIUM)
-	$(BIN)/pytest -m ui tests/ui
+	$(BIN)/pytest --timeout 600 -m ui tests/ui
 
 # A screenshot of each view of the dashboard, into docs/screenshots (SQLite only).
 screenshots: $(VENV)/.ui $(CHROMIUM)
