@@ -440,6 +440,16 @@ class LoggedItems:
         self._write = ItemStatement(columns, build)
         self._append = _appender(log, action, extras)
 
+    def bind(
+        self, is_postgres: bool, items: Sequence[Mapping[str, Any]], **params: Any
+    ) -> tuple[Prepared, dict[str, Any]]:
+        """The first statement ``run`` sends for the backend and its parameters, as
+        ``ItemStatement.bind``: on PostgreSQL the write with its events (one writable CTE),
+        on SQLite the write alone (its events follow in the same transaction). ``params``
+        must carry ``p_actor`` where the statement logs (``run`` sets it)."""
+        statement = self._postgres if is_postgres else self._write
+        return statement.bind(is_postgres, items, **params)
+
     async def run(
         self, db: Database, items: Sequence[Mapping[str, Any]], **params: Any
     ) -> list[Row]:
@@ -447,10 +457,10 @@ class LoggedItems:
         written rows."""
         params["p_actor"] = current_actor()
         if db.is_postgres:
-            prepared, values = self._postgres.bind(True, items, **params)
+            prepared, values = self.bind(True, items, **params)
             return await db.write_prepared_all(prepared, values)
         async with db.write_transaction():
-            prepared, values = self._write.bind(False, items, **params)
+            prepared, values = self.bind(False, items, **params)
             rows = await db.write_prepared_all(prepared, values)
             await _append(db, self._append, rows, params)
         return rows

@@ -84,7 +84,7 @@ async def test_plan__claim_operations_probes_the_entity_guards_per_item(
         )
     )
     await database.write_all(sa.text("ANALYZE"))
-    prepared, values = CLAIM_OPERATIONS.bind(True, claim_items(50), p_now=NOW)
+    prepared, values = CLAIM_OPERATIONS.bind(True, claim_items(50), p_now=NOW, p_actor=None)
     sql, arguments = prepared.bind(asyncpg_dialect(), values)
     connection = await asyncpg.connect(database_url.replace("+asyncpg", ""))
     try:
