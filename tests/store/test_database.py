@@ -16,6 +16,7 @@ from store import ConnectorStore, sqlite_pool
 from store.database import Database
 from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput
 from store.migrate import upgrade
+from store.operations import Finalize
 from store.tables import operation_tombstone
 from store.tombstones import PUT_TOMBSTONE
 from store.urls import sqlite_path
@@ -225,17 +226,22 @@ async def test_schema_change__under_cached_statements_is_busy_then_the_retry_app
     store = ConnectorStore(db, clock=clock)
     first = await claimed_operation(store)
     second = await claimed_operation(store, operation_id="op-2", source_id="evt-2")
-    finalize = store.operations.finalize_operation_and_arm_watch
-    assert await finalize("did:key:caller", "op-1", version=0, lease_token="lease-A", due_at=1)
+
+    def finalize(operation_id):
+        return store.operations.finalize_operation_and_arm_watch(
+            Finalize("did:key:caller", operation_id, version=0, lease_token="lease-A", due_at=1)
+        )
+
+    assert await finalize("op-1")
     changed = await change_column_type(database_url, "bigint")
     try:
         if changed:
             with pytest.raises(DatabaseBusy) as raised:
-                await finalize("did:key:caller", "op-2", version=0, lease_token="lease-A", due_at=1)
+                await finalize("op-2")
             assert isinstance(
                 raised.value.__cause__, asyncpg.exceptions.InvalidCachedStatementError
             )
-        done = await finalize("did:key:caller", "op-2", version=0, lease_token="lease-A", due_at=1)
+        done = await finalize("op-2")
         assert done is not None and done.operation.state == "committed"
         assert first.state == second.state == "attempted"
     finally:
