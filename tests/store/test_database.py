@@ -446,3 +446,35 @@ async def test_write_many__one_call_joins_the_transaction_and_rolls_back_with_it
         sa.select(operation_tombstone).order_by(operation_tombstone.c.collected_at)
     )
     assert [bytes(row["key_digest"]) for row in stored] == [row["p_key_digest"] for row in rows]
+
+
+async def test_statement_observer__sees_each_statement_with_its_transaction(database):
+    """``statement_observer`` gets each statement's SQL and values before the driver runs
+    it, with one value per ``write_transaction`` (nested blocks join it) and None outside
+    one; ``write_many`` reports each row; unset, nothing is reported."""
+    seen = []
+    database.statement_observer = lambda sql, values, tx: seen.append((sql, list(values), tx))
+    tombstone = {"p_envelope_digest": b"e" * 8, "p_final_state": 1, "p_collected_at": 1}
+    try:
+        await database.fetch_one(sa.select(sa.literal(1)))
+        async with database.write_transaction():
+            await database.fetch_one(sa.select(sa.literal(2)))
+            async with database.write_transaction():
+                await database.fetch_one(sa.select(sa.literal(3)))
+        async with database.write_transaction():
+            await database.fetch_one(sa.select(sa.literal(4)))
+        await database.write_many(
+            PUT_TOMBSTONE, [tombstone | {"p_key_digest": bytes([n]) * 12} for n in range(2)]
+        )
+    finally:
+        database.statement_observer = None
+    await database.fetch_one(sa.select(sa.literal(5)))
+
+    selects, puts = seen[:4], seen[4:]
+    assert [values for _, values, _ in selects] == [[1], [2], [3], [4]]
+    outside, first, nested, second = (tx for _, _, tx in selects)
+    assert outside is None and first is not None and second is not None
+    assert nested == first and second != first
+    assert [(sql, tx) for sql, _, tx in puts] == [(puts[0][0], None)] * 2
+    assert operation_tombstone.name in puts[0][0]
+    assert [bytes([n]) * 12 in values for n, (_, values, _) in enumerate(puts)] == [True, True]
