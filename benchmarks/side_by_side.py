@@ -45,7 +45,7 @@ from store import ConnectorStore
 from store.database import Database
 from store.events import Logged
 from store.migrate import upgrade
-from store.operations import OperationClaim, OperationFilter
+from store.operations import Finalize, OperationClaim, OperationFilter
 from store.records import OperationRecord
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -120,13 +120,15 @@ def store_lifecycle(store: ConnectorStore) -> Callable[..., Awaitable[None]]:
         assert marked is not None
         step_done()
         done = await operations.finalize_operation_and_arm_watch(
-            "did:bench:caller",
-            operation_id,
-            version=marked.version,
-            lease_token=token,
-            due_at=store.clock() + LEASE_MS,
-            result_entity={"id": operation_id},
-            provider_etag="etag-1",
+            Finalize(
+                "did:bench:caller",
+                operation_id,
+                version=marked.version,
+                lease_token=token,
+                due_at=store.clock() + LEASE_MS,
+                result_entity={"id": operation_id},
+                provider_etag="etag-1",
+            )
         )
         assert done is not None and done.operation.state == "committed"
 

@@ -7,8 +7,7 @@ the floors run the same SQL, values and transactions as the store, on the bare d
 """
 
 import secrets
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from typing import Any
 
 from store.database import Database
@@ -32,32 +31,18 @@ def recording_ids() -> Any:
 async def record(db: Database, lifecycle: Any) -> list[list[Statement]]:
     """The statements of one lifecycle, per step (``lifecycle(id, token, step_done)``)."""
     steps: list[list[Statement]] = [[]]
-    state: dict[str, Any] = {"tx": None, "next_tx": 0}
-    execute = db._execute
-    write_transaction = db.write_transaction
+    numbers: dict[object, int] = {}
+    """Each transaction's number, in the order its first statement ran."""
 
-    # Every statement reaches the driver through ``_execute``, the ones compiled per shape
-    # and the ``Prepared`` hot statements alike.
-    async def recording(sql: str, values: list[Any], *, one: bool) -> Any:
-        steps[-1].append((state["tx"], sql, list(values)))
-        return await execute(sql, values, one=one)
+    def recording(sql: str, values: Sequence[Any], transaction: object | None) -> None:
+        number = None if transaction is None else numbers.setdefault(transaction, len(numbers))
+        steps[-1].append((number, sql, list(values)))
 
-    @asynccontextmanager
-    async def transaction() -> AsyncIterator[None]:
-        state["tx"], state["next_tx"] = state["next_tx"], state["next_tx"] + 1
-        try:
-            async with write_transaction():
-                yield
-        finally:
-            state["tx"] = None
-
-    db._execute = recording  # type: ignore[method-assign]
-    db.write_transaction = transaction  # type: ignore[method-assign]
+    db.statement_observer = recording
     try:
         await lifecycle(RECORDED_ID, RECORDED_TOKEN, lambda: steps.append([]))
     finally:
-        del db._execute
-        del db.write_transaction
+        db.statement_observer = None
     return [step for step in steps if step]
 
 

@@ -14,6 +14,7 @@ from resolvers.mutations import (
     finalize_payload,
     fresh,
     to_claim,
+    to_finalize,
     to_transition,
     verification_payload,
 )
@@ -30,7 +31,7 @@ from schema.batches import (
     RecordVerificationsPayload,
 )
 from schema.results import FinalizeOperationPayload, OperationWritePayload
-from store.operations import CONTESTED_SEND_MARKER, Finalize, SendMark
+from store.operations import CONTESTED_SEND_MARKER, SendMark
 from store.records import OperationRecord, WatchIdentity
 from store.watches import Verification
 
@@ -111,19 +112,7 @@ class BatchMutation:
     async def finalize_operations(
         self, info: Info, input: FinalizeOperationsInput
     ) -> FinalizeOperationsPayload:
-        finals = [
-            Finalize(
-                item.caller_did,
-                item.operation_id,
-                version=item.version,
-                lease_token=item.lease_token,
-                due_at=item.due_at,
-                result_entity=item.result_entity,
-                provider_etag=item.provider_etag,
-                document_id=item.document_id,
-            )
-            for item in input.items
-        ]
+        finals = [to_finalize(item) for item in input.items]
         done = await info.context.store.batches.finalize_operations(finals)
         keys = [(final.caller_did, final.operation_id) for final in finals]
         refused = [key for key, result in zip(keys, done, strict=True) if result is None]

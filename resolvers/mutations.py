@@ -62,6 +62,7 @@ from store.operations import (
     CONTESTED_SEND_MARKER,
     ClaimResult,
     Finalization,
+    Finalize,
     OperationsStore,
     OperationTransition,
 )
@@ -81,8 +82,13 @@ WatchWrite = Callable[[WatchesStore], Awaitable[WatchRecord | None]]
 
 
 class OperationKey(Protocol):
-    caller_did: str
-    operation_id: str
+    """An operation's key, read-only so that a frozen record (``Finalize``) is one too."""
+
+    @property
+    def caller_did(self) -> str: ...
+
+    @property
+    def operation_id(self) -> str: ...
 
 
 CLAIM_FIELDS = tuple(field.name for field in dataclasses.fields(OperationClaim))
@@ -92,6 +98,15 @@ def to_claim(input: ClaimOperationInput) -> OperationClaim:
     """The store's claim for a ``claimOperation`` input, field by field of the claim
     (``ClaimOperationInput`` mirrors it): a field the input lacks raises AttributeError."""
     return OperationClaim(**{name: getattr(input, name) for name in CLAIM_FIELDS})
+
+
+FINALIZE_FIELDS = tuple(field.name for field in dataclasses.fields(Finalize))
+
+
+def to_finalize(input: FinalizeOperationInput) -> Finalize:
+    """The store's finalize for a ``finalizeOperation`` input, field by field of the record
+    (``FinalizeOperationInput`` mirrors it): a field the input lacks raises AttributeError."""
+    return Finalize(**{name: getattr(input, name) for name in FINALIZE_FIELDS})
 
 
 def to_transition(input: RecordOperationInput) -> OperationTransition:
@@ -349,20 +364,12 @@ class Mutation:
     async def finalize_operation(
         self, info: Info, input: FinalizeOperationInput
     ) -> FinalizeOperationPayload:
-        done = await info.context.store.operations.finalize_operation_and_arm_watch(
-            input.caller_did,
-            input.operation_id,
-            version=input.version,
-            lease_token=input.lease_token,
-            due_at=input.due_at,
-            result_entity=input.result_entity,
-            provider_etag=input.provider_etag,
-            document_id=input.document_id,
-        )
+        final = to_finalize(input)
+        done = await info.context.store.operations.finalize_operation_and_arm_watch(final)
         if done is not None:
             return finalize_payload(info, done)
         return FinalizeOperationPayload(
-            applied=False, operation=await operation_at(info, input), watch=None
+            applied=False, operation=await operation_at(info, final), watch=None
         )
 
     @fields.mutation(

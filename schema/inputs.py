@@ -5,6 +5,7 @@ import strawberry
 from schema.enums import ArmReason, DeferReason, OperationState, SyncStatus, VerificationStatus
 from schema.records import mirrors
 from schema.scalars import JSON, EpochMillis
+from store.operations import Finalize
 from store.records import OperationClaim, WatchIdentity
 
 
@@ -75,15 +76,9 @@ class RecordOperationInput:
 
 
 @strawberry.input(description="Commit a live operation and arm the watch of its entity.")
+@mirrors(Finalize, defaults=True)
 class FinalizeOperationInput:
-    caller_did: str
-    operation_id: str
-    version: int
-    lease_token: str
-    due_at: EpochMillis
-    result_entity: JSON | None = None
-    provider_etag: str | None = None
-    document_id: str | None = None
+    pass
 
 
 @strawberry.input(description="Which operations to list; every field given must match.")

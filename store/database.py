@@ -41,6 +41,7 @@ __all__ = [
     "PoolStats",
     "ResultRow",
     "Row",
+    "StatementObserver",
     "chunked",
     "fetch_in_chunks",
     "normalize_url",
@@ -68,7 +69,14 @@ _holding: ContextVar[object] = ContextVar("connector_store_holding", default=Non
 _sqlite_held: ContextVar[tuple[object, Any] | None] = ContextVar(
     "connector_store_sqlite_connection", default=None
 )
+_transaction: ContextVar[tuple["Database", object] | None] = ContextVar(
+    "connector_store_transaction", default=None
+)
+"""The ``write_transaction`` this task is in: its database and a marker of its own."""
 _T = TypeVar("_T")
+
+StatementObserver = Callable[[str, Sequence[Any], object | None], None]
+"""``Database.statement_observer``: called with (SQL, values, transaction or None)."""
 
 
 def chunked(items: Sequence[_T], size: int = IN_LIST_CHUNK) -> Iterator[Sequence[_T]]:
@@ -142,6 +150,15 @@ class Database:
     prepared-statement cache (None: asyncpg's default; 0 behind pgbouncer in transaction
     mode). ``pool_stats`` reads the gate's counts. Raises ``InvalidInput`` for a wait that is
     not positive or a lock or statement timeout that is negative.
+
+    ``statement_observer`` (None by default; for benchmarks and tests) is called, when set,
+    with ``(sql, values, transaction)`` for each statement sent to the driver, just before it
+    is sent: the SQL in the driver's paramstyle, its positional values, and ``transaction``
+    an opaque value that stands for the ``write_transaction`` the statement runs in (equal
+    for every statement of one transaction, nested blocks included, and unequal across
+    transactions) or None outside one. ``write_many`` reports each of its rows as one
+    statement; transaction control (``BEGIN``, ``COMMIT``, ``ROLLBACK``) and connection resets
+    are not reported. What the observer raises fails the statement's call, before it runs.
     """
 
     def __init__(
@@ -201,6 +218,7 @@ class Database:
         self._gate_size = pool_size if self.is_postgres else 1
         self._gate_in_use = 0
         self._gate_waiting = 0
+        self.statement_observer: StatementObserver | None = None
 
     async def _reset_connection(self, connection: Any) -> None:
         """asyncpg's ``reset`` (a public option of its pool, passed through by ``databases``)
@@ -318,7 +336,16 @@ class Database:
         sql, values = self._compile(query)
         return await self._execute(sql, values, one=one)
 
+    def _observe(self, sql: str, values: Sequence[Any]) -> None:
+        """Report one statement to ``statement_observer`` (set), with this task's
+        transaction of this database or None."""
+        assert self.statement_observer is not None
+        held = _transaction.get()
+        self.statement_observer(sql, values, held if held is not None and held[0] is self else None)
+
     async def _execute(self, sql: str, values: list[Any], *, one: bool) -> list[Row]:
+        if self.statement_observer is not None:
+            self._observe(sql, values)
         self._check_file()
         if self._sqlite is None:
             async with self._connection_slot():
@@ -420,6 +447,9 @@ class Database:
         bound = [statement.bind(self._dialect, row) for row in rows]
         sql = bound[0][0]
         values = [row_values for _, row_values in bound]
+        if self.statement_observer is not None:
+            for row_values in values:
+                self._observe(sql, row_values)
         self._check_file()
         async with self._writer():
             if self._sqlite is None:
@@ -488,6 +518,10 @@ class Database:
                     async with self._db.connection() as connection:
                         transaction = connection.raw_connection.transaction()
                         await transaction.start()
+                        outer = _transaction.get()
+                        mark = _transaction.set(
+                            outer if outer is not None and outer[0] is self else (self, object())
+                        )
                         try:
                             yield
                         except BaseException:
@@ -498,6 +532,8 @@ class Database:
                             with suppress(Exception):
                                 await transaction.rollback()
                             raise
+                        finally:
+                            _transaction.reset(mark)
                         await transaction.commit()
             return
         assert self._sqlite is not None
@@ -510,6 +546,7 @@ class Database:
             with driver_errors():
                 connection = await self._sqlite.acquire()
             token = _sqlite_held.set((self, connection))
+            mark = _transaction.set((self, object()))
             try:
                 with driver_errors():
                     await connection.execute("BEGIN IMMEDIATE")
@@ -522,5 +559,6 @@ class Database:
                 with driver_errors():
                     await connection.execute("COMMIT")
             finally:
+                _transaction.reset(mark)
                 _sqlite_held.reset(token)
                 await self._sqlite.release(connection)

@@ -40,6 +40,8 @@ from store.records import (
     OPERATION_STATES,
     TERMINAL_STATES,
     WATCH_IDENTITY,
+    EpochMs,
+    JsonValue,
     OperationClaim,
     OperationRecord,
     TombstoneRecord,
@@ -652,14 +654,14 @@ def record_item(change: OperationTransition) -> dict[str, Any]:
 class Finalize:
     """The input of ``finalize_operation_and_arm_watch`` (seed
     ``finalizeOperationAndArmWatch``); ``due_at`` epoch ms, ``result_entity`` any JSON
-    value."""
+    value. ``FinalizeOperationInput`` mirrors it."""
 
     caller_did: str
     operation_id: str
     version: int
     lease_token: str
-    due_at: int
-    result_entity: Any = None
+    due_at: EpochMs
+    result_entity: JsonValue = None
     provider_etag: str | None = None
     document_id: str | None = None
 
@@ -993,40 +995,19 @@ class OperationsStore:
         params = prefixed(item) | {"p_now": self._ctx.clock()}
         return await self._update_prepared(RECORD_OPERATION, params)
 
-    async def finalize_operation_and_arm_watch(
-        self,
-        caller_did: str,
-        operation_id: str,
-        *,
-        version: int,
-        lease_token: str,
-        due_at: int,
-        result_entity: Any = None,
-        provider_etag: str | None = None,
-        document_id: str | None = None,
-    ) -> Finalization | None:
-        """Commit a live operation and arm its watch, in one transaction.
+    async def finalize_operation_and_arm_watch(self, final: Finalize) -> Finalization | None:
+        """Commit the live operation at ``final``'s key and arm its watch, in one transaction.
 
-        CAS from attempted to committed on ``version`` and ``lease_token``: version +1,
-        one attempt counted, ``result_entity`` stored, ``provider_etag`` and
+        CAS from attempted to committed on ``final.version`` and ``final.lease_token``:
+        version +1, one attempt counted, ``result_entity`` stored, ``provider_etag`` and
         ``document_id`` replaced when given, send marker, next attempt and defer reason
         cleared, the lease kept. Then the watch of the operation's identity is created or
         opens its next generation, due at ``due_at`` (epoch ms), observing the document's
         current winner. Returns both records, or None (and writes nothing) when the CAS
-        refused or the operation is absent. Ports ``finalizeOperationAndArmWatch``.
+        refused or the operation is absent. Ports ``finalizeOperationAndArmWatch``. Raises
+        ``InvalidInput`` for a malformed field.
         """
-        item = finalize_item(
-            Finalize(
-                caller_did,
-                operation_id,
-                version=version,
-                lease_token=lease_token,
-                due_at=due_at,
-                result_entity=result_entity,
-                provider_etag=provider_etag,
-                document_id=document_id,
-            )
-        )
+        item = finalize_item(final)
         params = prefixed(item)
         async with self._db.write_transaction():
             row = await FINALIZE.run_one(self._db, params | {"p_now": self._ctx.clock()})
@@ -1037,7 +1018,7 @@ class OperationsStore:
                 committed.identity,
                 document_id=committed.document_id,
                 observed_winner=await self._read_winner(committed.document_id),
-                due_at=due_at,
+                due_at=final.due_at,
             )
         return Finalization(committed, armed)
 

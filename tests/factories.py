@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from store import ConnectorStore
 from store.context import StoreContext, random_id
 from store.database import Database
-from store.operations import OperationClaim, OperationTransition, claim_row
+from store.operations import Finalize, OperationClaim, OperationTransition, claim_row
 from store.records import (
     OperationRecord,
     PendingAuthRecord,
@@ -88,12 +88,14 @@ async def committed_operation(store: ConnectorStore, **overrides: Any) -> Operat
     """An operation finalized (committed) with its watch armed."""
     record = await marked_operation(store, **overrides)
     done = await store.operations.finalize_operation_and_arm_watch(
-        record.caller_did,
-        record.operation_id,
-        version=record.version,
-        lease_token=record.lease_token or "",
-        due_at=store.clock() + 60_000,
-        result_entity={"id": "remote-1"},
+        Finalize(
+            record.caller_did,
+            record.operation_id,
+            version=record.version,
+            lease_token=record.lease_token or "",
+            due_at=store.clock() + 60_000,
+            result_entity={"id": "remote-1"},
+        )
     )
     assert done is not None
     return done.operation

@@ -10,11 +10,12 @@ import pytest
 import strawberry
 
 from resolvers import fields
-from resolvers.mutations import to_claim
+from resolvers.mutations import to_claim, to_finalize
 from schema.names import to_graphql_name
 from schema.records import RecordMismatch, mirrors, record_values
 from server.graph import build_schema
 from store import tables
+from store.operations import Finalize
 from store.records import (
     AccountRecord,
     JsonValue,
@@ -47,6 +48,7 @@ def schema_fields(type_name: str) -> set[str]:
         ("ConsumedPendingAuth", PendingAuthRecord, set()),
         ("SyncState", SyncStateRecord, set()),
         ("ClaimOperationInput", OperationClaim, set()),
+        ("FinalizeOperationInput", Finalize, set()),
         ("WatchIdentityInput", WatchIdentity, set()),
     ],
 )
@@ -125,19 +127,34 @@ def test_record_values__refuses_a_type_that_mirrors_no_record():
         record_values(type("Loose", (), {}), Gadget(name="g", size=1, tags={}))
 
 
-def test_to_claim__takes_every_claim_field():
-    wanted = claim()
+FINALIZE = Finalize(
+    "did:key:caller",
+    "op-1",
+    version=2,
+    lease_token="lease-A",
+    due_at=5,
+    result_entity={"id": "remote-1"},
+    provider_etag="etag-1",
+    document_id="doc-1",
+)
+"""A finalize with no field at its default, so a field ``to_finalize`` dropped shows."""
 
-    assert to_claim(wanted) == wanted
+TO_RECORD = [(to_claim, claim()), (to_finalize, FINALIZE)]
 
 
-def test_to_claim__refuses_an_input_missing_a_claim_field():
+@pytest.mark.parametrize(("convert", "wanted"), TO_RECORD)
+def test_to_record__takes_every_record_field(convert, wanted):
+    assert convert(wanted) == wanted
+
+
+@pytest.mark.parametrize(("convert", "wanted"), TO_RECORD)
+def test_to_record__refuses_an_input_missing_a_record_field(convert, wanted):
     @dataclasses.dataclass
     class Partial:
         caller_did: str = "did:key:caller"
 
     with pytest.raises(AttributeError, match="operation_id"):
-        to_claim(Partial())  # type: ignore[arg-type]
+        convert(Partial())
 
 
 def test_watch_identity_of__reads_the_five_parts():

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from store import ConnectorStore
 from store.database import Database
+from store.operations import Finalize
 from store.records import ENVELOPE
 from tests.factories import (
     LEASE_MS,
@@ -130,12 +131,14 @@ async def test_finalize__20_concurrent_same_version_one_applies(store, clock):
 
     results = await race(
         store.operations.finalize_operation_and_arm_watch(
-            CALLER,
-            "op-1",
-            version=record.version,
-            lease_token="lease-A",
-            due_at=clock.now + n,
-            result_entity={"n": n},
+            Finalize(
+                CALLER,
+                "op-1",
+                version=record.version,
+                lease_token="lease-A",
+                due_at=clock.now + n,
+                result_entity={"n": n},
+            )
         )
         for n in range(20)
     )
@@ -163,11 +166,13 @@ async def test_finalize__concurrent_operations_of_one_watch_count_generations(st
 
     results = await race(
         store.operations.finalize_operation_and_arm_watch(
-            record.caller_did,
-            record.operation_id,
-            version=record.version,
-            lease_token="lease-A",
-            due_at=clock.now + 1_000,
+            Finalize(
+                record.caller_did,
+                record.operation_id,
+                version=record.version,
+                lease_token="lease-A",
+                due_at=clock.now + 1_000,
+            )
         )
         for record in records
     )
@@ -187,7 +192,9 @@ async def test_finalize_and_record_operation__race_on_one_version_one_wins(store
     record = await marked_operation(store)
     finalizes = [
         store.operations.finalize_operation_and_arm_watch(
-            CALLER, "op-1", version=record.version, lease_token="lease-A", due_at=clock.now
+            Finalize(
+                CALLER, "op-1", version=record.version, lease_token="lease-A", due_at=clock.now
+            )
         )
         for _ in range(10)
     ]

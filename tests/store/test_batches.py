@@ -292,16 +292,7 @@ FINALIZE_CASES = [
 
 
 async def finalize_one(store, final):
-    return await store.operations.finalize_operation_and_arm_watch(
-        final.caller_did,
-        final.operation_id,
-        version=final.version,
-        lease_token=final.lease_token,
-        due_at=final.due_at,
-        result_entity=final.result_entity,
-        provider_etag=final.provider_etag,
-        document_id=final.document_id,
-    )
+    return await store.operations.finalize_operation_and_arm_watch(final)
 
 
 async def finalize_many(store, finals):

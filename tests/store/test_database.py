@@ -16,6 +16,7 @@ from store import ConnectorStore, sqlite_pool
 from store.database import Database
 from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput
 from store.migrate import upgrade
+from store.operations import Finalize
 from store.tables import operation_tombstone
 from store.tombstones import PUT_TOMBSTONE
 from store.urls import sqlite_path
@@ -225,17 +226,22 @@ async def test_schema_change__under_cached_statements_is_busy_then_the_retry_app
     store = ConnectorStore(db, clock=clock)
     first = await claimed_operation(store)
     second = await claimed_operation(store, operation_id="op-2", source_id="evt-2")
-    finalize = store.operations.finalize_operation_and_arm_watch
-    assert await finalize("did:key:caller", "op-1", version=0, lease_token="lease-A", due_at=1)
+
+    def finalize(operation_id):
+        return store.operations.finalize_operation_and_arm_watch(
+            Finalize("did:key:caller", operation_id, version=0, lease_token="lease-A", due_at=1)
+        )
+
+    assert await finalize("op-1")
     changed = await change_column_type(database_url, "bigint")
     try:
         if changed:
             with pytest.raises(DatabaseBusy) as raised:
-                await finalize("did:key:caller", "op-2", version=0, lease_token="lease-A", due_at=1)
+                await finalize("op-2")
             assert isinstance(
                 raised.value.__cause__, asyncpg.exceptions.InvalidCachedStatementError
             )
-        done = await finalize("did:key:caller", "op-2", version=0, lease_token="lease-A", due_at=1)
+        done = await finalize("op-2")
         assert done is not None and done.operation.state == "committed"
         assert first.state == second.state == "attempted"
     finally:
@@ -440,3 +446,35 @@ async def test_write_many__one_call_joins_the_transaction_and_rolls_back_with_it
         sa.select(operation_tombstone).order_by(operation_tombstone.c.collected_at)
     )
     assert [bytes(row["key_digest"]) for row in stored] == [row["p_key_digest"] for row in rows]
+
+
+async def test_statement_observer__sees_each_statement_with_its_transaction(database):
+    """``statement_observer`` gets each statement's SQL and values before the driver runs
+    it, with one value per ``write_transaction`` (nested blocks join it) and None outside
+    one; ``write_many`` reports each row; unset, nothing is reported."""
+    seen = []
+    database.statement_observer = lambda sql, values, tx: seen.append((sql, list(values), tx))
+    tombstone = {"p_envelope_digest": b"e" * 8, "p_final_state": 1, "p_collected_at": 1}
+    try:
+        await database.fetch_one(sa.select(sa.literal(1)))
+        async with database.write_transaction():
+            await database.fetch_one(sa.select(sa.literal(2)))
+            async with database.write_transaction():
+                await database.fetch_one(sa.select(sa.literal(3)))
+        async with database.write_transaction():
+            await database.fetch_one(sa.select(sa.literal(4)))
+        await database.write_many(
+            PUT_TOMBSTONE, [tombstone | {"p_key_digest": bytes([n]) * 12} for n in range(2)]
+        )
+    finally:
+        database.statement_observer = None
+    await database.fetch_one(sa.select(sa.literal(5)))
+
+    selects, puts = seen[:4], seen[4:]
+    assert [values for _, values, _ in selects] == [[1], [2], [3], [4]]
+    outside, first, nested, second = (tx for _, _, tx in selects)
+    assert outside is None and first is not None and second is not None
+    assert nested == first and second != first
+    assert [(sql, tx) for sql, _, tx in puts] == [(puts[0][0], None)] * 2
+    assert operation_tombstone.name in puts[0][0]
+    assert [bytes([n]) * 12 in values for n, (_, values, _) in enumerate(puts)] == [True, True]

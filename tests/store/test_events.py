@@ -95,11 +95,13 @@ async def test_operation_lifecycle__one_event_per_write_in_order(store, clock):
         assert marked is not None
         clock.advance(1)
         done = await store.operations.finalize_operation_and_arm_watch(
-            record.caller_did,
-            record.operation_id,
-            version=0,
-            lease_token="lease-A",
-            due_at=clock.now + VERIFY_DUE_MS,
+            Finalize(
+                record.caller_did,
+                record.operation_id,
+                version=0,
+                lease_token="lease-A",
+                due_at=clock.now + VERIFY_DUE_MS,
+            )
         )
         assert done is not None
 
@@ -252,7 +254,9 @@ async def test_refused_writes__append_nothing(store, clock):
     assert await store.operations.record_operation(transition(record, version=7)) is None
     assert (
         await store.operations.finalize_operation_and_arm_watch(
-            record.caller_did, record.operation_id, version=3, lease_token="lease-A", due_at=0
+            Finalize(
+                record.caller_did, record.operation_id, version=3, lease_token="lease-A", due_at=0
+            )
         )
         is None
     )

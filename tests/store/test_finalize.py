@@ -5,6 +5,7 @@ import pytest
 import sqlalchemy as sa
 
 from store.errors import InvalidInput
+from store.operations import Finalize
 from store.records import WatchIdentity
 from store.tables import projection_watch as watch_table
 from tests.factories import (
@@ -29,7 +30,7 @@ async def finalize(store, record, **overrides):
         "result_entity": {"id": "remote-1", "etag": "e1"},
     } | overrides
     return await store.operations.finalize_operation_and_arm_watch(
-        record.caller_did, record.operation_id, **arguments
+        Finalize(record.caller_did, record.operation_id, **arguments)
     )
 
 

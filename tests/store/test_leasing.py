@@ -360,9 +360,7 @@ async def claimants_writes(store, clock, record):
         "renews": list(
             await store.leasing.renew_leases("lease-A", LEASE_MS, [(caller, operation)])
         ),
-        "finalize": await store.operations.finalize_operation_and_arm_watch(
-            caller, operation, version=record.version, lease_token="lease-A", due_at=5
-        ),
+        "finalize": await store.operations.finalize_operation_and_arm_watch(final),
         "finalizes": await store.batches.finalize_operations([final]),
         "record": await store.operations.record_operation(
             transition(record, lease_token="lease-A", to_state="failed")

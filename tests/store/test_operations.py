@@ -10,6 +10,7 @@ from store.operations import (
     ABANDONED_SEND_MARKER,
     CONTESTED_SEND_MARKER,
     RESERVED_SEND_MARKERS,
+    Finalize,
 )
 from store.records import ENVELOPE
 from store.tables import operation as op_table
@@ -452,7 +453,7 @@ async def test_acquire_lease__takeover_then_finalize_counts_both_sends(store, cl
     )
     assert refund is None
     done = await store.operations.finalize_operation_and_arm_watch(
-        CALLER, "op-1", version=marked.version, lease_token="lease-B", due_at=clock.now
+        Finalize(CALLER, "op-1", version=marked.version, lease_token="lease-B", due_at=clock.now)
     )
 
     assert done is not None and done.operation.attempts == 2
@@ -1104,7 +1105,7 @@ async def test_write__absent_key_none(store, clock, write):
         "defer_operation": lambda: operations.defer_operation(CALLER, "op-ghost", clock.now),
         "record_operation": lambda: operations.record_operation(transition(record)),
         "finalize_operation_and_arm_watch": lambda: operations.finalize_operation_and_arm_watch(
-            CALLER, "op-ghost", version=0, lease_token="lease-A", due_at=clock.now
+            Finalize(CALLER, "op-ghost", version=0, lease_token="lease-A", due_at=clock.now)
         ),
     }
 

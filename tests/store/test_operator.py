@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from store.errors import InvalidInput
-from store.operations import OperationFilter
+from store.operations import Finalize, OperationFilter
 from store.operator import COPIED, reissue_columns, reissue_key
 from store.records import OPERATION_FIELDS
 from store.tables import operation
@@ -71,7 +71,7 @@ async def test_cancel_operations__holder_refused_afterwards(store, clock):
     renewed = await store.operations.renew_lease(*key, "lease-A", clock() + LEASE_MS)
     marked = await store.operations.mark_send_started(*key, "lease-A", "run-1")
     final = await store.operations.finalize_operation_and_arm_watch(
-        *key, version=held.version + 1, lease_token="lease-A", due_at=clock()
+        Finalize(*key, version=held.version + 1, lease_token="lease-A", due_at=clock())
     )
     recorded = await store.operations.record_operation(
         transition(held, from_state="failed", version=held.version + 1)

@@ -7,6 +7,7 @@ import sqlalchemy as sa
 
 from store import ConnectorStore
 from store.errors import CasRetriesExhausted, InvalidInput, ReservedValue
+from store.operations import Finalize
 from store.records import WatchIdentity
 from store.tables import projection_watch as watch_table
 from store.watches import CAS_ATTEMPTS, WatchFilter
@@ -696,11 +697,13 @@ async def test_resume_offline_deferred__only_offline_rows(store, clock):
 async def test_resume_offline_deferred__terminal_operation_untouched(store, clock):
     record = await deferred_operation(store, clock, "offline")
     finalized = await store.operations.finalize_operation_and_arm_watch(
-        record.caller_did,
-        record.operation_id,
-        version=record.version,
-        lease_token="lease-A",
-        due_at=clock.now,
+        Finalize(
+            record.caller_did,
+            record.operation_id,
+            version=record.version,
+            lease_token="lease-A",
+            due_at=clock.now,
+        )
     )
     assert finalized is not None
     # finalize clears the defer reason: write one back to prove the state guard holds
