@@ -1,6 +1,7 @@
 """The JS ``graphql-ws`` client (tests/node/live.mjs) against the server's graphql-transport-ws,
-on both backends: a token in ``connectionParams``, signals as claims commit, and a refused
-token closed with 4403 and its reason."""
+on both backends: a token in ``connectionParams``, signals as claims commit, a refused
+token closed with 4403 and its reason, and a token that expires mid-stream ending its
+subscription with ``UNAUTHENTICATED`` and then the connection with 4403."""
 
 import asyncio
 import json
@@ -9,15 +10,21 @@ from typing import Any
 
 import pytest
 
+from resolvers.codes import UNAUTHENTICATED
+from server.settings import Settings
 from tests.api.live_client import served
 from tests.e2e.live import NODE_DIR
 from tests.factories import claimed_operation
-from tests.tokens import SERVICE_TOKEN
+from tests.tokens import SERVICE_TOKEN, mint
 
 WAIT_S = 15.0
 
 
-async def node_client(url: str, token: str, connector: str, count: int) -> Any:
+async def node_client(
+    url: str, token: str, connector: str, count: int, *, keep: bool = False
+) -> Any:
+    """live.mjs subscribed to ``connector``'s work for ``count`` results; ``keep``: a completed
+    subscription leaves the connection open until the server closes it."""
     binary = shutil.which("node")
     if binary is None:
         pytest.skip("node is not installed")
@@ -30,6 +37,7 @@ async def node_client(url: str, token: str, connector: str, count: int) -> Any:
         token,
         connector,
         str(count),
+        *(["keep"] if keep else []),
         cwd=NODE_DIR,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -73,3 +81,22 @@ async def test_graphql_ws_client__a_refused_token_is_closed_4403_with_its_reason
             await process.wait()
     assert closed["closed"] == 4403
     assert "not a well-formed JWT" in closed["reason"]
+
+
+async def test_graphql_ws_client__an_expiring_token_ends_the_stream_then_closes_4403(store):
+    settings = Settings(sweeper=False, jwt_leeway_seconds=0)
+    async with served(store, settings) as server:
+        process = await node_client(server.ws, mint(ttl=2), "calendar", 10, keep=True)
+        try:
+            first = await line(process)
+            assert first["data"]["workAvailable"]["connectorName"] == "calendar"
+            ended = await line(process)
+            assert await line(process) == {"complete": True}
+            closed = await line(process)
+        finally:
+            if process.returncode is None:
+                process.kill()
+            await process.wait()
+    assert [error["extensions"]["code"] for error in ended["errors"]] == [UNAUTHENTICATED]
+    assert closed["closed"] == 4403
+    assert "expired" in closed["reason"]

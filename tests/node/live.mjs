@@ -1,12 +1,13 @@
 // A graphql-ws client (the `graphql-ws` library over `ws`) subscribed to workAvailable,
 // driven by tests/api/test_live_node.py: prints each result, or how the connection ended,
-// as one JSON line, and exits after COUNT results.
+// as one JSON line, and exits after COUNT results. With KEEP "keep", a completed subscription
+// prints {"complete": true} and leaves the connection open until the server closes it.
 //
-//   node live.mjs WS_URL TOKEN CONNECTOR COUNT      (TOKEN "-": none)
+//   node live.mjs WS_URL TOKEN CONNECTOR COUNT [KEEP]      (TOKEN "-": none)
 import { createClient } from "graphql-ws";
 import WebSocket from "ws";
 
-const [url, token, connector, count] = process.argv.slice(2);
+const [url, token, connector, count, keep] = process.argv.slice(2);
 const print = (value) => process.stdout.write(JSON.stringify(value) + "\n");
 
 const client = createClient({
@@ -35,6 +36,9 @@ client.subscribe(
       print({ error: Array.isArray(error) ? error : String(error.code ?? error) });
       client.dispose();
     },
-    complete: () => client.dispose(),
+    complete: () => {
+      if (keep === "keep") print({ complete: true });
+      else client.dispose();
+    },
   },
 );

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 import pytest
 
 from store.wakeups import CHANNEL
+from tests.databases import with_database
 from tests.factories import LEASE_MS, claim, claimed_operation, released_operation, transition
 
 QUIET_S = 0.3
@@ -172,3 +173,17 @@ async def test_due_between__connectors_whose_work_came_due_in_the_window(store, 
     assert await store.wakeups.due_between(now + 1001, now + 2000) == ["b"]
     assert await store.wakeups.due_between(now, now + 3000) == ["a", "b", "c"]
     assert await store.wakeups.due_between(now + 3000, now + 9000) == []
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_listening__postgres_listens_on_listen_url_not_the_pool(store, database_url):
+    elsewhere = with_database(database_url, "postgres")
+    heard = Heard()
+    async with store.wakeups.listening(heard, listen_url=elsewhere):
+        assert await heard.next() is None
+        await claimed_operation(store, connector_name="crm")
+        assert await heard.nothing()
+    async with store.wakeups.listening(heard, listen_url=database_url):
+        assert await heard.next() is None
+        await claimed_operation(store, operation_id="op-2", connector_name="crm")
+        assert await heard.next() == "crm"
