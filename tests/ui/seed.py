@@ -11,6 +11,8 @@ from tests.tokens import SERVICE_TOKEN, bearer
 
 WORKER = "did:key:worker"
 LEASE_MS = 60_000
+FAILURE = "422 Unprocessable: the event ends before it starts"
+REPAIR_FAILURE = "the provider still shows another writer's version"
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,7 @@ async def committed(api: Api, operation_id: str, now: int, **overrides: Any) -> 
 
 
 async def failed(api: Api, operation_id: str, now: int, **overrides: Any) -> dict[str, Any]:
-    """Claim, then record a permanent failure (HTTP 422)."""
+    """Claim, then record a permanent failure (HTTP 422, ``FAILURE``)."""
     given = await claimed(api, operation_id, now, **overrides)
     data = await api(
         RECORD,
@@ -118,6 +120,7 @@ async def failed(api: Api, operation_id: str, now: int, **overrides: Any) -> dic
             "leaseToken": given["leaseToken"],
             "kind": "permanent",
             "httpStatus": 422,
+            "errorMessage": FAILURE,
         },
     )
     assert data["recordOperation"]["applied"]
@@ -150,6 +153,7 @@ async def seed(url: str) -> Seeded:
                 "fetchedDigest": "digest-wrong",
                 "maxAttempts": 1,
                 "dueAt": now + LEASE_MS,
+                "errorMessage": REPAIR_FAILURE,
             },
         )
         assert verified["recordVerification"]["outcome"] == "REPAIR_FAILED", verified

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from tests.tokens import bearer
-from tests.ui.seed import Seeded
+from tests.ui.seed import FAILURE, REPAIR_FAILURE, WORKER, Seeded
 
 COUNTS = """
 {
@@ -106,6 +106,29 @@ async def test_views__each_renders(page, seeded):
     assert await page.locator("#accounts tbody tr").count() == 3
     await screenshot(page, "accounts")
     assert rows == 6
+
+
+async def test_failed_operation__its_page_shows_the_error_and_the_history(page, seeded):
+    await page.goto(seeded.url + f"/ui#/operation?caller={WORKER}&id={seeded.failed}")
+    await page.locator("#operation-events tbody tr[data-event]").first.wait_for()
+
+    assert await page.locator('dd[data-field="state"]').inner_text() == "FAILED"
+    assert FAILURE in await page.locator("#last-error").inner_text()
+    assert await page.locator('dd[data-field="lastError"]').inner_text() == FAILURE
+    events = page.locator("#operation-events tbody tr[data-event]")
+    assert [await row.get_attribute("data-event") for row in await events.all()] == [
+        "CLAIMED",
+        "RECORDED",
+    ]
+    recorded = (await events.nth(1).locator("td").all_inner_texts())[1:]
+    assert recorded == ["RECORDED", "service", "ATTEMPTED → FAILED", "1", "permanent 422", FAILURE]
+
+    await page.goto(seeded.url + "/ui#/failures")
+    failed = page.locator(f'#failed-operations tr[data-operation="{seeded.failed}"]')
+    assert await failed.locator("[data-last-error]").inner_text() == FAILURE
+    assert await page.locator("#failed-watches [data-last-error]").all_inner_texts() == [
+        REPAIR_FAILURE
+    ]
 
 
 async def test_page__no_request_to_any_host_but_the_server(page, seeded):

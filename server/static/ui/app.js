@@ -517,7 +517,7 @@ function Fields({ record, names }) {
 const OPERATION_FIELDS = [
   ["state", "state"], ["callerDID"], ["operationID"], ["ownerDID"], ["connectorName"],
   ["accountKey"], ["model"], ["op"], ["target"], ["sourceID"], ["documentID"],
-  ["attempts"], ["lastKind"], ["lastHttpStatus"], ["nextAttemptAt", "time"], ["deferReason"],
+  ["attempts"], ["lastKind"], ["lastHttpStatus"], ["lastError"], ["nextAttemptAt", "time"], ["deferReason"],
   ["sendMarker"], ["leaseExpiresAt", "time"], ["version"], ["incarnation"],
   ["deterministicEventID"], ["payloadHash"], ["providerEtag"], ["reissueIntent", "json"],
   ["resultEntity", "json"], ["nodeKey"], ["createdAt", "time"], ["updatedAt", "time"],
@@ -525,8 +525,44 @@ const OPERATION_FIELDS = [
 const WATCH_FIELDS = [
   ["verificationStatus", "state"], ["repairGeneration"], ["verificationAttempts"],
   ["documentID"], ["observedWinnerDigest"], ["verifiedStateDigest"],
-  ["nextAttemptAt", "time"], ["claimedUntil", "time"], ["deferReason"], ["updatedAt", "time"],
+  ["nextAttemptAt", "time"], ["claimedUntil", "time"], ["deferReason"], ["lastError"],
+  ["updatedAt", "time"],
 ];
+
+/** The operation's event log, oldest first: one row per write. */
+function History({ events }) {
+  const rows = events.edges.map((e) => e.node);
+  return html`<table id="operation-events">
+    <caption>
+      Every write, oldest first${events.pageInfo.hasNextPage ? ` (the first ${rows.length})` : ""}
+    </caption>
+    <thead>
+      <tr>
+        <th scope="col">At</th>
+        <th scope="col">Action</th>
+        <th scope="col">By</th>
+        <th scope="col">State</th>
+        <th scope="col" class="num">Attempts</th>
+        <th scope="col">Outcome</th>
+        <th scope="col">Message</th>
+      </tr>
+    </thead>
+    <tbody>
+      ${rows.length === 0 && html`<tr><td colspan="7">No events.</td></tr>`}
+      ${rows.map(
+        (e) => html`<tr data-event=${e.action}>
+          <td><${Time} ms=${e.at} /></td>
+          <td>${e.action}</td>
+          <td class="mono">${e.actorDID ?? html`<span class="note">the server</span>`}</td>
+          <td>${e.fromState ? `${e.fromState} → ${e.toState}` : e.toState}</td>
+          <td class="num">${e.attempts}</td>
+          <td>${[e.kind, e.httpStatus].filter((v) => v !== null).join(" ")}</td>
+          <td>${e.message}</td>
+        </tr>`,
+      )}
+    </tbody>
+  </table>`;
+}
 
 /** Re-arm one REPAIR_FAILED watch: the filter names its owner, connector, model, account and
  * document (a watch filter has no source id), so it asks first when it has no document. */
@@ -599,6 +635,8 @@ function OperationView({ params }) {
     </p>
     ${op.reissuedFrom &&
     html`<p>Reissues <a href=${operationLink(op.reissuedFrom)}>${op.reissuedFrom.operationID}</a>.</p>`}
+    ${op.lastError !== null &&
+    html`<p class="error" id="last-error">Last error: ${op.lastError}</p>`}
     ${op.reissuedAs &&
     html`<p>
       Reissued as <a href=${operationLink(op.reissuedAs)}>${op.reissuedAs.operationID}</a>
@@ -607,6 +645,10 @@ function OperationView({ params }) {
     <section aria-labelledby="op-fields">
       <h3 id="op-fields">Fields</h3>
       <${Fields} record=${op} names=${OPERATION_FIELDS} />
+    </section>
+    <section aria-labelledby="op-history">
+      <h3 id="op-history">History</h3>
+      <${History} events=${op.events} />
     </section>
     <section aria-labelledby="op-watch">
       <h3 id="op-watch">Its watch</h3>
@@ -662,12 +704,13 @@ function Failures() {
           <th scope="col">Account</th>
           <th scope="col" class="num">Attempts</th>
           <th scope="col">Last outcome</th>
+          <th scope="col">Last error</th>
           <th scope="col">Failed at</th>
           <th scope="col">Reissued as</th>
         </tr>
       </thead>
       <tbody>
-        ${operations.length === 0 && html`<tr><td colspan="8">No failed operations.</td></tr>`}
+        ${operations.length === 0 && html`<tr><td colspan="9">No failed operations.</td></tr>`}
         ${operations.map(
           (op) => html`<tr data-operation=${op.operationID}>
             <td><a href=${operationLink(op)}>${op.operationID}</a></td>
@@ -676,6 +719,7 @@ function Failures() {
             <td>${op.accountKey}</td>
             <td class="num">${op.attempts}</td>
             <td>${[op.lastKind, op.lastHttpStatus].filter((v) => v !== null).join(" ")}</td>
+            <td data-last-error>${op.lastError}</td>
             <td><${Time} ms=${op.updatedAt} /></td>
             <td>
               ${op.reissuedAs
@@ -710,12 +754,13 @@ function Failures() {
           <th scope="col" class="num">Generation</th>
           <th scope="col" class="num">Attempts</th>
           <th scope="col">Observed winner</th>
+          <th scope="col">Last error</th>
           <th scope="col">Failed at</th>
           <th scope="col">Action</th>
         </tr>
       </thead>
       <tbody>
-        ${watches.length === 0 && html`<tr><td colspan="10">No failed watches.</td></tr>`}
+        ${watches.length === 0 && html`<tr><td colspan="11">No failed watches.</td></tr>`}
         ${watches.map(
           (w) => html`<tr>
             <td class="mono">${w.ownerDID}</td>
@@ -726,6 +771,7 @@ function Failures() {
             <td class="num">${w.repairGeneration}</td>
             <td class="num">${w.verificationAttempts}</td>
             <td class="mono">${w.observedWinnerDigest}</td>
+            <td data-last-error>${w.lastError}</td>
             <td><${Time} ms=${w.updatedAt} /></td>
             <td><${Rearm} watch=${w} after=${reload} /></td>
           </tr>`,
