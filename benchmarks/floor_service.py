@@ -5,7 +5,6 @@ endpoints running the store's recorded statements (``benchmarks.template``), plu
     BENCH_DSN=postgresql://… BENCH_TEMPLATE=steps.json uvicorn benchmarks.floor_service:app
 """
 
-import json
 import os
 import time
 from contextlib import asynccontextmanager
@@ -18,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from benchmarks.template import groups, values_for
+from benchmarks.template import groups, loads, values_for
 
 STEPS: list[Any] = []
 POOL: dict[str, asyncpg.Pool] = {}
@@ -26,7 +25,7 @@ POOL: dict[str, asyncpg.Pool] = {}
 
 @asynccontextmanager
 async def lifespan(app: Starlette):  # type: ignore[no-untyped-def]
-    STEPS.extend(json.loads(Path(os.environ["BENCH_TEMPLATE"]).read_text()))
+    STEPS.extend(loads(Path(os.environ["BENCH_TEMPLATE"]).read_text()))
     POOL["pool"] = await asyncpg.create_pool(os.environ["BENCH_DSN"], min_size=16, max_size=16)
     yield
     await POOL["pool"].close()

@@ -40,7 +40,7 @@ from sqlalchemy.engine import make_url
 
 from benchmarks.load import LEASE_MS, OWNERS, claim_input
 from benchmarks.seed import seed_statements
-from benchmarks.template import groups, record, recording_ids, values_for
+from benchmarks.template import dumps, groups, record, recording_ids, values_for
 from store import ConnectorStore
 from store.database import Database
 from store.events import Logged
@@ -456,7 +456,7 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         pg_steps = await record_steps(pg_url)
         sqlite_steps = await record_steps(sqlite_url)
         template = folder / "steps.json"
-        template.write_text(json.dumps(pg_steps))
+        template.write_text(dumps(pg_steps))
 
         env = {
             "DATABASE_URL": pg_url,

@@ -6,6 +6,7 @@ transaction it ran in. ``values_for`` substitutes another operation id and lease
 the floors run the same SQL, values and transactions as the store, on the bare driver.
 """
 
+import json
 import secrets
 from collections.abc import Sequence
 from typing import Any
@@ -57,6 +58,31 @@ def values_for(values: list[Any], operation_id: str, token: str) -> list[Any]:
         else value
         for value in values
     ]
+
+
+BYTES_TAG = "$bytes"
+
+
+def dumps(steps: list[list[Statement]]) -> str:
+    """The recorded steps as JSON for the floor service's process: a ``bytes`` value (a
+    tombstone's key digest) as ``{"$bytes": hex}``."""
+
+    def tagged(value: Any) -> Any:
+        if isinstance(value, bytes):
+            return {BYTES_TAG: value.hex()}
+        raise TypeError(f"cannot record a {type(value).__name__}")
+
+    return json.dumps(steps, default=tagged)
+
+
+def loads(text: str) -> list[list[Statement]]:
+    """The steps ``dumps`` wrote, ``bytes`` values restored."""
+
+    def untagged(value: dict[str, Any]) -> Any:
+        return bytes.fromhex(value[BYTES_TAG]) if set(value) == {BYTES_TAG} else value
+
+    steps: list[list[Statement]] = json.loads(text, object_hook=untagged)
+    return steps
 
 
 def groups(step: list[Statement]) -> list[tuple[int | None, list[Statement]]]:

@@ -5,8 +5,8 @@ Each field's rule is in ``resolvers.permissions`` (checked before the stream sta
 streams come from this process's ``resolvers.live.Hub``.
 """
 
-from collections.abc import AsyncGenerator
-from typing import cast
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import TypeVar, cast
 
 import strawberry
 
@@ -20,6 +20,7 @@ from schema.scalars import EpochMillis
 from store import validation as check
 from store.errors import InvalidInput
 from store.events import OperationEventFilter, WatchEventFilter
+from store.records import OperationEventRecord, WatchEventRecord
 
 UNSTREAMED = {
     "nodeKey": "node_key",
@@ -86,6 +87,30 @@ def watch_event_filter(
     )
 
 
+_Event = TypeVar("_Event", OperationEventRecord, WatchEventRecord)
+_Filter = TypeVar("_Filter", OperationEventFilter, WatchEventFilter)
+
+
+async def streamed(
+    info: Info,
+    name: str,
+    read: Callable[[str | None, int, _Filter], Awaitable[list[_Event]]],
+    where: _Filter | None,
+    after: str | None,
+) -> AsyncIterator[_Event]:
+    """The events of log ``name`` that ``read`` returns for ``where`` (None: nothing, the
+    stream ends at once), from this connection's hub (``Hub.events``), each to be read with
+    fresh loaders."""
+    if where is None:
+        return
+    context = info.context
+    async for event in context.live().events(
+        context.subscriber(), name, lambda at, size: read(at, size, where), after
+    ):
+        context.renew()
+        yield event
+
+
 @strawberry.type
 class Subscription:
     @fields.subscription(
@@ -121,15 +146,9 @@ class Subscription:
     async def operation_events(
         self, info: Info, filter: OperationFilter | None = None, after: str | None = None
     ) -> AsyncGenerator[OperationEvent, None]:
-        context = info.context
-        where = operation_event_filter(filter, context.viewer.visible_to)
-        read = context.store.events.operation_events_after
-        if where is None:
-            return
-        async for event in context.live().events(
-            context.subscriber(), "operation", lambda at, size: read(at, size, where), after
-        ):
-            context.renew()
+        where = operation_event_filter(filter, info.context.viewer.visible_to)
+        read = info.context.store.events.operation_events_after
+        async for event in streamed(info, "operation", read, where, after):
             yield OperationEvent.from_record(event)
 
     @fields.subscription(
@@ -142,13 +161,7 @@ class Subscription:
     async def watch_events(
         self, info: Info, filter: WatchFilter | None = None, after: str | None = None
     ) -> AsyncGenerator[WatchEvent, None]:
-        context = info.context
-        where = watch_event_filter(filter, context.viewer.visible_to)
-        read = context.store.events.watch_events_after
-        if where is None:
-            return
-        async for event in context.live().events(
-            context.subscriber(), "watch", lambda at, size: read(at, size, where), after
-        ):
-            context.renew()
+        where = watch_event_filter(filter, info.context.viewer.visible_to)
+        read = info.context.store.events.watch_events_after
+        async for event in streamed(info, "watch", read, where, after):
             yield WatchEvent.from_record(event)

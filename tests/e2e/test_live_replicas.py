@@ -6,7 +6,8 @@ tails on SQLite); and its event streams to an ``operationEvents`` subscriber of 
 
 import asyncio
 import sqlite3
-from contextlib import closing
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, closing
 from pathlib import Path
 
 import asyncpg
@@ -50,32 +51,44 @@ async def write_outside(url: str, sql: str) -> None:
         await connection.close()
 
 
-async def test_a_commit_through_one_process_wakes_a_subscriber_of_the_other(
-    tmp_path: Path, shared_url: str
-) -> None:
+@asynccontextmanager
+async def two_processes(tmp_path: Path, url: str) -> AsyncIterator[tuple[str, Socket]]:
+    """Two server processes on ``url``: the first's URL, and an initialised
+    graphql-transport-ws connection to the second."""
     with (
-        live_server(tmp_path, shared_url, name="one") as one,
-        live_server(tmp_path, shared_url, name="two") as two,
+        live_server(tmp_path, url, name="one") as one,
+        live_server(tmp_path, url, name="two") as two,
     ):
         ws_url = two.url.replace("http", "ws", 1) + "/graphql"
         async with websockets.connect(ws_url, subprotocols=["graphql-transport-ws"]) as raw:
             sock = Socket(raw)
             assert await sock.init() == {"type": "connection_ack"}
-            await sock.subscribe("w", connector="calendar")
-            assert (await sock.receive())["payload"]["data"]["workAvailable"]
+            yield one.url, sock
 
-            async with httpx.AsyncClient(headers=bearer(SERVICE_TOKEN)) as http:
-                answer = await http.post(
-                    one.url + "/graphql",
-                    json={"query": CLAIM, "variables": {"input": claim_input()}},
-                )
-            assert answer.json() == {"data": {"claimOperation": {"__typename": "OperationClaimed"}}}
-            woken = await sock.receive()
-            assert woken["payload"]["data"]["workAvailable"]["connectorName"] == "calendar"
 
-            await write_outside(shared_url, RELEASE)
-            woken = await sock.receive()
-            assert woken["payload"]["data"]["workAvailable"]["connectorName"] == "calendar"
+async def claim_through(url: str) -> None:
+    """``claimOperation`` of ``claim_input()`` over HTTP to the server at ``url``."""
+    async with httpx.AsyncClient(headers=bearer(SERVICE_TOKEN)) as http:
+        answer = await http.post(
+            url + "/graphql", json={"query": CLAIM, "variables": {"input": claim_input()}}
+        )
+    assert answer.json() == {"data": {"claimOperation": {"__typename": "OperationClaimed"}}}
+
+
+async def test_a_commit_through_one_process_wakes_a_subscriber_of_the_other(
+    tmp_path: Path, shared_url: str
+) -> None:
+    async with two_processes(tmp_path, shared_url) as (one, sock):
+        await sock.subscribe("w", connector="calendar")
+        assert (await sock.receive())["payload"]["data"]["workAvailable"]
+
+        await claim_through(one)
+        woken = await sock.receive()
+        assert woken["payload"]["data"]["workAvailable"]["connectorName"] == "calendar"
+
+        await write_outside(shared_url, RELEASE)
+        woken = await sock.receive()
+        assert woken["payload"]["data"]["workAvailable"]["connectorName"] == "calendar"
 
 
 EVENTS = "subscription { operationEvents { action operation { operationID state } } }"
@@ -84,24 +97,11 @@ EVENTS = "subscription { operationEvents { action operation { operationID state 
 async def test_an_event_committed_through_one_process_streams_to_a_subscriber_of_the_other(
     tmp_path: Path, shared_url: str
 ) -> None:
-    with (
-        live_server(tmp_path, shared_url, name="one") as one,
-        live_server(tmp_path, shared_url, name="two") as two,
-    ):
-        ws_url = two.url.replace("http", "ws", 1) + "/graphql"
-        async with websockets.connect(ws_url, subprotocols=["graphql-transport-ws"]) as raw:
-            sock = Socket(raw)
-            assert await sock.init() == {"type": "connection_ack"}
-            await sock.subscribe("e", EVENTS)
-            await asyncio.sleep(0.3)
-
-            async with httpx.AsyncClient(headers=bearer(SERVICE_TOKEN)) as http:
-                answer = await http.post(
-                    one.url + "/graphql",
-                    json={"query": CLAIM, "variables": {"input": claim_input()}},
-                )
-            assert answer.json() == {"data": {"claimOperation": {"__typename": "OperationClaimed"}}}
-            streamed = await sock.receive()
+    async with two_processes(tmp_path, shared_url) as (one, sock):
+        await sock.subscribe("e", EVENTS)
+        await asyncio.sleep(0.3)
+        await claim_through(one)
+        streamed = await sock.receive()
 
     assert streamed["payload"]["data"]["operationEvents"] == {
         "action": "CLAIMED",
