@@ -11,7 +11,8 @@ PostgreSQL database, a subscriber on one, writes through the other.
   ``DEFER_MS`` later, each found by B's timer: the time from the due moment to the signal.
 - **What the triggers cost**: lifecycles/s (claim → markSendStarted → finalize, the store in
   process, 16 tasks, ``benchmarks.side_by_side``'s) on PostgreSQL and on SQLite with
-  migration 0009 (the wake-up triggers) and without it (downgraded to 0005), ``ROUNDS``
+  migrations 0009 to 0011 (the wake-up and event-log triggers, and the indexes of the work
+  timer and the dashboard's counts) and without them (downgraded to 0008), ``ROUNDS``
   interleaved rounds, medians.
 - **Many subscriptions**: ``--subscriptions`` subscriptions on B (over ``CONNECTIONS``
   WebSockets), each filtered to one of ``CONNECTORS`` connectors: B's RSS before and after;
@@ -58,8 +59,9 @@ from store.migrate import alembic_config, upgrade
 PORTS = (18941, 18942)
 ROUNDS = 3
 LIFECYCLES = 2000
-BEFORE_WAKEUPS = "0005"
-"""The revision before migration 0009 (the wake-up triggers)."""
+BEFORE_WAKEUPS = "0008"
+"""The revision before migration 0009 (the wake-up triggers); 0010 (the counts' indexes) and
+0011 (the event-log triggers) go with it."""
 SECRET = "bench-live-secret-" + "0123456789abcdef" * 3
 CONNECTORS = 100
 CONNECTIONS = 10
@@ -187,7 +189,7 @@ async def lifecycles_per_s(url: str, count: int) -> float:
 
 
 async def trigger_cost(urls: dict[str, str], count: int) -> dict[str, dict[str, float]]:
-    """For each backend, the median lifecycles/s with the wake-up triggers and without."""
+    """For each backend, the median lifecycles/s with migrations 0009-0011 and without."""
     measured: dict[str, dict[str, list[float]]] = {
         backend: {"with": [], "without": []} for backend in urls
     }
@@ -379,7 +381,7 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
             f" RSS after {many['rss_after_burst_mib']:.0f} MiB) | every one |",
             *(
                 f"| lifecycles/s in process on {backend}, {TASKS} tasks, with / without the"
-                f" wake-up triggers | {forms['with']:.0f} / {forms['without']:.0f}"
+                f" migrations 0009-0011 | {forms['with']:.0f} / {forms['without']:.0f}"
                 f" ({forms['with'] / forms['without']:.2f}) | |"
                 for backend, forms in cost.items()
             ),
