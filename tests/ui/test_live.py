@@ -1,0 +1,88 @@
+"""The dashboard live: writes made through the API reach an open page from its subscriptions
+(graphql-transport-ws), without a reload, within 2 s."""
+
+import asyncio
+from typing import Any
+
+import httpx
+
+from tests.tokens import bearer
+from tests.ui.seed import MARK, WORKER, Api, Seeded, claimed, committed
+
+WITHIN_MS = 2_000
+SUBSCRIBED_S = 0.5
+"""How long after the indicator says "live" the test writes: the page hears of the connection
+(its ack), not of the server having started each subscription on it, and a subscription
+without ``after`` starts at the log's end."""
+
+
+async def opened_live(page: Any, url: str) -> None:
+    """Open ``url``, wait for its subscriptions, and mark the document (``unreloaded``)."""
+    await page.goto(url)
+    await page.locator('#live[data-live="live"]').wait_for()
+    await asyncio.sleep(SUBSCRIBED_S)
+    await page.evaluate("window.notReloaded = true")
+
+
+async def unreloaded(page: Any) -> bool:
+    return await page.evaluate("window.notReloaded === true")
+
+
+async def now(api: Api) -> int:
+    return (await api("{ serverTime }"))["serverTime"]
+
+
+async def test_operations__one_finalized_through_the_api_shows_committed(page, seeded: Seeded):
+    await opened_live(page, seeded.url + "/ui#/operations")
+    await page.locator("#operations tbody tr[data-operation]").first.wait_for()
+
+    async with httpx.AsyncClient(base_url=seeded.url, headers=bearer(seeded.token)) as http:
+        api = Api(http)
+        await committed(api, "op-live-new", await now(api))
+
+    row = page.locator('#operations tr[data-operation="op-live-new"]')
+    await row.locator("td[data-state]", has_text="COMMITTED").wait_for(timeout=WITHIN_MS)
+    assert await unreloaded(page)
+
+
+async def test_overview__counts_change_after_a_claim_through_the_api(page, seeded: Seeded):
+    await opened_live(page, seeded.url + "/ui#/overview")
+    cell = page.locator('[data-count="calendar/acct-1/ATTEMPTED"]')
+    before = int(await cell.inner_text())
+    total = int(await page.locator('[data-count="calendar/acct-1/total"]').inner_text())
+
+    async with httpx.AsyncClient(base_url=seeded.url, headers=bearer(seeded.token)) as http:
+        api = Api(http)
+        await claimed(api, "op-live-claimed", await now(api))
+
+    await page.wait_for_function(
+        "([label, n]) => document.querySelector(`[data-count='${label}']`)"
+        "?.textContent.trim() === String(n)",
+        arg=["calendar/acct-1/ATTEMPTED", before + 1],
+        timeout=WITHIN_MS,
+    )
+    assert int(await page.locator('[data-count="calendar/acct-1/total"]').inner_text()) == (
+        total + 1
+    )
+    assert await unreloaded(page)
+
+
+async def test_operation__its_page_follows_its_writes(page, seeded: Seeded):
+    live = seeded.live[0]
+    await opened_live(page, seeded.url + f"/ui#/operation?caller={WORKER}&id={live}")
+    assert await page.locator('dd[data-field="state"]').inner_text() == "ATTEMPTED"
+
+    async with httpx.AsyncClient(base_url=seeded.url, headers=bearer(seeded.token)) as http:
+        api = Api(http)
+        await api(
+            MARK,
+            input={
+                "callerDID": WORKER,
+                "operationID": live,
+                "leaseToken": f"lease-{live}",
+                "marker": "run-1",
+            },
+        )
+
+    await page.locator('#operation-events tr[data-event="SEND_MARKED"]').wait_for(timeout=WITHIN_MS)
+    assert await unreloaded(page)
