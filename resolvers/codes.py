@@ -48,6 +48,10 @@ PERSISTED_QUERY_NOT_FOUND: Final = "PERSISTED_QUERY_NOT_FOUND"
 TOO_MANY_SUBSCRIPTIONS: Final = "TOO_MANY_SUBSCRIPTIONS"
 """A subscription past ``MAX_SUBSCRIPTIONS_PER_CONNECTION`` or ``MAX_SUBSCRIPTIONS_PER_VIEWER``
 (this process's); ``extensions.limit`` gives the bound. End another one first."""
+EVENTS_COLLECTED: Final = "EVENTS_COLLECTED"
+"""A subscription's ``after`` is older than the oldest event the log keeps: events after it
+may have been collected with their operations. Read the rows again and subscribe without
+``after``."""
 
 CODES: Final = frozenset(
     value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str)

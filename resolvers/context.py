@@ -59,6 +59,12 @@ class Context:
         self.visible = Visible(viewer, self.loaders, self.loaders.budget)
         self.session = Session(viewer, expires_at)
 
+    def renew(self) -> None:
+        """New loaders and a full budget for this context (a subscription's next event is
+        read afresh: the rows as they are now, charged as a response of its own)."""
+        self.loaders = Loaders(self.store, Budget(max_bytes=self.loaders.budget.max_bytes))
+        self.visible = Visible(self.viewer, self.loaders, self.loaders.budget)
+
     def fresh(self) -> "Context":
         """A context for one operation of this one's connection: the same viewer, session
         and hub, new loaders and a full budget (a loader caches for its operation only)."""

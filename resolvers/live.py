@@ -8,6 +8,17 @@ set to the next such moment the database knows of (``next_due_after``), re-armed
 wake-up and at least every ``recheck_ms`` (so a lease taken since, which wakes nobody, is seen
 before it lapses), and runs only while someone waits for work.
 
+It also streams the event logs (``operationEvents``, ``watchEvents``): each stream reads
+the log from its own position (``store.events``: commit-ordered, below the safe horizon,
+so it skips and repeats nothing), then waits until the log's head moves. One task per
+process watches the heads of the logs someone streams: on PostgreSQL when migration 0011's
+``NOTIFY`` says a log grew (and every ``LOG_RECHECK_S``, for events that were committed
+while an older transaction still held the horizon back), on SQLite every
+``store.wakeups.DEFAULT_POLL_S`` (which covers every process on the file). A stream never
+holds more than the page it is sending: it reads the next one when its reader has taken
+the last, so a slow reader falls behind in the log, not in this process's memory, and
+resumes with ``after``.
+
 Bounds: ``per_connection`` subscriptions on one connection (a WebSocket, or one HTTP
 multipart request), ``per_viewer`` for one token subject in this process
 (``TOO_MANY_SUBSCRIPTIONS``), and ``queue`` items pending for one subscription: a
@@ -21,22 +32,31 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from graphql import GraphQLError
 
-from resolvers.codes import TOO_MANY_SUBSCRIPTIONS, UNAUTHENTICATED
+from resolvers.codes import EVENTS_COLLECTED, TOO_MANY_SUBSCRIPTIONS, UNAUTHENTICATED
 from resolvers.permissions import Viewer
 from store import ConnectorStore
 from store.errors import StoreError
+from store.records import OperationEventRecord, WatchEventRecord
+from store.tables import operation_event, watch_event
+from store.wakeups import DEFAULT_POLL_S
 
 log = logging.getLogger("connector_store.live")
 
 MIN_RECHECK_S = 0.02
 """The shortest pause after a wake-up before the timer looks at the database again, however
 many wake-ups arrive meanwhile: under a stream of writes the timer's queries stay bounded."""
+LOG_RECHECK_S = 0.25
+"""PostgreSQL: how often the heads of the streamed logs are read without a notification (an
+event committed while an older transaction held the safe horizon back is readable only
+once that transaction ends, which notifies nobody)."""
+EVENT_PAGE = 100
+"""Events a stream reads from the log at a time."""
 TIMER_SLACK_S = 0.001
 """Added to each timer's sleep: the event loop may wake a little early, before the store's
 clock has reached the moment the timer was set to."""
@@ -131,6 +151,32 @@ class WorkWaiter:
         return names
 
 
+_Event = TypeVar("_Event", OperationEventRecord, WatchEventRecord)
+ReadAfter = Callable[[str | None, int], Awaitable[list[_Event]]]
+"""A stream's read of its log: the events after a position (None: from the oldest kept), at
+most so many, those of its filter only."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventLog:
+    """One event log as the hub streams it: its subscription ``field``, the table migration
+    0011's notification names, and its readers in ``store.events``."""
+
+    field: str
+    table: str
+    head: Callable[[], Awaitable[str | None]]
+    collected: Callable[[str], Awaitable[bool]]
+
+
+def events_collected() -> GraphQLError:
+    """The error of a stream asked to resume after events the log no longer keeps."""
+    return GraphQLError(
+        "events after `after` may have been collected: read the rows again and subscribe "
+        "without `after`",
+        extensions={"code": EVENTS_COLLECTED, "field": "after"},
+    )
+
+
 def stopped(task: "asyncio.Task[None]") -> None:
     """Log a timer that ended other than by being stopped: its waiters would wait forever."""
     if not task.cancelled() and task.exception() is not None:
@@ -153,6 +199,36 @@ class Hub:
         self.viewers: Counter[str] = Counter()
         self.wanted = asyncio.Event()
         self.recheck = asyncio.Event()
+        events = store.events
+        self.logs = {
+            "operation": EventLog(
+                "operationEvents",
+                operation_event.name,
+                events.operation_events_head,
+                events.operation_events_collected,
+            ),
+            "watch": EventLog(
+                "watchEvents",
+                watch_event.name,
+                events.watch_events_head,
+                events.watch_events_collected,
+            ),
+        }
+        self.streams: Counter[str] = Counter()
+        self.heads: dict[str, str | None] = {}
+        self.grown = {name: asyncio.Event() for name in self.logs}
+        self.streaming = asyncio.Event()
+        self.look = asyncio.Event()
+
+    def logged(self, table: str | None) -> None:
+        """An event log's table grew (None: either may have): read the heads now."""
+        self.look.set()
+
+    def _moved(self, name: str) -> None:
+        """Log ``name``'s head moved: wake its streams (each waits on the event it took
+        before its last read, so none misses a move)."""
+        moved, self.grown[name] = self.grown[name], asyncio.Event()
+        moved.set()
 
     def wake(self, name: str | None) -> None:
         """A write may have made connector ``name``'s work leasable (None: any connector's):
@@ -170,16 +246,44 @@ class Hub:
         """Listen for wake-ups (``store.wakeups``; ``listen_url``: PostgreSQL's direct
         connection) and run the timer, for the block."""
         async with self.store.wakeups.listening(
-            self.wake, listen_url=listen_url, wanted=self.wanted
+            self.wake, listen_url=listen_url, wanted=self.wanted, logged=self.logged
         ):
-            timer = asyncio.create_task(self._timer(), name="connector-store-live-timer")
-            timer.add_done_callback(stopped)
+            tasks = [
+                asyncio.create_task(self._timer(), name="connector-store-live-timer"),
+                asyncio.create_task(self._heads(), name="connector-store-live-heads"),
+            ]
+            for task in tasks:
+                task.add_done_callback(stopped)
             try:
                 yield
             finally:
-                timer.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await timer
+                for task in tasks:
+                    task.cancel()
+                for task in tasks:
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+
+    async def _heads(self) -> None:
+        """While someone streams a log: read the head of each streamed log, wake its
+        streams when it moved, then wait for a notification (PostgreSQL) or the next look
+        (``LOG_RECHECK_S``; SQLite: ``DEFAULT_POLL_S``)."""
+        pause = LOG_RECHECK_S if self.store.db.is_postgres else DEFAULT_POLL_S
+        while True:
+            await self.streaming.wait()
+            self.look.clear()
+            for name, event_log in self.logs.items():
+                if not self.streams[name]:
+                    continue
+                try:
+                    head = await event_log.head()
+                except StoreError as error:
+                    log.warning("live: the head of the %s log could not be read: %s", name, error)
+                    continue
+                if name not in self.heads or head != self.heads[name]:
+                    self.heads[name] = head
+                    self._moved(name)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.look.wait(), pause)
 
     async def _timer(self) -> None:
         """While someone waits for work: tell the connectors of what became leasable since
@@ -234,6 +338,44 @@ class Hub:
                 del self.viewers[viewer]
             if self.observer is not None:
                 self.observer.closed(name)
+
+    async def events(
+        self, session: Session, name: str, read: "ReadAfter[_Event]", after: str | None
+    ) -> AsyncIterator[_Event]:
+        """The events of log ``name`` (``"operation"`` or ``"watch"``) that ``read`` returns
+        (its filter), after the event ``after`` (None: from the log's head now, so only what
+        commits from now on), in log order with no gap and no repeat, then each as it
+        commits. Raises ``EVENTS_COLLECTED`` when ``after`` is older than the oldest event
+        kept, ``TOO_MANY_SUBSCRIPTIONS`` past a bound; ends with ``UNAUTHENTICATED`` when
+        the session's token expires."""
+        event_log = self.logs[name]
+        session.seconds_left()
+        if after is not None and await event_log.collected(after):
+            raise events_collected()
+        with self.slot(session, event_log.field):
+            self.streams[name] += 1
+            self.streaming.set()
+            try:
+                cursor = after if after is not None else await event_log.head()
+                while True:
+                    grown = self.grown[name]
+                    page = await read(cursor, EVENT_PAGE)
+                    for event in page:
+                        cursor = event.sequence
+                        if self.observer is not None:
+                            self.observer.delivered(event_log.field)
+                        yield event
+                    if len(page) == EVENT_PAGE:
+                        continue
+                    try:
+                        async with asyncio.timeout(session.seconds_left()):
+                            await grown.wait()
+                    except TimeoutError:
+                        raise token_expired() from None
+            finally:
+                self.streams[name] -= 1
+                if not +self.streams:
+                    self.streaming.clear()
 
     async def work(
         self, session: Session, connector: str | None

@@ -254,6 +254,8 @@ SUBSCRIPTION_RULES: dict[str, Rule] = {
     # A wake-up names a connector and no row, but says that some tenant's work is due: a
     # service's to hear, as `dueOperations` is a service's to read.
     "workAvailable": Rule((SERVICE,), rows="no row: a connector's name"),
+    "operationEvents": Rule(OPS_READ, rows="caller or owner (store filter)"),
+    "watchEvents": Rule(("watches:read",), rows="owner (store filter)"),
 }
 RULES: dict[str, dict[str, Rule]] = {
     "Query": QUERY_RULES,

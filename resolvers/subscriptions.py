@@ -6,14 +6,84 @@ streams come from this process's ``resolvers.live.Hub``.
 """
 
 from collections.abc import AsyncGenerator
+from typing import cast
 
 import strawberry
 
 from resolvers import fields
 from resolvers.context import Info
+from schema.enums import value_of
+from schema.event import OperationEvent, WatchEvent
+from schema.inputs import OperationFilter, WatchFilter
 from schema.live import WorkSignal
 from schema.scalars import EpochMillis
 from store import validation as check
+from store.errors import InvalidInput
+from store.events import OperationEventFilter, WatchEventFilter
+
+UNSTREAMED = {
+    "nodeKey": "node_key",
+    "documentIDs": "document_ids",
+    "updatedAfter": "updated_after",
+    "updatedBefore": "updated_before",
+}
+"""``OperationFilter`` fields an event stream cannot apply (they select by the row's
+time or identifiers of the claim, not by who and where): given, they are refused."""
+UNSTREAMED_WATCH = {
+    "documentIDs": "document_ids",
+    "dueBefore": "due_before",
+    "updatedAfter": "updated_after",
+    "updatedBefore": "updated_before",
+}
+"""``WatchFilter`` fields a watch event stream cannot apply: given, they are refused."""
+
+
+def refuse_unstreamed(where: object, names: dict[str, str], field: str) -> None:
+    """Raise ``InvalidInput`` naming ``filter.<name>`` for a field of ``where`` that the
+    event streams do not apply."""
+    for name, attribute in names.items():
+        if getattr(where, attribute) is not None:
+            raise InvalidInput(f"filter.{name}", f"{field} does not filter by it")
+
+
+def operation_event_filter(
+    where: OperationFilter | None, visible_to: str | None
+) -> OperationEventFilter | None:
+    """The store's filter of an ``operationEvents`` stream, narrowed to the operations the
+    viewer may see (``visible_to``: its calls and its own; None: every row); None when that
+    leaves nothing."""
+    where = where or OperationFilter()
+    refuse_unstreamed(where, UNSTREAMED, "operationEvents")
+    if visible_to is not None and where.visible_to not in (None, visible_to):
+        return None
+    return OperationEventFilter(
+        caller_did=where.caller_did,
+        operation_id=where.operation_id,
+        owner_did=where.owner_did,
+        visible_to=visible_to or where.visible_to,
+        connector_name=where.connector_name,
+        account_key=where.account_key,
+        kind=where.kind,
+        states=None if where.states is None else [cast(str, value_of(s)) for s in where.states],
+    )
+
+
+def watch_event_filter(
+    where: WatchFilter | None, visible_to: str | None
+) -> WatchEventFilter | None:
+    """The store's filter of a ``watchEvents`` stream, narrowed to the viewer's own watches
+    (``visible_to``; None: every row); None when that leaves nothing."""
+    where = where or WatchFilter()
+    refuse_unstreamed(where, UNSTREAMED_WATCH, "watchEvents")
+    if visible_to is not None and where.owner_did not in (None, visible_to):
+        return None
+    return WatchEventFilter(
+        owner_did=visible_to or where.owner_did,
+        connector_name=where.connector_name,
+        model=where.model,
+        account_key=where.account_key,
+        statuses=None if where.status is None else [cast(str, value_of(where.status))],
+    )
 
 
 @strawberry.type
@@ -35,3 +105,50 @@ class Subscription:
         connector = check.optional_key("connectorName", connector_name)
         async for name, at in info.context.live().work(info.context.subscriber(), connector):
             yield WorkSignal(connector_name=name, at=EpochMillis(at))
+
+    @fields.subscription(
+        description="Each event of the operations the viewer may read (its calls and its "
+        "own; `operator`, `observer` and `service`: all), in log order, as it commits: "
+        "`filter`'s `states` match the event's `toState`, its other fields the operation "
+        "(`nodeKey`, `documentIDs`, `updatedAfter` and `updatedBefore` are refused). "
+        "`after`: the `sequence` of the last event seen; what followed is replayed first, "
+        "with no gap and no repeat (omitted: from now on). A reader that falls behind "
+        "holds the server nothing: it reads on from where it stands, and after a reconnect "
+        "resumes with `after`. Needs operations:read. Errors: BAD_USER_INPUT; "
+        "EVENTS_COLLECTED when `after` is older than the oldest event kept; FORBIDDEN; "
+        "TOO_MANY_SUBSCRIPTIONS; UNAUTHENTICATED when the token expires (the stream ends)."
+    )
+    async def operation_events(
+        self, info: Info, filter: OperationFilter | None = None, after: str | None = None
+    ) -> AsyncGenerator[OperationEvent, None]:
+        context = info.context
+        where = operation_event_filter(filter, context.viewer.visible_to)
+        read = context.store.events.operation_events_after
+        if where is None:
+            return
+        async for event in context.live().events(
+            context.subscriber(), "operation", lambda at, size: read(at, size, where), after
+        ):
+            context.renew()
+            yield OperationEvent.from_record(event)
+
+    @fields.subscription(
+        description="Each event of the watches the viewer may read (its own; `operator`, "
+        "`observer` and `service`: all), as `operationEvents`: `filter`'s `status` matches "
+        "the event's `toStatus`, its other fields the watch's identity (`documentIDs`, "
+        "`dueBefore`, `updatedAfter` and `updatedBefore` are refused). Needs watches:read. "
+        "Errors: as `operationEvents`."
+    )
+    async def watch_events(
+        self, info: Info, filter: WatchFilter | None = None, after: str | None = None
+    ) -> AsyncGenerator[WatchEvent, None]:
+        context = info.context
+        where = watch_event_filter(filter, context.viewer.visible_to)
+        read = context.store.events.watch_events_after
+        if where is None:
+            return
+        async for event in context.live().events(
+            context.subscriber(), "watch", lambda at, size: read(at, size, where), after
+        ):
+            context.renew()
+            yield WatchEvent.from_record(event)

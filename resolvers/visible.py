@@ -76,6 +76,12 @@ SERVES: Final = frozenset(
         ("Mutation", "reissueOperations"),
         ("Mutation", "forceReleaseLeases"),
         ("Operation", "watch"),
+        ("OperationEvent", "operation"),
+        ("WatchEvent", "watch"),
+        ("Operation", "events"),
+        ("Watch", "events"),
+        ("Subscription", "operationEvents"),
+        ("Subscription", "watchEvents"),
         ("Operation", "reissuedFrom"),
         ("Operation", "reissuedAs"),
         ("Watch", "operations"),
@@ -154,6 +160,20 @@ class Visible:
         None when absent or not the viewer's; charged."""
         self.require("watches:read")
         found = await self.loaders.watch.load(record.identity)
+        return first_of(self.watches("watch", measured_of(found)))
+
+    async def operation_at(self, key: tuple[str, str]) -> Operation | None:
+        """The operation at ``key`` (``(caller_did, operation_id)``: ``OperationEvent.operation``):
+        needs operations:read; None when absent (collected) or not the viewer's; charged."""
+        self.require("operations:read")
+        found = await self.loaders.operation.load(key)
+        return first_of(self.operations("operation", measured_of(found)))
+
+    async def watch_at(self, identity: WatchIdentity) -> Watch | None:
+        """The watch at ``identity`` (``WatchEvent.watch``): needs watches:read; None when
+        absent or not the viewer's; charged."""
+        self.require("watches:read")
+        found = await self.loaders.watch.load(identity)
         return first_of(self.watches("watch", measured_of(found)))
 
     async def linked(self, field: str, record: OperationRecord, link: str) -> Operation | None:

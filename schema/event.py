@@ -12,12 +12,17 @@ from store.records import (
     WATCH_IDENTITY,
     OperationEventRecord,
     WatchEventRecord,
+    WatchIdentity,
 )
 
 if TYPE_CHECKING:
+    from schema.operation import Operation
     from schema.pagination import PageInfo
+    from schema.watch import Watch
 
 Page = Annotated["PageInfo", strawberry.lazy("schema.pagination")]
+OperationRow = Annotated["Operation", strawberry.lazy("schema.operation")]
+WatchRow = Annotated["Watch", strawberry.lazy("schema.watch")]
 
 
 @strawberry.type(description="One write of an operation, as its event log keeps it.")
@@ -31,10 +36,19 @@ Page = Annotated["PageInfo", strawberry.lazy("schema.pagination")]
     omit=OPERATION_KEY,
 )
 class OperationEvent:
+    key: strawberry.Private[tuple[str, str] | None] = None
+
     @classmethod
     def from_record(cls, record: OperationEventRecord) -> "OperationEvent":
         """The GraphQL view of a logged event."""
-        return cls(**record_values(cls, record))
+        return cls(**record_values(cls, record), key=(record.caller_did, record.operation_id))
+
+    @strawberry.field(
+        description="The operation this event is of, as it is now; null once it was "
+        "collected, or when the viewer may not see it. Needs the right operations:read."
+    )
+    async def operation(self, info: strawberry.Info) -> OperationRow | None:
+        return None if self.key is None else await info.context.visible.operation_at(self.key)
 
 
 @strawberry.type(description="One write of a watch, as its event log keeps it.")
@@ -48,10 +62,19 @@ class OperationEvent:
     omit=WATCH_IDENTITY,
 )
 class WatchEvent:
+    identity: strawberry.Private[WatchIdentity | None] = None
+
     @classmethod
     def from_record(cls, record: WatchEventRecord) -> "WatchEvent":
         """The GraphQL view of a logged event."""
-        return cls(**record_values(cls, record))
+        return cls(**record_values(cls, record), identity=WatchIdentity.of(record))
+
+    @strawberry.field(
+        description="The watch this event is of, as it is now; null when the viewer may "
+        "not see it. Needs the right watches:read."
+    )
+    async def watch(self, info: strawberry.Info) -> WatchRow | None:
+        return None if self.identity is None else await info.context.visible.watch_at(self.identity)
 
 
 @strawberry.type

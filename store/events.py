@@ -587,25 +587,30 @@ def watch_event_record(row: Row) -> WatchEventRecord:
 class OperationEventFilter:
     """Which operations' events ``operation_events_after`` reads; every field given must
     match. ``states`` match the event's ``to_state``; the others the operation as it now
-    is (``visible_to``: its caller or owner). An empty ``states`` list matches nothing."""
+    is (``visible_to``: its caller or owner; ``kind``: its last recorded outcome's). An
+    empty ``states`` list matches nothing."""
 
     caller_did: str | None = None
     operation_id: str | None = None
     owner_did: str | None = None
     visible_to: str | None = None
     connector_name: str | None = None
+    account_key: str | None = None
+    kind: str | None = None
     states: Sequence[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class WatchEventFilter:
     """Which watches' events ``watch_events_after`` reads; every field given must match.
-    ``statuses`` match the event's ``to_status``; ``owner_did``, ``connector_name`` and
-    ``model`` the watch's identity. An empty ``statuses`` list matches nothing."""
+    ``statuses`` match the event's ``to_status``; ``owner_did``, ``connector_name``,
+    ``model`` and ``account_key`` the watch's identity. An empty ``statuses`` list matches
+    nothing."""
 
     owner_did: str | None = None
     connector_name: str | None = None
     model: str | None = None
+    account_key: str | None = None
     statuses: Sequence[str] | None = None
 
 
@@ -655,7 +660,9 @@ def _pages(
     page = ranked.subquery("page")
     size = row_bytes(page.c[column.name] for column in event.c)
     chosen = query(page).add_columns(size.label(SIZE))
-    return chosen.where(page.c.place <= _limit(limit)).order_by(
+    # A page and one more event, which tells the caller whether more follow.
+    most = check.count("limit", limit, minimum=1, maximum=MAX_EVENTS + 1)
+    return chosen.where(page.c.place <= most).order_by(
         *(page.c[name] for name in log.row), page.c.id
     )
 
@@ -782,6 +789,8 @@ class EventsStore:
             "operationID": (op.c.operation_id, where.operation_id),
             "ownerDID": (op.c.owner_did, where.owner_did),
             "connectorName": (op.c.connector_name, where.connector_name),
+            "accountKey": (op.c.account_key, where.account_key),
+            "kind": (op.c.last_kind, where.kind),
         }
         conditions = [
             column == check.key(field, value)
@@ -823,12 +832,32 @@ class EventsStore:
             "ownerDID": (event.c.owner_did, where.owner_did),
             "connectorName": (event.c.connector_name, where.connector_name),
             "model": (event.c.model, where.model),
+            "accountKey": (event.c.account_key, where.account_key),
         }
         for field, (column, value) in identity_filters.items():
             if value is not None:
                 query = query.where(column == check.key(field, value))
         query = query.order_by(event.c.tx, event.c.id).limit(_limit(limit))
         return [watch_event_record(row) for row in await self._db.fetch_all(query)]
+
+    async def operation_events_head(self) -> str | None:
+        """The ``sequence`` of the newest event of the operations log a reader may read now
+        (below the safe horizon), None when there is none: a reader that starts after it
+        misses no event committed later. One statement."""
+        return await self._head(operation_event)
+
+    async def watch_events_head(self) -> str | None:
+        """``operation_events_head`` for the watches log."""
+        return await self._head(watch_event)
+
+    async def _head(self, table: sa.Table) -> str | None:
+        row = await self._db.fetch_one(
+            sa.select(table.c.tx, table.c.id)
+            .where(table.c.tx < safe_horizon())
+            .order_by(table.c.tx.desc(), table.c.id.desc())
+            .limit(1)
+        )
+        return None if row is None else sequence_of(row["tx"], row["id"])
 
     async def operation_events_collected(self, after: str) -> bool:
         """True when ``after`` (a ``sequence``) is older than the oldest event the

@@ -39,6 +39,9 @@ log = logging.getLogger("connector_store.wakeups")
 
 CHANNEL = "kubun_connector_work"
 """The PostgreSQL channel migration 0009's triggers notify, with a connector's name."""
+EVENTS_CHANNEL = "kubun_connector_events"
+"""The PostgreSQL channel migration 0011's triggers notify, with the name of the event log
+table that grew."""
 KEEPALIVE_S = 10.0
 """How often the listener's connection is checked (``SELECT 1``) between notifications: a
 connection lost without a word (a network cut) is found within this long."""
@@ -50,6 +53,9 @@ DEFAULT_POLL_S = 0.025
 Wake = Callable[[str | None], None]
 """Told a connector's name when its work may have changed, or None when any connector's may
 have (the listener has just connected, or connected again after it lost its connection)."""
+Logged = Callable[[str | None], None]
+"""PostgreSQL: told an event log's table name when it grew (``EVENTS_CHANNEL``), or None
+when either may have (the listener has just connected, or connected again)."""
 
 
 def _leased(after: Any) -> sa.ColumnElement[bool]:
@@ -122,6 +128,7 @@ class WakeupsStore:
         listen_url: str | None = None,
         wanted: asyncio.Event | None = None,
         poll_s: float = DEFAULT_POLL_S,
+        logged: Logged | None = None,
     ) -> AsyncIterator[None]:
         """Tell ``wake`` of every write that may have made work leasable, for the block.
 
@@ -129,7 +136,9 @@ class WakeupsStore:
         store's URL), connected again after a loss (``RECONNECT_DELAYS_S``; each connect
         tells ``wake(None)``: what committed meanwhile was not heard). SQLite: reads
         ``kubun_connector_wakeup`` every ``poll_s`` seconds while ``wanted`` is set (always
-        when None), which covers the writes of every process on the file. The block is
+        when None), which covers the writes of every process on the file. ``logged``
+        (PostgreSQL) is told of every commit that grew an event log, on the same
+        connection (SQLite has no such notice: readers look at the logs). The block is
         entered once the listener listens (at most ``KEEPALIVE_S`` later); connection
         failures are logged and retried, never raised."""
         started = asyncio.Event()
@@ -140,7 +149,9 @@ class WakeupsStore:
 
         if self.db.is_postgres:
             dsn = asyncpg_dsn(listen_url or self.db.url)
-            task = asyncio.create_task(self._listen(dsn, first), name="connector-store-listen")
+            task = asyncio.create_task(
+                self._listen(dsn, first, logged), name="connector-store-listen"
+            )
         else:
             task = asyncio.create_task(
                 self._tail(first, wanted, poll_s), name="connector-store-wakeup-tail"
@@ -154,7 +165,7 @@ class WakeupsStore:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def _listen(self, dsn: str, wake: Wake) -> None:
+    async def _listen(self, dsn: str, wake: Wake, logged: Logged | None) -> None:
         attempt = 0
         while True:
             try:
@@ -169,20 +180,25 @@ class WakeupsStore:
                 continue
             attempt = 0
             try:
-                await self._heard(connection, wake)
+                await self._heard(connection, wake, logged)
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as error:
                 log.warning("wake-ups: the listener's connection was lost (%s)", error)
             finally:
                 connection.terminate()
 
     @staticmethod
-    async def _heard(connection: Any, wake: Wake) -> None:
+    async def _heard(connection: Any, wake: Wake, logged: Logged | None) -> None:
         """Listen on ``connection`` until it is lost: each notification's payload to
-        ``wake``, and ``wake(None)`` once listening (whatever committed before was not
-        heard)."""
+        ``wake`` (or ``logged``, for ``EVENTS_CHANNEL``), and ``wake(None)`` and
+        ``logged(None)`` once listening (whatever committed before was not heard)."""
         lost = asyncio.Event()
         connection.add_termination_listener(lambda _: lost.set())
         await connection.add_listener(CHANNEL, lambda _c, _pid, _channel, name: wake(name))
+        if logged is not None:
+            await connection.add_listener(
+                EVENTS_CHANNEL, lambda _c, _pid, _channel, table: logged(table)
+            )
+            logged(None)
         wake(None)
         while not lost.is_set():
             with contextlib.suppress(TimeoutError):

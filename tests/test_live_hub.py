@@ -36,8 +36,24 @@ def test_work_waiter__past_its_limit_one_signal_for_any_connector():
     assert waiter.take() == [None]
 
 
+class FakeEvents:
+    """Event logs that stay empty (these tests stream no log)."""
+
+    async def operation_events_head(self) -> None:
+        return None
+
+    watch_events_head = operation_events_head
+
+    async def operation_events_collected(self, after: str) -> bool:
+        return False
+
+    watch_events_collected = operation_events_collected
+
+
 class FakeStore:
-    """The hub needs only a clock here."""
+    """The hub needs only a clock and (unused here) the event logs' readers."""
+
+    events = FakeEvents()
 
     def clock(self) -> int:
         return 1

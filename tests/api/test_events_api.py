@@ -80,6 +80,15 @@ async def test_operation_events__pages_oldest_first(gql):
     assert actions == ["CLAIMED", "SEND_MARKED", "SEND_MARKED", "SEND_MARKED"]
 
 
+async def test_operation_events__first_500_is_a_page_of_its_own(gql):
+    await gql.run("ClaimOperation", input=claim_input())
+
+    page = await history(gql, first=500)
+
+    assert [e["node"]["action"] for e in page["events"]["edges"]] == ["CLAIMED"]
+    assert page["events"]["pageInfo"]["hasNextPage"] is False
+
+
 async def test_error_message__longer_than_2048_bytes_refused_nothing_written(gql):
     await gql.run("ClaimOperation", input=claim_input())
     too_long = "é" * 1024 + "x"

@@ -24,6 +24,7 @@ from resolvers.permissions import (
 from resolvers.strawberry_internals import graphql_schema
 from server.graph import build_schema
 from tests.api.conftest import app_client, claim_input
+from tests.factories import committed_operation
 from tests.tokens import SERVICE_TOKEN, mint
 
 A, B = "did:a", "did:b"
@@ -303,6 +304,16 @@ MUTATIONS: dict[str, tuple[str, str]] = {
 # Subscriptions: what A gets when it subscribes (the first result of the stream).
 SUBSCRIPTIONS: dict[str, tuple[str, str]] = {
     "workAvailable": ("subscription { workAvailable { connectorName } }", "forbidden"),
+    # Event streams replay from the log's oldest event (``$after``): A's first is its own.
+    "operationEvents": (
+        "subscription($after: String) { operationEvents(after: $after) "
+        "{ action operation { callerDID ownerDID } } }",
+        "own",
+    ),
+    "watchEvents": (
+        "subscription($after: String) { watchEvents(after: $after) { action watch { ownerDID } } }",
+        "own",
+    ),
 }
 COUNTS = ("operationCounts", "watchCounts")
 B_MARKERS = (B, "op-b", "evt-b", "lease-b", "state-b", "verifier-b")
@@ -423,26 +434,53 @@ async def test_tenant_a_subscribes_to_nothing_of_b(store, name):
     document, expected = SUBSCRIPTIONS[name]
     async with app_client(store, token=SERVICE_TOKEN) as service:
         await seed_b(service)
+    await committed_operation(store, operation_id="op-a", caller_did=A, owner_did=A)
     schema = build_schema()
     tenant = Viewer.of_token(A, TENANT_SCOPES)
-    stream = await schema.subscribe(document, context_value=context_of(store, tenant))
+    context = context_of(store, tenant)
+    context.hub = Hub(store)
+    stream = await schema.subscribe(
+        document, context_value=context, variable_values={"after": await oldest_event(store, name)}
+    )
     first = await anext(aiter(stream))
     await stream.aclose()
-    assert expected == "forbidden"
-    assert [error.extensions["code"] for error in first.errors or []] == ["FORBIDDEN"]
-    assert first.data is None
+    if expected == "forbidden":
+        assert [error.extensions["code"] for error in first.errors or []] == ["FORBIDDEN"]
+        assert first.data is None
+        return
+    assert first.errors is None and first.data is not None
+    assert A in json.dumps(first.data)
+    assert not any(marker in json.dumps(first.data) for marker in B_MARKERS)
 
 
 @pytest.mark.parametrize("name", SUBSCRIPTIONS)
 async def test_a_service_token_subscribes(store, name):
     document, _ = SUBSCRIPTIONS[name]
+    async with app_client(store, token=SERVICE_TOKEN) as service:
+        await seed_b(service)
+    await committed_operation(store, operation_id="op-a", caller_did=A, owner_did=A)
     schema = build_schema()
     context = context_of(store)
     context.hub = Hub(store)
-    stream = await schema.subscribe(document, context_value=context)
+    stream = await schema.subscribe(
+        document, context_value=context, variable_values={"after": await oldest_event(store, name)}
+    )
     first = await anext(aiter(stream))
     await stream.aclose()
     assert first.errors is None and first.data is not None
+
+
+async def oldest_event(store, name: str) -> str | None:
+    """The sequence of the oldest event of the log subscription ``name`` streams (None for
+    one that streams no log)."""
+    read = {
+        "operationEvents": store.events.operation_events_after,
+        "watchEvents": store.events.watch_events_after,
+    }.get(name)
+    if read is None:
+        return None
+    [first] = await read(None, 1)
+    return first.sequence
 
 
 async def seed_b(http) -> dict[str, Any]:

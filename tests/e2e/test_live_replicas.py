@@ -2,8 +2,9 @@
 on one file, as ``serve --workers 2`` runs): a claim committed through one wakes a
 ``workAvailable`` subscriber of the other, and so does a write no server made (psql's or
 sqlite3's): the database's triggers tell (NOTIFY on PostgreSQL, the wake-up table each process
-tails on SQLite)."""
+tails on SQLite); and its event streams to an ``operationEvents`` subscriber of the other."""
 
+import asyncio
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -75,3 +76,34 @@ async def test_a_commit_through_one_process_wakes_a_subscriber_of_the_other(
             await write_outside(shared_url, RELEASE)
             woken = await sock.receive()
             assert woken["payload"]["data"]["workAvailable"]["connectorName"] == "calendar"
+
+
+EVENTS = "subscription { operationEvents { action operation { operationID state } } }"
+
+
+async def test_an_event_committed_through_one_process_streams_to_a_subscriber_of_the_other(
+    tmp_path: Path, shared_url: str
+) -> None:
+    with (
+        live_server(tmp_path, shared_url, name="one") as one,
+        live_server(tmp_path, shared_url, name="two") as two,
+    ):
+        ws_url = two.url.replace("http", "ws", 1) + "/graphql"
+        async with websockets.connect(ws_url, subprotocols=["graphql-transport-ws"]) as raw:
+            sock = Socket(raw)
+            assert await sock.init() == {"type": "connection_ack"}
+            await sock.subscribe("e", EVENTS)
+            await asyncio.sleep(0.3)
+
+            async with httpx.AsyncClient(headers=bearer(SERVICE_TOKEN)) as http:
+                answer = await http.post(
+                    one.url + "/graphql",
+                    json={"query": CLAIM, "variables": {"input": claim_input()}},
+                )
+            assert answer.json() == {"data": {"claimOperation": {"__typename": "OperationClaimed"}}}
+            streamed = await sock.receive()
+
+    assert streamed["payload"]["data"]["operationEvents"] == {
+        "action": "CLAIMED",
+        "operation": {"operationID": claim_input()["operationID"], "state": "ATTEMPTED"},
+    }

@@ -1,7 +1,8 @@
-// A graphql-ws client (the `graphql-ws` library over `ws`) subscribed to workAvailable,
-// driven by tests/api/test_live_node.py: prints each result, or how the connection ended,
-// as one JSON line, and exits after COUNT results. With KEEP "keep", a completed subscription
-// prints {"complete": true} and leaves the connection open until the server closes it.
+// A graphql-ws client (the `graphql-ws` library over `ws`) subscribed to workAvailable (or,
+// with LIVE_QUERY and LIVE_VARIABLES in the environment, to that document), driven by
+// tests/api/test_live_node.py: prints each result, or how the connection ended, as one JSON
+// line, and exits after COUNT results. With KEEP "keep", a completed subscription prints
+// {"complete": true} and leaves the connection open until the server closes it.
 //
 //   node live.mjs WS_URL TOKEN CONNECTOR COUNT [KEEP]      (TOKEN "-": none)
 import { createClient } from "graphql-ws";
@@ -21,11 +22,13 @@ const client = createClient({
 
 let seen = 0;
 client.subscribe(
-  {
-    query:
-      "subscription Work($connector: String) { workAvailable(connectorName: $connector) { connectorName at } }",
-    variables: { connector },
-  },
+  process.env.LIVE_QUERY
+    ? { query: process.env.LIVE_QUERY, variables: JSON.parse(process.env.LIVE_VARIABLES ?? "{}") }
+    : {
+        query:
+          "subscription Work($connector: String) { workAvailable(connectorName: $connector) { connectorName at } }",
+        variables: { connector },
+      },
   {
     next: (value) => {
       print(value);

@@ -1,0 +1,212 @@
+"""``operationEvents`` and ``watchEvents`` over real WebSockets (graphql-transport-ws, the
+``websockets`` client), on both backends: events in log order as they commit, a resume with
+``after`` across a reconnect that loses and repeats nothing, a tenant's stream of its own
+rows only, ``EVENTS_COLLECTED``, refused filter fields and an expiring token."""
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from resolvers.codes import BAD_USER_INPUT, EVENTS_COLLECTED, UNAUTHENTICATED
+from server.settings import Settings
+from store.events import drop_operation_events
+from tests.api.live_client import Socket, served, socket
+from tests.factories import claimed_operation, committed_operation, marked
+from tests.tokens import mint
+
+OPERATION_EVENTS = (
+    "subscription Events($filter: OperationFilter, $after: String) { "
+    "operationEvents(filter: $filter, after: $after) { sequence action toState "
+    "operation { callerDID operationID ownerDID state } } }"
+)
+WATCH_EVENTS = (
+    "subscription Watches($after: String) { watchEvents(after: $after) { sequence action "
+    "toStatus generation watch { ownerDID sourceID verificationStatus } } }"
+)
+TENANT = "did:key:tenant-a"
+OTHER = "did:key:tenant-b"
+
+
+async def event(sock: Socket, id_: str, field: str = "operationEvents") -> dict[str, Any]:
+    """The next event of subscription ``id_``."""
+    message = await sock.receive()
+    assert message["type"] == "next" and message["id"] == id_, message
+    assert "errors" not in message["payload"], message
+    return message["payload"]["data"][field]
+
+
+def codes_of(message: dict[str, Any]) -> list[str]:
+    """The error codes of a refused subscription: an ``error`` message, or its first
+    ``next`` carrying only errors."""
+    errors = message["payload"] if message["type"] == "error" else message["payload"]["errors"]
+    return [error["extensions"]["code"] for error in errors]
+
+
+async def quiet(sock: Socket, seconds: float = 0.3) -> bool:
+    """True when nothing arrives for ``seconds``."""
+    try:
+        await sock.receive(timeout_s=seconds)
+    except TimeoutError:
+        return True
+    return False
+
+
+async def opened(sock: Socket, id_: str, query: str = OPERATION_EVENTS, **variables: Any) -> None:
+    """Subscribe, and wait until the stream stands at the log's head (a subscription
+    without ``after`` starts there, so a write sent before it may not be streamed)."""
+    await sock.subscribe(id_, query, **variables)
+    await asyncio.sleep(0.2)
+
+
+async def test_operation_events__each_write_in_order_as_it_commits(store):
+    async with served(store) as server, socket(server) as sock:
+        await sock.init()
+        await opened(sock, "1")
+        record = await claimed_operation(store)
+        await marked(store, record)
+
+        claimed, sent = await event(sock, "1"), await event(sock, "1")
+
+    assert [claimed["action"], sent["action"]] == ["CLAIMED", "SEND_MARKED"]
+    assert claimed["sequence"] < sent["sequence"]
+    assert sent["operation"]["operationID"] == record.operation_id
+    assert sent["operation"]["state"] == "ATTEMPTED"
+
+
+async def test_operation_events__a_resume_with_after_loses_and_repeats_nothing(store):
+    async with served(store) as server:
+        async with socket(server) as sock:
+            await sock.init()
+            await opened(sock, "1")
+            first = await claimed_operation(store, operation_id="op-1")
+            seen = await event(sock, "1")
+        # Written while no one listens: the resume must replay exactly these.
+        await marked(store, first)
+        second = await claimed_operation(store, operation_id="op-2", source_id="src-2")
+        async with socket(server) as sock:
+            await sock.init()
+            await sock.subscribe("2", OPERATION_EVENTS, after=seen["sequence"])
+            replayed = [await event(sock, "2"), await event(sock, "2")]
+            await marked(store, second)
+            live = await event(sock, "2")
+            assert await quiet(sock)
+
+    assert [(e["action"], e["operation"]["operationID"]) for e in [*replayed, live]] == [
+        ("SEND_MARKED", "op-1"),
+        ("CLAIMED", "op-2"),
+        ("SEND_MARKED", "op-2"),
+    ]
+    sequences = [seen["sequence"], *(e["sequence"] for e in [*replayed, live])]
+    assert sequences == sorted(set(sequences))
+
+
+async def test_operation_events__a_filter_narrows_by_state_and_connector(store):
+    async with served(store) as server, socket(server) as sock:
+        await sock.init()
+        await opened(sock, "1", filter={"connectorName": "crm", "states": ["COMMITTED"]})
+        await committed_operation(store, operation_id="op-cal")
+        await committed_operation(store, operation_id="op-crm", connector_name="crm")
+
+        only = await event(sock, "1")
+        assert await quiet(sock)
+
+    assert only["action"] == "FINALIZED" and only["toState"] == "COMMITTED"
+    assert only["operation"]["operationID"] == "op-crm"
+
+
+async def test_operation_events__a_tenant_receives_only_its_own_rows(store):
+    tenant = mint(TENANT, "operations:read")
+    async with served(store) as server, socket(server) as sock:
+        await sock.init(tenant)
+        await opened(sock, "1")
+        await claimed_operation(store, operation_id="op-b", caller_did=OTHER, owner_did=OTHER)
+        await claimed_operation(store, operation_id="op-a", caller_did=OTHER, owner_did=TENANT)
+
+        own = await event(sock, "1")
+        assert await quiet(sock)
+
+    assert own["operation"] == {
+        "callerDID": OTHER,
+        "operationID": "op-a",
+        "ownerDID": TENANT,
+        "state": "ATTEMPTED",
+    }
+
+
+async def test_operation_events__a_tenant_filtering_by_another_viewer_gets_nothing(store):
+    tenant = mint(TENANT, "operations:read")
+    async with served(store) as server, socket(server) as sock:
+        await sock.init(tenant)
+        await sock.subscribe("1", OPERATION_EVENTS, filter={"visibleTo": OTHER})
+        message = await sock.receive()
+        await claimed_operation(store, caller_did=OTHER, owner_did=OTHER)
+        assert await quiet(sock)
+
+    assert message == {"id": "1", "type": "complete"}
+
+
+async def test_operation_events__after_older_than_the_log_keeps_is_events_collected(store):
+    async with served(store) as server, socket(server) as sock:
+        await sock.init()
+        await opened(sock, "1")
+        gone = await claimed_operation(store, operation_id="op-gone")
+        seen = await event(sock, "1")
+        await claimed_operation(store, operation_id="op-kept")
+        await event(sock, "1")
+        # As the sweeper leaves the log: the events of a collected operation go with it.
+        await drop_operation_events(store.db, [(gone.caller_did, gone.operation_id)])
+
+        await sock.subscribe("2", OPERATION_EVENTS, after=seen["sequence"])
+        message = await sock.receive()
+
+    assert codes_of(message) == [EVENTS_COLLECTED]
+
+
+@pytest.mark.parametrize("field", ["updatedAfter", "updatedBefore", "nodeKey", "documentIDs"])
+async def test_operation_events__a_filter_field_it_cannot_apply_is_refused(store, field):
+    value: Any = ["doc"] if field == "documentIDs" else 1 if "updated" in field else "node"
+    async with served(store) as server, socket(server) as sock:
+        await sock.init()
+        await sock.subscribe("1", OPERATION_EVENTS, filter={field: value})
+        message = await sock.receive()
+
+    assert codes_of(message) == [BAD_USER_INPUT]
+    assert message["payload"]["errors"][0]["extensions"]["field"] == f"filter.{field}"
+
+
+async def test_watch_events__a_finalize_opens_the_watch_as_it_commits(store):
+    async with served(store) as server, socket(server) as sock:
+        await sock.init()
+        await opened(sock, "1", WATCH_EVENTS)
+        await committed_operation(store)
+
+        opening = await event(sock, "1", "watchEvents")
+
+    assert opening["action"] == "OPENED" and opening["toStatus"] == "PENDING_VERIFICATION"
+    assert opening["watch"]["verificationStatus"] == "PENDING_VERIFICATION"
+
+
+async def test_watch_events__a_tenant_receives_only_its_own_watches(store):
+    tenant = mint(TENANT, "watches:read")
+    async with served(store) as server, socket(server) as sock:
+        await sock.init(tenant)
+        await opened(sock, "1", WATCH_EVENTS)
+        await committed_operation(store, operation_id="op-b", caller_did=OTHER, owner_did=OTHER)
+        await committed_operation(store, operation_id="op-a", caller_did=OTHER, owner_did=TENANT)
+
+        own = await event(sock, "1", "watchEvents")
+        assert await quiet(sock)
+
+    assert own["watch"]["ownerDID"] == TENANT
+
+
+async def test_operation_events__an_expiring_token_ends_the_stream(store):
+    settings = Settings(sweeper=False, jwt_leeway_seconds=0)
+    async with served(store, settings) as server, socket(server) as sock:
+        await sock.init(mint(ttl=2))
+        await sock.subscribe("1", OPERATION_EVENTS)
+        message = await sock.receive(timeout_s=5)
+
+    assert message["type"] == "next" and message["id"] == "1"
+    assert [e["extensions"]["code"] for e in message["payload"]["errors"]] == [UNAUTHENTICATED]
