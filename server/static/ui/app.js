@@ -574,9 +574,10 @@ function filterOf(params) {
 
 /** What may change whether an operation is listed under ``filter``: the events of the
  * operations of its fixed fields (an event's ``toState`` is what a filter's ``states`` match,
- * so an operation leaving the state shown would go unheard). */
+ * so an operation leaving the state shown would go unheard; a subscription refuses
+ * ``documentIDs`` and the times). */
 function liveFilter(filter) {
-  const { states, kind, updatedAfter, updatedBefore, ...fixed } = filter;
+  const { states, kind, updatedAfter, updatedBefore, documentIDs, ...fixed } = filter;
   return Object.keys(fixed).length ? fixed : null;
 }
 
@@ -801,13 +802,14 @@ function OperationView({ params }) {
   const variables = { callerDID: params.get("caller") || "", operationID: params.get("id") || "" };
   const [data, error, reload] = useQuery("DashboardOperation", variables, params.toString());
   useLive([operationEvents(variables)], reload, params.toString());
+  // Its watch's events: a subscription's filter has no source id nor document, so those of
+  // the watches of its owner, connector, model and account.
   const seen = data?.operation;
   const watched = seen && {
     ownerDID: seen.ownerDID,
     connectorName: seen.connectorName,
     model: seen.model,
     accountKey: seen.accountKey,
-    ...(seen.documentID === null ? {} : { documentIDs: [seen.documentID] }),
   };
   useLive(watched ? [watchEvents(watched)] : [], reload, JSON.stringify(watched));
   if (error) return html`<${Failure} error=${error} />`;
