@@ -35,6 +35,7 @@ async def shown(page: Any, label: str) -> int:
 async def screenshot(page: Any, name: str) -> None:
     folder = os.environ.get("UI_SCREENSHOTS")
     if folder:
+        await page.locator('#live[data-live="live"]').wait_for()
         Path(folder).mkdir(parents=True, exist_ok=True)
         await page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
 

@@ -1,14 +1,18 @@
 // The dashboard at /ui: a GraphQL client like any other. Every document it sends is a named
 // operation of graphql/operations/dashboard.graphql, loaded from the server; every request
-// carries the user's token. No build step: Preact and htm from one vendored ES module.
+// carries the user's token. No build step: Preact and htm from one vendored ES module, and
+// graphql-ws (the client of graphql-transport-ws) for the subscriptions that keep a view live.
 import {
   createContext,
   html,
   render,
   useContext,
   useEffect,
+  useRef,
   useState,
 } from "/ui/assets/htm-preact-standalone.module.js";
+// graphql-ws's browser build (UMD): run as a module it defines ``globalThis.graphqlWs``.
+import "/ui/assets/graphql-ws.min.js";
 
 const TOKEN_KEY = "connector-store-token";
 const PAGE_SIZE = 50;
@@ -100,13 +104,18 @@ async function run(name, variables = {}) {
 }
 
 /** The data of ``name`` for ``variables``, re-run when ``key`` changes or ``reload()`` is
- * called: [data, error, reload]. */
+ * called: [data, error, reload]. A new ``key`` clears what is shown; a reload keeps it until
+ * the answer replaces it (a live view does not blink on each event). */
 function useQuery(name, variables, key) {
   const [state, setState] = useState({ data: null, error: null });
   const [round, setRound] = useState(0);
+  const shownKey = useRef(key);
   useEffect(() => {
     let current = true;
-    setState({ data: null, error: null });
+    if (shownKey.current !== key) {
+      shownKey.current = key;
+      setState({ data: null, error: null });
+    }
     run(name, variables).then(
       (data) => current && setState({ data, error: null }),
       (error) => current && setState({ data: null, error }),
@@ -116,6 +125,196 @@ function useQuery(name, variables, key) {
     };
   }, [key, round]);
   return [state.data, state.error, () => setRound((n) => n + 1)];
+}
+
+// --- live updates --------------------------------------------------------------------------
+
+const REFRESH_MS = 400;
+const RETRY_MS = [500, 1000, 2000, 5000, 10000];
+
+/** The page's one graphql-transport-ws client (for the token in use), and the state the live
+ * indicator shows: "connecting", "live", "reconnecting" or "stopped" (``liveReason`` says
+ * why); null while nothing subscribes. */
+let socket = null;
+let liveState = null;
+let liveReason = "";
+const liveListeners = new Set();
+let subscribers = 0;
+
+function setLive(state, reason = "") {
+  liveState = state;
+  liveReason = reason;
+  for (const listener of liveListeners) listener(state);
+}
+
+function liveClient() {
+  const token = storedToken();
+  if (socket?.token !== token) {
+    socket?.client.dispose();
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    const client = globalThis.graphqlWs.createClient({
+      url: `${scheme}://${location.host}/graphql`,
+      connectionParams: { Authorization: `Bearer ${token}` },
+      // Each subscription reconnects itself (``subscribeLive``), resuming after the last
+      // event it saw; the client's own retry would resend the first ``after``.
+      retryAttempts: 0,
+      lazyCloseTimeout: 2000,
+    });
+    const mine = { token, client, connected: false };
+    client.on("connected", () => {
+      mine.connected = true;
+      if (socket === mine && subscribers > 0) setLive("live");
+    });
+    client.on("closed", () => {
+      mine.connected = false;
+    });
+    socket = mine;
+  }
+  return socket.client;
+}
+
+function codesOf(error) {
+  return Array.isArray(error) ? error.map((e) => e.extensions?.code) : [];
+}
+
+/**
+ * Subscribe to the named subscription of dashboard.graphql, calling ``onEvent(event)`` for
+ * each event, until the returned function is called. When the connection drops (or the
+ * server has too many subscriptions) it reconnects, backing off, with ``after`` = the last
+ * event's sequence, so the server replays what it missed; when that is older than the log
+ * keeps (EVENTS_COLLECTED) it starts again at the log's end and calls ``onGap()`` (the
+ * caller re-fetches). Any other error (FORBIDDEN, UNAUTHENTICATED) ends it: the indicator
+ * says "not live" and why.
+ */
+function subscribeLive(name, field, variables, onEvent, onGap) {
+  let after = null;
+  let stop = () => {};
+  let timer = null;
+  let failures = 0;
+  let ended = false;
+  const start = async () => {
+    const query = (await loadDocuments()).get(name);
+    if (ended || !storedToken()) return;
+    stop = liveClient().subscribe(
+      { query, operationName: name, variables: { ...variables, after } },
+      {
+        next: (message) => {
+          const event = message.data?.[field];
+          if (!event) return;
+          failures = 0;
+          after = event.sequence;
+          onEvent(event);
+        },
+        error: (error) => {
+          if (ended) return;
+          const codes = codesOf(error);
+          if (codes.includes("EVENTS_COLLECTED")) {
+            after = null;
+            onGap();
+            start();
+            return;
+          }
+          if (Array.isArray(error) && !codes.includes("TOO_MANY_SUBSCRIPTIONS")) {
+            setLive("stopped", error.map((e) => e.message).join("; "));
+            return;
+          }
+          setLive("reconnecting");
+          timer = setTimeout(start, RETRY_MS[Math.min(failures, RETRY_MS.length - 1)]);
+          failures += 1;
+        },
+        complete: () => {},
+      },
+    );
+  };
+  subscribers += 1;
+  if (liveState === null) setLive(socket?.connected && socket.token === storedToken() ? "live" : "connecting");
+  start();
+  return () => {
+    ended = true;
+    clearTimeout(timer);
+    stop();
+    subscribers -= 1;
+    if (subscribers === 0) setLive(null);
+  };
+}
+
+/** ``fn`` run at most once per ``ms``: a call within ``ms`` of the last run is deferred to
+ * its end, and calls meanwhile fold into that one run. */
+function throttle(fn, ms) {
+  let last = 0;
+  let timer = null;
+  const throttled = () => {
+    if (timer !== null) return;
+    timer = setTimeout(() => {
+      timer = null;
+      last = Date.now();
+      fn();
+    }, Math.max(0, last + ms - Date.now()));
+  };
+  throttled.cancel = () => clearTimeout(timer);
+  return throttled;
+}
+
+/**
+ * Keep a view live: while it is shown, subscribe to each ``[document, field, variables]`` of
+ * ``feeds`` and call ``refresh()`` after events (at most once per ``REFRESH_MS``), and once
+ * the connection is up (what was written before the subscription started). ``key`` names
+ * the feeds: new feeds when it changes.
+ */
+function useLive(feeds, refresh, key) {
+  const latest = useRef(refresh);
+  latest.current = refresh;
+  useEffect(() => {
+    if (!feeds.length) return;
+    const refreshSoon = throttle(() => latest.current(), REFRESH_MS);
+    const stops = feeds.map(([document, field, variables]) =>
+      subscribeLive(document, field, variables, refreshSoon, refreshSoon),
+    );
+    const up = (state) => state === "live" && refreshSoon();
+    liveListeners.add(up);
+    return () => {
+      liveListeners.delete(up);
+      refreshSoon.cancel();
+      for (const stop of stops) stop();
+    };
+  }, [key]);
+}
+
+const OPERATION_EVENTS = "DashboardOperationEvents";
+const WATCH_EVENTS = "DashboardWatchEvents";
+
+function operationEvents(filter = null) {
+  return [OPERATION_EVENTS, "operationEvents", { filter }];
+}
+
+function watchEvents(filter = null) {
+  return [WATCH_EVENTS, "watchEvents", { filter }];
+}
+
+/** The live indicator: whether the page's subscriptions are connected. */
+function LiveIndicator() {
+  const [state, setState] = useState(liveState);
+  useEffect(() => {
+    liveListeners.add(setState);
+    setState(liveState);
+    return () => liveListeners.delete(setState);
+  }, []);
+  if (state === null) return null;
+  const text = {
+    connecting: "connecting…",
+    live: "live",
+    reconnecting: "reconnecting…",
+    stopped: "not live",
+  }[state];
+  const title = {
+    connecting: "Connecting to the server's subscriptions",
+    live: "Updates as the server writes: no reload needed",
+    reconnecting: "The connection dropped: reconnecting, then catching up on what was missed",
+    stopped: `The server ended the updates (${liveReason}): reload to try again`,
+  }[state];
+  return html`<span id="live" class=${`live live-${state}`} data-live=${state} title=${title}
+    aria-live="polite">${text}</span
+  >`;
 }
 
 // --- what the token may do -----------------------------------------------------------------
@@ -235,7 +434,8 @@ function operationLink(op) {
 
 function Overview() {
   const viewer = useViewer();
-  const [data, error] = useQuery("DashboardOverview", {}, "overview");
+  const [data, error, reload] = useQuery("DashboardOverview", {}, "overview");
+  useLive([operationEvents(), watchEvents()], reload, "overview");
   const [paused, setPaused] = useState(null);
   useEffect(() => {
     if (!readsAll(viewer)) return;
@@ -372,6 +572,15 @@ function filterOf(params) {
   return filter;
 }
 
+/** What may change whether an operation is listed under ``filter``: the events of the
+ * operations of its fixed fields (an event's ``toState`` is what a filter's ``states`` match,
+ * so an operation leaving the state shown would go unheard; a subscription refuses
+ * ``documentIDs`` and the times). */
+function liveFilter(filter) {
+  const { states, kind, updatedAfter, updatedBefore, documentIDs, ...fixed } = filter;
+  return Object.keys(fixed).length ? fixed : null;
+}
+
 /** The filter narrowed to ``state``, or null when it names another state. */
 function inState(filter, state) {
   if (filter.states && !filter.states.includes(state)) return null;
@@ -386,6 +595,7 @@ function Operations({ params }) {
     { filter, first: PAGE_SIZE, after },
     params.toString(),
   );
+  useLive([operationEvents(liveFilter(filter))], reload, params.toString());
   const form = Object.fromEntries(FILTER_FIELDS.map((n) => [n, params.get(n) || ""]));
   const submit = (event) => {
     event.preventDefault();
@@ -400,30 +610,32 @@ function Operations({ params }) {
   };
   const live = Object.keys(filter).length ? inState(filter, "ATTEMPTED") : null;
   const failed = Object.keys(filter).length ? inState(filter, "FAILED") : null;
+  // The filter form is the user's until Apply: uncontrolled fields (defaultValue, selected),
+  // so a live re-render keeps what is being typed; a new route remounts it (its key).
   return html`
     <h2>Operations</h2>
-    <form class="filters" onSubmit=${submit} aria-label="Filter operations">
+    <form key=${params.toString()} class="filters" onSubmit=${submit} aria-label="Filter operations">
       <label
         >State
-        <select name="state" value=${form.state}>
+        <select name="state">
           <option value="">any</option>
-          ${STATES.map((s) => html`<option value=${s}>${s}</option>`)}
+          ${STATES.map((s) => html`<option value=${s} selected=${s === form.state}>${s}</option>`)}
         </select>
       </label>
-      <label>Connector <input name="connector" value=${form.connector} /></label>
-      <label>Account <input name="account" value=${form.account} /></label>
-      <label>Owner DID <input name="owner" value=${form.owner} /></label>
-      <label>Caller DID <input name="caller" value=${form.caller} /></label>
-      <label>Caller or owner DID <input name="party" value=${form.party} /></label>
-      <label>Document ID <input name="document" value=${form.document} /></label>
-      <label>Last outcome kind <input name="kind" value=${form.kind} /></label>
+      <label>Connector <input name="connector" defaultValue=${form.connector} /></label>
+      <label>Account <input name="account" defaultValue=${form.account} /></label>
+      <label>Owner DID <input name="owner" defaultValue=${form.owner} /></label>
+      <label>Caller DID <input name="caller" defaultValue=${form.caller} /></label>
+      <label>Caller or owner DID <input name="party" defaultValue=${form.party} /></label>
+      <label>Document ID <input name="document" defaultValue=${form.document} /></label>
+      <label>Last outcome kind <input name="kind" defaultValue=${form.kind} /></label>
       <label
         >Updated from (local time)
-        <input type="datetime-local" name="after_time" value=${form.after_time}
+        <input type="datetime-local" name="after_time" defaultValue=${form.after_time}
       /></label>
       <label
         >Updated before (local time)
-        <input type="datetime-local" name="before_time" value=${form.before_time}
+        <input type="datetime-local" name="before_time" defaultValue=${form.before_time}
       /></label>
       <button type="submit">Apply</button>
     </form>
@@ -589,6 +801,17 @@ function Rearm({ watch, after }) {
 function OperationView({ params }) {
   const variables = { callerDID: params.get("caller") || "", operationID: params.get("id") || "" };
   const [data, error, reload] = useQuery("DashboardOperation", variables, params.toString());
+  useLive([operationEvents(variables)], reload, params.toString());
+  // Its watch's events: a subscription's filter has no source id nor document, so those of
+  // the watches of its owner, connector, model and account.
+  const seen = data?.operation;
+  const watched = seen && {
+    ownerDID: seen.ownerDID,
+    connectorName: seen.connectorName,
+    model: seen.model,
+    accountKey: seen.accountKey,
+  };
+  useLive(watched ? [watchEvents(watched)] : [], reload, JSON.stringify(watched));
   if (error) return html`<${Failure} error=${error} />`;
   if (!data) return html`<p aria-busy="true">Loading…</p>`;
   const op = data.operation;
@@ -663,6 +886,7 @@ function OperationView({ params }) {
 
 function Failures() {
   const [data, error, reload] = useQuery("DashboardFailures", { first: PAGE_SIZE }, "failures");
+  useLive([operationEvents(), watchEvents()], reload, "failures");
   if (error) return html`<${Failure} error=${error} />`;
   if (!data) return html`<p aria-busy="true">Loading…</p>`;
   const operations = data.operations.edges.map((e) => e.node);
@@ -801,6 +1025,7 @@ function Accounts() {
   const [round, setRound] = useState(0);
   const [spread, setSpread] = useState("0");
   const reload = () => setRound((n) => n + 1);
+  useLive([operationEvents()], reload, "accounts");
   useEffect(() => {
     allAccounts().then(
       (data) => setState({ data, error: null }),
@@ -990,6 +1215,7 @@ function App() {
       </ul>
     </nav>
     <span class="who">
+      ${signedIn && html`<${LiveIndicator} /> `}
       ${signedIn && viewer.did && html`<span class="mono">${viewer.did}</span> `}
       ${signedIn &&
       html`<button
