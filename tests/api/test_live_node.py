@@ -104,7 +104,9 @@ async def test_graphql_ws_client__a_refused_token_is_closed_4403_with_its_reason
 async def test_graphql_ws_client__an_expiring_token_ends_the_stream_then_closes_4403(store):
     settings = Settings(sweeper=False, jwt_leeway_seconds=0)
     async with served(store, settings) as server:
-        process = await node_client(server.ws, mint(ttl=2), "calendar", 10, keep=True)
+        # Long enough for Node to start and subscribe on a loaded machine (it took over 2 s
+        # in a loaded CI run): a token expired before connection_init is refused instead.
+        process = await node_client(server.ws, mint(ttl=8), "calendar", 10, keep=True)
         try:
             first = await line(process)
             assert first["data"]["workAvailable"]["connectorName"] == "calendar"
