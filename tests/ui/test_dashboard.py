@@ -138,6 +138,41 @@ async def test_page__no_request_to_any_host_but_the_server(page, seeded):
         await page.locator("main table").first.wait_for()
     await page.goto(seeded.url + f"/ui#/operation?caller=did:key:worker&id={seeded.failed}")
     await page.locator('[data-field="state"]').wait_for()
+    await page.goto(seeded.url + f"/ui#/operation?caller=did:key:worker&id={seeded.committed}")
+    await page.locator("#watch-link").click()
+    await page.locator("#watch-events").wait_for()
 
     assert page.requests.urls, "no request was recorded"
     assert page.requests.outside(seeded.url) == []
+
+
+async def test_repair_failed_watch__its_page_from_the_failures_shows_the_error_and_history(
+    page, seeded
+):
+    await page.goto(seeded.url + "/ui#/failures")
+    await page.locator("#failed-watches tr[data-watch] a").click()
+    await page.locator("#watch-events tbody tr[data-event]").first.wait_for()
+
+    assert await page.locator('dd[data-field="verificationStatus"]').inner_text() == "REPAIR_FAILED"
+    assert REPAIR_FAILURE in await page.locator("#last-error").inner_text()
+    assert await page.locator('dd[data-field="lastError"]').inner_text() == REPAIR_FAILURE
+    events = page.locator("#watch-events tbody tr[data-event]")
+    actions = [await row.get_attribute("data-event") for row in await events.all()]
+    assert actions[0] == "OPENED" and actions[-1] == "REPAIR_FAILED", actions
+    failed = (await events.nth(len(actions) - 1).locator("td").all_inner_texts())[1:]
+    assert failed == [
+        "REPAIR_FAILED",
+        "service",
+        "1",
+        "PENDING_VERIFICATION → REPAIR_FAILED",
+        "1",
+        REPAIR_FAILURE,
+    ]
+    await screenshot(page, "watch")
+
+    await page.locator('#watch-operation-links li[data-operation="op-repair"] a').click()
+    await page.locator('dd[data-field="operationID"]').wait_for()
+    assert await page.locator('dd[data-field="operationID"]').inner_text() == "op-repair"
+    await page.locator("#watch-link").click()
+    await page.locator("#watch-events tbody tr[data-event]").first.wait_for()
+    assert "op-repair" in await page.locator("#watch-operation-links").inner_text()
