@@ -17,6 +17,7 @@ from tests.factories import claimed_operation
 from tests.tokens import SERVICE_TOKEN, bearer, mint
 
 MULTIPART = 'multipart/mixed;subscriptionSpec="1.0"'
+LATER_MS = 1500
 CRM_WORK = 'subscription { workAvailable(connectorName: "crm") { connectorName } }'
 
 
@@ -148,12 +149,14 @@ async def refused(sock, id_: str) -> str:
 
 
 async def test_work_available__a_lapsed_lease_and_a_deferral_come_due_by_the_timer(timed_store):
+    # The lapse and the due time are LATER_MS away: far enough that, on a loaded machine, the
+    # write's own signal is read before the timer's (else the two coalesce into one).
     store = timed_store
     async with served(store) as server, socket(server) as sock:
         await sock.init()
         await sock.subscribe("1", connector="calendar")
         await signal(sock, "1")
-        record = await claimed_operation(store, lease_expires_at=store.clock() + 400)
+        record = await claimed_operation(store, lease_expires_at=store.clock() + LATER_MS)
         await signal(sock, "1")
 
         lapsed = await signal(sock, "1")
@@ -161,7 +164,7 @@ async def test_work_available__a_lapsed_lease_and_a_deferral_come_due_by_the_tim
 
         other = await claimed_operation(store, operation_id="op-2", source_id="evt-2")
         await signal(sock, "1")
-        due = store.clock() + 400
+        due = store.clock() + LATER_MS
         deferred = await store.operations.defer_operation(
             other.caller_did, other.operation_id, due, None, "lease-A"
         )
