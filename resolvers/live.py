@@ -41,7 +41,8 @@ from graphql import GraphQLError
 from resolvers.codes import EVENTS_COLLECTED, TOO_MANY_SUBSCRIPTIONS, UNAUTHENTICATED
 from resolvers.permissions import Viewer
 from store import ConnectorStore
-from store.errors import StoreError
+from store.errors import InvalidInput, StoreError
+from store.events import position
 from store.records import OperationEventRecord, WatchEventRecord
 from store.tables import operation_event, watch_event
 from store.wakeups import DEFAULT_POLL_S
@@ -347,11 +348,17 @@ class Hub:
         commits from now on), in log order with no gap and no repeat, then each as it
         commits. Raises ``EVENTS_COLLECTED`` when ``after`` is older than the oldest event
         kept, ``TOO_MANY_SUBSCRIPTIONS`` past a bound; ends with ``UNAUTHENTICATED`` when
-        the session's token expires."""
+        the session's token expires; raises ``InvalidInput`` naming ``after`` for one that is
+        not a sequence or is past the newest event (from another database, or one restored
+        from an older backup)."""
         event_log = self.logs[name]
         session.seconds_left()
-        if after is not None and await event_log.collected(after):
-            raise events_collected()
+        if after is not None:
+            head = await event_log.head()
+            if head is None or position("after", after) > position("after", head):
+                raise InvalidInput("after", "is past the newest event of the log")
+            if await event_log.collected(after):
+                raise events_collected()
         with self.slot(session, event_log.field):
             self.streams[name] += 1
             self.streaming.set()

@@ -37,6 +37,7 @@ The ``sequence`` clients see is opaque: 32 hex digits, ``tx`` then ``id``, so se
 sort as strings in log order.
 """
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
@@ -188,15 +189,21 @@ def sequence_of(tx: int, event_id: int) -> str:
     return f"{tx:016x}{event_id:016x}"
 
 
+SEQUENCE = re.compile(r"[0-9a-f]{32}")
+"""What ``sequence_of`` writes: 32 lower-case hex digits."""
+MAX_POSITION = 2**63 - 1
+"""The largest ``tx`` or ``id`` either backend stores (a signed 64-bit integer)."""
+
+
 def position(field: str, sequence: Any) -> tuple[int, int]:
     """The ``(tx, id)`` of a ``sequence``. Raises ``InvalidInput`` naming ``field`` for one
-    this store did not hand out."""
-    if not isinstance(sequence, str) or len(sequence) != 32:
+    this store did not hand out (not 32 lower-case hex digits, or a half past 64 bits)."""
+    if not isinstance(sequence, str) or SEQUENCE.fullmatch(sequence) is None:
         raise InvalidInput(field, "must be an event sequence")
-    try:
-        return int(sequence[:16], 16), int(sequence[16:], 16)
-    except ValueError:
-        raise InvalidInput(field, "must be an event sequence") from None
+    tx, event_id = int(sequence[:16], 16), int(sequence[16:], 16)
+    if tx > MAX_POSITION or event_id > MAX_POSITION:
+        raise InvalidInput(field, "must be an event sequence")
+    return tx, event_id
 
 
 @dataclass(frozen=True)

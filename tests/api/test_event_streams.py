@@ -210,3 +210,46 @@ async def test_operation_events__an_expiring_token_ends_the_stream(store):
 
     assert message["type"] == "next" and message["id"] == "1"
     assert [e["extensions"]["code"] for e in message["payload"]["errors"]] == [UNAUTHENTICATED]
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        "f" * 32,
+        "0" * 16 + "f" * 16,
+        " " + "0" * 31,
+        "0x" + "0" * 30,
+        "0_" + "0" * 30,
+        "-" + "0" * 31,
+        "\u0660" * 32,
+        "A" * 32,
+    ],
+)
+async def test_operation_events__an_after_this_store_never_handed_out_is_refused(store, after):
+    async with served(store) as server, socket(server) as sock:
+        await sock.init()
+        await claimed_operation(store)
+        await sock.subscribe("1", OPERATION_EVENTS, after=after)
+        message = await sock.receive()
+
+    assert codes_of(message) == [BAD_USER_INPUT]
+
+
+async def test_operation_events__an_after_past_the_newest_event_is_refused(store):
+    """A sequence past the log's end (from another database, or one restored from an older
+    backup) would stream nothing until the log caught up: it is refused, not a silent gap."""
+    async with served(store) as server, socket(server) as sock:
+        await sock.init()
+        await claimed_operation(store)
+        [newest] = await store.events.operation_events_after(None, 1)
+        past = newest.sequence[:16] + f"{int(newest.sequence[16:], 16) + 1:016x}"
+        await sock.subscribe("1", OPERATION_EVENTS, after=past)
+        refused = await sock.receive()
+        assert await sock.receive() == {"id": "1", "type": "complete"}
+        await sock.subscribe("2", OPERATION_EVENTS, after=newest.sequence)
+        later = await claimed_operation(store, operation_id="op-2", source_id="s-2")
+        streamed = await event(sock, "2")
+
+    assert codes_of(refused) == [BAD_USER_INPUT]
+    assert refused["payload"]["errors"][0]["extensions"]["field"] == "after"
+    assert streamed["operation"]["operationID"] == later.operation_id

@@ -89,6 +89,20 @@ async def test_operation_events__first_500_is_a_page_of_its_own(gql):
     assert page["events"]["pageInfo"]["hasNextPage"] is False
 
 
+async def test_operation_events__an_after_past_64_bits_is_bad_input(gql):
+    await gql.run("ClaimOperation", input=claim_input())
+    response = await gql.http.post(
+        "/graphql",
+        json={
+            "query": 'query ($after: String) { operation(callerDID: "did:key:caller", '
+            'operationID: "op-1") { events(after: $after) { edges { cursor } } } }',
+            "variables": {"after": "f" * 32},
+        },
+    )
+
+    assert error_codes(response.json()) == ["BAD_USER_INPUT"]
+
+
 async def test_error_message__longer_than_2048_bytes_refused_nothing_written(gql):
     await gql.run("ClaimOperation", input=claim_input())
     too_long = "é" * 1024 + "x"
