@@ -87,7 +87,12 @@ class ConnectorSchema(strawberry.federation.Schema):
     ) -> Any:
         """Strawberry's ``stream`` (every operation over a WebSocket, and a subscription
         over HTTP), each operation with a context of its own (``Context.fresh``: a
-        WebSocket's operations share the connection's context, never its loaders)."""
+        WebSocket's operations share the connection's context, never its loaders), and the
+        ``operationName`` the client gave kept for the request's extensions, as ``execute``
+        keeps it. It is set and not reset: the extensions run while the returned stream is
+        iterated, later, in this same task (a WebSocket operation's own, or the HTTP
+        request's), which serves this one operation."""
+        requested_operation_name.set(operation_name)
         if isinstance(context_value, Context):
             context_value = context_value.fresh()
         return await super().stream(

@@ -5,6 +5,7 @@ bounds, and ``workAvailable`` woken by writes and by time."""
 
 import asyncio
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -172,6 +173,28 @@ async def test_work_available__a_lapsed_lease_and_a_deferral_come_due_by_the_tim
         await signal(sock, "1")
         came_due = await signal(sock, "1")
         assert came_due["at"] >= due
+
+
+async def test_work_available__multipart_picks_the_named_operation_of_several(store):
+    """Workers send the whole ``live.graphql`` (several subscriptions) with an
+    ``operationName``: the server runs that one (it refused the document as unnamed)."""
+    document = (Path(__file__).resolve().parents[2] / "graphql/operations/live.graphql").read_text()
+    async with (
+        served(store) as server,
+        httpx.AsyncClient(base_url=server.http, headers=bearer(SERVICE_TOKEN)) as http,
+        http.stream(
+            "POST",
+            "/graphql",
+            json={"query": document, "operationName": "WorkAvailable"},
+            headers={"Accept": MULTIPART},
+        ) as response,
+    ):
+        chunks = response.aiter_text()
+        text = ""
+        while '"workAvailable"' not in text and "errors" not in text:
+            text += await asyncio.wait_for(anext(chunks), 5)
+
+    assert '"workAvailable"' in text, text
 
 
 async def test_work_available__multipart_over_http(store):
