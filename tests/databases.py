@@ -67,6 +67,10 @@ class PostgresRun:
         try:
             await admin.execute(f'CREATE DATABASE "{self.name}"')
             self.created = True
+            # Commits do not wait for the disk: a test database need not survive a crash of
+            # the PostgreSQL server, and on a machine whose disk flushes slowly (5-15 ms a
+            # commit) the row locks of concurrent tests were held past the lock timeout.
+            await admin.execute(f'ALTER DATABASE "{self.name}" SET synchronous_commit = off')
         finally:
             await admin.close()
         url = with_database(postgres_admin_url(), self.name)

@@ -16,11 +16,12 @@ def mint(
     *,
     key: Any = TEST_JWT_SECRET,
     algorithm: str = "HS256",
-    ttl: int = 3600,
+    ttl: int = 24 * 3600,
     **claims: Any,
 ) -> str:
-    """A signed token for ``sub`` with ``scope``; ``claims`` add or replace claims (None
-    drops one)."""
+    """A signed token for ``sub`` with ``scope``, valid for ``ttl`` seconds (a day by
+    default: modules mint theirs at import, and a slow full run reaches its last tests
+    long after); ``claims`` add or replace claims (None drops one)."""
     now = int(time.time())
     payload: dict[str, Any] = {"sub": sub, "scope": scope, "iat": now, "exp": now + ttl}
     payload |= claims

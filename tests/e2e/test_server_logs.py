@@ -13,10 +13,11 @@ from tests.faults.harness import Server, free_port
 from tests.tokens import mint
 
 PASSWORD = "hunter2-db-secret"
-TOKEN = mint("did:key:logs", "operations:read", ttl=600)
 
 
 async def test_server_output__json_lines_without_secrets(postgres_run: PostgresRun, tmp_path: Path):
+    # Minted here, not at import: a full run reaches this test long after its collection.
+    token = mint("did:key:logs", "operations:read", ttl=600)
     url = await postgres_run.create()
     # Trust auth accepts any password: the URL carries one the logs must never show.
     with_password = make_url(url).set(password=PASSWORD).render_as_string(hide_password=False)
@@ -31,7 +32,7 @@ async def test_server_output__json_lines_without_secrets(postgres_run: PostgresR
         response = httpx.post(
             server.url + "/graphql",
             json={"query": "query Now { serverTime }", "operationName": "Now"},
-            headers={"Authorization": f"Bearer {TOKEN}", "X-Request-ID": "logs-1"},
+            headers={"Authorization": f"Bearer {token}", "X-Request-ID": "logs-1"},
         )
         assert response.headers["x-request-id"] == "logs-1"
         code = server.terminate()
@@ -40,7 +41,7 @@ async def test_server_output__json_lines_without_secrets(postgres_run: PostgresR
     assert code in (0, -15)
     output = server.output()
     assert PASSWORD not in output
-    assert TOKEN not in output
+    assert token not in output
     lines = [line for line in output.splitlines() if line.startswith("{")]
     entries = [json.loads(line) for line in lines]
     [request] = [entry for entry in entries if entry.get("request_id") == "logs-1"]
