@@ -169,7 +169,9 @@ class WakeupsStore:
         attempt = 0
         while True:
             try:
-                connection = await asyncpg.connect(dsn, timeout=KEEPALIVE_S)
+                # No named prepared statements (the keepalive's): behind pgbouncer in
+                # transaction mode, where a listener should not be, they break at once.
+                connection = await asyncpg.connect(dsn, timeout=KEEPALIVE_S, statement_cache_size=0)
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as error:
                 delay = RECONNECT_DELAYS_S[min(attempt, len(RECONNECT_DELAYS_S) - 1)]
                 log.warning(
