@@ -44,7 +44,6 @@ from store import ConnectorStore
 from store.errors import InvalidInput, StoreError
 from store.events import position
 from store.records import OperationEventRecord, WatchEventRecord
-from store.tables import operation_event, watch_event
 from store.wakeups import DEFAULT_POLL_S
 
 log = logging.getLogger("connector_store.live")
@@ -160,11 +159,10 @@ most so many, those of its filter only."""
 
 @dataclass(frozen=True, slots=True)
 class EventLog:
-    """One event log as the hub streams it: its subscription ``field``, the table migration
-    0011's notification names, and its readers in ``store.events``."""
+    """One event log as the hub streams it: its subscription ``field`` and its readers in
+    ``store.events``."""
 
     field: str
-    table: str
     head: Callable[[], Awaitable[str | None]]
     collected: Callable[[str], Awaitable[bool]]
 
@@ -204,13 +202,11 @@ class Hub:
         self.logs = {
             "operation": EventLog(
                 "operationEvents",
-                operation_event.name,
                 events.operation_events_head,
                 events.operation_events_collected,
             ),
             "watch": EventLog(
                 "watchEvents",
-                watch_event.name,
                 events.watch_events_head,
                 events.watch_events_collected,
             ),
@@ -222,7 +218,8 @@ class Hub:
         self.look = asyncio.Event()
 
     def logged(self, table: str | None) -> None:
-        """An event log's table grew (None: either may have): read the heads now."""
+        """An event log's table grew (None: either may have): read the heads of every
+        streamed log now (one probe each; which table grew does not narrow them)."""
         self.look.set()
 
     def _moved(self, name: str) -> None:

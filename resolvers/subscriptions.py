@@ -138,10 +138,11 @@ class Subscription:
         "(`nodeKey`, `documentIDs`, `updatedAfter` and `updatedBefore` are refused). "
         "`after`: the `sequence` of the last event seen; what followed is replayed first, "
         "with no gap and no repeat (omitted: from now on). A reader that falls behind "
-        "holds the server nothing: it reads on from where it stands, and after a reconnect "
-        "resumes with `after`. Needs operations:read. Errors: BAD_USER_INPUT; "
-        "EVENTS_COLLECTED when `after` is older than the oldest event kept; FORBIDDEN; "
-        "TOO_MANY_SUBSCRIPTIONS; UNAUTHENTICATED when the token expires (the stream ends)."
+        "holds the server no more than one page of events: it reads on from where it "
+        "stands, and after a reconnect resumes with `after`. Needs operations:read. "
+        "Errors: BAD_USER_INPUT; EVENTS_COLLECTED when `after` is older than the oldest "
+        "event kept; FORBIDDEN; TOO_MANY_SUBSCRIPTIONS; UNAUTHENTICATED when the token "
+        "expires (the stream ends)."
     )
     async def operation_events(
         self, info: Info, filter: OperationFilter | None = None, after: str | None = None
