@@ -31,8 +31,11 @@ are held open, so ``Bounds`` adds them to uvicorn's HTTP/1.1 protocol of ``HTTP_
 - a response that starts before its request's body has all arrived (401, 413, 408, any early
   answer) says ``Connection: close`` (``CloseAfterEarlyAnswer``, around the application),
   so uvicorn closes the connection after it rather than reading and discarding the rest;
-- a connection upgraded to a WebSocket leaves these deadlines behind (the WebSocket protocol
-  has its own pings and bounds; subscriptions have theirs, ``resolvers.live``);
+- a connection upgraded to a WebSocket leaves these deadlines behind but the send deadline:
+  the WebSocket protocol (``BoundedWebSocketProtocol``, given through uvicorn's ``ws=``
+  setting) aborts a client that reads nothing of its messages for ``SEND_TIMEOUT_SECONDS``
+  (a subscriber too slow to keep up), and has its own pings; subscriptions have their own
+  bounds (``resolvers.live``);
 - at shutdown, a request that has not started its response ``SHUTDOWN_GRACE_SECONDS``
   later is cut: cancelled and answered 503 ``SERVICE_UNAVAILABLE`` (retryable) with
   ``Connection: close`` by ``ShutdownCut``, logged at WARNING, counted as 503; a response
@@ -50,7 +53,9 @@ and their ``cycle`` (the latest request whose head arrived, None before the firs
 ``response_complete``, ``more_body``, ``scope`` (the dict the application is called with)
 and ``body`` (the body bytes parsed and not yet received by the application); and, for
 ``listening`` (a second port on the running loop, the metrics'), ``ServerState`` and the
-protocol's constructor, as uvicorn's own server calls them.
+protocol's constructor, as uvicorn's own server calls them; of ``WebSocketsSansIOProtocol``,
+its ``pause_writing``, ``resume_writing`` and ``connection_lost`` hooks, its ``loop`` and
+``transport``.
 """
 
 import asyncio
@@ -67,6 +72,7 @@ import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from uvicorn.server import ServerState
 
 from resolvers.codes import SERVICE_UNAVAILABLE
@@ -116,20 +122,55 @@ SHUTDOWN_CUT = "connector_store.shutdown_cut"
 it when shutdown's grace ends before the response started)."""
 
 
-class Bounds(asyncio.Protocol):
+class SendDeadline(asyncio.Protocol):
+    """A deadline on a full write buffer, over the uvicorn protocol it is mixed into before:
+    when the transport pauses writing (its buffer past the high-water mark) and has not
+    resumed ``send_timeout_s`` later, the client has read nothing all that time and its
+    connection is aborted (a plain close would wait for the unread buffer to drain), so an
+    unread response or an unread stream of events holds no more than one buffer. What the
+    log says of it is ``unread``."""
+
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+    send_timeout_s: float = 30.0
+    unread: str = "http: closed a connection that read nothing of its response for %s s"
+    send_deadline: asyncio.TimerHandle | None = None
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self.send_deadline is None:
+            self.send_deadline = self.loop.call_later(self.send_timeout_s, self.reader_too_slow)
+
+    def resume_writing(self) -> None:
+        self.cancel_send_deadline()
+        super().resume_writing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.cancel_send_deadline()
+        super().connection_lost(exc)
+
+    def cancel_send_deadline(self) -> None:
+        if self.send_deadline is not None:
+            self.send_deadline.cancel()
+            self.send_deadline = None
+
+    def reader_too_slow(self) -> None:
+        self.send_deadline = None
+        log.info(self.unread, self.send_timeout_s)
+        self.transport.abort()
+
+
+class Bounds(SendDeadline):
     """A deadline on each request head, a cap on open connections and a bounded shutdown
     (see the module docstring), over the uvicorn protocol it is mixed into before. The
     bounds are class attributes, set by ``bounded_protocol`` for one server."""
 
-    loop: asyncio.AbstractEventLoop
-    transport: asyncio.Transport
     connections: set[Any]
     cycle: Any
 
     header_timeout_s: float = 10.0
     max_header_bytes: int = 32 * 1024
     max_connections: int = 1000
-    send_timeout_s: float = 30.0
     shutdown_grace_s: float = 10.0
     max_body_framing_bytes: int = 64 * 1024
 
@@ -137,7 +178,6 @@ class Bounds(asyncio.Protocol):
         super().connection_made(transport)  # type: ignore[arg-type]
         self.idle_since = self.loop.time()
         self.head_deadline: asyncio.TimerHandle | None = None
-        self.send_deadline: asyncio.TimerHandle | None = None
         self.head_bytes = 0
         self.head_tail = b""
         self.framing_cycle: Any = None
@@ -178,30 +218,7 @@ class Bounds(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.cancel_head_deadline()
-        self.cancel_send_deadline()
         super().connection_lost(exc)
-
-    def pause_writing(self) -> None:
-        super().pause_writing()
-        if self.send_deadline is None:
-            self.send_deadline = self.loop.call_later(self.send_timeout_s, self.reader_too_slow)
-
-    def resume_writing(self) -> None:
-        self.cancel_send_deadline()
-        super().resume_writing()
-
-    def cancel_send_deadline(self) -> None:
-        if self.send_deadline is not None:
-            self.send_deadline.cancel()
-            self.send_deadline = None
-
-    def reader_too_slow(self) -> None:
-        self.send_deadline = None
-        log.info(
-            "http: closed a connection that read nothing of its response for %s s",
-            self.send_timeout_s,
-        )
-        self.transport.abort()  # close() would wait for the unread buffer to drain
 
     def parse(self, piece: bytes) -> None:
         """Hand ``piece`` to the parser; what of it a body still arriving did not gain is
@@ -320,6 +337,19 @@ class BoundedH11Protocol(Bounds, H11Protocol):
     """uvicorn's h11 protocol with the bounds."""
 
 
+class BoundedWebSocketProtocol(SendDeadline, WebSocketsSansIOProtocol):
+    """uvicorn's WebSocket protocol (its default, on websockets' sans-I/O implementation)
+    with the send deadline: a client that reads nothing of its messages (a subscription's
+    events) for ``SEND_TIMEOUT_SECONDS`` loses its connection, so the server holds no more
+    than its write buffer and one page of each stream (``resolvers.live``); the client sees
+    the connection closed abnormally (1006) and resumes each stream with ``after``."""
+
+    unread = (
+        "websocket: closed a WebSocket that read nothing of its messages for %s s "
+        "(its subscriptions resume with after)"
+    )
+
+
 PROTOCOLS: dict[str, type[Bounds]] = {
     "httptools": BoundedHttpToolsProtocol,
     "h11": BoundedH11Protocol,
@@ -344,6 +374,15 @@ def bounded_protocol(settings: Settings) -> type[Bounds]:
     )
 
 
+def bounded_ws_protocol(settings: Settings) -> type[BoundedWebSocketProtocol]:
+    """The bounded WebSocket protocol with the send deadline of ``settings``."""
+    return type(
+        BoundedWebSocketProtocol.__name__,
+        (BoundedWebSocketProtocol,),
+        {"send_timeout_s": settings.send_timeout_seconds},
+    )
+
+
 def http_config(app: ASGIApp, settings: Settings, host: str, port: int) -> uvicorn.Config:
     """uvicorn's configuration for ``app`` on ``host:port`` with every bound of
     ``settings``. uvicorn's own graceful-shutdown timeout is a backstop one second after
@@ -353,6 +392,7 @@ def http_config(app: ASGIApp, settings: Settings, host: str, port: int) -> uvico
         host=host,
         port=port,
         http=bounded_protocol(settings),
+        ws=bounded_ws_protocol(settings),
         h11_max_incomplete_event_size=settings.max_header_bytes,
         timeout_keep_alive=settings.keepalive_timeout_seconds,
         timeout_graceful_shutdown=int(settings.shutdown_grace_seconds) + 1,

@@ -80,7 +80,9 @@ class Settings(BaseSettings):
         "0: the file-descriptor limit less a reserve.",
     )
     send_timeout_seconds: float = Field(
-        default=30.0, gt=0, description="Time a client may leave its response unread."
+        default=30.0,
+        gt=0,
+        description="Time a client may leave its response, or its WebSocket's messages, unread.",
     )
     shutdown_grace_seconds: float = Field(
         default=10.0, gt=0, description="Time requests in flight get after SIGTERM."
@@ -136,8 +138,8 @@ class Settings(BaseSettings):
     subscription_queue: int = Field(
         default=1000,
         ge=1,
-        description="Items pending for one subscription before it is coalesced (workAvailable) "
-        "or closed as too slow.",
+        description="Connector names pending for one workAvailable subscription before its "
+        "signals coalesce into one for any connector.",
     )
     wakeup_recheck_ms: int = Field(
         default=1000,

@@ -4,14 +4,18 @@
 rows only, ``EVENTS_COLLECTED``, refused filter fields and an expiring token."""
 
 import asyncio
+import socket as sockets
+import time
+import tracemalloc
 from typing import Any
 
 import pytest
+import websockets
 
 from resolvers.codes import BAD_USER_INPUT, EVENTS_COLLECTED, UNAUTHENTICATED
 from server.settings import Settings
 from store.events import drop_operation_events
-from tests.api.live_client import Socket, served, socket
+from tests.api.live_client import PROTOCOL, Served, Socket, served, socket
 from tests.factories import claimed_operation, committed_operation, marked
 from tests.tokens import mint
 
@@ -23,6 +27,10 @@ OPERATION_EVENTS = (
 WATCH_EVENTS = (
     "subscription Watches($after: String) { watchEvents(after: $after) { sequence action "
     "toStatus generation watch { ownerDID sourceID verificationStatus } } }"
+)
+LARGE_EVENTS = (
+    "subscription Large($after: String) { operationEvents(after: $after) { sequence "
+    "operation { operationID reissueIntent } } }"
 )
 TENANT = "did:key:tenant-a"
 OTHER = "did:key:tenant-b"
@@ -253,3 +261,70 @@ async def test_operation_events__an_after_past_the_newest_event_is_refused(store
     assert codes_of(refused) == [BAD_USER_INPUT]
     assert refused["payload"]["errors"][0]["extensions"]["field"] == "after"
     assert streamed["operation"]["operationID"] == later.operation_id
+
+
+async def unread_socket(server: Served) -> Socket:
+    """A WebSocket whose client reads nothing once one message waits unread: a receive window
+    of 4 KiB, a queue of one message (the ``websockets`` client stops reading its socket while
+    its queue is full) and no compression (which would shrink the test's events to nothing)."""
+    raw = sockets.socket()
+    raw.setsockopt(sockets.SOL_SOCKET, sockets.SO_RCVBUF, 4096)
+    raw.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(raw, ("127.0.0.1", server.port))
+    connection = await websockets.connect(
+        server.ws, sock=raw, subprotocols=[PROTOCOL], max_queue=1, compression=None
+    )
+    return Socket(connection)
+
+
+async def test_operation_events__a_subscriber_that_reads_nothing_is_closed_holding_no_events(
+    store,
+):
+    """A subscriber that stops reading while 400 events of 60 KB each (24 MB) commit loses its
+    connection after ``SEND_TIMEOUT_SECONDS`` (aborted: the client sees it closed abnormally)
+    and the server buffered none of them meanwhile (its Python memory peaks at a fraction of
+    what was written); the client reads what had reached it, all in order, and a resume with
+    ``after`` gives the rest, none lost and none repeated."""
+    intent = {"body": "x" * 60_000}
+    written = 400
+    async with served(store, Settings(sweeper=False, send_timeout_seconds=1)) as server:
+        sock = await unread_socket(server)
+        await sock.init()
+        await opened(sock, "1", LARGE_EVENTS)
+        tracemalloc.start()
+        try:
+            baseline = tracemalloc.get_traced_memory()[0]
+            for number in range(written):
+                await claimed_operation(
+                    store,
+                    operation_id=f"op-{number}",
+                    source_id=f"s-{number}",
+                    reissue_intent=intent,
+                )
+            deadline = time.monotonic() + 15
+            while server.app.state.hub.viewers and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            assert not server.app.state.hub.viewers, "the unread subscriber was not closed"
+            peak = tracemalloc.get_traced_memory()[1] - baseline
+        finally:
+            tracemalloc.stop()
+        received: list[dict[str, Any]] = []
+        with pytest.raises(websockets.ConnectionClosedError) as closed:
+            while True:
+                received.append(await event(sock, "1"))
+        assert closed.value.rcvd is None  # aborted: no close frame
+        reached = len(received)
+
+        async with socket(server) as resumed:
+            await resumed.init()
+            await resumed.subscribe("2", LARGE_EVENTS, after=received[-1]["sequence"])
+            for _ in range(written - len(received)):
+                received.append(await event(resumed, "2"))
+            assert await quiet(resumed)
+
+    assert peak < written * len(intent["body"]) // 4, f"the server held {peak} bytes meanwhile"
+    assert reached < written
+    assert [e["operation"]["operationID"] for e in received] == [
+        f"op-{number}" for number in range(written)
+    ]
+    assert all(e["operation"]["reissueIntent"] == intent for e in received)
