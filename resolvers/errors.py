@@ -11,7 +11,8 @@ The steps, in order (``ErrorCodes.coded``):
    input values, ``ValuesOfCorrectTypeRule`` and ``ProvidedRequiredArgumentsRule``, tags its
    errors ``BAD_USER_INPUT`` naming the field, by the rule's class: see ``coded_rule``).
 4. Raised while coercing variables → ``BAD_USER_INPUT`` naming the variable and the field
-   (``check_variables``, run before execution).
+   (``check_variables``, run before execution; a subscription's too, whose stream answers
+   with them: ``ErrorCodes.on_stream_result``).
 5. Raised by a resolver, by the type of the exception: the store's ``InvalidInput`` →
    ``BAD_USER_INPUT`` naming the field; ``DatabaseUnavailable`` → ``SERVICE_UNAVAILABLE``
    (logged with the request id; retryable); ``CasRetriesExhausted`` → ``CONFLICT``
@@ -55,7 +56,7 @@ from graphql import (
 from graphql.utilities import coerce_input_value, type_from_ast, validate_input_value
 from graphql.validation import ASTValidationRule
 from strawberry.extensions import SchemaExtension
-from strawberry.types.execution import ExecutionResult
+from strawberry.types.execution import ExecutionResult, PreExecutionError
 
 from resolvers.codes import (
     BAD_USER_INPUT,
@@ -388,6 +389,7 @@ class ErrorCodes(SchemaExtension):
     def __init__(self, *, execution_context: Any = None) -> None:
         super().__init__(execution_context=execution_context)
         self.phases: dict[int, Phase] = {}
+        self.refused_variables: list[GraphQLError] = []
 
     def note(self, phase: Phase) -> None:
         for error in self.execution_context.pre_execution_errors or ():
@@ -415,6 +417,7 @@ class ErrorCodes(SchemaExtension):
             if errors:
                 for error in errors:
                     self.phases[id(error)] = Phase.VARIABLES
+                self.refused_variables = errors
                 context.result = ExecutionResult(data=None, errors=errors)
         yield
 
@@ -426,7 +429,16 @@ class ErrorCodes(SchemaExtension):
         result.errors = [self.coded(error) for error in result.errors]
 
     def on_stream_result(self, result: Any) -> Iterator[None]:
-        """Each result of a stream (a subscription's), coded before it is sent."""
+        """Each result of a stream (a subscription's), coded before it is sent.
+
+        Strawberry's subscribe path does not skip execution when ``on_execute`` has set the
+        result, as its execute path does: graphql-core's ``subscribe`` coerces the variables
+        the check refused once more, and its stream is then only its own refusal of them, a
+        ``PreExecutionError`` whose errors carry no phase. That result answers with the
+        check's errors instead (``BAD_USER_INPUT`` naming the variable and the field), as a
+        query's would."""
+        if self.refused_variables and isinstance(result, PreExecutionError):
+            result.errors = list(self.refused_variables)
         errors = getattr(result, "errors", None)
         if errors:
             result.errors = [self.coded(error) for error in errors]

@@ -10,16 +10,83 @@ from pathlib import Path
 import httpx
 import pytest
 
-from resolvers.codes import FORBIDDEN, TOO_MANY_SUBSCRIPTIONS, UNAUTHENTICATED
+from resolvers.codes import BAD_USER_INPUT, FORBIDDEN, TOO_MANY_SUBSCRIPTIONS, UNAUTHENTICATED
 from server.settings import Settings
 from store import ConnectorStore
-from tests.api.live_client import served, signal, socket
+from tests.api.live_client import MULTIPART, multipart_first, served, signal, socket
 from tests.factories import claimed_operation
 from tests.tokens import SERVICE_TOKEN, bearer, mint
 
-MULTIPART = 'multipart/mixed;subscriptionSpec="1.0"'
 LATER_MS = 1500
 CRM_WORK = 'subscription { workAvailable(connectorName: "crm") { connectorName } }'
+
+
+BAD_VARIABLES = [
+    pytest.param(
+        "subscription W($connector: String) { workAvailable(connectorName: $connector) { at } }",
+        {"connector": 5},
+        "connector",
+        "connector",
+        id="workAvailable-wrong-type",
+    ),
+    pytest.param(
+        "subscription E($after: String!) { operationEvents(after: $after) { sequence } }",
+        {},
+        "after",
+        "after",
+        id="operationEvents-missing-required",
+    ),
+    pytest.param(
+        "subscription E($filter: OperationFilter) "
+        "{ operationEvents(filter: $filter) { sequence } }",
+        {"filter": {"states": ["COMMITTED", "GONE"]}},
+        "filter",
+        "states[1]",
+        id="operationEvents-unknown-enum-value",
+    ),
+    pytest.param(
+        "subscription W($filter: WatchFilter) { watchEvents(filter: $filter) { sequence } }",
+        {"filter": {"status": "GONE"}},
+        "filter",
+        "status",
+        id="watchEvents-unknown-enum-value",
+    ),
+]
+"""A subscription, its bad variables, the variable the error names and the field in it."""
+
+
+def assert_names_the_variable(errors: list[dict], variable: str, field: str) -> None:
+    """``errors`` is the one ``BAD_USER_INPUT`` a query with the same variables gets."""
+    assert [error["extensions"] for error in errors] == [
+        {"code": BAD_USER_INPUT, "field": field, "variable": variable}
+    ]
+    assert errors[0]["message"].startswith(f"{field}: ")
+    assert f"(variable '${variable}')" in errors[0]["message"]
+
+
+@pytest.mark.parametrize(("query", "variables", "variable", "field"), BAD_VARIABLES)
+async def test_subscriptions__bad_variables_over_ws_are_bad_user_input_naming_them(
+    store, query, variables, variable, field
+):
+    async with served(store) as server, socket(server) as sock:
+        await sock.init()
+        await sock.subscribe("1", query, **variables)
+        message = await sock.receive()
+
+    assert message["type"] == "error" and message["id"] == "1", message
+    assert_names_the_variable(message["payload"], variable, field)
+
+
+@pytest.mark.parametrize(("query", "variables", "variable", "field"), BAD_VARIABLES)
+async def test_subscriptions__bad_variables_over_multipart_are_bad_user_input_naming_them(
+    store, query, variables, variable, field
+):
+    async with served(store) as server:
+        status, payload = await multipart_first(server, {"query": query, "variables": variables})
+
+    assert status == 200
+    assert "data" not in payload, payload
+    assert_names_the_variable(payload["errors"], variable, field)
 
 
 @pytest.fixture
