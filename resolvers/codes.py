@@ -37,6 +37,11 @@ RESPONSE_TOO_LARGE: Final = "RESPONSE_TOO_LARGE"
 request of its own (or page on with ``after``)."""
 METHOD_NOT_ALLOWED: Final = "METHOD_NOT_ALLOWED"
 """A mutation sent by GET (HTTP 405)."""
+NOT_ACCEPTABLE: Final = "NOT_ACCEPTABLE"
+"""A subscription sent for a single JSON answer, without ``Accept:
+multipart/mixed;subscriptionSpec="1.0"`` (HTTP 406: its stream is not a representation the
+request accepts). Subscribe over graphql-transport-ws on ``/graphql``, or over HTTP with that
+``Accept``."""
 GRAPHQL_PARSE_FAILED: Final = "GRAPHQL_PARSE_FAILED"
 """The query text is not GraphQL."""
 GRAPHQL_VALIDATION_FAILED: Final = "GRAPHQL_VALIDATION_FAILED"

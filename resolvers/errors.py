@@ -11,14 +11,18 @@ The steps, in order (``ErrorCodes.coded``):
    input values, ``ValuesOfCorrectTypeRule`` and ``ProvidedRequiredArgumentsRule``, tags its
    errors ``BAD_USER_INPUT`` naming the field, by the rule's class: see ``coded_rule``).
 4. Raised while coercing variables → ``BAD_USER_INPUT`` naming the variable and the field
-   (``check_variables``, run before execution).
-5. Raised by a resolver, by the type of the exception: the store's ``InvalidInput`` →
+   (``check_variables``, run before execution; a subscription's too, whose stream answers
+   with them: ``ErrorCodes.on_stream_result``).
+5. Raised by Strawberry before validation on the stream path, by the type of the exception
+   (``STREAM_REFUSALS``): an unknown ``operationName`` → ``OPERATION_RESOLUTION_FAILURE``; no
+   query, or a query or mutation sent as a multipart subscription → ``BAD_REQUEST``.
+6. Raised by a resolver, by the type of the exception: the store's ``InvalidInput`` →
    ``BAD_USER_INPUT`` naming the field; ``DatabaseUnavailable`` → ``SERVICE_UNAVAILABLE``
    (logged with the request id; retryable); ``CasRetriesExhausted`` → ``CONFLICT``
    (retryable); anything else is masked as ``INTERNAL_SERVER_ERROR`` and logged with the
    request id.
 
-Errors of steps 2-4 are ``RequestError``: the request failed before execution, so the
+Errors of steps 2-5 are ``RequestError``: the request failed before execution, so the
 response has no ``data`` entry (GraphQL over HTTP).
 """
 
@@ -54,10 +58,13 @@ from graphql import (
 )
 from graphql.utilities import coerce_input_value, type_from_ast, validate_input_value
 from graphql.validation import ASTValidationRule
+from strawberry.exceptions import MissingQueryError
 from strawberry.extensions import SchemaExtension
-from strawberry.types.execution import ExecutionResult
+from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
+from strawberry.types.execution import ExecutionResult, PreExecutionError
 
 from resolvers.codes import (
+    BAD_REQUEST,
     BAD_USER_INPUT,
     CONFLICT,
     GRAPHQL_PARSE_FAILED,
@@ -388,6 +395,7 @@ class ErrorCodes(SchemaExtension):
     def __init__(self, *, execution_context: Any = None) -> None:
         super().__init__(execution_context=execution_context)
         self.phases: dict[int, Phase] = {}
+        self.refused_variables: list[GraphQLError] = []
 
     def note(self, phase: Phase) -> None:
         for error in self.execution_context.pre_execution_errors or ():
@@ -415,6 +423,7 @@ class ErrorCodes(SchemaExtension):
             if errors:
                 for error in errors:
                     self.phases[id(error)] = Phase.VARIABLES
+                self.refused_variables = errors
                 context.result = ExecutionResult(data=None, errors=errors)
         yield
 
@@ -426,7 +435,16 @@ class ErrorCodes(SchemaExtension):
         result.errors = [self.coded(error) for error in result.errors]
 
     def on_stream_result(self, result: Any) -> Iterator[None]:
-        """Each result of a stream (a subscription's), coded before it is sent."""
+        """Each result of a stream (a subscription's), coded before it is sent.
+
+        Strawberry's subscribe path does not skip execution when ``on_execute`` has set the
+        result, as its execute path does: graphql-core's ``subscribe`` coerces the variables
+        the check refused once more, and its stream is then only its own refusal of them, a
+        ``PreExecutionError`` whose errors carry no phase. That result answers with the
+        check's errors instead (``BAD_USER_INPUT`` naming the variable and the field), as a
+        query's would."""
+        if self.refused_variables and isinstance(result, PreExecutionError):
+            result.errors = list(self.refused_variables)
         errors = getattr(result, "errors", None)
         if errors:
             result.errors = [self.coded(error) for error in errors]
@@ -447,6 +465,8 @@ class ErrorCodes(SchemaExtension):
             extensions["code"] = GRAPHQL_VALIDATION_FAILED
         elif phase is Phase.VARIABLES:
             extensions["code"] = BAD_USER_INPUT
+        elif isinstance(original, STREAM_REFUSALS):
+            return stream_refusal(error, original)
         elif isinstance(original, InvalidInput):
             extensions |= {"code": BAD_USER_INPUT, "field": original.field}
         elif isinstance(original, DatabaseUnavailable):
@@ -501,6 +521,31 @@ class ErrorCodes(SchemaExtension):
             path=error.path,
             extensions={"code": INTERNAL_SERVER_ERROR, "requestId": request_id},
         )
+
+
+STREAM_REFUSALS = (CannotGetOperationTypeError, InvalidOperationTypeError, MissingQueryError)
+"""What Strawberry's stream path (graphql-transport-ws, multipart subscriptions) turns into an
+error before validation, with the exception as its ``original_error``; its execute path raises
+them to the HTTP view instead (``server.app.GraphQLApp``), which refuses an unknown
+``operationName`` and a missing query with the codes ``stream_refusal`` gives."""
+
+ONLY_SUBSCRIPTIONS_STREAM = (
+    'only subscriptions are served with Accept: multipart/mixed;subscriptionSpec="1.0": '
+    "send a query or a mutation without it"
+)
+"""The message for a query or a mutation sent as a multipart subscription: Strawberry's
+multipart transport takes subscriptions only (graphql-transport-ws takes every operation)."""
+
+
+def stream_refusal(error: GraphQLError, cause: Exception) -> RequestError:
+    """The request error for one of ``STREAM_REFUSALS``, by the type of ``cause``: an
+    ``operationName`` the document lacks is ``OPERATION_RESOLUTION_FAILURE``; no query, or a
+    query or mutation sent as a multipart subscription (the one transport that takes only
+    subscriptions), ``BAD_REQUEST``."""
+    if isinstance(cause, CannotGetOperationTypeError):
+        return RequestError(error.message, extensions={"code": OPERATION_RESOLUTION_FAILURE})
+    message = ONLY_SUBSCRIPTIONS_STREAM if isinstance(cause, InvalidOperationTypeError) else None
+    return RequestError(message or error.message, extensions={"code": BAD_REQUEST})
 
 
 class CodedValidation(SchemaExtension):

@@ -45,6 +45,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
 )
 from strawberry.subscriptions.protocols.graphql_transport_ws.types import ConnectionInitMessage
 from strawberry.types.execution import ExecutionResult
+from strawberry.types.graphql import OperationType
 
 from resolvers.budget import DEFAULT_MAX_RESPONSE_BYTES, Budget
 from resolvers.codes import OPERATION_RESOLUTION_FAILURE, PERSISTED_QUERY_NOT_FOUND
@@ -64,7 +65,12 @@ from server.auth import (
 from server.graph import build_schema
 from server.http_server import REFUSED_STATUS, ShutdownCut, listening
 from server.metrics import Metrics, metrics_endpoint, refreshing
-from server.responses import http_exception, method_not_allowed, request_error
+from server.responses import (
+    http_exception,
+    method_not_allowed,
+    request_error,
+    subscription_not_acceptable,
+)
 from server.settings import Settings
 from server.sweeper import Retention, Sweeper
 from server.telemetry import RequestTelemetry, current_request
@@ -262,7 +268,8 @@ class GraphQLApp(GraphQL):
         return super().parse_query_params(given)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Strawberry's view, but a request it refuses (400, 405) gets a JSON error with a
+        """Strawberry's view, but a request it refuses (400, 405; 406 for a subscription
+        sent for a single answer: ``ConnectorSchema.execute``) gets a JSON error with a
         code, like every other error, rather than plain text; and the response is
         ``application/graphql-response+json`` when the client accepts it (GraphQL over HTTP),
         with 400 when the request failed before execution."""
@@ -274,9 +281,14 @@ class GraphQLApp(GraphQL):
         try:
             response = await self.run(request)
         except HTTPException as refused:
-            if isinstance(refused.__cause__, InvalidOperationTypeError):
-                response = method_not_allowed(refused.reason)
-            elif isinstance(refused.__cause__, CannotGetOperationTypeError):
+            cause = refused.__cause__
+            if isinstance(cause, InvalidOperationTypeError):
+                response = (
+                    subscription_not_acceptable()
+                    if cause.operation_type is OperationType.SUBSCRIPTION
+                    else method_not_allowed(refused.reason)
+                )
+            elif isinstance(cause, CannotGetOperationTypeError):
                 # No operation of that name: a request error, in the shape and status the
                 # several-operations case has (200 for application/json).
                 response = request_error(

@@ -7,6 +7,7 @@ import strawberry
 from graphql import GraphQLError
 from strawberry.federation.schema import FederationAny
 from strawberry.schema.config import StrawberryConfig
+from strawberry.schema.schema import DEFAULT_ALLOWED_OPERATION_TYPES
 from strawberry.tools import merge_types
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
@@ -58,7 +59,17 @@ class ConnectorSchema(strawberry.federation.Schema):
     ) -> ExecutionResult:
         """Strawberry's ``execute``, with the ``operationName`` the client gave kept for the
         request's extensions (``requested_operation_name``), and the viewer as the actor of
-        every store write it makes (``store.context.acting_as``: the event log's actor)."""
+        every store write it makes (``store.context.acting_as``: the event log's actor).
+
+        A subscription is never among the ``allowed_operation_types``: its stream is not one
+        result (graphql-core would run its root field as a query's and fail on the stream),
+        so Strawberry raises ``InvalidOperationTypeError`` for it, which the HTTP view
+        refuses with 406 (``server.app.GraphQLApp``); subscriptions run by ``stream``."""
+        allowed = set(
+            DEFAULT_ALLOWED_OPERATION_TYPES
+            if allowed_operation_types is None
+            else allowed_operation_types
+        ) - {OperationType.SUBSCRIPTION}
         given = requested_operation_name.set(operation_name)
         actor = context_value.viewer.did if isinstance(context_value, Context) else None
         try:
@@ -69,7 +80,7 @@ class ConnectorSchema(strawberry.federation.Schema):
                     context_value,
                     root_value,
                     operation_name,
-                    allowed_operation_types,
+                    allowed,
                     operation_extensions,
                 )
         finally:

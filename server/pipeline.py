@@ -30,8 +30,9 @@ operation has started, only the ``resolve`` hooks a step says it needs for this 
    every extension that adds such errors (``QueryLimits``, ``CodedValidation``'s rules,
    ``DocumentCache``) and their after-parts have run when it looks. Before validation it
    refuses a document with several operations and no ``operationName`` (validation is
-   then skipped, as the errors are set); before execution it checks the variables. Its
-   after-part of the operation codes the result before telemetry reads it.
+   then skipped, as the errors are set); before execution it checks the variables (a
+   subscription's too: its stream's refusal is the check's errors). Its after-part of the
+   operation codes the result before telemetry reads it.
 4. ``Authorization``: each root field's rule, as resolver middleware. Listed after
    ``FederatedTracing``, so it is the outer one: a refused field is refused before any
    tracing wraps it, and only fields the viewer may see are timed.

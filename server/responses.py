@@ -9,6 +9,7 @@ from resolvers.codes import (
     BAD_REQUEST,
     FORBIDDEN,
     METHOD_NOT_ALLOWED,
+    NOT_ACCEPTABLE,
     NOT_FOUND,
     PAYLOAD_TOO_LARGE,
     UNAUTHENTICATED,
@@ -20,6 +21,7 @@ STATUS_CODES = {
     403: FORBIDDEN,
     404: NOT_FOUND,
     405: METHOD_NOT_ALLOWED,
+    406: NOT_ACCEPTABLE,
     413: PAYLOAD_TOO_LARGE,
 }
 
@@ -27,6 +29,21 @@ STATUS_CODES = {
 def method_not_allowed(message: str) -> JSONResponse:
     """A mutation sent by GET: 405 with ``Allow: POST`` (GraphQL over HTTP)."""
     return request_error(405, message, headers={"Allow": "POST"})
+
+
+SUBSCRIBE_WITH_A_STREAM = (
+    "a subscription streams its results, which a single JSON answer cannot carry: subscribe "
+    "over graphql-transport-ws on /graphql, or over HTTP with "
+    'Accept: multipart/mixed;subscriptionSpec="1.0"'
+)
+
+
+def subscription_not_acceptable() -> JSONResponse:
+    """A subscription sent for a single JSON answer (a POST or GET without the multipart
+    ``Accept``): 406, saying how to subscribe. As a mutation by GET is refused by its method
+    (405), this one is refused by what it accepts: a stream is not one of its
+    representations."""
+    return request_error(406, SUBSCRIBE_WITH_A_STREAM)
 
 
 def request_error(

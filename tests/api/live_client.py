@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import websockets
 
 from server.app import create_app
@@ -15,9 +16,10 @@ from server.http_server import listening
 from server.settings import Settings
 from store import ConnectorStore
 from tests.e2e.live import free_port
-from tests.tokens import SERVICE_TOKEN
+from tests.tokens import SERVICE_TOKEN, bearer
 
 PROTOCOL = "graphql-transport-ws"
+MULTIPART = 'multipart/mixed;subscriptionSpec="1.0"'
 WAIT_S = 5.0
 WORK = (
     "subscription Work($connector: String) "
@@ -103,3 +105,29 @@ async def signal(sock: Socket, id_: str, timeout_s: float = WAIT_S) -> dict[str,
     assert message["type"] == "next" and message["id"] == id_, message
     assert "errors" not in message["payload"], message
     return message["payload"]["data"]["workAvailable"]
+
+
+async def multipart_first(
+    server: Served, body: dict[str, Any], token: str = SERVICE_TOKEN
+) -> tuple[int, dict[str, Any]]:
+    """``body`` POSTed to ``server`` as a subscription over HTTP (Apollo's multipart protocol,
+    bearing ``token``): the response's status and its first part's ``payload``; a response
+    that is not multipart (refused before any stream) gives its JSON body instead."""
+    async with (
+        httpx.AsyncClient(base_url=server.http, headers=bearer(token)) as http,
+        http.stream("POST", "/graphql", json=body, headers={"Accept": MULTIPART}) as response,
+    ):
+        if not response.headers["content-type"].startswith("multipart/mixed"):
+            return response.status_code, json.loads(await response.aread())
+        text = ""
+        chunks = response.aiter_text()
+        while True:
+            text += await asyncio.wait_for(anext(chunks), WAIT_S)
+            for part in text.split("--graphql"):
+                _, _, content = part.partition("\r\n\r\n")
+                try:
+                    decoded = json.loads(content)
+                except ValueError:
+                    continue
+                if "payload" in decoded:
+                    return response.status_code, decoded["payload"]

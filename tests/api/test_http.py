@@ -94,6 +94,33 @@ async def test_get__queries_run_and_mutations_refused(http):
     assert error_codes(refused.json()) == ["METHOD_NOT_ALLOWED"]
 
 
+@pytest.mark.parametrize(
+    "subscription",
+    [
+        "subscription { workAvailable { at } }",
+        "subscription { operationEvents { sequence } }",
+        "subscription { watchEvents { sequence } }",
+    ],
+)
+@pytest.mark.parametrize("method", ["POST", "GET"])
+@pytest.mark.parametrize("accept", ["application/json", "application/graphql-response+json"])
+async def test_subscription__sent_for_a_single_answer_is_406_saying_how_to_subscribe(
+    http, subscription, method, accept
+):
+    sent = (
+        {"json": {"query": subscription}}
+        if method == "POST"
+        else {"params": {"query": subscription}}
+    )
+    refused = await http.request(method, "/graphql", headers={"Accept": accept}, **sent)
+
+    assert refused.status_code == 406
+    assert error_codes(refused.json()) == ["NOT_ACCEPTABLE"]
+    message = refused.json()["errors"][0]["message"]
+    assert "graphql-transport-ws" in message
+    assert 'Accept: multipart/mixed;subscriptionSpec="1.0"' in message
+
+
 async def test_refused_requests__json_errors_that_echo_little(http):
     unknown = await http.post(
         "/graphql", json={"query": "{ serverTime }", "operationName": "x" * 100_000}

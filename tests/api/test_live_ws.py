@@ -10,16 +10,134 @@ from pathlib import Path
 import httpx
 import pytest
 
-from resolvers.codes import FORBIDDEN, TOO_MANY_SUBSCRIPTIONS, UNAUTHENTICATED
+from resolvers.codes import (
+    BAD_REQUEST,
+    BAD_USER_INPUT,
+    FORBIDDEN,
+    OPERATION_RESOLUTION_FAILURE,
+    TOO_MANY_SUBSCRIPTIONS,
+    UNAUTHENTICATED,
+)
 from server.settings import Settings
 from store import ConnectorStore
-from tests.api.live_client import served, signal, socket
+from tests.api.live_client import MULTIPART, multipart_first, served, signal, socket
 from tests.factories import claimed_operation
 from tests.tokens import SERVICE_TOKEN, bearer, mint
 
-MULTIPART = 'multipart/mixed;subscriptionSpec="1.0"'
 LATER_MS = 1500
 CRM_WORK = 'subscription { workAvailable(connectorName: "crm") { connectorName } }'
+
+
+BAD_VARIABLES = [
+    pytest.param(
+        "subscription W($connector: String) { workAvailable(connectorName: $connector) { at } }",
+        {"connector": 5},
+        "connector",
+        "connector",
+        id="workAvailable-wrong-type",
+    ),
+    pytest.param(
+        "subscription E($after: String!) { operationEvents(after: $after) { sequence } }",
+        {},
+        "after",
+        "after",
+        id="operationEvents-missing-required",
+    ),
+    pytest.param(
+        "subscription E($filter: OperationFilter) "
+        "{ operationEvents(filter: $filter) { sequence } }",
+        {"filter": {"states": ["COMMITTED", "GONE"]}},
+        "filter",
+        "states[1]",
+        id="operationEvents-unknown-enum-value",
+    ),
+    pytest.param(
+        "subscription W($filter: WatchFilter) { watchEvents(filter: $filter) { sequence } }",
+        {"filter": {"status": "GONE"}},
+        "filter",
+        "status",
+        id="watchEvents-unknown-enum-value",
+    ),
+]
+"""A subscription, its bad variables, the variable the error names and the field in it."""
+
+
+def assert_names_the_variable(errors: list[dict], variable: str, field: str) -> None:
+    """``errors`` is the one ``BAD_USER_INPUT`` a query with the same variables gets."""
+    assert [error["extensions"] for error in errors] == [
+        {"code": BAD_USER_INPUT, "field": field, "variable": variable}
+    ]
+    assert errors[0]["message"].startswith(f"{field}: ")
+    assert f"(variable '${variable}')" in errors[0]["message"]
+
+
+@pytest.mark.parametrize(("query", "variables", "variable", "field"), BAD_VARIABLES)
+async def test_subscriptions__bad_variables_over_ws_are_bad_user_input_naming_them(
+    store, query, variables, variable, field
+):
+    async with served(store) as server, socket(server) as sock:
+        await sock.init()
+        await sock.subscribe("1", query, **variables)
+        message = await sock.receive()
+
+    assert message["type"] == "error" and message["id"] == "1", message
+    assert_names_the_variable(message["payload"], variable, field)
+
+
+@pytest.mark.parametrize(("query", "variables", "variable", "field"), BAD_VARIABLES)
+async def test_subscriptions__bad_variables_over_multipart_are_bad_user_input_naming_them(
+    store, query, variables, variable, field
+):
+    async with served(store) as server:
+        status, payload = await multipart_first(server, {"query": query, "variables": variables})
+
+    assert status == 200
+    assert "data" not in payload, payload
+    assert_names_the_variable(payload["errors"], variable, field)
+
+
+LIVE_DOCUMENT = (
+    Path(__file__).resolve().parents[2] / "graphql/operations/live.graphql"
+).read_text()
+
+
+async def test_subscriptions__an_unknown_operation_name_is_operation_resolution_failure(store):
+    async with served(store) as server, socket(server) as sock:
+        await sock.init()
+        await sock.send(
+            {
+                "id": "1",
+                "type": "subscribe",
+                "payload": {"query": LIVE_DOCUMENT, "operationName": "Missing"},
+            }
+        )
+        message = await sock.receive()
+        _, payload = await multipart_first(
+            server, {"query": LIVE_DOCUMENT, "operationName": "Missing"}
+        )
+
+    assert message["type"] == "error" and message["id"] == "1", message
+    for errors in (message["payload"], payload["errors"]):
+        assert [error["extensions"] for error in errors] == [{"code": OPERATION_RESOLUTION_FAILURE}]
+        assert '"Missing"' in errors[0]["message"]
+    assert "data" not in payload
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        pytest.param({}, "query", id="no-query"),
+        pytest.param({"query": "{ serverTime }"}, "send a query", id="a-query"),
+        pytest.param({"query": "mutation { __typename }"}, "send a query", id="a-mutation"),
+    ],
+)
+async def test_multipart__what_is_no_subscription_is_bad_request(store, body, says):
+    async with served(store) as server:
+        status, payload = await multipart_first(server, body)
+
+    assert status == 200 and "data" not in payload, payload
+    assert [error["extensions"] for error in payload["errors"]] == [{"code": BAD_REQUEST}]
+    assert says in payload["errors"][0]["message"]
 
 
 @pytest.fixture
@@ -178,14 +296,13 @@ async def test_work_available__a_lapsed_lease_and_a_deferral_come_due_by_the_tim
 async def test_work_available__multipart_picks_the_named_operation_of_several(store):
     """Workers send the whole ``live.graphql`` (several subscriptions) with an
     ``operationName``: the server runs that one (it refused the document as unnamed)."""
-    document = (Path(__file__).resolve().parents[2] / "graphql/operations/live.graphql").read_text()
     async with (
         served(store) as server,
         httpx.AsyncClient(base_url=server.http, headers=bearer(SERVICE_TOKEN)) as http,
         http.stream(
             "POST",
             "/graphql",
-            json={"query": document, "operationName": "WorkAvailable"},
+            json={"query": LIVE_DOCUMENT, "operationName": "WorkAvailable"},
             headers={"Accept": MULTIPART},
         ) as response,
     ):
