@@ -556,11 +556,12 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             ),
             "server_time_16": lambda: load(ours | {"scenario": "server_time", "count": count * 5}),
         }
-        measured: dict[str, list[dict[str, float]]] = {key: [] for key in rows}
+        chosen = args.rows or list(rows)
+        measured: dict[str, list[dict[str, float]]] = {key: [] for key in chosen}
         memory: list[dict[str, float]] = []
         for round_number in range(args.rounds):
-            for key, run in rows.items():
-                measured[key].append(await run())
+            for key in chosen:
+                measured[key].append(await rows[key]())
             memory.append(memory_mib(server.pid))
             print(f"round {round_number + 1}: {json.dumps(measured)}", file=sys.stderr)
         soak = []
@@ -570,12 +571,14 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             await close()
         closers.clear()
 
-        sizes = [10_000, 100_000] + ([1_000_000] if args.million else [])
-        name2, dsn2 = await create_database(admin_url)
-        names.append(name2)
-        sized_url = dsn2.replace("postgresql://", "postgresql+asyncpg://", 1)
-        await asyncio.to_thread(upgrade, sized_url)
-        sizes_measured = await queries_at_size(sized_url, sizes)
+        sizes_measured = []
+        if not args.rows:
+            sizes = [10_000, 100_000] + ([1_000_000] if args.million else [])
+            name2, dsn2 = await create_database(admin_url)
+            names.append(name2)
+            sized_url = dsn2.replace("postgresql://", "postgresql+asyncpg://", 1)
+            await asyncio.to_thread(upgrade, sized_url)
+            sizes_measured = await queries_at_size(sized_url, sizes)
         return {
             "medians": {key: medians(values) for key, values in measured.items()},
             "all": measured,
@@ -703,38 +706,9 @@ def cell(measure: dict[str, float], field: str, form: str) -> str:
     return format(measure[field], form) if field in measure else ""
 
 
-def report(results: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str:
-    medians = results["medians"]
+def sized_report(sizes: list[dict[str, float]]) -> list[str]:
+    """The report's lines on the queries at size."""
     lines = [
-        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs ({platform.machine()},"
-        f" {platform.system()} {platform.release()}), Python {platform.python_version()},"
-        f" SQLite {sqlite3.sqlite_version}, {args.lifecycles} lifecycles per row"
-        f" ({args.lifecycles * BATCH_JOBS} at batch {BATCH}), median of {args.rounds}"
-        f" interleaved rounds, {elapsed:.0f} s in all",
-        "",
-        "CPU: user + system ms per lifecycle (per job, per request) over the timed interval;"
-        " server: our server's (or the HTTP peer's) process tree, or a peer's own process;"
-        " load: the load generator's process.",
-        "",
-        "| row | per second | ratio | to | server CPU ms | load CPU ms | requests |",
-        "| --- | ---: | ---: | --- | ---: | ---: | ---: |",
-    ]
-    for key, title, to in RATIOS:
-        measure = medians[key]
-        if to is None:
-            ratio, to = "1", "peer" if key in PEERS_ROWS else "floor"
-        else:
-            ratio = f"{measure['per_s'] / medians[to]['per_s']:.2f}"
-        lines.append(
-            f"| {title} | {measure['per_s']:.0f} | {ratio} | {to}"
-            f" | {cell(measure, 'server_cpu_ms', '.3f')} | {cell(measure, 'client_cpu_ms', '.3f')}"
-            f" | {cell(measure, 'requests_per_lifecycle', '.2f')} |"
-        )
-    for title, key, to in EXTRA_RATIOS:
-        ratio = medians[key]["per_s"] / medians[to]["per_s"]
-        lines.append(f"| {title} | | {ratio:.2f} | {to} | | | |")
-    sizes = results["sizes"]
-    lines += [
         "",
         f"Queries at size, limit {SIZED_LIMIT}, through the store (PostgreSQL; 10% of"
         f" operations live and due, {OWNERS:,} owners):",
@@ -762,6 +736,47 @@ def report(results: dict[str, Any], args: argparse.Namespace, elapsed: float) ->
         f" {largest['lease_operations_ms'] / smallest['lease_operations_ms']:.2f}"
         " (issue 16's target: at most 1.5 at 1,000,000 / 10,000)",
     ]
+    return lines
+
+
+def report(results: dict[str, Any], args: argparse.Namespace, elapsed: float) -> str:
+    medians = results["medians"]
+    lines = [
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs ({platform.machine()},"
+        f" {platform.system()} {platform.release()}), Python {platform.python_version()},"
+        f" SQLite {sqlite3.sqlite_version}, {args.lifecycles} lifecycles per row"
+        f" ({args.lifecycles * BATCH_JOBS} at batch {BATCH}), median of {args.rounds}"
+        f" interleaved rounds, {elapsed:.0f} s in all",
+        "",
+        "CPU: user + system ms per lifecycle (per job, per request) over the timed interval;"
+        " server: our server's (or the HTTP peer's) process tree, or a peer's own process;"
+        " load: the load generator's process.",
+        "",
+        "| row | per second | ratio | to | server CPU ms | load CPU ms | requests |",
+        "| --- | ---: | ---: | --- | ---: | ---: | ---: |",
+    ]
+    for key, title, to in RATIOS:
+        if key not in medians:
+            continue
+        measure = medians[key]
+        if to is None:
+            ratio, to = "1", "peer" if key in PEERS_ROWS else "floor"
+        elif to not in medians:
+            ratio, to = "", ""
+        else:
+            ratio = f"{measure['per_s'] / medians[to]['per_s']:.2f}"
+        lines.append(
+            f"| {title} | {measure['per_s']:.0f} | {ratio} | {to}"
+            f" | {cell(measure, 'server_cpu_ms', '.3f')} | {cell(measure, 'client_cpu_ms', '.3f')}"
+            f" | {cell(measure, 'requests_per_lifecycle', '.2f')} |"
+        )
+    for title, key, to in EXTRA_RATIOS:
+        if key in medians and to in medians:
+            ratio = medians[key]["per_s"] / medians[to]["per_s"]
+            lines.append(f"| {title} | | {ratio:.2f} | {to} | | | |")
+    sizes = results["sizes"]
+    if sizes:
+        lines += sized_report(sizes)
     memory = results["memory"]
     lines += [
         "",
@@ -797,8 +812,17 @@ def main() -> None:
         default=0,
         help="after the rounds, keep the HTTP load on the server this long, sampling its RSS",
     )
+    parser.add_argument(
+        "--rows",
+        type=lambda names: names.split(","),
+        help="run only these rows (comma-separated keys of RATIOS, e.g."
+        " pgboss_50,server_http_50), without the queries at size",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    unknown = set(args.rows or ()) - {key for key, _, _ in RATIOS}
+    if unknown:
+        parser.error(f"unknown rows: {', '.join(sorted(unknown))}")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-") as folder:
         results = asyncio.run(main_async(args, Path(folder)))

@@ -3,12 +3,14 @@
 import strawberry
 
 from schema.enums import ArmReason, DeferReason, OperationState, SyncStatus, VerificationStatus
+from schema.leaf_inputs import leaf_input
 from schema.records import mirrors
 from schema.scalars import JSON, EpochMillis
 from store.operations import Finalize
 from store.records import OperationClaim, WatchIdentity
 
 
+@leaf_input
 @strawberry.input(description="Claim an operation key once; the envelope is then immutable.")
 @mirrors(OperationClaim, defaults=True)
 class ClaimOperationInput:
@@ -38,6 +40,7 @@ class ReleaseLeaseInput:
     token: str
 
 
+@leaf_input
 @strawberry.input(description="Mark the current attempt as sent by the run `marker`.")
 class MarkSendStartedInput:
     caller_did: str
@@ -56,6 +59,7 @@ class DeferOperationInput:
     error_message: str | None = None
 
 
+@leaf_input
 @strawberry.input(description="CAS an operation from `fromState` at `version` to `toState`.")
 class RecordOperationInput:
     caller_did: str
@@ -75,6 +79,7 @@ class RecordOperationInput:
     error_message: str | None = None
 
 
+@leaf_input
 @strawberry.input(description="Commit a live operation and arm the watch of its entity.")
 @mirrors(Finalize, defaults=True)
 class FinalizeOperationInput:

@@ -1,0 +1,96 @@
+"""Inputs whose fields are all leaves (scalars, enums, lists of them), built from their GraphQL
+value in one step.
+
+Strawberry converts an input value field by field: for each field of each item it asks the
+name converter for the field's GraphQL name, resolves the field's annotation and walks the
+value's type again, though graphql-core has already coerced every leaf to its Python value
+(a custom scalar parsed, an enum's member chosen). For a batch of 50 items that was about a
+fifth of the server's CPU (benchmarks/README.md, issue 16). ``leaf_input`` gives such a type a
+``from_input`` (Strawberry's hook on an input's definition, ``StrawberryObjectDefinition``)
+that looks the names up once per name converter and passes each value through as
+Strawberry would: a list copied, an omitted field without a default None.
+"""
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from strawberry.relay import GlobalID
+from strawberry.schema.name_converter import NameConverter
+from strawberry.types.arguments import InputContext
+from strawberry.types.base import (
+    StrawberryList,
+    StrawberryMaybe,
+    StrawberryOptional,
+    get_object_definition,
+    has_object_definition,
+)
+from strawberry.types.field import StrawberryField
+from strawberry.types.lazy_type import LazyType
+
+_T = TypeVar("_T")
+
+Names = list[tuple[str, str, bool]]
+"""Each field's GraphQL name, Python name, and whether its value is a list."""
+
+
+class NotALeafInput(TypeError):
+    """``leaf_input`` was given a type with a field that is no leaf (an input object, a lazy
+    type, a ``Maybe``, a ``GlobalID``), which Strawberry's own conversion must build."""
+
+
+def _is_list(field: StrawberryField, owner: str) -> bool:
+    """Whether ``field``'s value is a list of leaves; raises ``NotALeafInput`` unless it is a
+    leaf or a list of leaves."""
+    type_ = field.type
+    if isinstance(type_, StrawberryMaybe):
+        raise NotALeafInput(f"{owner}.{field.python_name} is a Maybe")
+    if isinstance(type_, StrawberryOptional):
+        type_ = type_.of_type
+    listed = isinstance(type_, StrawberryList)
+    if listed:
+        assert isinstance(type_, StrawberryList)
+        type_ = type_.of_type
+        if isinstance(type_, StrawberryOptional):
+            type_ = type_.of_type
+    if (
+        isinstance(type_, (LazyType, StrawberryList, StrawberryMaybe))
+        or type_ is GlobalID
+        or has_object_definition(type_)
+    ):
+        raise NotALeafInput(f"{owner}.{field.python_name} is no scalar or enum")
+    return listed
+
+
+def leaf_input(cls: type[_T]) -> type[_T]:
+    """Build the Strawberry input ``cls`` from its GraphQL value by name, each leaf as
+    graphql-core coerced it. Put above ``strawberry.input``. Raises ``NotALeafInput`` for a
+    field that is not a scalar, an enum, or a list of them."""
+    definition = get_object_definition(cls, strict=True)
+    if not definition.is_input:
+        raise NotALeafInput(f"{definition.name} is no input type")
+    fields = [(field, _is_list(field, definition.name)) for field in definition.fields]
+    missing = dataclasses.MISSING
+    implicit = {
+        field.python_name: None
+        for field, _ in fields
+        if field.default_value is missing and field.default_factory is missing
+    }
+    cached: list[tuple[NameConverter, Names]] = []
+
+    def names(converter: NameConverter) -> Names:
+        if not cached or cached[0][0] is not converter:
+            table = [(converter.from_field(f), f.python_name, listed) for f, listed in fields]
+            cached[:] = [(converter, table)]
+        return cached[0][1]
+
+    def build(type_: type, value: Mapping[str, Any], context: InputContext) -> Any:
+        kwargs = dict(implicit)
+        for graphql_name, python_name, listed in names(context.config.name_converter):
+            if graphql_name in value:
+                given = value[graphql_name]
+                kwargs[python_name] = list(given) if listed and given is not None else given
+        return type_(**kwargs)
+
+    definition.from_input = build
+    return cls
