@@ -85,7 +85,7 @@ def leaf_input(cls: type[_T]) -> type[_T]:
         return cached[0][1]
 
     def build(type_: type, value: Mapping[str, Any], context: InputContext) -> Any:
-        kwargs = dict(implicit)
+        kwargs: dict[str, Any] = dict(implicit)
         for graphql_name, python_name, listed in names(context.config.name_converter):
             if graphql_name in value:
                 given = value[graphql_name]
