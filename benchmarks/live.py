@@ -23,7 +23,6 @@ PostgreSQL database, a subscriber on one, writes through the other.
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import statistics
@@ -52,7 +51,7 @@ from benchmarks.side_by_side import (
     stop,
     store_lifecycle,
 )
-from store import ConnectorStore
+from store import ConnectorStore, background
 from store.database import Database
 from store.migrate import alembic_config, upgrade
 
@@ -156,8 +155,7 @@ class Subscriber:
             if time.perf_counter() > deadline:
                 raise TimeoutError(f"no signal on {id_}")
             self.arrived.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.arrived.wait(), deadline - time.perf_counter())
+            await background.set_within(self.arrived, deadline - time.perf_counter())
 
 
 def percentile(values: list[float], share: float) -> float:

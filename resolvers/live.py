@@ -40,7 +40,7 @@ from graphql import GraphQLError
 
 from resolvers.codes import EVENTS_COLLECTED, TOO_MANY_SUBSCRIPTIONS, UNAUTHENTICATED
 from resolvers.permissions import Viewer
-from store import ConnectorStore
+from store import ConnectorStore, background
 from store.errors import InvalidInput, StoreError
 from store.events import position
 from store.records import OperationEventRecord, WatchEventRecord
@@ -255,11 +255,7 @@ class Hub:
             try:
                 yield
             finally:
-                for task in tasks:
-                    task.cancel()
-                for task in tasks:
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
+                await background.stop(*tasks)
 
     async def _heads(self) -> None:
         """While someone streams a log: read the head of each streamed log, wake its
@@ -280,8 +276,7 @@ class Hub:
                 if name not in self.heads or head != self.heads[name]:
                     self.heads[name] = head
                     self._moved(name)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.look.wait(), pause)
+            await background.set_within(self.look, pause)
 
     async def _timer(self) -> None:
         """While someone waits for work: tell the connectors of what became leasable since
@@ -306,11 +301,8 @@ class Hub:
                     delay = min(delay, (due - now) / 1000)
             except StoreError as error:
                 log.warning("live: the work timer could not read the database: %s", error)
-            try:
-                await asyncio.wait_for(self.recheck.wait(), max(delay, 0) + TIMER_SLACK_S)
-            except TimeoutError:
-                continue
-            await asyncio.sleep(MIN_RECHECK_S)
+            if await background.set_within(self.recheck, max(delay, 0) + TIMER_SLACK_S):
+                await asyncio.sleep(MIN_RECHECK_S)
 
     @contextlib.contextmanager
     def slot(self, session: Session, name: str) -> Iterator[None]:

@@ -687,7 +687,8 @@ async def close_pool(db: Database, grace_s: float = POOL_CLOSE_GRACE_S) -> None:
     its close is cancelled).
     """
     try:
-        await asyncio.wait_for(db.disconnect(), grace_s)
+        async with asyncio.timeout(grace_s):
+            await db.disconnect()
     except TimeoutError:
         log.warning(
             "database: pool closed by force after %s s (connections never released)", grace_s

@@ -34,7 +34,7 @@ from starlette.responses import Response
 
 from resolvers.permissions import METRICS_SCOPE
 from server.responses import request_error
-from store import ConnectorStore
+from store import ConnectorStore, background
 from store.records import OPERATION_STATES as OPERATION_STATES_ALL
 
 if TYPE_CHECKING:
@@ -302,8 +302,7 @@ async def refreshing(metrics: Metrics, interval_s: float) -> AsyncIterator[None]
                 await metrics.refresh_tables()
             except Exception as error:
                 log.warning("metrics: refreshing the table gauges failed: %s", error)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), interval_s)
+            await background.set_within(stopping, interval_s)
 
     task = asyncio.create_task(loop(), name="connector-store-metrics")
     try:
@@ -312,6 +311,4 @@ async def refreshing(metrics: Metrics, interval_s: float) -> AsyncIterator[None]
         stopping.set()
         done, _ = await asyncio.wait({task}, timeout=STOP_GRACE_S)
         if not done:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await background.stop(task)

@@ -16,14 +16,13 @@ fails on the interrupted connection), and then closing the pool waits forever.
 """
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
 from server.settings import Settings
-from store import ConnectorStore
+from store import ConnectorStore, background
 from store.retention import RETAIN_FAILED_S, RETAIN_FINISHED_S, RETAIN_KEYS_S
 
 log = logging.getLogger("connector_store.sweeper")
@@ -179,8 +178,7 @@ class Sweeper:
                 self.report(None, failed=True)
             else:
                 self.report(result, failed=False)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self.interval_s)
+            await background.set_within(self._stopping, self.interval_s)
 
     def report(self, result: SweepResult | None, *, failed: bool) -> None:
         if self.on_result is not None:
@@ -214,9 +212,7 @@ class Sweeper:
         done, _ = await asyncio.wait({task}, timeout=grace_s)
         if not done:
             log.warning("sweeper: a sweep outlived %s s of grace; cancelling it", grace_s)
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await background.stop(task)
         log.info("sweeper: stopped")
 
     @property

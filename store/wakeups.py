@@ -28,6 +28,7 @@ from typing import Any
 import asyncpg
 import sqlalchemy as sa
 
+from store import background
 from store import lease_guards as guards
 from store.context import StoreContext
 from store.errors import StoreError
@@ -157,13 +158,10 @@ class WakeupsStore:
                 self._tail(first, wanted, poll_s), name="connector-store-wakeup-tail"
             )
         try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(started.wait(), KEEPALIVE_S)
+            await background.set_within(started, KEEPALIVE_S)
             yield
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await background.stop(task)
 
     async def _listen(self, dsn: str, wake: Wake, logged: Logged | None) -> None:
         attempt = 0
@@ -202,11 +200,9 @@ class WakeupsStore:
             )
             logged(None)
         wake(None)
-        while not lost.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(lost.wait(), KEEPALIVE_S)
-            if not lost.is_set():
-                await asyncio.wait_for(connection.fetchval("SELECT 1"), KEEPALIVE_S)
+        while not await background.set_within(lost, KEEPALIVE_S):
+            async with asyncio.timeout(KEEPALIVE_S):
+                await connection.fetchval("SELECT 1")
 
     async def _tail(self, wake: Wake, wanted: asyncio.Event | None, poll_s: float) -> None:
         seq: int | None = None

@@ -1,6 +1,8 @@
 """Fixtures: every store test runs on SQLite and on PostgreSQL, each on fresh databases."""
 
 import os
+import sys
+import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -78,3 +80,30 @@ async def database(database_url: str) -> AsyncIterator[Database]:
 @pytest.fixture
 def store(database: Database, clock: FrozenClock) -> Iterator[ConnectorStore]:
     yield ConnectorStore(database, clock=clock)
+
+
+LEFT_THREAD_GRACE_S = 5.0
+EXIT_STATUS = pytest.StashKey[int]()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config.stash[EXIT_STATUS] = int(exitstatus)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A test failed by ``--timeout`` can leave a driver's worker thread running (aiosqlite's
+    are not daemon threads), and the interpreter would wait for it for ever at exit: after a
+    grace, end the process with the run's status instead (red at once, not a hung run)."""
+    left = [
+        thread
+        for thread in threading.enumerate()
+        if thread is not threading.main_thread() and not thread.daemon
+    ]
+    for thread in left:
+        thread.join(LEFT_THREAD_GRACE_S / len(left))
+    running = [thread.name for thread in left if thread.is_alive()]
+    if running:
+        print(f"threads left running by the tests: {running}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(config.stash.get(EXIT_STATUS, 1) or 1)

@@ -1,7 +1,11 @@
 """The hub's pure parts (resolvers.live): a workAvailable waiter coalesces what is pending,
-so a reader that does not keep up costs a bounded amount, however many wake-ups arrive."""
+so a reader that does not keep up costs a bounded amount, however many wake-ups arrive; and
+its background loops stop when told, even at the moment they are woken."""
 
+import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -59,6 +63,31 @@ class FakeStore:
         return 1
 
 
+class FakeWakeups:
+    """Wake-ups that never come and a database with nothing due."""
+
+    @contextlib.asynccontextmanager
+    async def listening(self, wake: object, **_: object) -> AsyncIterator[None]:
+        yield
+
+    async def due_between(self, start: int, end: int) -> list[str]:
+        return []
+
+    async def next_due_after(self, now: int) -> None:
+        return None
+
+
+class FakeDatabase:
+    is_postgres = False
+
+
+class RunningStore(FakeStore):
+    """What ``Hub.running`` needs besides: the wake-ups and the backend's kind."""
+
+    wakeups = FakeWakeups()
+    db = FakeDatabase()
+
+
 async def test_hub__a_reader_that_does_not_read_keeps_one_signal_pending():
     hub = Hub(FakeStore())  # type: ignore[arg-type]
     stream = hub.work(Session(Viewer.service()), "calendar")
@@ -93,3 +122,23 @@ async def test_hub__a_subscription_ends_when_its_token_expires():
     with pytest.raises(Exception) as ended:
         await anext(stream)
     assert ended.value.extensions["code"] == UNAUTHENTICATED
+
+
+async def test_hub__running_ends_when_its_loops_are_stopped_as_they_are_woken():
+    # Each loop is in its timed wait, then the wait's event is set and the loop cancelled in
+    # the same turn of the event loop: Python 3.11's asyncio.wait_for returns the wait's
+    # result and drops the cancellation, the loop goes on to wait for a subscriber that
+    # will never come, and the server's shutdown (and the process's exit) waits for ever.
+    hub = Hub(RunningStore())  # type: ignore[arg-type]
+    async with asyncio.timeout(5):
+        async with hub.running():
+            hub.streams["operation"] += 1
+            hub.streaming.set()
+            hub.wanted.set()
+            for _ in range(20):
+                await asyncio.sleep(0)
+            hub.streams["operation"] -= 1
+            hub.streaming.clear()
+            hub.wanted.clear()
+            hub.look.set()
+            hub.recheck.set()
