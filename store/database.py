@@ -1,6 +1,6 @@
 """The store's one door to the database: the only module that imports ``databases``.
 
-``Database`` wraps a ``databases.Database`` on PostgreSQL (asyncpg) or our own aiosqlite
+``Database`` wraps a ``databases.Database`` on PostgreSQL (asyncpg) or our own ``sqlite3``
 connections on SQLite (``store.sqlite_pool``), chosen by the URL (``store.urls``), and
 gives the store ``fetch_one``/``fetch_all`` that return plain mappings, the ``write_*``
 methods that queue SQLite's writers, and ``write_transaction`` that takes the write lock up
@@ -12,11 +12,14 @@ Statements are compiled by ``store.statements``; driver errors become typed stor
 ``store.driver_errors``. The SQL and values go straight to the driver's connection: on
 PostgreSQL the asyncpg connection ``databases`` holds for the task (``raw_connection``, so
 its transactions and pool stay ``databases``'), on SQLite our own connections, the writer
-queue's and the readers'.
+queue's and the readers', each statement and the fetch of its rows one hop to the
+connection's thread; a ``write_transaction``'s ``BEGIN IMMEDIATE`` goes with its first
+statement, and ``write_then`` is a whole transaction of two statements in one hop.
 """
 
 import asyncio
 import os
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from contextvars import ContextVar
@@ -31,7 +34,7 @@ from sqlalchemy.sql import ClauseElement
 
 from store.driver_errors import driver_errors
 from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput
-from store.sqlite_pool import SQLiteConnections, open_connection
+from store.sqlite_pool import SQLiteConnection, SQLiteConnections, open_connection
 from store.statements import CompiledStatements, Prepared
 from store.urls import normalize_url, shown_url, sqlite_path
 
@@ -66,7 +69,7 @@ class ResultRow(dict[Any, Any]):
 IN_LIST_CHUNK = 500
 _writing: ContextVar[object] = ContextVar("connector_store_writing", default=None)
 _holding: ContextVar[object] = ContextVar("connector_store_holding", default=None)
-_sqlite_held: ContextVar[tuple[object, Any] | None] = ContextVar(
+_sqlite_held: ContextVar[tuple[object, "_SQLiteTransaction"] | None] = ContextVar(
     "connector_store_sqlite_connection", default=None
 )
 _transaction: ContextVar[tuple["Database", object] | None] = ContextVar(
@@ -77,6 +80,49 @@ _T = TypeVar("_T")
 
 StatementObserver = Callable[[str, Sequence[Any], object | None], None]
 """``Database.statement_observer``: called with (SQL, values, transaction or None)."""
+
+Then = Callable[[list[Row]], tuple[Prepared, Mapping[str, Any]] | None]
+"""``Database.write_then``'s second statement: given the first's rows, a ``Prepared`` and
+its parameters by name, or None for none."""
+
+
+@dataclass(slots=True)
+class _SQLiteTransaction:
+    """A ``write_transaction`` on SQLite: its connection, and whether its ``BEGIN
+    IMMEDIATE`` has run (it goes with the block's first statement, in that hop)."""
+
+    connection: SQLiteConnection
+    begun: bool = False
+
+
+def _begun(raw: sqlite3.Connection, transaction: _SQLiteTransaction | None) -> sqlite3.Connection:
+    """``raw``, its transaction's ``BEGIN IMMEDIATE`` run first if still pending (on the
+    connection's thread)."""
+    if transaction is not None and not transaction.begun:
+        raw.execute("BEGIN IMMEDIATE")
+        transaction.begun = True
+    return raw
+
+
+def _fetched(raw: sqlite3.Connection, sql: str, values: Sequence[Any], one: bool) -> list[Row]:
+    """``sql`` run with ``values`` and its rows (the first only, if ``one``) as
+    ``ResultRow``s, on the connection's thread; every row is fetched, so a write with
+    ``RETURNING`` runs to its end."""
+    cursor = raw.execute(sql, values)
+    try:
+        rows = cursor.fetchall()
+        if not rows:
+            return []
+        names = [column[0] for column in cursor.description]
+    finally:
+        cursor.close()
+    return [ResultRow(zip(names, row, strict=True)) for row in (rows[:1] if one else rows)]
+
+
+def _end(raw: sqlite3.Connection, statement: str) -> None:
+    """``COMMIT`` or ``ROLLBACK`` the open transaction, if one is open."""
+    if raw.in_transaction:
+        raw.execute(statement)
 
 
 def chunked(items: Sequence[_T], size: int = IN_LIST_CHUNK) -> Iterator[Sequence[_T]]:
@@ -340,8 +386,11 @@ class Database:
         """Report one statement to ``statement_observer`` (set), with this task's
         transaction of this database or None."""
         assert self.statement_observer is not None
+        self.statement_observer(sql, values, self._current_transaction())
+
+    def _current_transaction(self) -> tuple["Database", object] | None:
         held = _transaction.get()
-        self.statement_observer(sql, values, held if held is not None and held[0] is self else None)
+        return held if held is not None and held[0] is self else None
 
     async def _execute(self, sql: str, values: list[Any], *, one: bool) -> list[Row]:
         if self.statement_observer is not None:
@@ -358,27 +407,25 @@ class Database:
                         return [
                             ResultRow(record.items()) for record in await raw.fetch(sql, *values)
                         ]
+        return await self._on_sqlite(lambda raw: _fetched(raw, sql, values, one))
+
+    async def _on_sqlite(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        """``work(connection)`` in one hop to a connection's thread: this task's
+        ``write_transaction``'s (after its pending ``BEGIN IMMEDIATE``), else one of the
+        pool's. Raises as ``fetch_one`` does."""
+        assert self._sqlite is not None
         held = _sqlite_held.get()
         if held is not None and held[0] is self:
-            return await self._sqlite_run(held[1], sql, values, one)
+            transaction = held[1]
+            with driver_errors():
+                return await transaction.connection.run(lambda raw: work(_begun(raw, transaction)))
         with driver_errors():
-            connection = await self._sqlite.acquire()
+            connection: SQLiteConnection = await self._sqlite.acquire()
         try:
-            return await self._sqlite_run(connection, sql, values, one)
+            with driver_errors():
+                return await connection.run(work)
         finally:
             await self._sqlite.release(connection)
-
-    @staticmethod
-    async def _sqlite_run(connection: Any, sql: str, values: list[Any], one: bool) -> list[Row]:
-        """``sql`` run and its rows fetched in one hop to the connection's thread
-        (aiosqlite's ``execute_fetchall``; a cursor, its fetch and its close were three),
-        the rows named by their columns (``sqlite3.Row``, ``open_connection``'s)."""
-        with driver_errors():
-            rows = list(await connection.execute_fetchall(sql, values))
-        if not rows:
-            return []
-        names = rows[0].keys()
-        return [ResultRow(zip(names, row, strict=True)) for row in (rows[:1] if one else rows)]
 
     def insert(self, table: sa.Table) -> Any:
         """An INSERT in this backend's dialect, so ``on_conflict_do_*`` is available."""
@@ -458,27 +505,56 @@ class Database:
                         async with self._db.connection() as connection:
                             await connection.raw_connection.executemany(sql, values)
                 return
-            held = _sqlite_held.get()
-            if held is not None and held[0] is self:
-                await self._sqlite_many(held[1], sql, values)
-                return
-            with driver_errors():
-                connection = await self._sqlite.acquire()
-            try:
-                await self._sqlite_many(connection, sql, values)
-            finally:
-                await self._sqlite.release(connection)
-
-    @staticmethod
-    async def _sqlite_many(connection: Any, sql: str, values: list[list[Any]]) -> None:
-        with driver_errors():
-            cursor = await connection.executemany(sql, values)
-            await cursor.close()
+            await self._on_sqlite(lambda raw: raw.executemany(sql, values).close())
 
     async def write_all(self, query: ClauseElement) -> list[Row]:
         """Run a writing ``query`` (``… RETURNING``) and return every row it returned."""
         async with self._writer():
             return await self.fetch_all(query)
+
+    async def write_then(
+        self, statement: Prepared | ClauseElement, params: Mapping[str, Any], then: Then
+    ) -> list[Row]:
+        """SQLite only: run a writing ``statement`` (``… RETURNING``; a ``Prepared`` with
+        ``params`` by name, or a statement built per call, ``params`` empty), then the
+        statement ``then`` gives for the rows it returned, as one transaction (``BEGIN
+        IMMEDIATE`` … ``COMMIT``, or this task's ``write_transaction``) in one hop to the
+        connection's thread; returns the first statement's rows. Either statement failing
+        rolls both back (a ``write_transaction`` block, as ever, rolls back when its error
+        leaves it). Raises as ``fetch_one`` does."""
+        assert self._sqlite is not None, "write_then is SQLite's"
+        if isinstance(statement, Prepared):
+            sql, values = statement.bind(self._dialect, params)
+        else:
+            sql, values = self._compile(statement)
+        mark = self._current_transaction() or (self, object())
+        observer = self.statement_observer
+        if observer is not None:
+            observer(sql, values, mark)
+        self._check_file()
+
+        def work(raw: sqlite3.Connection) -> list[Row]:
+            own = not raw.in_transaction
+            if own:
+                raw.execute("BEGIN IMMEDIATE")
+            try:
+                rows = _fetched(raw, sql, values, one=False)
+                follow = then(rows)
+                if follow is not None:
+                    then_sql, then_values = follow[0].bind(self._dialect, follow[1])
+                    if observer is not None:
+                        observer(then_sql, then_values, mark)
+                    raw.execute(then_sql, then_values).close()
+                if own:
+                    raw.execute("COMMIT")
+            except BaseException:
+                if own:
+                    _end(raw, "ROLLBACK")
+                raise
+            return rows
+
+        async with self._writer():
+            return await self._on_sqlite(work)
 
     @asynccontextmanager
     async def pinned_connection(self) -> AsyncIterator[None]:
@@ -505,11 +581,13 @@ class Database:
     async def write_transaction(self) -> AsyncIterator[None]:
         """Run the block in one transaction on this task's connection.
 
-        On SQLite the transaction starts with ``BEGIN IMMEDIATE``: it holds the write lock
-        from its first statement, so a read-then-write inside it can never be overtaken by
-        another writer (a plain ``BEGIN`` would fail with "database is locked" on its first
-        write). On PostgreSQL rows are locked with ``SELECT … FOR UPDATE`` by the caller.
-        Every ``fetch_*`` awaited inside the block, by this task, joins the transaction.
+        On SQLite the transaction starts with ``BEGIN IMMEDIATE`` (sent with the block's
+        first statement, in its hop; a block that runs none sends nothing): it holds the
+        write lock from its first statement, so a read-then-write inside it can never be
+        overtaken by another writer (a plain ``BEGIN`` would fail with "database is locked"
+        on its first write). On PostgreSQL rows are locked with ``SELECT … FOR UPDATE`` by
+        the caller. Every ``fetch_*`` awaited inside the block, by this task, joins the
+        transaction.
         Raises ``DatabaseUnavailable``/``DatabaseBusy`` as ``fetch_one`` does.
         """
         if self.is_postgres:
@@ -545,19 +623,19 @@ class Database:
         async with self._writer():
             with driver_errors():
                 connection = await self._sqlite.acquire()
-            token = _sqlite_held.set((self, connection))
+            transaction = _SQLiteTransaction(connection)
+            token = _sqlite_held.set((self, transaction))
             mark = _transaction.set((self, object()))
             try:
-                with driver_errors():
-                    await connection.execute("BEGIN IMMEDIATE")
                 try:
                     yield
                 except BaseException:
                     with driver_errors():
-                        await connection.execute("ROLLBACK")
+                        await connection.run(lambda raw: _end(raw, "ROLLBACK"))
                     raise
-                with driver_errors():
-                    await connection.execute("COMMIT")
+                if transaction.begun:
+                    with driver_errors():
+                        await connection.run(lambda raw: _end(raw, "COMMIT"))
             finally:
                 _transaction.reset(mark)
                 _sqlite_held.reset(token)

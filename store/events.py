@@ -6,7 +6,8 @@ Appending. Every store write that changes an operation or a watch is a ``Logged`
 ``run_logged`` (a statement built per call): on PostgreSQL the write and its events are one
 statement (a writable CTE: ``WITH changed AS (<write> RETURNING …), appended AS (INSERT INTO
 <log> SELECT … FROM changed) SELECT * FROM changed``); on SQLite they are one transaction
-(the write, then one ``INSERT … SELECT`` of the rows it returned, ``store.items``). Either
+(the write, then one ``INSERT … SELECT`` of the rows it returned, ``store.items``), sent in
+one hop to the connection's thread (``Database.write_then``). Either
 way an event exists exactly when its write applied: a refused write returns no row and
 appends nothing. Lease renewals are not logged. The actor is ``store.context.acting_as``'s
 DID (None: the system).
@@ -383,15 +384,19 @@ def _appender(log: Log, action: Action, extras: Sequence[sa.Column[Any]]) -> Ite
     return ItemStatement(columns, build)
 
 
-async def _append(
-    db: Database, appender: ItemStatement, rows: Sequence[Row], params: Mapping[str, Any]
-) -> None:
-    """SQLite: the events of ``rows`` (just written, in this transaction), one statement."""
-    if not rows:
-        return
-    items = [{name: row[name] for name in appender.columns} for row in rows]
-    prepared, values = appender.bind(False, items, **params)
-    await db.write_prepared_all(prepared, values)
+def _appending(
+    appender: ItemStatement, params: Mapping[str, Any]
+) -> Callable[[Sequence[Row]], tuple[Prepared, dict[str, Any]] | None]:
+    """SQLite: the statement that appends the events of the rows a write returned, with
+    its parameters (None for no rows): ``Database.write_then``'s second statement."""
+
+    def then(rows: Sequence[Row]) -> tuple[Prepared, dict[str, Any]] | None:
+        if not rows:
+            return None
+        items = [{name: row[name] for name in appender.columns} for row in rows]
+        return appender.bind(False, items, **params)
+
+    return then
 
 
 class Logged:
@@ -418,10 +423,7 @@ class Logged:
         params = {**params, "p_actor": current_actor()}
         if db.is_postgres:
             return await db.write_prepared_all(self._postgres, params)
-        async with db.write_transaction():
-            rows = await db.write_prepared_all(self.write, params)
-            await _append(db, self._append, rows, params)
-        return rows
+        return await db.write_then(self.write, params, _appending(self._append, params))
 
     async def run_one(self, db: Database, params: Mapping[str, Any]) -> Row | None:
         """``run`` of a write of at most one row: that row, or None."""
@@ -463,14 +465,10 @@ class LoggedItems:
         """Run the write over ``items`` with ``params`` and append its events; returns the
         written rows."""
         params["p_actor"] = current_actor()
+        prepared, values = self.bind(db.is_postgres, items, **params)
         if db.is_postgres:
-            prepared, values = self.bind(True, items, **params)
             return await db.write_prepared_all(prepared, values)
-        async with db.write_transaction():
-            prepared, values = self.bind(False, items, **params)
-            rows = await db.write_prepared_all(prepared, values)
-            await _append(db, self._append, rows, params)
-        return rows
+        return await db.write_then(prepared, values, _appending(self._append, params))
 
 
 DROP_OPERATION_EVENTS = ItemStatement(
@@ -501,6 +499,15 @@ async def drop_operation_events(db: Database, keys: Sequence[tuple[str, str]]) -
 _appenders: dict[tuple[str, Action, tuple[str, ...]], ItemStatement] = {}
 
 
+def _appender_of(log: Log, action: Action, extras: Sequence[sa.Column[Any]]) -> ItemStatement:
+    """``_appender``, built once per log, action and extras."""
+    key = (log.table.name, action, tuple(column.name for column in extras))
+    appender = _appenders.get(key)
+    if appender is None:
+        appender = _appenders[key] = _appender(log, action, extras)
+    return appender
+
+
 async def append_events(
     db: Database,
     log: Log,
@@ -511,11 +518,9 @@ async def append_events(
     """SQLite: append ``action``'s event of each of ``rows`` (written in the caller's
     transaction, each holding ``log.source`` and the ``extras`` the action reads), one
     statement."""
-    key = (log.table.name, action, tuple(column.name for column in extras))
-    appender = _appenders.get(key)
-    if appender is None:
-        appender = _appenders[key] = _appender(log, action, extras)
-    await _append(db, appender, rows, {"p_actor": current_actor()})
+    follow = _appending(_appender_of(log, action, extras), {"p_actor": current_actor()})(rows)
+    if follow is not None:
+        await db.write_prepared_all(*follow)
 
 
 async def run_logged(db: Database, log: Log, action: str, write: Any) -> list[Row]:
@@ -523,10 +528,8 @@ async def run_logged(db: Database, log: Log, action: str, write: Any) -> list[Ro
     append ``action``'s event for each row it wrote; returns the written rows."""
     if db.is_postgres:
         return await db.write_all(with_events(log, action, write, current_actor_value()))
-    async with db.write_transaction():
-        rows = await db.write_all(write)
-        await append_events(db, log, action, rows)
-    return rows
+    appending = _appending(_appender_of(log, action, ()), {"p_actor": current_actor()})
+    return await db.write_then(write, {}, appending)
 
 
 # --- reading ----------------------------------------------------------------------------

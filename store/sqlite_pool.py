@@ -1,14 +1,21 @@
-"""The SQLite side of the store's connections: our own aiosqlite connections to one file.
+"""The SQLite side of the store's connections: our own ``sqlite3`` connections to one file,
+each with the one thread that runs its statements.
 
 PostgreSQL goes through ``databases``' asyncpg pool; SQLite does not, so that the writer
-queue (``Database``) and the readers each hold a connection of their own.
+queue (``Database``) and the readers each hold a connection of their own. A connection's
+``run`` hands the thread a whole piece of work (a statement and the fetch of its rows, or a
+transaction: ``BEGIN IMMEDIATE``, a write, its events, ``COMMIT``), so a store call costs one
+hop from the event loop; aiosqlite, which the migrations' engine uses, hops once per
+statement and has no public way to run more in one.
 """
 
+import asyncio
 import sqlite3
 from collections.abc import Awaitable, Callable
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
-import aiosqlite
+_T = TypeVar("_T")
 
 WAL_AUTOCHECKPOINT_PAGES = 1000
 """A commit that leaves the write-ahead log longer than this many pages checkpoints it
@@ -19,20 +26,60 @@ WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
 would leave it at its largest for good."""
 
 
-async def open_connection(path: str, timeout: float) -> aiosqlite.Connection:
-    """An autocommit aiosqlite connection to ``path`` (``isolation_level=None``) whose busy
-    timeout is ``timeout`` seconds, its write-ahead log bounded (``WAL_AUTOCHECKPOINT_PAGES``,
-    ``WAL_SIZE_LIMIT_BYTES``), its rows ``sqlite3.Row`` (they carry their column names, so a
-    statement's rows need no cursor)."""
-    connection = await aiosqlite.connect(path, timeout=timeout, isolation_level=None)
-    connection.row_factory = sqlite3.Row
-    await connection.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
-    await connection.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT_BYTES}")
-    return connection
+class SQLiteConnection:
+    """One autocommit ``sqlite3`` connection (``isolation_level=None``: each statement its
+    own transaction unless a ``BEGIN`` opened one) and its thread.
+
+    ``run(work)`` calls ``work(connection)`` on that thread and returns what it returned
+    (or raises what it raised: ``sqlite3`` errors, for ``store.driver_errors``). Works run
+    one at a time in the order they were handed over, so one a cancelled caller left
+    running still ends before the next begins.
+    """
+
+    def __init__(self, raw: sqlite3.Connection, thread: ThreadPoolExecutor) -> None:
+        self._raw = raw
+        self._thread = thread
+
+    async def run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        """``work(connection)`` on the connection's thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._thread, work, self._raw)
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open (a ``BEGIN`` without its ``COMMIT``/``ROLLBACK``)."""
+        return self._raw.in_transaction
+
+    async def close(self) -> None:
+        """Close the connection (an open transaction is rolled back) and end its thread."""
+        try:
+            await self.run(sqlite3.Connection.close)
+        finally:
+            self._thread.shutdown(wait=False)
+
+
+def _configured(path: str, timeout: float) -> sqlite3.Connection:
+    raw = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+    raw.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
+    raw.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT_BYTES}")
+    return raw
+
+
+async def open_connection(path: str, timeout: float) -> SQLiteConnection:
+    """An autocommit connection to ``path`` whose busy timeout is ``timeout`` seconds and
+    whose write-ahead log is bounded (``WAL_AUTOCHECKPOINT_PAGES``,
+    ``WAL_SIZE_LIMIT_BYTES``), opened on its own thread. Raises ``sqlite3`` errors (a file
+    that cannot be opened)."""
+    thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="connector-store-sqlite")
+    try:
+        raw = await asyncio.get_running_loop().run_in_executor(thread, _configured, path, timeout)
+    except BaseException:
+        thread.shutdown(wait=False)
+        raise
+    return SQLiteConnection(raw, thread)
 
 
 class SQLiteConnections:
-    """Our own aiosqlite connections to one SQLite file, kept open for the next statement.
+    """Our own connections to one SQLite file, kept open for the next statement.
 
     Opened by ``opener`` (``open_connection`` for the store; tests pass a fake), at most
     ``size`` kept idle. A connection given back inside a

@@ -1,8 +1,10 @@
 """Fixtures: every store test runs on SQLite and on PostgreSQL, each on fresh databases."""
 
+import faulthandler
 import os
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -82,7 +84,7 @@ def store(database: Database, clock: FrozenClock) -> Iterator[ConnectorStore]:
     yield ConnectorStore(database, clock=clock)
 
 
-LEFT_THREAD_GRACE_S = 5.0
+EXIT_GRACE_S = 30.0
 EXIT_STATUS = pytest.StashKey[int]()
 
 
@@ -92,18 +94,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """A test failed by ``--timeout`` can leave a driver's worker thread running (aiosqlite's
-    are not daemon threads), and the interpreter would wait for it for ever at exit: after a
-    grace, end the process with the run's status instead (red at once, not a hung run)."""
-    left = [
-        thread
-        for thread in threading.enumerate()
-        if thread is not threading.main_thread() and not thread.daemon
-    ]
-    for thread in left:
-        thread.join(LEFT_THREAD_GRACE_S / len(left))
-    running = [thread.name for thread in left if thread.is_alive()]
-    if running:
-        print(f"threads left running by the tests: {running}", file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        os._exit(config.stash.get(EXIT_STATUS, 1) or 1)
+    """A test failed by ``--timeout`` can leave a thread running that the interpreter waits
+    for at exit, for ever (aiosqlite's, which the migrations use, are not daemon threads):
+    if the process has not exited ``EXIT_GRACE_S`` after the run, print every thread's
+    stack and end it with the run's status (1 if the run passed: a hang is a fault)."""
+    status = config.stash.get(EXIT_STATUS, 1) or 1
+
+    def force_exit() -> None:
+        time.sleep(EXIT_GRACE_S)
+        print(f"the tests' process did not exit within {EXIT_GRACE_S:g} s", file=sys.stderr)
+        faulthandler.dump_traceback(sys.stderr)
+        os._exit(status)
+
+    threading.Thread(target=force_exit, name="exit-guard", daemon=True).start()

@@ -478,3 +478,71 @@ async def test_statement_observer__sees_each_statement_with_its_transaction(data
     assert [(sql, tx) for sql, _, tx in puts] == [(puts[0][0], None)] * 2
     assert operation_tombstone.name in puts[0][0]
     assert [bytes([n]) * 12 in values for n, (_, values, _) in enumerate(puts)] == [True, True]
+
+
+# --- SQLite: a write and the statement that follows it, one transaction in one hop ---------
+
+
+def tombstone_of(n: int) -> dict[str, object]:
+    return {
+        "p_key_digest": bytes([n]) * 12,
+        "p_envelope_digest": b"e" * 8,
+        "p_final_state": 1,
+        "p_collected_at": n,
+    }
+
+
+async def tombstones_kept(database: Database) -> list[int]:
+    rows = await database.fetch_all(
+        sa.select(operation_tombstone.c.collected_at).order_by(operation_tombstone.c.collected_at)
+    )
+    return [row["collected_at"] for row in rows]
+
+
+class Refused(Exception):
+    """Raised by a test where a statement would follow, or in a block."""
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_write_then__both_statements_commit_and_a_failing_second_writes_nothing(database):
+    def refuse(rows: object) -> None:
+        raise Refused
+
+    with pytest.raises(Refused):
+        await database.write_then(PUT_TOMBSTONE, tombstone_of(1), refuse)
+    assert await tombstones_kept(database) == []
+
+    seen = []
+    database.statement_observer = lambda sql, values, tx: seen.append(tx)
+    try:
+        await database.write_then(
+            PUT_TOMBSTONE, tombstone_of(2), lambda rows: (PUT_TOMBSTONE, tombstone_of(3))
+        )
+    finally:
+        database.statement_observer = None
+    assert await tombstones_kept(database) == [2, 3]
+    assert len(seen) == 2 and seen[0] is not None and seen[0] == seen[1]
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_write_then__joins_the_write_transaction_it_runs_in(database):
+    with pytest.raises(Refused):
+        async with database.write_transaction():
+            await database.write_then(
+                PUT_TOMBSTONE, tombstone_of(1), lambda rows: (PUT_TOMBSTONE, tombstone_of(2))
+            )
+            assert await tombstones_kept(database) == [1, 2]
+            raise Refused
+    assert await tombstones_kept(database) == []
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_sqlite__a_write_transaction_that_runs_no_statement_leaves_nothing_open(database):
+    async with database.write_transaction():
+        pass
+    with pytest.raises(Refused):
+        async with database.write_transaction():
+            raise Refused
+    async with database.write_transaction():
+        await database.write_prepared(PUT_TOMBSTONE, tombstone_of(4))
+    assert await tombstones_kept(database) == [4]

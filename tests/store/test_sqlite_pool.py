@@ -1,6 +1,9 @@
 """store/sqlite_pool.py: SQLite connection reuse, with fake connections."""
 
-from store.sqlite_pool import SQLiteConnections, open_connection
+import asyncio
+import threading
+
+from store.sqlite_pool import WAL_SIZE_LIMIT_BYTES, SQLiteConnections, open_connection
 
 
 class FakeConnection:
@@ -52,15 +55,28 @@ async def test_reused_connections__idle_capped_and_closed_at_the_end():
     assert all(c.closed for c in connections)
 
 
-# --- URLs: one parser for every use ----------------------------------------------------------
-
-
-async def test_open_connection__rows_carry_their_column_names(tmp_path):
+async def test_open_connection__runs_each_work_on_its_one_thread_in_order_until_closed(tmp_path):
     connection = await open_connection(str(tmp_path / "rows.db"), timeout=1.0)
+    ran: list[tuple[int, int]] = []
     try:
-        rows = await connection.execute_fetchall("SELECT 1 AS one, 'two' AS two")
-        assert [dict(zip(row.keys(), row, strict=True)) for row in rows] == [
-            {"one": 1, "two": "two"}
-        ]
+        await asyncio.gather(
+            *(
+                connection.run(lambda _, n=n: ran.append((n, threading.get_ident())))
+                for n in range(50)
+            )
+        )
+        assert [n for n, _ in ran] == list(range(50))
+        assert len({thread for _, thread in ran}) == 1
+        assert ran[0][1] != threading.get_ident()
+        limit = await connection.run(
+            lambda raw: raw.execute("PRAGMA journal_size_limit").fetchone()[0]
+        )
+        assert limit == WAL_SIZE_LIMIT_BYTES
+        await connection.run(lambda raw: raw.execute("BEGIN IMMEDIATE"))
+        assert connection.in_transaction
     finally:
         await connection.close()
+    [worker] = [thread for thread in threading.enumerate() if thread.ident == ran[0][1]] or [None]
+    if worker is not None:
+        worker.join(5)
+        assert not worker.is_alive()
