@@ -17,6 +17,7 @@ from store.database import Database
 from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput
 from store.migrate import upgrade
 from store.operations import Finalize
+from store.records import OperationKey
 from store.tables import operation_tombstone
 from store.tombstones import PUT_TOMBSTONE
 from store.urls import sqlite_path
@@ -546,3 +547,29 @@ async def test_sqlite__a_write_transaction_that_runs_no_statement_leaves_nothing
     async with database.write_transaction():
         await database.write_prepared(PUT_TOMBSTONE, tombstone_of(4))
     assert await tombstones_kept(database) == [4]
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_sqlite__a_logged_write_and_its_event_are_one_hop_to_the_connection(
+    database, clock, monkeypatch
+):
+    store = ConnectorStore(database, clock=clock)
+    record = await claimed_operation(store)
+    hops = []
+    run = sqlite_pool.SQLiteConnection.run
+
+    async def counted(self, work):
+        hops.append(work)
+        return await run(self, work)
+
+    monkeypatch.setattr(sqlite_pool.SQLiteConnection, "run", counted)
+    marked = await store.operations.mark_send_started(
+        record.caller_did, record.operation_id, "lease-A", "run-1"
+    )
+    monkeypatch.undo()
+
+    assert marked is not None and len(hops) == 1
+    events = await store.events.operation_events(
+        OperationKey(caller_did=record.caller_did, operation_id=record.operation_id)
+    )
+    assert [event.action for event in events][-1] == "send_marked"
