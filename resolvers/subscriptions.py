@@ -121,8 +121,8 @@ class Subscription:
         "signal comes at once: a worker leases until `leaseOperations` answers nothing after "
         "each signal, so nothing that commits meanwhile is missed. Signals pending for a "
         "slow reader are coalesced, never queued. Needs `service`, as `dueOperations`. "
-        "Errors: FORBIDDEN; TOO_MANY_SUBSCRIPTIONS; UNAUTHENTICATED when the token expires "
-        "(the stream ends)."
+        "Errors: BAD_USER_INPUT (a malformed `connectorName`); FORBIDDEN; "
+        "TOO_MANY_SUBSCRIPTIONS; UNAUTHENTICATED when the token expires (the stream ends)."
     )
     async def work_available(
         self, info: Info, connector_name: str | None = None
