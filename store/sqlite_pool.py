@@ -32,8 +32,10 @@ class SQLiteConnection:
 
     ``run(work)`` calls ``work(connection)`` on that thread and returns what it returned
     (or raises what it raised: ``sqlite3`` errors, for ``store.driver_errors``). Works run
-    one at a time in the order they were handed over, so one a cancelled caller left
-    running still ends before the next begins.
+    one at a time in the order they were handed over, and a work handed over runs even
+    when its caller is cancelled meanwhile (as a statement sent to PostgreSQL does): a
+    transaction's ``ROLLBACK`` or the connection's close, awaited by a task cancelled again
+    in its cleanup, still happens, and never leaves SQLite's write lock held.
     """
 
     def __init__(self, raw: sqlite3.Connection, thread: ThreadPoolExecutor) -> None:
@@ -41,8 +43,14 @@ class SQLiteConnection:
         self._thread = thread
 
     async def run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        """``work(connection)`` on the connection's thread."""
-        return await asyncio.get_running_loop().run_in_executor(self._thread, work, self._raw)
+        """``work(connection)`` on the connection's thread; a cancellation of the caller
+        stops its wait, not the work."""
+        return await asyncio.shield(self._handed_over(work))
+
+    def _handed_over(self, work: Callable[[sqlite3.Connection], _T]) -> "asyncio.Future[_T]":
+        running = asyncio.wrap_future(self._thread.submit(work, self._raw))
+        running.add_done_callback(_retrieved)
+        return running
 
     @property
     def in_transaction(self) -> bool:
@@ -50,11 +58,17 @@ class SQLiteConnection:
         return self._raw.in_transaction
 
     async def close(self) -> None:
-        """Close the connection (an open transaction is rolled back) and end its thread."""
-        try:
-            await self.run(sqlite3.Connection.close)
-        finally:
-            self._thread.shutdown(wait=False)
+        """Close the connection (an open transaction is rolled back) and end its thread,
+        once the works handed over before have run."""
+        closing = self._handed_over(sqlite3.Connection.close)
+        self._thread.shutdown(wait=False)
+        await asyncio.shield(closing)
+
+
+def _retrieved(running: "asyncio.Future[Any]") -> None:
+    """Mark what a work raised as seen: its caller may have stopped waiting for it."""
+    if not running.cancelled():
+        running.exception()
 
 
 def _configured(path: str, timeout: float) -> sqlite3.Connection:

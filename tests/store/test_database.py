@@ -573,3 +573,37 @@ async def test_sqlite__a_logged_write_and_its_event_are_one_hop_to_the_connectio
         OperationKey(caller_did=record.caller_did, operation_id=record.operation_id)
     )
     assert [event.action for event in events][-1] == "send_marked"
+
+
+@pytest.mark.parametrize("cancels", [1, 2, 3, 5])
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_sqlite__a_write_transaction_cancelled_in_its_cleanup_still_frees_the_write_lock(
+    database, database_url, cancels
+):
+    # Each cancellation after the first lands in the block's cleanup (its ROLLBACK, then the
+    # close of its connection): work handed to a connection's thread runs all the same.
+    inside = asyncio.Event()
+
+    async def writer() -> None:
+        async with database.write_transaction():
+            await database.write_prepared(PUT_TOMBSTONE, tombstone_of(1))
+            inside.set()
+            await asyncio.sleep(10)
+
+    task = asyncio.create_task(writer())
+    await inside.wait()
+    for _ in range(cancels):
+        task.cancel()
+        await asyncio.sleep(0)
+    await asyncio.wait({task}, timeout=5)
+    assert task.done()
+    await asyncio.sleep(0.2)
+
+    other = sqlite3.connect(sqlite_path(database_url), timeout=0, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+    finally:
+        other.close()
+    await database.write_prepared(PUT_TOMBSTONE, tombstone_of(2))
+    assert await tombstones_kept(database) == [2]
