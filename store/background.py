@@ -24,8 +24,10 @@ async def set_within(event: asyncio.Event, timeout_s: float) -> bool:
 
 async def stop(*tasks: "asyncio.Task[object]") -> None:
     """Cancel ``tasks`` and wait until each has ended. What a task raised is not raised here
-    (a task's own done callback reports it); a cancellation of the caller while it waits
-    propagates (the tasks are cancelled already)."""
+    (the sweeper and the metrics loop catch and log every error, the hub's tasks report
+    theirs through a done callback, the wake-up listener logs the driver errors it
+    expects). A cancellation of the caller while it waits propagates (the tasks are
+    cancelled already)."""
     for task in tasks:
         task.cancel()
     await asyncio.wait(tasks)

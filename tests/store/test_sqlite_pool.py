@@ -76,7 +76,7 @@ async def test_open_connection__runs_each_work_on_its_one_thread_in_order_until_
         assert connection.in_transaction
     finally:
         await connection.close()
-    [worker] = [thread for thread in threading.enumerate() if thread.ident == ran[0][1]] or [None]
-    if worker is not None:
-        worker.join(5)
-        assert not worker.is_alive()
+    for thread in threading.enumerate():
+        if thread.ident == ran[0][1]:
+            thread.join(5)
+            assert not thread.is_alive()
