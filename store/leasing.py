@@ -7,6 +7,7 @@ operation at a time); the guards are the single methods', written once in
 Durations are relative (ms from the store's now): no caller's clock decides a guard.
 """
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,9 +16,10 @@ import sqlalchemy as sa
 
 from store import lease_guards as guards
 from store import validation as check
-from store.context import StoreContext
+from store.context import StoreContext, current_actor
 from store.errors import InvalidInput
 from store.events import (
+    ACTOR,
     CLAIMED,
     LEASE_ACTION,
     OPERATIONS,
@@ -30,6 +32,7 @@ from store.events import (
     run_logged,
 )
 from store.operations import (
+    NOW,
     ROW_BYTES,
     due_operation,
     held_by,
@@ -39,6 +42,7 @@ from store.operations import (
 )
 from store.records import OperationRecord, WatchRecord
 from store.sizes import SIZE, Measured, row_bytes
+from store.statements import Prepared, param
 from store.tables import account
 from store.tables import operation as op
 from store.tables import projection_watch as watch
@@ -55,8 +59,9 @@ STALE = "stale"
 """The label of ``_chosen``'s fact: a capped account was skipped as locked or stale."""
 """The order ``lease_operations`` picks in (``_chosen``'s columns): fair across owners."""
 
-Filters = tuple[str | None, list[str] | None, str | None]
-"""``lease_operations``' connector, account keys and caller (each None: any)."""
+Filters = tuple[Any, list[str] | None, Any]
+"""``lease_operations``' connector, account keys and caller (each None: any; the connector
+and the caller a value or a ``param``)."""
 
 MIN_LEASE_MS = 1_000
 MAX_LEASE_MS = 3_600_000
@@ -217,56 +222,46 @@ class LeasingStore:
         now = self._ctx.clock()
         if not self._db.is_postgres:
             async with self._db.write_transaction():
-                await self._lease(now, lease, size, _ranked_all(now, where))
+                await self._lease(now, lease, size, where, None)
             return lease.in_fair_order()
         if caller is not None:
             # A tenant's calls are found through the key's leading column, the caller.
-            await self._lease(now, lease, size, _ranked_all(now, where))
+            await self._lease(now, lease, size, where, None)
             return lease.in_fair_order()
         if self._owners is None:
             counted = await self._db.fetch_one(_count_owners())
             self._owners = int(counted["n"]) if counted else 0
         depth = max(1, -(-2 * size // max(self._owners, 1)))
-        owners, stale = await self._lease(now, lease, size, _ranked_by_owner(now, where, depth))
+        owners, stale = await self._lease(now, lease, size, where, depth)
         self._owners = owners or self._owners
         if stale and len(lease.leased) < size:
             # A peer held or had just leased from a capped account: wait for its lock, then
             # count afresh.
             async with self._db.write_transaction():
                 await self._db.fetch_all(_lock_capped_accounts(connector, accounts))
-                ranked = _ranked_by_owner(now, where, depth)
-                owners, _ = await self._lease(now, lease, size - len(lease.leased), ranked)
+                owners, _ = await self._lease(now, lease, size - len(lease.leased), where, depth)
                 await self._deeper(now, lease, where, size, owners, depth)
             return lease.in_fair_order()
         await self._deeper(now, lease, where, size, owners, depth)
         return lease.in_fair_order()
 
     async def _lease(
-        self, now: int, lease: "_Lease", size: int, candidate: sa.Subquery
+        self, now: int, lease: "_Lease", size: int, where: Filters, depth: int | None
     ) -> tuple[int, bool]:
-        """Lease the first ``size`` of ``candidate`` that ``_chosen`` keeps and the bytes
-        ``lease`` has left allow (``_within``), in one statement; add them to ``lease``.
-        Returns how many owners ``candidate`` walked (``OWNERS``; 0 when it walked none or
-        it is not per owner) and whether a capped account with candidates was skipped as
-        locked or stale (``_fresh_capped``; PostgreSQL)."""
-        postgres = self._db.is_postgres
-        # A CTE, so the chosen keys are read once: an IN subquery with LIMIT and SKIP LOCKED
-        # may be run again for each row it is compared with, and lease more than ``size``.
-        query, info = _chosen(now, size, candidate, postgres)
-        chosen = query.cte("chosen")
-        kept = _within(chosen, CHOSEN_KEYS, CHOSEN_ORDER, lease.bytes_left(), lease.may_pass()).cte(
-            "kept"
-        )
-        update = (
-            sa.update(op)
-            .where(
-                op.c.caller_did == kept.c.caller_did,
-                op.c.operation_id == kept.c.operation_id,
-                due_operation(now),
+        """Lease the first ``size`` qualifying operations (``where``; walked per owner
+        ``depth`` deep, ``_ranked_by_owner``, or all ranked at once when ``depth`` is None,
+        ``_ranked_all``) that ``_chosen`` keeps and the bytes ``lease`` has left allow
+        (``_within``), in one statement; add them to ``lease``. Returns how many owners the
+        walk saw (``OWNERS``; 0 when it walked none or it is not per owner) and whether a
+        capped account with candidates was skipped as locked or stale (``_fresh_capped``;
+        PostgreSQL). On PostgreSQL without ``accountKeys`` the statement is built once per
+        shape (``_prepared_lease``)."""
+        expires_at = now + lease.duration
+        bounds = (lease.bytes_left(), lease.may_pass())
+        if not self._db.is_postgres:
+            update, kept, _ = _lease_update(
+                now, size, _ranked_all(now, where), bounds, lease.token, expires_at, False
             )
-            .values(lease_values(now, lease.token, now + lease.duration))
-        )
-        if not postgres:
             # SQLite returns no column of ``kept``: the tokens found are read first, in the
             # same ``BEGIN IMMEDIATE`` transaction, so the update leases exactly those rows.
             found = await self._db.fetch_all(sa.select(kept))
@@ -284,15 +279,35 @@ class LeasingStore:
             )
             lease.add(rows)
             return 0, False
-        leased = update.returning(op, ROW_BYTES.label(SIZE), kept.c.prior_token).cte("leased")
-        # One row even when nothing was leased, so the walk's facts always come back.
-        facts = info.subquery("facts")
-        rows = await self._db.write_all(
-            sa.select(leased, facts)
-            .select_from(facts.outerjoin(leased, sa.true()))
-            .add_cte(_touch_accounts(leased))
-            .add_cte(appended(OPERATIONS, LEASE_ACTION, leased, current_actor_value()))
-        )
+        connector, accounts, caller = where
+        if accounts is None:
+            statement = _prepared_lease(
+                depth,
+                size,
+                connector is not None,
+                caller is not None,
+                bounds[0] is not None,
+                bounds[1],
+            )
+            values = {
+                "p_now": now,
+                "p_token": lease.token,
+                "p_expires": expires_at,
+                "p_connector": connector,
+                "p_caller": caller,
+                "p_max_bytes": bounds[0],
+                "p_actor": current_actor(),
+            }
+            rows = await self._db.write_prepared_all(statement, values)
+        else:
+            ranked = (
+                _ranked_all(now, where) if depth is None else _ranked_by_owner(now, where, depth)
+            )
+            rows = await self._db.write_all(
+                _lease_statement(
+                    now, size, ranked, bounds, lease.token, expires_at, current_actor_value()
+                )
+            )
         lease.add([row for row in rows if row["caller_did"] is not None])
         return (int(rows[0][OWNERS] or 0), bool(rows[0][STALE])) if rows else (0, False)
 
@@ -305,8 +320,7 @@ class LeasingStore:
         while owners and len(lease.leased) < size and depth < size:
             # Some owners had fewer than the depth to give, or a peer held them: deeper.
             depth = min(size, depth * 2)
-            ranked = _ranked_by_owner(now, where, depth)
-            owners, _ = await self._lease(now, lease, size - len(lease.leased), ranked)
+            owners, _ = await self._lease(now, lease, size - len(lease.leased), where, depth)
 
     async def renew_leases(
         self,
@@ -530,7 +544,7 @@ def _fresh_capped(candidate: sa.FromClause) -> sa.CTE:
 
 
 def _filtered(
-    query: sa.Select[Any], connector: str | None, accounts: list[str] | None, caller: str | None
+    query: sa.Select[Any], connector: Any, accounts: list[str] | None, caller: Any
 ) -> sa.Select[Any]:
     """``query`` over operations narrowed to ``connector``, ``accounts`` and ``caller``."""
     if connector is not None:
@@ -542,7 +556,7 @@ def _filtered(
     return query
 
 
-def _ranked_all(now: int, where: Filters) -> sa.Subquery:
+def _ranked_all(now: Any, where: Filters) -> sa.Subquery:
     """Every qualifying operation at ``now`` with its rank within its owner: one window over
     them all (SQLite, and a tenant's own calls on PostgreSQL)."""
     due_at = sa.func.coalesce(op.c.next_attempt_at, op.c.created_at)
@@ -579,7 +593,7 @@ def _count_owners() -> sa.Select[Any]:
     return sa.select(sa.func.count().label("n")).where(owners.c.owner_did.is_not(None))
 
 
-def _ranked_by_owner(now: int, where: Filters, depth: int) -> sa.Subquery:
+def _ranked_by_owner(now: Any, where: Filters, depth: int) -> sa.Subquery:
     """The first ``depth`` qualifying operations of each owner at ``now``, with their rank
     within the owner and (``OWNERS``) how many owners have attempted operations
     (PostgreSQL). Per owner, a walk of each due index of the owner in due order that stops
@@ -641,6 +655,92 @@ def _ranked_by_owner(now: int, where: Filters, depth: int) -> sa.Subquery:
     )
 
 
+def _lease_update(
+    now: Any,
+    size: int,
+    candidate: sa.Subquery,
+    bounds: tuple[Any, bool],
+    token: Any,
+    expires_at: Any,
+    postgres: bool,
+) -> tuple[sa.Update, sa.CTE, sa.Select[Any]]:
+    """The update that leases to ``token`` until ``expires_at`` (values or ``param``s, epoch
+    ms) the first ``size`` of ``candidate`` that ``_chosen`` keeps and ``bounds`` (the bytes
+    left, None for no bound; whether the first may pass them: ``_within``) allow; with the
+    chosen keys (the CTE ``kept``) and ``_chosen``'s facts."""
+    # A CTE, so the chosen keys are read once: an IN subquery with LIMIT and SKIP LOCKED
+    # may be run again for each row it is compared with, and lease more than ``size``.
+    query, info = _chosen(now, size, candidate, postgres)
+    chosen = query.cte("chosen")
+    kept = _within(chosen, CHOSEN_KEYS, CHOSEN_ORDER, *bounds).cte("kept")
+    update = (
+        sa.update(op)
+        .where(
+            op.c.caller_did == kept.c.caller_did,
+            op.c.operation_id == kept.c.operation_id,
+            due_operation(now),
+        )
+        .values(lease_values(now, token, expires_at))
+    )
+    return update, kept, info
+
+
+def _lease_statement(
+    now: Any,
+    size: int,
+    candidate: sa.Subquery,
+    bounds: tuple[Any, bool],
+    token: Any,
+    expires_at: Any,
+    actor: Any,
+) -> sa.Select[Any]:
+    """``_lease_update`` as one statement (PostgreSQL): the leased rows, each with its size
+    and prior token, beside one row of ``_chosen``'s facts (``OWNERS``, ``STALE``; one row
+    even when nothing was leased), the capped accounts drawn on written
+    (``_touch_accounts``) and each lease's event appended with ``actor``."""
+    update, kept, info = _lease_update(now, size, candidate, bounds, token, expires_at, True)
+    leased = update.returning(op, ROW_BYTES.label(SIZE), kept.c.prior_token).cte("leased")
+    facts = info.subquery("facts")
+    return (
+        sa.select(leased, facts)
+        .select_from(facts.outerjoin(leased, sa.true()))
+        .add_cte(_touch_accounts(leased))
+        .add_cte(appended(OPERATIONS, LEASE_ACTION, leased, actor))
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _prepared_lease(
+    depth: int | None, size: int, connector: bool, caller: bool, bounded: bool, may_pass: bool
+) -> Prepared:
+    """``_lease_statement`` (PostgreSQL, no ``accountKeys``) built once per shape: walked
+    ``depth`` deep per owner (None: ``_ranked_all``), ``size`` rows, narrowed to a connector
+    and a caller when those are given, bounded in bytes when ``bounded``. Its values by
+    name: ``p_now``, ``p_token``, ``p_expires`` (epoch ms), ``p_connector``, ``p_caller``,
+    ``p_max_bytes``, ``p_actor``."""
+
+    def build(_: Any) -> sa.Select[Any]:
+        where: Filters = (
+            param("p_connector", op.c.connector_name) if connector else None,
+            None,
+            param("p_caller", op.c.caller_did) if caller else None,
+        )
+        candidate = (
+            _ranked_all(NOW, where) if depth is None else _ranked_by_owner(NOW, where, depth)
+        )
+        return _lease_statement(
+            NOW,
+            size,
+            candidate,
+            (sa.bindparam("p_max_bytes", type_=sa.BigInteger) if bounded else None, may_pass),
+            param("p_token", op.c.lease_token),
+            param("p_expires", op.c.lease_expires_at),
+            ACTOR,
+        )
+
+    return Prepared(build)
+
+
 def _within(
     chosen: sa.CTE, keys: Sequence[str], order: Sequence[str], max_bytes: int | None, may_pass: bool
 ) -> sa.Select[Any]:
@@ -663,7 +763,7 @@ def _within(
 
 
 def _chosen(
-    now: int, size: int, ranked: sa.Subquery, postgres: bool
+    now: Any, size: int, ranked: sa.Subquery, postgres: bool
 ) -> tuple[sa.Select[Any], sa.Select[Any]]:
     """The keys of the operations to lease at ``now`` among ``ranked`` (ranked within
     their owner), with their fair order and size: those past their account's room dropped,

@@ -445,6 +445,23 @@ async def test_lease_operations__leases_only_what_max_bytes_fits(store, clock):
     assert keys(r for r in stored if r.lease_token == TOKEN) == ["op-0", "op-1", "op-2"]
 
 
+async def test_lease_operations__each_call_of_one_shape_leases_with_its_own_token_and_now(
+    store, clock
+):
+    await due_operations(store, 2)
+    first = await store.leasing.lease_operations("lease-A", LEASE_MS, limit=1)
+    clock.advance(1_000)
+    second = await store.leasing.lease_operations("lease-B", 2 * LEASE_MS, limit=1)
+
+    assert [(r.lease_token, r.lease_expires_at) for r in first] == [
+        ("lease-A", clock() - 1_000 + LEASE_MS)
+    ]
+    assert [(r.lease_token, r.lease_expires_at) for r in second] == [
+        ("lease-B", clock() + 2 * LEASE_MS)
+    ]
+    assert keys(first + second) == ["op-0", "op-1"]
+
+
 async def test_renew_and_release_leases__return_each_operations_size(store):
     await due_operations(store, 2)
     leased = await lease(store)
