@@ -282,8 +282,7 @@ class LeasingStore:
         connector, accounts, caller = where
         if accounts is None:
             statement = _prepared_lease(
-                depth,
-                size,
+                depth is not None,
                 connector is not None,
                 caller is not None,
                 bounds[0] is not None,
@@ -293,6 +292,8 @@ class LeasingStore:
                 "p_now": now,
                 "p_token": lease.token,
                 "p_expires": expires_at,
+                "p_size": size,
+                "p_depth": depth,
                 "p_connector": connector,
                 "p_caller": caller,
                 "p_max_bytes": bounds[0],
@@ -593,7 +594,7 @@ def _count_owners() -> sa.Select[Any]:
     return sa.select(sa.func.count().label("n")).where(owners.c.owner_did.is_not(None))
 
 
-def _ranked_by_owner(now: Any, where: Filters, depth: int) -> sa.Subquery:
+def _ranked_by_owner(now: Any, where: Filters, depth: Any) -> sa.Subquery:
     """The first ``depth`` qualifying operations of each owner at ``now``, with their rank
     within the owner and (``OWNERS``) how many owners have attempted operations
     (PostgreSQL). Per owner, a walk of each due index of the owner in due order that stops
@@ -657,7 +658,7 @@ def _ranked_by_owner(now: Any, where: Filters, depth: int) -> sa.Subquery:
 
 def _lease_update(
     now: Any,
-    size: int,
+    size: Any,
     candidate: sa.Subquery,
     bounds: tuple[Any, bool],
     token: Any,
@@ -687,7 +688,7 @@ def _lease_update(
 
 def _lease_statement(
     now: Any,
-    size: int,
+    size: Any,
     candidate: sa.Subquery,
     bounds: tuple[Any, bool],
     token: Any,
@@ -709,14 +710,15 @@ def _lease_statement(
     )
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.cache
 def _prepared_lease(
-    depth: int | None, size: int, connector: bool, caller: bool, bounded: bool, may_pass: bool
+    per_owner: bool, connector: bool, caller: bool, bounded: bool, may_pass: bool
 ) -> Prepared:
-    """``_lease_statement`` (PostgreSQL, no ``accountKeys``) built once per shape: walked
-    ``depth`` deep per owner (None: ``_ranked_all``), ``size`` rows, narrowed to a connector
-    and a caller when those are given, bounded in bytes when ``bounded``. Its values by
-    name: ``p_now``, ``p_token``, ``p_expires`` (epoch ms), ``p_connector``, ``p_caller``,
+    """``_lease_statement`` (PostgreSQL, no ``accountKeys``) built once per shape (32 at
+    most): walked per owner (``_ranked_by_owner``) or all ranked at once (``_ranked_all``),
+    narrowed to a connector and a caller when those are given, bounded in bytes when
+    ``bounded``. Its values by name: ``p_now``, ``p_token``, ``p_expires`` (epoch ms),
+    ``p_size`` (rows), ``p_depth`` (rows per owner), ``p_connector``, ``p_caller``,
     ``p_max_bytes``, ``p_actor``."""
 
     def build(_: Any) -> sa.Select[Any]:
@@ -725,12 +727,11 @@ def _prepared_lease(
             None,
             param("p_caller", op.c.caller_did) if caller else None,
         )
-        candidate = (
-            _ranked_all(NOW, where) if depth is None else _ranked_by_owner(NOW, where, depth)
-        )
+        depth = sa.bindparam("p_depth", type_=sa.Integer)
+        candidate = _ranked_by_owner(NOW, where, depth) if per_owner else _ranked_all(NOW, where)
         return _lease_statement(
             NOW,
-            size,
+            sa.bindparam("p_size", type_=sa.Integer),
             candidate,
             (sa.bindparam("p_max_bytes", type_=sa.BigInteger) if bounded else None, may_pass),
             param("p_token", op.c.lease_token),
@@ -763,7 +764,7 @@ def _within(
 
 
 def _chosen(
-    now: Any, size: int, ranked: sa.Subquery, postgres: bool
+    now: Any, size: Any, ranked: sa.Subquery, postgres: bool
 ) -> tuple[sa.Select[Any], sa.Select[Any]]:
     """The keys of the operations to lease at ``now`` among ``ranked`` (ranked within
     their owner), with their fair order and size: those past their account's room dropped,
