@@ -26,6 +26,7 @@ from store.events import (
     PRIOR_TOKEN,
     RELEASED,
     WATCHES,
+    Logged,
     append_events,
     appended,
     current_actor_value,
@@ -47,6 +48,7 @@ from store.tables import account
 from store.tables import operation as op
 from store.tables import projection_watch as watch
 from store.watches import IDENTITY_COLUMNS, claim_values, due_watch
+from store.watches import NOW as WATCH_NOW
 
 KEY_NAMES = ("caller_did", "operation_id")
 CHOSEN_KEYS = (*KEY_NAMES, "prior_token")
@@ -408,16 +410,51 @@ class LeasingStore:
         if max_bytes is not None:
             check.count("maxBytes", max_bytes, minimum=1)
         now = self._ctx.clock()
+        statement = _claim_watches(
+            connector is not None, owner is not None, max_bytes is not None, at_least_one
+        )
+        values = {
+            "p_now": now,
+            "p_until": now + duration,
+            "p_size": size,
+            "p_connector": connector,
+            "p_owner": owner,
+            "p_max_bytes": max_bytes,
+        }
+        rows = await statement.run(self._db, values)
+        sized = [(WatchRecord.from_row(row), row[SIZE]) for row in rows]
+        ranks: dict[str, int] = {}
+        placed = []
+        for record, size in sorted(
+            sized, key=lambda pair: (pair[0].next_attempt_at or 0, pair[0].identity.parts)
+        ):
+            owner_rank = ranks[record.owner_did] = ranks.get(record.owner_did, 0) + 1
+            placed.append(
+                ((owner_rank, record.next_attempt_at or 0, record.identity.parts), record, size)
+            )
+        placed.sort(key=lambda item: item[0])
+        return Measured((record for _, record, _ in placed), (size for _, _, size in placed))
+
+
+@functools.cache
+def _claim_watches(connector: bool, owner: bool, bounded: bool, may_pass: bool) -> Logged:
+    """``claim_watches``' write, built once per shape: narrowed to a connector and an owner
+    when those are given, bounded in bytes when ``bounded`` (the first watch may pass them
+    when ``may_pass``). Its values by name: ``p_now``, ``p_until`` (epoch ms), ``p_size``
+    (rows), ``p_connector``, ``p_owner``, ``p_max_bytes``."""
+    now = WATCH_NOW
+
+    def write(_: Any) -> Any:
         rank = sa.func.row_number().over(
             partition_by=watch.c.owner_did, order_by=[watch.c.next_attempt_at, *IDENTITY_COLUMNS]
         )
         due = sa.select(*IDENTITY_COLUMNS, watch.c.next_attempt_at, rank.label("owner_rank")).where(
             due_watch(now)
         )
-        if connector is not None:
-            due = due.where(watch.c.connector_name == connector)
-        if owner is not None:
-            due = due.where(watch.c.owner_did == owner)
+        if connector:
+            due = due.where(watch.c.connector_name == param("p_connector", watch.c.connector_name))
+        if owner:
+            due = due.where(watch.c.owner_did == param("p_owner", watch.c.owner_did))
         ranked = due.subquery("ranked")
         pick = watch.alias("pick")
         chosen = (
@@ -437,36 +474,30 @@ class LeasingStore:
                 ranked.c.next_attempt_at,
                 *(ranked.c[c.name] for c in IDENTITY_COLUMNS),
             )
-            .limit(size)
+            .limit(sa.bindparam("p_size", type_=sa.Integer))
             .with_for_update(of=pick, skip_locked=True)
             .cte("chosen")
         )
         names = [column.name for column in IDENTITY_COLUMNS]
+        max_bytes = sa.bindparam("p_max_bytes", type_=sa.BigInteger) if bounded else None
         kept = _within(
-            chosen, names, ["owner_rank", "next_attempt_at", *names], max_bytes, at_least_one
+            chosen,
+            names,
+            ["owner_rank", "next_attempt_at", *names],
+            max_bytes,
+            may_pass,
         ).cte("kept")
-        update = (
+        return (
             sa.update(watch)
             .where(
                 sa.tuple_(*IDENTITY_COLUMNS).in_(sa.select(*(kept.c[n] for n in names))),
                 due_watch(now),
             )
-            .values(claim_values(now + duration, now))
+            .values(claim_values(param("p_until", watch.c.claimed_until), now))
             .returning(watch, row_bytes(watch.c).label(SIZE))
         )
-        rows = await run_logged(self._db, WATCHES, CLAIMED, update)
-        sized = [(WatchRecord.from_row(row), row[SIZE]) for row in rows]
-        ranks: dict[str, int] = {}
-        placed = []
-        for record, size in sorted(
-            sized, key=lambda pair: (pair[0].next_attempt_at or 0, pair[0].identity.parts)
-        ):
-            owner_rank = ranks[record.owner_did] = ranks.get(record.owner_did, 0) + 1
-            placed.append(
-                ((owner_rank, record.next_attempt_at or 0, record.identity.parts), record, size)
-            )
-        placed.sort(key=lambda item: item[0])
-        return Measured((record for _, record, _ in placed), (size for _, _, size in placed))
+
+    return Logged(WATCHES, CLAIMED, write)
 
 
 def _in_order(rows: Sequence[Any]) -> Measured[OperationRecord]:
@@ -743,7 +774,7 @@ def _prepared_lease(
 
 
 def _within(
-    chosen: sa.CTE, keys: Sequence[str], order: Sequence[str], max_bytes: int | None, may_pass: bool
+    chosen: sa.CTE, keys: Sequence[str], order: Sequence[str], max_bytes: Any, may_pass: bool
 ) -> sa.Select[Any]:
     """The ``keys`` columns of the rows of ``chosen`` (rows picked and locked, each with its
     size ``SIZE``) whose running size in ``order`` (column names naming each row once) stays

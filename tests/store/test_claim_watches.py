@@ -30,6 +30,20 @@ async def test_claim_watches__claims_due_unclaimed_watches(store, clock):
     assert await store.leasing.claim_watches(CLAIM_MS) == []
 
 
+async def test_claim_watches__each_call_of_one_shape_claims_at_its_own_now_and_length(
+    store, clock
+):
+    await insert_watches(store, [due_watch_record(store, n) for n in range(2)])
+
+    first = await store.leasing.claim_watches(CLAIM_MS, limit=1)
+    clock.advance(1_000)
+    second = await store.leasing.claim_watches(2 * CLAIM_MS, limit=1)
+
+    assert [w.claimed_until for w in first] == [clock() - 1_000 + CLAIM_MS]
+    assert [w.claimed_until for w in second] == [clock() + 2 * CLAIM_MS]
+    assert sorted(sources(first + second)) == ["evt-0", "evt-1"]
+
+
 async def test_claim_watches__fair_across_owners(store):
     big = [due_watch_record(store, n, owner_did="did:key:big") for n in range(20)]
     small = due_watch_record(store, 100, owner_did="did:key:small")
