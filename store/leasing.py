@@ -306,11 +306,8 @@ class LeasingStore:
             ranked = (
                 _ranked_all(now, where) if depth is None else _ranked_by_owner(now, where, depth)
             )
-            rows = await self._db.write_all(
-                _lease_statement(
-                    now, size, ranked, bounds, lease.token, expires_at, current_actor_value()
-                )
-            )
+            leasing = _lease_update(now, size, ranked, bounds, lease.token, expires_at, True)
+            rows = await self._db.write_all(_lease_statement(leasing, current_actor_value()))
         lease.add([row for row in rows if row["caller_did"] is not None])
         return (int(rows[0][OWNERS] or 0), bool(rows[0][STALE])) if rows else (0, False)
 
@@ -718,19 +715,13 @@ def _lease_update(
 
 
 def _lease_statement(
-    now: Any,
-    size: Any,
-    candidate: sa.Subquery,
-    bounds: tuple[Any, bool],
-    token: Any,
-    expires_at: Any,
-    actor: Any,
+    lease_update: tuple[sa.Update, sa.CTE, sa.Select[Any]], actor: Any
 ) -> sa.Select[Any]:
-    """``_lease_update`` as one statement (PostgreSQL): the leased rows, each with its size
-    and prior token, beside one row of ``_chosen``'s facts (``OWNERS``, ``STALE``; one row
-    even when nothing was leased), the capped accounts drawn on written
-    (``_touch_accounts``) and each lease's event appended with ``actor``."""
-    update, kept, info = _lease_update(now, size, candidate, bounds, token, expires_at, True)
+    """``lease_update`` (``_lease_update``'s, for PostgreSQL) as one statement: the leased
+    rows, each with its size and prior token, beside one row of ``_chosen``'s facts
+    (``OWNERS``, ``STALE``; one row even when nothing was leased), the capped accounts
+    drawn on written (``_touch_accounts``) and each lease's event appended with ``actor``."""
+    update, kept, info = lease_update
     leased = update.returning(op, ROW_BYTES.label(SIZE), kept.c.prior_token).cte("leased")
     facts = info.subquery("facts")
     return (
@@ -760,15 +751,17 @@ def _prepared_lease(
         )
         depth = sa.bindparam("p_depth", type_=sa.Integer)
         candidate = _ranked_by_owner(NOW, where, depth) if per_owner else _ranked_all(NOW, where)
-        return _lease_statement(
+        max_bytes = sa.bindparam("p_max_bytes", type_=sa.BigInteger) if bounded else None
+        update = _lease_update(
             NOW,
             sa.bindparam("p_size", type_=sa.Integer),
             candidate,
-            (sa.bindparam("p_max_bytes", type_=sa.BigInteger) if bounded else None, may_pass),
+            (max_bytes, may_pass),
             param("p_token", op.c.lease_token),
             param("p_expires", op.c.lease_expires_at),
-            ACTOR,
+            True,
         )
+        return _lease_statement(update, ACTOR)
 
     return Prepared(build)
 
