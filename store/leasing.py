@@ -256,19 +256,37 @@ class LeasingStore:
         (``_within``), in one statement; add them to ``lease``. Returns how many owners the
         walk saw (``OWNERS``; 0 when it walked none or it is not per owner) and whether a
         capped account with candidates was skipped as locked or stale (``_fresh_capped``;
-        PostgreSQL). On PostgreSQL without ``accountKeys`` the statement is built once per
-        shape (``_prepared_lease``)."""
+        PostgreSQL). Without ``accountKeys`` (an IN list) the statements are built once per
+        shape (``_prepared_lease``, ``_prepared_sqlite_lease``)."""
         expires_at = now + lease.duration
         bounds = (lease.bytes_left(), lease.may_pass())
+        connector, accounts, caller = where
+        shape = (connector is not None, caller is not None, bounds[0] is not None, bounds[1])
+        values = {
+            "p_now": now,
+            "p_token": lease.token,
+            "p_expires": expires_at,
+            "p_size": size,
+            "p_depth": depth,
+            "p_connector": connector,
+            "p_caller": caller,
+            "p_max_bytes": bounds[0],
+            "p_actor": current_actor(),
+        }
         if not self._db.is_postgres:
-            update, kept, _ = _lease_update(
-                now, size, _ranked_all(now, where), bounds, lease.token, expires_at, False
-            )
             # SQLite returns no column of ``kept``: the tokens found are read first, in the
             # same ``BEGIN IMMEDIATE`` transaction, so the update leases exactly those rows.
-            found = await self._db.fetch_all(sa.select(kept))
+            if accounts is None:
+                choose, write = _prepared_sqlite_lease(*shape)
+                found = await self._db.fetch_prepared_all(choose, values)
+                rows = await self._db.write_prepared_all(write, values)
+            else:
+                update, kept, _ = _lease_update(
+                    now, size, _ranked_all(now, where), bounds, lease.token, expires_at, False
+                )
+                found = await self._db.fetch_all(sa.select(kept))
+                rows = await self._db.write_all(update.returning(op, ROW_BYTES.label(SIZE)))
             prior = {(row["caller_did"], row["operation_id"]): row["prior_token"] for row in found}
-            rows = await self._db.write_all(update.returning(op, ROW_BYTES.label(SIZE)))
             await append_events(
                 self._db,
                 OPERATIONS,
@@ -281,26 +299,8 @@ class LeasingStore:
             )
             lease.add(rows)
             return 0, False
-        connector, accounts, caller = where
         if accounts is None:
-            statement = _prepared_lease(
-                depth is not None,
-                connector is not None,
-                caller is not None,
-                bounds[0] is not None,
-                bounds[1],
-            )
-            values = {
-                "p_now": now,
-                "p_token": lease.token,
-                "p_expires": expires_at,
-                "p_size": size,
-                "p_depth": depth,
-                "p_connector": connector,
-                "p_caller": caller,
-                "p_max_bytes": bounds[0],
-                "p_actor": current_actor(),
-            }
+            statement = _prepared_lease(depth is not None, *shape)
             rows = await self._db.write_prepared_all(statement, values)
         else:
             ranked = (
@@ -732,38 +732,54 @@ def _lease_statement(
     )
 
 
+def _lease_parts(
+    per_owner: bool, connector: bool, caller: bool, bounded: bool, may_pass: bool, postgres: bool
+) -> tuple[sa.Update, sa.CTE, sa.Select[Any]]:
+    """``_lease_update`` with its per-call values as parameters by name: ``p_now``,
+    ``p_token``, ``p_expires`` (epoch ms), ``p_size`` (rows), ``p_depth`` (rows per owner,
+    when walked per owner: ``_ranked_by_owner``; else ``_ranked_all``), ``p_connector`` and
+    ``p_caller`` (when ``connector``, ``caller``), ``p_max_bytes`` (when ``bounded``)."""
+    where: Filters = (
+        param("p_connector", op.c.connector_name) if connector else None,
+        None,
+        param("p_caller", op.c.caller_did) if caller else None,
+    )
+    depth = sa.bindparam("p_depth", type_=sa.Integer)
+    candidate = _ranked_by_owner(NOW, where, depth) if per_owner else _ranked_all(NOW, where)
+    max_bytes = sa.bindparam("p_max_bytes", type_=sa.BigInteger) if bounded else None
+    return _lease_update(
+        NOW,
+        sa.bindparam("p_size", type_=sa.Integer),
+        candidate,
+        (max_bytes, may_pass),
+        param("p_token", op.c.lease_token),
+        param("p_expires", op.c.lease_expires_at),
+        postgres,
+    )
+
+
 @functools.cache
 def _prepared_lease(
     per_owner: bool, connector: bool, caller: bool, bounded: bool, may_pass: bool
 ) -> Prepared:
     """``_lease_statement`` (PostgreSQL, no ``accountKeys``) built once per shape (32 at
-    most): walked per owner (``_ranked_by_owner``) or all ranked at once (``_ranked_all``),
-    narrowed to a connector and a caller when those are given, bounded in bytes when
-    ``bounded``. Its values by name: ``p_now``, ``p_token``, ``p_expires`` (epoch ms),
-    ``p_size`` (rows), ``p_depth`` (rows per owner), ``p_connector``, ``p_caller``,
-    ``p_max_bytes``, ``p_actor``."""
+    most; ``_lease_parts`` names its values, and ``p_actor``)."""
+    shape = (per_owner, connector, caller, bounded, may_pass)
+    return Prepared(lambda _: _lease_statement(_lease_parts(*shape, True), ACTOR))
 
-    def build(_: Any) -> sa.Select[Any]:
-        where: Filters = (
-            param("p_connector", op.c.connector_name) if connector else None,
-            None,
-            param("p_caller", op.c.caller_did) if caller else None,
-        )
-        depth = sa.bindparam("p_depth", type_=sa.Integer)
-        candidate = _ranked_by_owner(NOW, where, depth) if per_owner else _ranked_all(NOW, where)
-        max_bytes = sa.bindparam("p_max_bytes", type_=sa.BigInteger) if bounded else None
-        update = _lease_update(
-            NOW,
-            sa.bindparam("p_size", type_=sa.Integer),
-            candidate,
-            (max_bytes, may_pass),
-            param("p_token", op.c.lease_token),
-            param("p_expires", op.c.lease_expires_at),
-            True,
-        )
-        return _lease_statement(update, ACTOR)
 
-    return Prepared(build)
+@functools.cache
+def _prepared_sqlite_lease(
+    connector: bool, caller: bool, bounded: bool, may_pass: bool
+) -> tuple[Prepared, Prepared]:
+    """SQLite's two statements of a lease (no ``accountKeys``), built once per shape (16 at
+    most; ``_lease_parts`` names their values): the chosen keys with their prior tokens,
+    and the update returning the leased rows with their sizes."""
+    shape = (False, connector, caller, bounded, may_pass, False)
+    return (
+        Prepared(lambda _: sa.select(_lease_parts(*shape)[1])),
+        Prepared(lambda _: _lease_parts(*shape)[0].returning(op, ROW_BYTES.label(SIZE))),
+    )
 
 
 def _within(

@@ -11,9 +11,10 @@ keyset pages, the columns a decision writes (``WatchesStore._write_over``), a fo
 differs by backend (``collect_finished_operations``); ``CompiledStatements`` compiles it
 once per shape. A statement whose few optional parts are known flags is a ``Prepared`` per
 combination of them, built on first use (``store.leasing._prepared_lease``,
-``_claim_watches``): building ``leaseOperations``' statement cost about 20 ms a call. Both are built from the same guard functions
-(``store.operations.lease_free_or_held``, ``store.watches.due_watch``, …), which take a
-value or a ``param`` alike, so every guard is written once.
+``_claim_watches``): building ``leaseOperations``' statement cost about 20 ms a call. All
+are built from the same guard functions (``store.operations.lease_free_or_held``,
+``store.watches.due_watch``, …), which take a value or a ``param`` alike, so every guard is
+written once.
 
 SQLAlchemy is used through its public API, but for one internal: ``shape_key``.
 """
