@@ -30,9 +30,7 @@ async def test_claim_watches__claims_due_unclaimed_watches(store, clock):
     assert await store.leasing.claim_watches(CLAIM_MS) == []
 
 
-async def test_claim_watches__each_call_of_one_shape_claims_at_its_own_now_and_length(
-    store, clock
-):
+async def test_claim_watches__each_call_of_one_shape_claims_at_its_own_now_and_length(store, clock):
     await insert_watches(store, [due_watch_record(store, n) for n in range(2)])
 
     first = await store.leasing.claim_watches(CLAIM_MS, limit=1)
