@@ -699,7 +699,7 @@ def _lease_update(
     chosen keys (the CTE ``kept``) and ``_chosen``'s facts."""
     # A CTE, so the chosen keys are read once: an IN subquery with LIMIT and SKIP LOCKED
     # may be run again for each row it is compared with, and lease more than ``size``.
-    query, info = _chosen(now, size, candidate, postgres)
+    query, info = _chosen(now, size, candidate, (token, expires_at), postgres)
     chosen = query.cte("chosen")
     kept = _within(chosen, CHOSEN_KEYS, CHOSEN_ORDER, *bounds).cte("kept")
     update = (
@@ -804,10 +804,12 @@ def _within(
 
 
 def _chosen(
-    now: Any, size: Any, ranked: sa.Subquery, postgres: bool
+    now: Any, size: Any, ranked: sa.Subquery, lease: tuple[Any, Any], postgres: bool
 ) -> tuple[sa.Select[Any], sa.Select[Any]]:
     """The keys of the operations to lease at ``now`` among ``ranked`` (ranked within
-    their owner), with their fair order and size: those past their account's room dropped,
+    their owner), with their fair order and size as the lease (``lease``: its token and
+    expiry, values or ``param``s) leaves them, so a byte bound holds for the leased rows the
+    answer returns: those past their account's room dropped,
     the first ``size`` in fair order that no other transaction holds locked (PostgreSQL:
     ``FOR UPDATE SKIP LOCKED``). An account's room is its cap less its live leases
     (``lease_guards.with_room``); on PostgreSQL a capped account has room only when this
@@ -860,7 +862,7 @@ def _chosen(
             pick.c.lease_token.label("prior_token"),
             room.c.owner_rank,
             room.c.due_at,
-            row_bytes(pick.c).label(SIZE),
+            row_bytes(pick.c, lease_values(now, *lease, row=pick)).label(SIZE),
         )
         .join_from(
             pick,

@@ -207,21 +207,21 @@ def lease_free_or_held(now: Any, token: Any) -> sa.ColumnElement[bool]:
     return sa.or_(lease_free(now), op.c.lease_token == token)
 
 
-def unrecorded_send() -> sa.ColumnElement[bool]:
+def unrecorded_send(row: sa.FromClause = op) -> sa.ColumnElement[bool]:
     """A run marked a send and never recorded it: the marker set, and not already counted
-    as ``ABANDONED_SEND_MARKER``. A lease taken over or forced free from that run counts
-    the attempt."""
-    return sa.and_(op.c.send_marker.is_not(None), op.c.send_marker != ABANDONED_SEND_MARKER)
+    as ``ABANDONED_SEND_MARKER`` (of ``row``: the operations table or an alias of it). A
+    lease taken over or forced free from that run counts the attempt."""
+    return sa.and_(row.c.send_marker.is_not(None), row.c.send_marker != ABANDONED_SEND_MARKER)
 
 
-def abandoned_send(now: Any, token: Any) -> sa.ColumnElement[bool]:
+def abandoned_send(now: Any, token: Any, row: sa.FromClause = op) -> sa.ColumnElement[bool]:
     """A takeover by ``token`` of a lapsed lease whose run marked a send and never recorded
-    it (``unrecorded_send``)."""
+    it (``unrecorded_send``), of ``row`` (the operations table or an alias of it)."""
     return sa.and_(
-        op.c.lease_token.is_not(None),
-        op.c.lease_token != token,
-        op.c.lease_expires_at < now,
-        unrecorded_send(),
+        row.c.lease_token.is_not(None),
+        row.c.lease_token != token,
+        row.c.lease_expires_at < now,
+        unrecorded_send(row),
     )
 
 
@@ -391,18 +391,19 @@ def _keyed_update(guard: sa.ColumnElement[bool], values: dict[str, Any]) -> Call
 EXPIRES_AT = param("p_expires_at", op.c.lease_expires_at)
 
 
-def lease_values(now: Any, token: Any, expires_at: Any) -> dict[str, Any]:
+def lease_values(now: Any, token: Any, expires_at: Any, row: sa.FromClause = op) -> dict[str, Any]:
     """The columns a lease taken by ``token`` until ``expires_at`` writes at ``now`` (values
-    or ``param``s, epoch ms): a takeover of an ``abandoned_send`` counts it (attempts + 1,
-    the marker ``ABANDONED_SEND_MARKER``). ``acquire_lease`` and ``lease_operations`` both
-    write these."""
+    or ``param``s, epoch ms) into ``row`` (the operations table, or an alias of it to measure
+    the row as the lease leaves it): a takeover of an ``abandoned_send`` counts it
+    (attempts + 1, the marker ``ABANDONED_SEND_MARKER``). ``acquire_lease`` and
+    ``lease_operations`` both write these."""
+    taken_over = abandoned_send(now, token, row)
     return {
         "lease_token": token,
         "lease_expires_at": expires_at,
-        "attempts": sa.case((abandoned_send(now, token), op.c.attempts + 1), else_=op.c.attempts),
+        "attempts": sa.case((taken_over, row.c.attempts + 1), else_=row.c.attempts),
         "send_marker": sa.case(
-            (abandoned_send(now, token), sa.literal(ABANDONED_SEND_MARKER)),
-            else_=op.c.send_marker,
+            (taken_over, sa.literal(ABANDONED_SEND_MARKER)), else_=row.c.send_marker
         ),
         "updated_at": now,
     }

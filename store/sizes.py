@@ -10,7 +10,7 @@ those within it (the first row always, so a client paging on always moves forwar
 says whether any was left out.
 """
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -51,11 +51,17 @@ def _octet_length_sqlite(element: OctetLength, compiler: SQLCompiler, **kw: Any)
     return f"length(CAST({compiler.process(element.clauses, **kw)} AS BLOB))"
 
 
-def row_bytes(columns: Iterable[sa.ColumnElement[Any]]) -> sa.ColumnElement[int]:
+def row_bytes(
+    columns: Iterable[sa.ColumnElement[Any]],
+    written: Mapping[str, Any] | None = None,
+) -> sa.ColumnElement[int]:
     """A row's size in bytes: the bytes of its text ``columns`` (NULL counts 0) plus
-    ``ROW_OVERHEAD``."""
+    ``ROW_OVERHEAD``. ``written`` (column name to the value an update writes there) measures
+    the row as that update leaves it, so a write bounded by bytes is bounded by what it
+    returns."""
+    written = written or {}
     texts = [
-        sa.func.coalesce(OctetLength(column), 0)
+        sa.func.coalesce(OctetLength(written.get(column.name, column)), 0)
         for column in columns
         if isinstance(column.type, sa.Text)
     ]

@@ -423,6 +423,24 @@ async def test_claim_operation__unleased_claimant_writes_once_it_leases(store, c
     assert marked is not None and marked.send_marker == "run-1"
 
 
+async def test_lease_operations__max_bytes_bounds_the_rows_as_the_lease_leaves_them(store, clock):
+    for n in range(3):
+        await claimed_operation(
+            store, operation_id=f"op-{n}", source_id=f"evt-{n}", lease_expires_at=clock() - 1
+        )
+    stored = await store.operations.list_tracked_operations(OperationFilter(), max_bytes=10**9)
+    one, prior = stored.sizes[0], len(stored[0].lease_token)
+    bound = 2 * one + 10
+    token = "T" * (prior + one // 2)
+
+    leased = await store.leasing.lease_operations(
+        token, LEASE_MS, limit=50, max_bytes=bound, at_least_one=False
+    )
+
+    assert keys(leased) == ["op-0"] and sum(leased.sizes) <= bound
+    assert (await reread(store, stored[1])).lease_token == stored[1].lease_token
+
+
 async def test_lease_operations__leases_only_what_max_bytes_fits(store, clock):
     for n in range(6):
         await claimed_operation(

@@ -22,7 +22,7 @@ NOW = 1_800_000_000_000
 async def test_plan__lease_operations_walks_each_owners_due_indexes(database: Database):
     for statement in seed_statements(True, ROWS, NOW):
         await database.write_all(sa.text(statement))
-    query, _ = _chosen(NOW, 100, _ranked_by_owner(NOW, (None, None, None), 4), True)
+    query, _ = _chosen(NOW, 100, _ranked_by_owner(NOW, (None, None, None), 4), ("t", 1), True)
     sql = str(
         query.compile(
             dialect=sa.dialects.postgresql.dialect(), compile_kwargs={"literal_binds": True}
