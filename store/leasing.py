@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.sql.selectable import LateralFromClause
 
 from store import lease_guards as guards
 from store import validation as check
@@ -60,6 +61,17 @@ OWNERS = "owners"
 STALE = "stale"
 """The label of ``_chosen``'s fact: a capped account was skipped as locked or stale."""
 """The order ``lease_operations`` picks in (``_chosen``'s columns): fair across owners."""
+
+ALL = "all"
+"""A walk that ranks every qualifying operation at once (``_ranked_all``)."""
+BY_OWNER = "by_owner"
+"""A walk of each owner's first ``depth`` qualifying operations (``_ranked_by_owner``)."""
+HEAD = "head"
+"""A walk of the first ``depth`` qualifying operations in due order, keeping each owner's
+first (``_ranked_head``)."""
+HEAD_ROWS = 4
+"""How many qualifying operations per operation wanted the ``HEAD`` walk reads: room for
+the rows a peer's statement holds locked and for more than one of an owner."""
 
 Filters = tuple[Any, list[str] | None, Any]
 """``lease_operations``' connector, account keys and caller (each None: any; the connector
@@ -187,8 +199,13 @@ class LeasingStore:
         its live leases, in fair order. A takeover of a lapsed lease counts an abandoned
         send as ``acquire_lease`` does (``lease_values``).
 
-        On PostgreSQL one statement, no transaction around it: a CTE walks each owner's
-        first ``depth`` qualifying operations (``_ranked_by_owner``; ``depth`` = twice
+        On PostgreSQL each round is one statement, no transaction around it. When the
+        owners with attempted operations that the last ``BY_OWNER`` walk counted (the first
+        call counts them first) are at least ``limit``, it first reads the head of the due
+        order (``_ranked_head``: ``HEAD_ROWS`` times ``limit`` rows) and, when the head
+        holds ``limit`` owners, leases each owner's first in due order; a call that leases
+        ``limit`` so is done. Else, or for the rest, a CTE walks each owner's first
+        ``depth`` qualifying operations (``_ranked_by_owner``; ``depth`` = twice
         ``limit`` over the owners with attempted operations that the previous statement
         counted, rounded up; the first call counts them first), so the cost follows the
         owners, not the operations due; it locks the
@@ -224,37 +241,45 @@ class LeasingStore:
         now = self._ctx.clock()
         if not self._db.is_postgres:
             async with self._db.write_transaction():
-                await self._lease(now, lease, size, where, None)
+                await self._lease(now, lease, size, where, ALL, None)
             return lease.in_fair_order()
         if caller is not None:
             # A tenant's calls are found through the key's leading column, the caller.
-            await self._lease(now, lease, size, where, None)
+            await self._lease(now, lease, size, where, ALL, None)
             return lease.in_fair_order()
         if self._owners is None:
             counted = await self._db.fetch_one(_count_owners())
             self._owners = int(counted["n"]) if counted else 0
+        if self._owners >= size:
+            await self._lease(now, lease, size, where, HEAD, HEAD_ROWS * size)
+            if len(lease.leased) == size:
+                return lease.in_fair_order()
         depth = max(1, -(-2 * size // max(self._owners, 1)))
-        owners, stale = await self._lease(now, lease, size, where, depth)
+        owners, stale = await self._lease(
+            now, lease, size - len(lease.leased), where, BY_OWNER, depth
+        )
         self._owners = owners or self._owners
         if stale and len(lease.leased) < size:
             # A peer held or had just leased from a capped account: wait for its lock, then
             # count afresh.
             async with self._db.write_transaction():
                 await self._db.fetch_all(_lock_capped_accounts(connector, accounts))
-                owners, _ = await self._lease(now, lease, size - len(lease.leased), where, depth)
+                owners, _ = await self._lease(
+                    now, lease, size - len(lease.leased), where, BY_OWNER, depth
+                )
                 await self._deeper(now, lease, where, size, owners, depth)
             return lease.in_fair_order()
         await self._deeper(now, lease, where, size, owners, depth)
         return lease.in_fair_order()
 
     async def _lease(
-        self, now: int, lease: "_Lease", size: int, where: Filters, depth: int | None
+        self, now: int, lease: "_Lease", size: int, where: Filters, walk: str, depth: int | None
     ) -> tuple[int, bool]:
-        """Lease the first ``size`` qualifying operations (``where``; walked per owner
-        ``depth`` deep, ``_ranked_by_owner``, or all ranked at once when ``depth`` is None,
-        ``_ranked_all``) that ``_chosen`` keeps and the bytes ``lease`` has left allow
-        (``_within``), in one statement; add them to ``lease``. Returns how many owners the
-        walk saw (``OWNERS``; 0 when it walked none or it is not per owner) and whether a
+        """Lease the first ``size`` qualifying operations (``where``; found by ``walk``:
+        ``ALL``, ``BY_OWNER`` ``depth`` deep or ``HEAD`` ``depth`` long) that ``_chosen``
+        keeps and the bytes ``lease`` has left allow (``_within``), in one statement; add
+        them to ``lease``. Returns how many owners the walk saw (``OWNERS``; 0 when it
+        walked none or it is not ``BY_OWNER``) and whether a
         capped account with candidates was skipped as locked or stale (``_fresh_capped``;
         PostgreSQL). Without ``accountKeys`` (an IN list) the statements are built once per
         shape (``_prepared_lease``, ``_prepared_sqlite_lease``)."""
@@ -300,12 +325,10 @@ class LeasingStore:
             lease.add(rows)
             return 0, False
         if accounts is None:
-            statement = _prepared_lease(depth is not None, *shape)
+            statement = _prepared_lease(walk, *shape)
             rows = await self._db.write_prepared_all(statement, values)
         else:
-            ranked = (
-                _ranked_all(now, where) if depth is None else _ranked_by_owner(now, where, depth)
-            )
+            ranked = _ranked(walk, now, where, depth, size)
             leasing = _lease_update(now, size, ranked, bounds, lease.token, expires_at, True)
             rows = await self._db.write_all(_lease_statement(leasing, current_actor_value()))
         lease.add([row for row in rows if row["caller_did"] is not None])
@@ -320,7 +343,9 @@ class LeasingStore:
         while owners and len(lease.leased) < size and depth < size:
             # Some owners had fewer than the depth to give, or a peer held them: deeper.
             depth = min(size, depth * 2)
-            owners, _ = await self._lease(now, lease, size - len(lease.leased), where, depth)
+            owners, _ = await self._lease(
+                now, lease, size - len(lease.leased), where, BY_OWNER, depth
+            )
 
     async def renew_leases(
         self,
@@ -622,6 +647,99 @@ def _count_owners() -> sa.Select[Any]:
     return sa.select(sa.func.count().label("n")).where(owners.c.owner_did.is_not(None))
 
 
+def _due_walk(
+    now: Any, where: Filters, depth: Any, never_deferred: bool, *narrowed: Any, guarded: bool
+) -> LateralFromClause:
+    """The first ``depth`` operations due at ``now`` with their leases free (``narrowed``
+    further when given; qualifying, with ``lease_guards.lease_allowed`` but the cap, when
+    ``guarded``) among those never deferred (due at ``created_at``) or those with a next
+    attempt (due at ``next_attempt_at``), in due order: one due index read in order,
+    stopping at ``depth`` (lateral, so ``narrowed`` may name an outer row). Each row names
+    its key, its entity and claim order (``lease_guards``' subject) and ``due_at``."""
+    due_at = op.c.created_at if never_deferred else op.c.next_attempt_at
+    due = (
+        op.c.next_attempt_at.is_(None)
+        if never_deferred
+        else sa.and_(op.c.next_attempt_at.is_not(None), op.c.next_attempt_at <= now)
+    )
+    conditions = [*narrowed, guards.live(), due, lease_free(now)]
+    if guarded:
+        conditions.append(guards.lease_allowed(op.c, now, guards.own_key(), cap=False))
+    query = (
+        sa.select(
+            op.c.caller_did,
+            op.c.operation_id,
+            op.c.owner_did,
+            op.c.connector_name,
+            op.c.model,
+            op.c.account_key,
+            op.c.source_id,
+            op.c.created_at,
+            due_at.label("due_at"),
+        )
+        .where(*conditions)
+        .order_by(due_at, op.c.caller_did, op.c.operation_id)
+        .limit(depth)
+    )
+    return _filtered(query, *where).lateral()
+
+
+def _ranked_head(now: Any, where: Filters, depth: Any, size: Any) -> sa.Subquery:
+    """Each owner's first qualifying operation at ``now`` in the head of the due order (the
+    first ``depth`` operations due with their leases free: both due indexes read in order,
+    each stopping at ``depth``), rank 1 each, when they are at least ``size`` owners; else
+    none (PostgreSQL).
+
+    The head is a prefix of the due order, so its qualifying operations are a prefix of the
+    qualifying ones, and the first seen of an owner is that owner's first: when the head
+    holds ``size`` owners, the first ``size`` in fair order are all rank 1 and among these,
+    since every owner's first past the head is due later. The entity and account guards
+    run on the head's rows only, after its limit, so the planner reads each due index in
+    order whatever it guesses of the guards. The cost follows ``depth``, not the owners or
+    the operations due."""
+    sides = [
+        sa.select(_due_walk(now, where, depth, never, guarded=False)) for never in (True, False)
+    ]
+    both = sa.union_all(*sides).subquery("gathered")
+    in_order = [both.c.due_at, both.c.caller_did, both.c.operation_id]
+    head = sa.select(both).order_by(*in_order).limit(depth).subquery("head")
+    owner_rank = sa.func.row_number().over(
+        partition_by=head.c.owner_did,
+        order_by=[head.c.due_at, head.c.caller_did, head.c.operation_id],
+    )
+    key = (head.c.caller_did, head.c.operation_id)
+    ranked = (
+        sa.select(head, owner_rank.label("owner_rank"))
+        .where(guards.lease_allowed(head.c, now, key, cap=False))
+        .subquery("ranked")
+    )
+    firsts = (
+        sa.select(
+            ranked.c.caller_did,
+            ranked.c.operation_id,
+            ranked.c.connector_name,
+            ranked.c.account_key,
+            ranked.c.due_at,
+            ranked.c.owner_rank,
+            sa.func.count().over().label("firsts"),
+        )
+        .where(ranked.c.owner_rank == 1)
+        .subquery("firsts")
+    )
+    columns = [c for c in firsts.c if c.name != "firsts"]
+    return sa.select(*columns).where(firsts.c.firsts >= size).subquery("candidate")
+
+
+def _ranked(walk: str, now: Any, where: Filters, depth: Any, size: Any) -> sa.Subquery:
+    """The candidates of one ``walk`` (``ALL``, ``BY_OWNER`` or ``HEAD``), ranked within
+    their owner."""
+    if walk == HEAD:
+        return _ranked_head(now, where, depth, size)
+    if walk == BY_OWNER:
+        return _ranked_by_owner(now, where, depth)
+    return _ranked_all(now, where)
+
+
 def _ranked_by_owner(now: Any, where: Filters, depth: Any) -> sa.Subquery:
     """The first ``depth`` qualifying operations of each owner at ``now``, with their rank
     within the owner and (``OWNERS``) how many owners have attempted operations
@@ -630,38 +748,11 @@ def _ranked_by_owner(now: Any, where: Filters, depth: Any) -> sa.Subquery:
     due."""
     owners = _owners()
     count = sa.select(sa.func.count()).where(owners.c.owner_did.is_not(None)).scalar_subquery()
-
-    def walk(never_deferred: bool) -> Any:
-        due_at = op.c.created_at if never_deferred else op.c.next_attempt_at
-        due = (
-            op.c.next_attempt_at.is_(None)
-            if never_deferred
-            else sa.and_(op.c.next_attempt_at.is_not(None), op.c.next_attempt_at <= now)
-        )
-        query = (
-            sa.select(
-                op.c.caller_did,
-                op.c.operation_id,
-                op.c.owner_did,
-                op.c.connector_name,
-                op.c.account_key,
-                due_at.label("due_at"),
-            )
-            .where(
-                op.c.owner_did == owners.c.owner_did,
-                guards.live(),
-                due,
-                lease_free(now),
-                guards.lease_allowed(op.c, now, guards.own_key(), cap=False),
-            )
-            .order_by(due_at, op.c.caller_did, op.c.operation_id)
-            .limit(depth)
-        )
-        return _filtered(query, *where).lateral()
-
     sides = []
     for never_deferred in (True, False):
-        side = walk(never_deferred)
+        side = _due_walk(
+            now, where, depth, never_deferred, op.c.owner_did == owners.c.owner_did, guarded=True
+        )
         sides.append(sa.select(side).select_from(owners.join(side, sa.true())))
     both = sa.union_all(*sides).subquery("gathered")
     owner_rank = sa.func.row_number().over(
@@ -733,23 +824,25 @@ def _lease_statement(
 
 
 def _lease_parts(
-    per_owner: bool, connector: bool, caller: bool, bounded: bool, may_pass: bool, postgres: bool
+    walk: str, connector: bool, caller: bool, bounded: bool, may_pass: bool, postgres: bool
 ) -> tuple[sa.Update, sa.CTE, sa.Select[Any]]:
-    """``_lease_update`` with its per-call values as parameters by name: ``p_now``,
-    ``p_token``, ``p_expires`` (epoch ms), ``p_size`` (rows), ``p_depth`` (rows per owner,
-    when walked per owner: ``_ranked_by_owner``; else ``_ranked_all``), ``p_connector`` and
-    ``p_caller`` (when ``connector``, ``caller``), ``p_max_bytes`` (when ``bounded``)."""
+    """``_lease_update`` over the candidates of ``walk`` (``_ranked``) with its per-call
+    values as parameters by name: ``p_now``, ``p_token``, ``p_expires`` (epoch ms),
+    ``p_size`` (rows), ``p_depth`` (rows per owner for ``BY_OWNER``, rows in all for
+    ``HEAD``), ``p_connector`` and ``p_caller`` (when ``connector``, ``caller``),
+    ``p_max_bytes`` (when ``bounded``)."""
     where: Filters = (
         param("p_connector", op.c.connector_name) if connector else None,
         None,
         param("p_caller", op.c.caller_did) if caller else None,
     )
     depth = sa.bindparam("p_depth", type_=sa.Integer)
-    candidate = _ranked_by_owner(NOW, where, depth) if per_owner else _ranked_all(NOW, where)
+    size = sa.bindparam("p_size", type_=sa.Integer)
+    candidate = _ranked(walk, NOW, where, depth, size)
     max_bytes = sa.bindparam("p_max_bytes", type_=sa.BigInteger) if bounded else None
     return _lease_update(
         NOW,
-        sa.bindparam("p_size", type_=sa.Integer),
+        size,
         candidate,
         (max_bytes, may_pass),
         param("p_token", op.c.lease_token),
@@ -760,11 +853,11 @@ def _lease_parts(
 
 @functools.cache
 def _prepared_lease(
-    per_owner: bool, connector: bool, caller: bool, bounded: bool, may_pass: bool
+    walk: str, connector: bool, caller: bool, bounded: bool, may_pass: bool
 ) -> Prepared:
-    """``_lease_statement`` (PostgreSQL, no ``accountKeys``) built once per shape (32 at
+    """``_lease_statement`` (PostgreSQL, no ``accountKeys``) built once per shape (48 at
     most; ``_lease_parts`` names its values, and ``p_actor``)."""
-    shape = (per_owner, connector, caller, bounded, may_pass)
+    shape = (walk, connector, caller, bounded, may_pass)
     return Prepared(lambda _: _lease_statement(_lease_parts(*shape, True), ACTOR))
 
 
@@ -775,7 +868,7 @@ def _prepared_sqlite_lease(
     """SQLite's two statements of a lease (no ``accountKeys``), built once per shape (16 at
     most; ``_lease_parts`` names their values): the chosen keys with their prior tokens,
     and the update returning the leased rows with their sizes."""
-    shape = (False, connector, caller, bounded, may_pass, False)
+    shape = (ALL, connector, caller, bounded, may_pass, False)
     return (
         Prepared(lambda _: sa.select(_lease_parts(*shape)[1])),
         Prepared(lambda _: _lease_parts(*shape)[0].returning(op, ROW_BYTES.label(SIZE))),

@@ -57,10 +57,15 @@ async def live_leases(store: ConnectorStore) -> list:
     ]
 
 
-async def test_lease_operations__16_leasers_lease_each_of_1000_exactly_once(store):
-    await due_operations(store, 1000)
+@pytest.mark.parametrize("owners", [1, 100])
+async def test_lease_operations__16_leasers_lease_each_of_1000_exactly_once(store, owners):
+    """One owner: each call walks the owner; 100 owners, 20 a call: each call reads the head
+    of the due order first (``store.leasing.HEAD``)."""
+    await insert_operations(
+        store, [due_record(store, n, owner_did=f"owner-{n % owners}") for n in range(1000)]
+    )
 
-    results = await race(drain(store, f"leaser-{n}") for n in range(LEASERS))
+    results = await race(drain(store, f"leaser-{n}", limit=20) for n in range(LEASERS))
 
     counts = Counter((r.caller_did, r.operation_id) for batch in results for r in batch)
     assert len(counts) == 1000
@@ -68,8 +73,11 @@ async def test_lease_operations__16_leasers_lease_each_of_1000_exactly_once(stor
     assert len(await live_leases(store)) == 1000
 
 
-async def test_lease_operations__concurrent_leasers_keep_the_cap(store):
-    await due_operations(store, 200)
+@pytest.mark.parametrize("owners", [1, 50])
+async def test_lease_operations__concurrent_leasers_keep_the_cap(store, owners):
+    await insert_operations(
+        store, [due_record(store, n, owner_did=f"owner-{n % owners}") for n in range(200)]
+    )
     await store.accounts.set_account_limit("calendar", "acct-1", 2)
 
     results = await race(drain(store, f"leaser-{n}", limit=5) for n in range(LEASERS))
@@ -120,9 +128,14 @@ async def test_claim_operation__concurrent_claims_of_one_entity_lease_one(store,
     assert len(await live_leases(store)) == 1
 
 
-async def test_lease_operations__concurrent_leasers_lease_one_per_entity(store, clock):
+@pytest.mark.parametrize("owners", [1, 10])
+async def test_lease_operations__concurrent_leasers_lease_one_per_entity(store, clock, owners):
     await insert_operations(
-        store, [due_record(store, n, source_id=f"evt-{n % 10}") for n in range(100)]
+        store,
+        [
+            due_record(store, n, source_id=f"evt-{n % 10}", owner_did=f"owner-{n % 10 % owners}")
+            for n in range(100)
+        ],
     )
     acquires = [
         store.operations.acquire_lease("did:key:caller", f"op-{n}", f"acq-{n}", clock() + LEASE_MS)

@@ -657,3 +657,64 @@ async def test_lease_operations__owners_with_little_leave_the_rest_to_others(sto
         "op-21",
         *(f"op-{n}" for n in range(1, 8)),
     ]
+
+
+def by_owner(store, owners, each, **overrides):
+    """``each`` due operations of each of ``owners`` owners, the owners' operations
+    interleaved in due order, every third one deferred to a next attempt before them all."""
+    records = []
+    for n in range(owners * each):
+        record = due_record(store, n, owner_did=f"owner-{n % owners:03}", **overrides)
+        if n % 3 == 0:
+            record = due_record(
+                store,
+                n,
+                owner_did=f"owner-{n % owners:03}",
+                next_attempt_at=record.created_at - 10_000,
+                **overrides,
+            )
+        records.append(record)
+    return records
+
+
+def ids(records):
+    return [record.operation_id for record in records]
+
+
+async def test_lease_operations__many_owners_lease_in_fair_order(store):
+    records = by_owner(store, 40, 3)
+    await insert_operations(store, records)
+
+    first = await lease(store, limit=20)
+    second = await lease(store, limit=20)
+
+    expected = fair_order(records)
+    assert ids(first) == ids(expected[:20])
+    assert ids(second) == ids(fair_order([r for r in records if r not in expected[:20]])[:20])
+
+
+async def test_lease_operations__an_owner_filling_the_due_head_leaves_room_for_the_others(store):
+    """One owner's 100 operations come first in due order, then 30 owners' one each: the
+    head of the due order holds one owner, so the call is not one owner's first plus
+    whatever comes next, but each owner's first."""
+    big = [due_record(store, n, owner_did="big") for n in range(100)]
+    others = [due_record(store, 200 + n, owner_did=f"owner-{n:02}") for n in range(30)]
+    await insert_operations(store, [*big, *others])
+
+    leased = await lease(store, limit=10)
+
+    assert ids(leased) == ["op-0", *(f"op-{200 + n}" for n in range(9))]
+
+
+async def test_lease_operations__many_owners_with_a_capped_account_fill_from_the_rest(store):
+    capped = [
+        due_record(store, n, owner_did=f"capped-{n:02}", account_key="acct-capped")
+        for n in range(10)
+    ]
+    others = [due_record(store, 100 + n, owner_did=f"owner-{n:02}") for n in range(40)]
+    await insert_operations(store, [*capped, *others])
+    await store.accounts.set_account_limit("calendar", "acct-capped", 2)
+
+    leased = await lease(store, limit=20)
+
+    assert ids(leased) == ["op-0", "op-1", *(f"op-{100 + n}" for n in range(18))]

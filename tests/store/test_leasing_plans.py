@@ -11,7 +11,7 @@ from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from benchmarks.seed import seed_statements
 from store.batches import CLAIM_OPERATIONS
 from store.database import Database
-from store.leasing import _chosen, _ranked_by_owner
+from store.leasing import _chosen, _ranked_by_owner, _ranked_head
 from store.operations import CLAIM_COLUMNS
 
 ROWS = 50_000
@@ -35,6 +35,29 @@ async def test_plan__lease_operations_walks_each_owners_due_indexes(database: Da
     assert not re.search(r"Seq Scan on kubun_connector_operation\b", plan), plan
     assert "kubun_connector_operation_owner_due_new_idx" in plan
     assert "kubun_connector_operation_owner_due_next_idx" in plan
+    assert "hashed SubPlan" not in plan, plan
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_plan__lease_operations_reads_the_head_of_both_due_indexes(database: Database):
+    for statement in seed_statements(True, ROWS, NOW):
+        await database.write_all(sa.text(statement))
+    head = _ranked_head(NOW, (None, None, None), 400, 100)
+    query, _ = _chosen(NOW, 100, head, ("t", 1), True)
+    sql = str(
+        query.compile(
+            dialect=sa.dialects.postgresql.dialect(), compile_kwargs={"literal_binds": True}
+        )
+    )
+
+    rows = await database.fetch_all(sa.text("EXPLAIN " + sql))
+    plan = "\n".join(str(row[0]) for row in rows)
+
+    assert not re.search(r"Seq Scan on kubun_connector_operation\b", plan), plan
+    assert "kubun_connector_operation_due_new_idx" in plan
+    # The deferred side in next-attempt order, by either index that leads with it.
+    assert re.search(r"Index Scan using kubun_connector_operation_(due_next|state_due)_idx", plan)
+    assert "Merge Append" in plan, plan
     assert "hashed SubPlan" not in plan, plan
 
 
