@@ -166,6 +166,8 @@ class PoolStats:
 
 
 PING = Prepared(lambda _: sa.text("SELECT 1"))
+CUSTOM_PLANS = Prepared(lambda _: sa.text("SET LOCAL plan_cache_mode = force_custom_plan"))
+"""Plan each statement of this transaction with its values (PostgreSQL)."""
 """``ping``'s statement."""
 
 
@@ -576,6 +578,21 @@ class Database:
         """Raise ``DatabaseUnavailable`` unless the database answers ``SELECT 1`` (and, on
         SQLite, its file is still the one opened at ``connect``)."""
         await self.fetch_prepared(PING, {})
+
+    @asynccontextmanager
+    async def custom_plans(self) -> AsyncIterator[None]:
+        """Run the block so that PostgreSQL plans each of its statements with that call's
+        values: one transaction (``write_transaction``, joined when one is open) with
+        ``plan_cache_mode = force_custom_plan`` until it ends. A prepared statement is
+        otherwise planned once without its values after five runs (a generic plan), which
+        can read another index than its values call for. Three more round trips; on SQLite
+        the block as it is. Raises as ``write_transaction`` does."""
+        if not self.is_postgres:
+            yield
+            return
+        async with self.write_transaction():
+            await self.fetch_prepared_all(CUSTOM_PLANS, {})
+            yield
 
     @asynccontextmanager
     async def write_transaction(self) -> AsyncIterator[None]:

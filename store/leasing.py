@@ -69,9 +69,15 @@ BY_OWNER = "by_owner"
 HEAD = "head"
 """A walk of the first ``depth`` qualifying operations in due order, keeping each owner's
 first (``_ranked_head``)."""
-HEAD_ROWS = 4
-"""How many qualifying operations per operation wanted the ``HEAD`` walk reads: room for
-the rows a peer's statement holds locked and for more than one of an owner."""
+HEAD_ROWS = 8
+"""How many operations due per operation wanted the ``HEAD`` walk reads: room for more than
+one of an owner, for rows the guards refuse and for the rows peers' statements hold locked
+(16 leasers at once, each leasing from the same head)."""
+
+HEAD_ROUNDS = 3
+"""How many ``HEAD`` statements one call runs while the head holds the owners it wants but
+it leased fewer (a peer's statement held some of them, or a capped account had no room):
+each is a new snapshot, which counts the leases peers have committed since."""
 
 Filters = tuple[Any, list[str] | None, Any]
 """``lease_operations``' connector, account keys and caller (each None: any; the connector
@@ -204,7 +210,8 @@ class LeasingStore:
         call counts them first) are at least ``limit``, it first reads the head of the due
         order (``_ranked_head``: ``HEAD_ROWS`` times ``limit`` rows) and, when the head
         holds ``limit`` owners, leases each owner's first in due order; a call that leases
-        ``limit`` so is done. Else, or for the rest, a CTE walks each owner's first
+        ``limit`` so is done, and one that leased some reads the head again for the rest
+        (``HEAD_ROUNDS`` in all). Else, or for the rest, a CTE walks each owner's first
         ``depth`` qualifying operations (``_ranked_by_owner``; ``depth`` = twice
         ``limit`` over the owners with attempted operations that the previous statement
         counted, rounded up; the first call counts them first), so the cost follows the
@@ -251,9 +258,13 @@ class LeasingStore:
             counted = await self._db.fetch_one(_count_owners())
             self._owners = int(counted["n"]) if counted else 0
         if self._owners >= size:
-            await self._lease(now, lease, size, where, HEAD, HEAD_ROWS * size)
-            if len(lease.leased) == size:
-                return lease.in_fair_order()
+            for _ in range(HEAD_ROUNDS):
+                wanted = size - len(lease.leased)
+                firsts, _ = await self._lease(now, lease, wanted, where, HEAD, HEAD_ROWS * wanted)
+                if len(lease.leased) == size:
+                    return lease.in_fair_order()
+                if not firsts or lease.bytes_left() == 0:
+                    break
         depth = max(1, -(-2 * size // max(self._owners, 1)))
         owners, stale = await self._lease(
             now, lease, size - len(lease.leased), where, BY_OWNER, depth
@@ -278,11 +289,14 @@ class LeasingStore:
         """Lease the first ``size`` qualifying operations (``where``; found by ``walk``:
         ``ALL``, ``BY_OWNER`` ``depth`` deep or ``HEAD`` ``depth`` long) that ``_chosen``
         keeps and the bytes ``lease`` has left allow (``_within``), in one statement; add
-        them to ``lease``. Returns how many owners the walk saw (``OWNERS``; 0 when it
-        walked none or it is not ``BY_OWNER``) and whether a
+        them to ``lease``. Returns how many owners the walk saw (``OWNERS``: for ``HEAD``
+        the owners in the head, 0 when fewer than ``size``; 0 for ``ALL``) and whether a
         capped account with candidates was skipped as locked or stale (``_fresh_capped``;
         PostgreSQL). Without ``accountKeys`` (an IN list) the statements are built once per
-        shape (``_prepared_lease``, ``_prepared_sqlite_lease``)."""
+        shape (``_prepared_lease``, ``_prepared_sqlite_lease``); on PostgreSQL a ``HEAD``
+        walk runs as a prepared statement (its plan, with or without its values, reads the
+        due indexes in order), the others planned with their values each time
+        (``Database.custom_plans``)."""
         expires_at = now + lease.duration
         bounds = (lease.bytes_left(), lease.may_pass())
         connector, accounts, caller = where
@@ -326,7 +340,13 @@ class LeasingStore:
             return 0, False
         if accounts is None:
             statement = _prepared_lease(walk, *shape)
-            rows = await self._db.write_prepared_all(statement, values)
+            if walk == HEAD:
+                rows = await self._db.write_prepared_all(statement, values)
+            else:
+                # Planned without its values, the walk may read every owner's rows in due
+                # order for each owner, filtering on the owner: seconds a call under load.
+                async with self._db.custom_plans():
+                    rows = await self._db.write_prepared_all(statement, values)
         else:
             ranked = _ranked(walk, now, where, depth, size)
             leasing = _lease_update(now, size, ranked, bounds, lease.token, expires_at, True)
@@ -687,8 +707,8 @@ def _due_walk(
 def _ranked_head(now: Any, where: Filters, depth: Any, size: Any) -> sa.Subquery:
     """Each owner's first qualifying operation at ``now`` in the head of the due order (the
     first ``depth`` operations due with their leases free: both due indexes read in order,
-    each stopping at ``depth``), rank 1 each, when they are at least ``size`` owners; else
-    none (PostgreSQL).
+    each stopping at ``depth``), rank 1 each, with how many they are (``OWNERS``), when they
+    are at least ``size`` owners; else none (PostgreSQL).
 
     The head is a prefix of the due order, so its qualifying operations are a prefix of the
     qualifying ones, and the first seen of an owner is that owner's first: when the head
@@ -727,7 +747,11 @@ def _ranked_head(now: Any, where: Filters, depth: Any, size: Any) -> sa.Subquery
         .subquery("firsts")
     )
     columns = [c for c in firsts.c if c.name != "firsts"]
-    return sa.select(*columns).where(firsts.c.firsts >= size).subquery("candidate")
+    return (
+        sa.select(*columns, firsts.c.firsts.label(OWNERS))
+        .where(firsts.c.firsts >= size)
+        .subquery("candidate")
+    )
 
 
 def _ranked(walk: str, now: Any, where: Filters, depth: Any, size: Any) -> sa.Subquery:
@@ -902,14 +926,15 @@ def _chosen(
     """The keys of the operations to lease at ``now`` among ``ranked`` (ranked within
     their owner), with their fair order and size as the lease (``lease``: its token and
     expiry, values or ``param``s) leaves them, so a byte bound holds for the leased rows the
-    answer returns: those past their account's room dropped,
-    the first ``size`` in fair order that no other transaction holds locked (PostgreSQL:
-    ``FOR UPDATE SKIP LOCKED``). An account's room is its cap less its live leases
-    (``lease_guards.with_room``); on PostgreSQL a capped account has room only when this
-    statement holds it locked and its counts are fresh (``_fresh_capped``), so no peer
-    leases from it at once and none leased from it unseen. With it, one row of facts about
-    the candidates: ``OWNERS`` (the owners walked, 0 when unknown) and ``STALE`` (a capped
-    account of theirs was skipped as locked or stale)."""
+    answer returns: those past their account's room dropped, the first ``size`` in fair
+    order that no other transaction holds locked (PostgreSQL: ``FOR UPDATE SKIP LOCKED``)
+    and that are still live with their leases free once locked (a peer that leased one
+    since this statement began leaves it to the next). An account's room is its cap less
+    its live leases (``lease_guards.with_room``); on PostgreSQL a capped account has room
+    only when this statement holds it locked and its counts are fresh (``_fresh_capped``),
+    so no peer leases from it at once and none leased from it unseen. With it, one row of
+    facts about the candidates: ``OWNERS`` (the owners walked, 0 when unknown) and
+    ``STALE`` (a capped account of theirs was skipped as locked or stale)."""
     # A CTE, so the walks run once though the accounts' locks read them too.
     candidate = sa.select(ranked).cte("candidates")
     order = [
@@ -964,7 +989,14 @@ def _chosen(
                 pick.c.caller_did == room.c.caller_did, pick.c.operation_id == room.c.operation_id
             ),
         )
-        .where(sa.or_(room.c.room.is_(None), room.c.account_rank <= room.c.room))
+        .where(
+            sa.or_(room.c.room.is_(None), room.c.account_rank <= room.c.room),
+            # Checked again on a row a peer changed since this statement's snapshot, once
+            # its lock is taken: a row a peer has just leased is passed over, and the limit
+            # takes the next candidate.
+            guards.live(pick),
+            lease_free(now, pick),
+        )
         .order_by(room.c.owner_rank, room.c.due_at, room.c.caller_did, room.c.operation_id)
         .limit(size)
     )

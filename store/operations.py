@@ -195,10 +195,11 @@ def by_key(caller: Any, operation: Any) -> sa.ColumnElement[bool]:
     return sa.and_(op.c.caller_did == caller, op.c.operation_id == operation)
 
 
-def lease_free(now: Any) -> sa.ColumnElement[bool]:
+def lease_free(now: Any, table: Any = op) -> sa.ColumnElement[bool]:
     """No lease, or an expired one (``lease_expires_at < now``, epoch ms): a lease that
-    expires exactly at ``now`` is still held."""
-    return sa.or_(op.c.lease_token.is_(None), op.c.lease_expires_at < now)
+    expires exactly at ``now`` is still held (of ``table``: the operations table or an alias
+    of it)."""
+    return sa.or_(table.c.lease_token.is_(None), table.c.lease_expires_at < now)
 
 
 def lease_free_or_held(now: Any, token: Any) -> sa.ColumnElement[bool]:

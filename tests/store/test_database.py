@@ -607,3 +607,15 @@ async def test_sqlite__a_write_transaction_cancelled_in_its_cleanup_still_frees_
         other.close()
     await database.write_prepared(PUT_TOMBSTONE, tombstone_of(2))
     assert await tombstones_kept(database) == [2]
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_custom_plans__the_block_plans_each_statement_with_its_values(database):
+    async with database.custom_plans():
+        inside = await database.fetch_one(sa.text("SHOW plan_cache_mode"))
+        async with database.custom_plans():
+            nested = await database.fetch_one(sa.text("SHOW plan_cache_mode"))
+    after = await database.fetch_one(sa.text("SHOW plan_cache_mode"))
+
+    assert inside["plan_cache_mode"] == nested["plan_cache_mode"] == "force_custom_plan"
+    assert after["plan_cache_mode"] == "auto"

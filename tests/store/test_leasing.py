@@ -718,3 +718,21 @@ async def test_lease_operations__many_owners_with_a_capped_account_fill_from_the
     leased = await lease(store, limit=20)
 
     assert ids(leased) == ["op-0", "op-1", *(f"op-{100 + n}" for n in range(18))]
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_lease_operations__the_per_owner_walk_is_planned_with_its_values(store):
+    """A generic plan of the per-owner walk may read every owner's due rows for each owner:
+    the walk runs in a transaction that plans it with its values (``custom_plans``)."""
+    await due_operations(store, 5)
+    seen = []
+    store.db.statement_observer = lambda sql, values, tx: seen.append((sql, tx))
+    try:
+        leased = await lease(store, limit=5)
+    finally:
+        store.db.statement_observer = None
+
+    walks = [(sql, tx) for sql, tx in seen if "RECURSIVE owners" in sql and "UPDATE" in sql]
+    plans = [tx for sql, tx in seen if "plan_cache_mode = force_custom_plan" in sql]
+    assert len(leased) == 5
+    assert walks and all(tx is not None and tx in plans for _, tx in walks)

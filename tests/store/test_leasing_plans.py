@@ -11,7 +11,7 @@ from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from benchmarks.seed import seed_statements
 from store.batches import CLAIM_OPERATIONS
 from store.database import Database
-from store.leasing import _chosen, _ranked_by_owner, _ranked_head
+from store.leasing import HEAD, _chosen, _prepared_lease, _ranked_by_owner, _ranked_head
 from store.operations import CLAIM_COLUMNS
 
 ROWS = 50_000
@@ -59,6 +59,53 @@ async def test_plan__lease_operations_reads_the_head_of_both_due_indexes(databas
     assert re.search(r"Index Scan using kubun_connector_operation_(due_next|state_due)_idx", plan)
     assert "Merge Append" in plan, plan
     assert "hashed SubPlan" not in plan, plan
+
+
+def literal(value: object) -> str:
+    """``value`` (None, a bool, an int or a str) as an SQL literal."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool | int):
+        return str(value).lower()
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_plan__lease_operations_head_as_a_generic_plan_reads_the_due_indexes_in_order(
+    database: Database, database_url: str
+):
+    """The head's statement as the store runs it, prepared, planned without its values
+    (PostgreSQL takes this generic plan after five runs): still both due indexes read in
+    due order, each stopping at its limit."""
+    for statement in seed_statements(True, ROWS, NOW):
+        await database.write_all(sa.text(statement))
+    values = {
+        "p_now": NOW,
+        "p_token": "t",
+        "p_expires": NOW + 60_000,
+        "p_size": 100,
+        "p_depth": 800,
+        "p_connector": None,
+        "p_caller": None,
+        "p_max_bytes": None,
+        "p_actor": None,
+    }
+    sql, arguments = _prepared_lease(HEAD, False, False, False, True).bind(
+        asyncpg_dialect(), values
+    )
+    connection = await asyncpg.connect(database_url.replace("+asyncpg", ""))
+    try:
+        await connection.execute("SET plan_cache_mode = force_generic_plan")
+        await connection.execute("PREPARE lease AS " + sql)
+        execute = "EXPLAIN EXECUTE lease(" + ", ".join(map(literal, arguments)) + ")"
+        plan = "\n".join(row[0] for row in await connection.fetch(execute))
+    finally:
+        await connection.close()
+
+    assert not re.search(r"Seq Scan on kubun_connector_operation\b", plan), plan
+    assert "Index Scan using kubun_connector_operation_due_new_idx" in plan, plan
+    assert re.search(r"Index Scan using kubun_connector_operation_(due_next|state_due)_idx", plan)
+    assert "Merge Append" in plan, plan
 
 
 def claim_items(count: int) -> list[dict]:
