@@ -18,19 +18,24 @@ ROWS = 50_000
 NOW = 1_800_000_000_000
 
 
-@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
-async def test_plan__lease_operations_walks_each_owners_due_indexes(database: Database):
+async def plan_of_choice(database: Database, ranked: sa.Subquery) -> str:
+    """The plan of ``_chosen`` over ``ranked`` (100 rows at ``NOW``), its values inlined, over
+    the seeded rows."""
     for statement in seed_statements(True, ROWS, NOW):
         await database.write_all(sa.text(statement))
-    query, _ = _chosen(NOW, 100, _ranked_by_owner(NOW, (None, None, None), 4), ("t", 1), True)
+    query, _ = _chosen(NOW, 100, ranked, ("t", 1), True)
     sql = str(
         query.compile(
             dialect=sa.dialects.postgresql.dialect(), compile_kwargs={"literal_binds": True}
         )
     )
-
     rows = await database.fetch_all(sa.text("EXPLAIN " + sql))
-    plan = "\n".join(str(row[0]) for row in rows)
+    return "\n".join(str(row[0]) for row in rows)
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_plan__lease_operations_walks_each_owners_due_indexes(database: Database):
+    plan = await plan_of_choice(database, _ranked_by_owner(NOW, (None, None, None), 4))
 
     assert not re.search(r"Seq Scan on kubun_connector_operation\b", plan), plan
     assert "kubun_connector_operation_owner_due_new_idx" in plan
@@ -40,18 +45,7 @@ async def test_plan__lease_operations_walks_each_owners_due_indexes(database: Da
 
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
 async def test_plan__lease_operations_reads_the_head_of_both_due_indexes(database: Database):
-    for statement in seed_statements(True, ROWS, NOW):
-        await database.write_all(sa.text(statement))
-    head = _ranked_head(NOW, (None, None, None), 400, 100)
-    query, _ = _chosen(NOW, 100, head, ("t", 1), True)
-    sql = str(
-        query.compile(
-            dialect=sa.dialects.postgresql.dialect(), compile_kwargs={"literal_binds": True}
-        )
-    )
-
-    rows = await database.fetch_all(sa.text("EXPLAIN " + sql))
-    plan = "\n".join(str(row[0]) for row in rows)
+    plan = await plan_of_choice(database, _ranked_head(NOW, (None, None, None), 800, 100))
 
     assert not re.search(r"Seq Scan on kubun_connector_operation\b", plan), plan
     assert "kubun_connector_operation_due_new_idx" in plan
