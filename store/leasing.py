@@ -42,7 +42,7 @@ from store.operations import (
     lease_values,
     releasable_by,
 )
-from store.records import OperationRecord, WatchRecord
+from store.records import PENDING_VERIFICATION, OperationRecord, WatchRecord
 from store.sizes import SIZE, Measured, row_bytes
 from store.statements import Prepared, param
 from store.tables import account
@@ -442,8 +442,13 @@ class LeasingStore:
         takeover of a lapsed claim counts the abandoned verification attempt
         (``claim_values``). ``owner_did`` given: only that owner's watches (a tenant's).
         ``max_bytes`` and ``at_least_one`` bound the answer as ``lease_operations``' do: a
-        watch past them is not claimed; each returned watch carries its size. One statement
-        (PostgreSQL: ``FOR UPDATE SKIP LOCKED``). Raises ``InvalidInput`` naming
+        watch past them is not claimed; each returned watch carries its size. For the
+        service (no ``owner_did``) one statement first claims from the head of the due order
+        (``_watch_head``: ``HEAD_ROWS`` times ``limit`` watches), which is exact for the
+        fair order when the head holds ``limit`` owners or every due watch; when that claims
+        fewer than ``limit``, one statement ranks every due watch for the rest. Each takes its
+        rows with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, and passes over a row a peer
+        claimed since its snapshot. Raises ``InvalidInput`` naming
         ``claimMs``, ``limit``, ``connectorName`` or ``maxBytes``."""
         duration = _duration("claimMs", claim_ms)
         size = _batch(limit)
@@ -452,18 +457,27 @@ class LeasingStore:
         if max_bytes is not None:
             check.count("maxBytes", max_bytes, minimum=1)
         now = self._ctx.clock()
-        statement = _claim_watches(
-            connector is not None, owner is not None, max_bytes is not None, at_least_one
-        )
+        shape = (connector is not None, owner is not None, max_bytes is not None)
         values = {
             "p_now": now,
             "p_until": now + duration,
             "p_size": size,
+            "p_depth": HEAD_ROWS * size,
             "p_connector": connector,
             "p_owner": owner,
             "p_max_bytes": max_bytes,
         }
-        rows = await statement.run(self._db, values)
+        rows = []
+        if owner is None:
+            rows = await _claim_watches(*shape, at_least_one, head=True).run(self._db, values)
+        spent = sum(row[SIZE] for row in rows)
+        if len(rows) < size and (max_bytes is None or spent < max_bytes):
+            rest = {
+                "p_size": size - len(rows),
+                "p_max_bytes": None if max_bytes is None else max_bytes - spent,
+            }
+            statement = _claim_watches(*shape, at_least_one and not rows)
+            rows += await statement.run(self._db, values | rest)
         sized = [(WatchRecord.from_row(row), row[SIZE]) for row in rows]
         ranks: dict[str, int] = {}
         placed = []
@@ -478,26 +492,88 @@ class LeasingStore:
         return Measured((record for _, record, _ in placed), (size for _, _, size in placed))
 
 
+def _ranked_watches(connector: bool, owner: bool) -> sa.Subquery:
+    """Every due watch (``due_watch`` at ``p_now``; of ``p_connector``, ``p_owner`` when
+    given) with its rank within its owner: one window over them all."""
+    rank = sa.func.row_number().over(
+        partition_by=watch.c.owner_did, order_by=[watch.c.next_attempt_at, *IDENTITY_COLUMNS]
+    )
+    due = sa.select(*IDENTITY_COLUMNS, watch.c.next_attempt_at, rank.label("owner_rank")).where(
+        due_watch(WATCH_NOW)
+    )
+    return _watches_of(due, connector, owner).subquery("ranked")
+
+
+def _watches_of(query: sa.Select[Any], connector: bool, owner: bool) -> sa.Select[Any]:
+    """``query`` over watches narrowed to ``p_connector`` and ``p_owner`` when given."""
+    if connector:
+        query = query.where(watch.c.connector_name == param("p_connector", watch.c.connector_name))
+    if owner:
+        query = query.where(watch.c.owner_did == param("p_owner", watch.c.owner_did))
+    return query
+
+
+def _watch_head(connector: bool) -> sa.Subquery:
+    """The due watches of the head of the due order (the first ``p_depth`` pending watches
+    due at ``p_now`` with their claims lapsed, of ``p_connector`` when given, read in
+    ``next_attempt_at`` order; ``due_watch``'s pause guard after the limit) with their rank
+    within their owner: each owner's first when they are at least ``p_size`` owners, every
+    one when the head holds every due watch; else none. As ``_ranked_head`` for operations:
+    in due order an owner's first watch seen is its first, so either way the first
+    ``p_size`` in fair order are among these."""
+    now = WATCH_NOW
+    scan = sa.select(*IDENTITY_COLUMNS, watch.c.next_attempt_at).where(
+        watch.c.verification_status == sa.literal_column(f"'{PENDING_VERIFICATION}'"),
+        watch.c.next_attempt_at.is_not(None),
+        watch.c.next_attempt_at <= now,
+        sa.or_(watch.c.claimed_until.is_(None), watch.c.claimed_until <= now),
+    )
+    depth = sa.bindparam("p_depth", type_=sa.Integer)
+    order = [watch.c.next_attempt_at, *IDENTITY_COLUMNS]
+    head = _watches_of(scan, connector, False).order_by(*order).limit(depth).subquery("head")
+    counted = sa.select(head, sa.func.count().over().label("head_rows")).subquery("counted")
+    rank = sa.func.row_number().over(
+        partition_by=counted.c.owner_did,
+        order_by=[counted.c.next_attempt_at, *(counted.c[c.name] for c in IDENTITY_COLUMNS)],
+    )
+    ranked = (
+        sa.select(counted, rank.label("owner_rank"))
+        .where(guards.unpaused(counted.c))
+        .subquery("guarded")
+    )
+    firsts = sa.func.count().filter(ranked.c.owner_rank == 1).over()
+    with_firsts = sa.select(ranked, firsts.label("firsts")).subquery("with_firsts")
+    size = sa.bindparam("p_size", type_=sa.Integer)
+    return (
+        sa.select(
+            *(with_firsts.c[c.name] for c in IDENTITY_COLUMNS),
+            with_firsts.c.next_attempt_at,
+            with_firsts.c.owner_rank,
+        )
+        .where(
+            sa.or_(
+                with_firsts.c.head_rows < depth,
+                sa.and_(with_firsts.c.owner_rank == 1, with_firsts.c.firsts >= size),
+            )
+        )
+        .subquery("ranked")
+    )
+
+
 @functools.cache
-def _claim_watches(connector: bool, owner: bool, bounded: bool, may_pass: bool) -> Logged:
+def _claim_watches(
+    connector: bool, owner: bool, bounded: bool, may_pass: bool, head: bool = False
+) -> Logged:
     """``claim_watches``' write, built once per shape: narrowed to a connector and an owner
     when those are given, bounded in bytes when ``bounded`` (the first watch may pass them
-    when ``may_pass``). Its values by name: ``p_now``, ``p_until`` (epoch ms), ``p_size``
-    (rows), ``p_connector``, ``p_owner``, ``p_max_bytes``."""
+    when ``may_pass``), over the head of the due order when ``head`` (``_watch_head``), else
+    over every due watch (``_ranked_watches``). Its values by name: ``p_now``, ``p_until``
+    (epoch ms), ``p_size`` (rows), ``p_depth`` (rows, the head's), ``p_connector``,
+    ``p_owner``, ``p_max_bytes``."""
     now = WATCH_NOW
 
     def write(_: Any) -> Any:
-        rank = sa.func.row_number().over(
-            partition_by=watch.c.owner_did, order_by=[watch.c.next_attempt_at, *IDENTITY_COLUMNS]
-        )
-        due = sa.select(*IDENTITY_COLUMNS, watch.c.next_attempt_at, rank.label("owner_rank")).where(
-            due_watch(now)
-        )
-        if connector:
-            due = due.where(watch.c.connector_name == param("p_connector", watch.c.connector_name))
-        if owner:
-            due = due.where(watch.c.owner_did == param("p_owner", watch.c.owner_did))
-        ranked = due.subquery("ranked")
+        ranked = _watch_head(connector) if head else _ranked_watches(connector, owner)
         pick = watch.alias("pick")
         chosen = (
             sa.select(
@@ -511,6 +587,9 @@ def _claim_watches(connector: bool, owner: bool, bounded: bool, may_pass: bool) 
                 ranked,
                 sa.and_(*(pick.c[c.name] == ranked.c[c.name] for c in IDENTITY_COLUMNS)),
             )
+            # Checked again on a row a peer claimed since this statement's snapshot, once
+            # its lock is taken: that row is passed over, and the limit takes the next.
+            .where(sa.or_(pick.c.claimed_until.is_(None), pick.c.claimed_until <= now))
             .order_by(
                 ranked.c.owner_rank,
                 ranked.c.next_attempt_at,

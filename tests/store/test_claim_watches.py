@@ -98,3 +98,71 @@ async def test_claim_watches__claims_only_what_max_bytes_fits(store):
         "evt-4",
         "evt-5",
     ]
+
+
+def in_fair_order(records):
+    """``records`` in claim_watches' order: each owner's k-th before any owner's (k+1)-th,
+    then next attempt, then identity."""
+    ranks = {}
+    ranked = []
+    for record in sorted(records, key=lambda r: (r.next_attempt_at, r.identity.parts)):
+        rank = ranks[record.owner_did] = ranks.get(record.owner_did, 0) + 1
+        ranked.append(((rank, record.next_attempt_at, record.identity.parts), record))
+    return [record for _, record in sorted(ranked, key=lambda pair: pair[0])]
+
+
+async def test_claim_watches__many_owners_claim_in_fair_order(store):
+    """400 watches of 40 owners, interleaved: the head of the due order (80 for 10) holds
+    more than 10 owners, and their firsts are the first 10 in fair order."""
+    records = [
+        due_watch_record(store, n, owner_did=f"owner-{n % 40:02}", next_attempt_at=1_000 + n)
+        for n in range(400)
+    ]
+    await insert_watches(store, records)
+
+    first = await store.leasing.claim_watches(CLAIM_MS, limit=10)
+    second = await store.leasing.claim_watches(CLAIM_MS, limit=10)
+
+    expected = in_fair_order(records)
+    assert sources(first) == sources(expected[:10])
+    rest = [r for r in records if r.source_id not in sources(first)]
+    assert sources(second) == sources(in_fair_order(rest)[:10])
+
+
+async def test_claim_watches__an_owner_filling_the_due_head_leaves_room_for_the_others(store):
+    """One owner's 200 watches come first in due order, then 30 owners' one each: the head
+    holds one owner and not every due watch, so every due watch is ranked."""
+    big = [due_watch_record(store, n, owner_did="big") for n in range(200)]
+    others = [due_watch_record(store, 500 + n, owner_did=f"owner-{n:02}") for n in range(30)]
+    await insert_watches(store, [*big, *others])
+
+    claimed = await store.leasing.claim_watches(CLAIM_MS, limit=10)
+
+    assert sources(claimed) == ["evt-0", *(f"evt-{500 + n}" for n in range(9))]
+
+
+async def test_claim_watches__a_head_of_exactly_its_length_is_not_every_due_watch(store):
+    """For 2 the head is 16 long: 16 watches of one owner fill it, and one of another owner
+    comes after; the head cannot tell it holds every due watch, so every one is ranked."""
+    big = [due_watch_record(store, n, owner_did="big") for n in range(16)]
+    await insert_watches(store, [*big, due_watch_record(store, 100, owner_did="small")])
+
+    claimed = await store.leasing.claim_watches(CLAIM_MS, limit=2)
+
+    assert sources(claimed) == ["evt-0", "evt-100"]
+
+
+async def test_claim_watches__a_head_holding_every_due_watch_claims_in_one_statement(store):
+    await insert_watches(
+        store, [due_watch_record(store, n, owner_did=f"owner-{n % 3}") for n in range(12)]
+    )
+    writes = []
+    store.db.statement_observer = lambda sql, values, tx: writes.append(sql)
+    try:
+        claimed = await store.leasing.claim_watches(CLAIM_MS, limit=5)
+    finally:
+        store.db.statement_observer = None
+
+    claims = [sql for sql in writes if sql.lstrip().startswith(("WITH", "UPDATE"))]
+    assert sources(claimed) == ["evt-0", "evt-1", "evt-2", "evt-3", "evt-4"]
+    assert len(claims) == 1, claims
