@@ -18,7 +18,7 @@ from sqlalchemy.sql.selectable import LateralFromClause
 from store import lease_guards as guards
 from store import validation as check
 from store.context import StoreContext, current_actor
-from store.errors import InvalidInput
+from store.errors import DatabaseBusy, InvalidInput
 from store.events import (
     ACTOR,
     CLAIMED,
@@ -58,6 +58,9 @@ CHOSEN_KEYS = (*KEY_NAMES, "prior_token")
 CHOSEN_ORDER = ("owner_rank", "due_at", *KEY_NAMES)
 OWNERS = "owners"
 """The label of ``_ranked_by_owner``'s count of owners with attempted operations."""
+HEAD_FIRSTS = "head_firsts"
+"""The label of ``_ranked_head``'s count of owners in the head: ``_chosen`` leases from a
+head only when its firsts with room are enough."""
 STALE = "stale"
 """The label of ``_chosen``'s fact: a capped account was skipped as locked or stale."""
 """The order ``lease_operations`` picks in (``_chosen``'s columns): fair across owners."""
@@ -76,8 +79,8 @@ one of an owner, for rows the guards refuse and for the rows peers' statements h
 
 HEAD_ROUNDS = 3
 """How many ``HEAD`` statements one call runs while the head holds the owners it wants but
-it leased fewer (a peer's statement held some of them, or a capped account had no room):
-each is a new snapshot, which counts the leases peers have committed since."""
+leased none (peers' statements held them all): each is a new snapshot, which counts the
+leases peers have committed since."""
 
 Filters = tuple[Any, list[str] | None, Any]
 """``lease_operations``' connector, account keys and caller (each None: any; the connector
@@ -209,9 +212,12 @@ class LeasingStore:
         owners with attempted operations that the last ``BY_OWNER`` walk counted (the first
         call counts them first) are at least ``limit``, it first reads the head of the due
         order (``_ranked_head``: ``HEAD_ROWS`` times ``limit`` rows) and, when the head
-        holds ``limit`` owners, leases each owner's first in due order; a call that leases
-        ``limit`` so is done, and one that leased some reads the head again for the rest
-        (``HEAD_ROUNDS`` in all). Else, or for the rest, a CTE walks each owner's first
+        holds ``limit`` owners of which ``limit`` have room in their accounts' caps, leases
+        each owner's first in due order; a call that leases some so is done (fewer than
+        ``limit`` only when the bytes ran out or peers' statements held some: another round
+        would rank its owners without what it just leased), one that leased none while
+        peers held the head reads it again (``HEAD_ROUNDS`` in all). Else a CTE walks each
+        owner's first
         ``depth`` qualifying operations (``_ranked_by_owner``; ``depth`` = twice
         ``limit`` over the owners with attempted operations that the previous statement
         counted, rounded up; the first call counts them first), so the cost follows the
@@ -227,7 +233,9 @@ class LeasingStore:
         every qualifying operation it called (``_ranked_all``, found by the key's leading
         column); so it does on SQLite, in a ``BEGIN IMMEDIATE`` transaction. Raises
         ``InvalidInput`` naming ``leaseToken``, ``leaseMs``, ``limit``, ``connectorName``,
-        ``accountKeys`` or ``maxBytes``.
+        ``accountKeys`` or ``maxBytes``; ``DatabaseBusy`` (a lock waited for past the lock
+        timeout) only when no round of the call has leased anything yet: else the call
+        returns what its committed rounds leased.
         """
         check.key("leaseToken", token)
         duration = _duration("leaseMs", lease_ms)
@@ -259,28 +267,38 @@ class LeasingStore:
             self._owners = int(counted["n"]) if counted else 0
         if self._owners >= size:
             for _ in range(HEAD_ROUNDS):
-                wanted = size - len(lease.leased)
-                firsts, _ = await self._lease(now, lease, wanted, where, HEAD, HEAD_ROWS * wanted)
-                if len(lease.leased) == size:
+                firsts, _ = await self._lease(now, lease, size, where, HEAD, HEAD_ROWS * size)
+                if lease.leased:
+                    # Fewer than ``size`` when the bytes ran out or peers held some: another
+                    # round would rank this call's owners without what it just leased.
                     return lease.in_fair_order()
-                if not firsts or lease.bytes_left() == 0:
+                if not firsts:
                     break
         depth = max(1, -(-2 * size // max(self._owners, 1)))
-        owners, stale = await self._lease(
-            now, lease, size - len(lease.leased), where, BY_OWNER, depth
-        )
+        owners, stale = await self._lease(now, lease, size, where, BY_OWNER, depth)
         self._owners = owners or self._owners
-        if stale and len(lease.leased) < size:
-            # A peer held or had just leased from a capped account: wait for its lock, then
-            # count afresh.
-            async with self._db.write_transaction():
-                await self._db.fetch_all(_lock_capped_accounts(connector, accounts))
-                owners, _ = await self._lease(
-                    now, lease, size - len(lease.leased), where, BY_OWNER, depth
-                )
+        committed = len(lease.leased)
+        waits = stale and committed < size
+        try:
+            if waits:
+                # A peer held or had just leased from a capped account: wait for its lock,
+                # then count afresh.
+                async with self._db.write_transaction():
+                    await self._db.fetch_all(_lock_capped_accounts(connector, accounts))
+                    owners, _ = await self._lease(
+                        now, lease, size - committed, where, BY_OWNER, depth
+                    )
+                    await self._deeper(now, lease, where, size, owners, depth)
+            else:
                 await self._deeper(now, lease, where, size, owners, depth)
-            return lease.in_fair_order()
-        await self._deeper(now, lease, where, size, owners, depth)
+        except DatabaseBusy:
+            # The rounds before were committed, each on its own: what they leased is the
+            # caller's, and a refusal would leave it held by a token nobody was told of
+            # until it lapses. The waiting transaction's own rounds were rolled back.
+            if waits:
+                del lease.leased[committed:]
+            if not lease.leased:
+                raise
         return lease.in_fair_order()
 
     async def _lease(
@@ -446,10 +464,11 @@ class LeasingStore:
         service (no ``owner_did``) one statement first claims from the head of the due order
         (``_watch_head``: ``HEAD_ROWS`` times ``limit`` watches), which is exact for the
         fair order when the head holds ``limit`` owners or every due watch; when that claims
-        fewer than ``limit``, one statement ranks every due watch for the rest. Each takes its
-        rows with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, and passes over a row a peer
-        claimed since its snapshot. Raises ``InvalidInput`` naming
-        ``claimMs``, ``limit``, ``connectorName`` or ``maxBytes``."""
+        none, one statement ranks every due watch (a head that claimed fewer than ``limit``
+        did so for the byte bound or for peers holding some, and the call is done). Each
+        takes its rows with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, and passes over a row
+        a peer claimed since its snapshot. Raises ``InvalidInput`` naming ``claimMs``,
+        ``limit``, ``connectorName`` or ``maxBytes``."""
         duration = _duration("claimMs", claim_ms)
         size = _batch(limit)
         connector = check.optional_key("connectorName", connector_name)
@@ -470,14 +489,10 @@ class LeasingStore:
         rows = []
         if owner is None:
             rows = await _claim_watches(*shape, at_least_one, head=True).run(self._db, values)
-        spent = sum(row[SIZE] for row in rows)
-        if len(rows) < size and (max_bytes is None or spent < max_bytes):
-            rest = {
-                "p_size": size - len(rows),
-                "p_max_bytes": None if max_bytes is None else max_bytes - spent,
-            }
-            statement = _claim_watches(*shape, at_least_one and not rows)
-            rows += await statement.run(self._db, values | rest)
+        if not rows:
+            # Fewer than ``size`` from the head means the bytes ran out or peers held some:
+            # another round would rank this call's owners without what it just claimed.
+            rows = await _claim_watches(*shape, at_least_one).run(self._db, values)
         sized = [(WatchRecord.from_row(row), row[SIZE]) for row in rows]
         ranks: dict[str, int] = {}
         placed = []
@@ -786,8 +801,8 @@ def _due_walk(
 def _ranked_head(now: Any, where: Filters, depth: Any, size: Any) -> sa.Subquery:
     """Each owner's first qualifying operation at ``now`` in the head of the due order (the
     first ``depth`` operations due with their leases free: both due indexes read in order,
-    each stopping at ``depth``), rank 1 each, with how many they are (``OWNERS``), when they
-    are at least ``size`` owners; else none (PostgreSQL).
+    each stopping at ``depth``), rank 1 each, with how many they are (``HEAD_FIRSTS``), when
+    they are at least ``size`` owners; else none (PostgreSQL).
 
     The head is a prefix of the due order, so its qualifying operations are a prefix of the
     qualifying ones, and the first seen of an owner is that owner's first: when the head
@@ -827,7 +842,7 @@ def _ranked_head(now: Any, where: Filters, depth: Any, size: Any) -> sa.Subquery
     )
     columns = [c for c in firsts.c if c.name != "firsts"]
     return (
-        sa.select(*columns, firsts.c.firsts.label(OWNERS))
+        sa.select(*columns, firsts.c.firsts.label(HEAD_FIRSTS))
         .where(firsts.c.firsts >= size)
         .subquery("candidate")
     )
@@ -1036,7 +1051,10 @@ def _chosen(
         stale = sa.and_(account_room.is_not(None), sa.not_(sa.func.coalesce(capped.c.fresh, False)))
         account_room = sa.case((stale, 0), else_=account_room)
     owners = candidate.c[OWNERS] if OWNERS in candidate.c else sa.literal(0)
-    room = (
+    head = HEAD_FIRSTS in candidate.c
+    if head:
+        owners = candidate.c[HEAD_FIRSTS]
+    ranked_in_account = (
         sa.select(
             candidate,
             account_room.label("room"),
@@ -1049,8 +1067,18 @@ def _chosen(
             .label("account_rank"),
         )
         .select_from(joined)
-        .cte("capacity")
+        .subquery("ranked_in_account")
     )
+    has_room = sa.or_(
+        ranked_in_account.c.room.is_(None),
+        ranked_in_account.c.account_rank <= ranked_in_account.c.room,
+    )
+    room = sa.select(
+        ranked_in_account,
+        # The head's firsts are the first in fair order only while ``size`` of them have
+        # room: past a capped account's room the next in fair order may be outside it.
+        (sa.func.count().filter(has_room).over() >= size if head else sa.true()).label("whole"),
+    ).cte("capacity")
     pick = op.alias("pick")
     query = (
         sa.select(
@@ -1070,6 +1098,7 @@ def _chosen(
         )
         .where(
             sa.or_(room.c.room.is_(None), room.c.account_rank <= room.c.room),
+            room.c.whole,
             # Checked again on a row a peer changed since this statement's snapshot, once
             # its lock is taken: a row a peer has just leased is passed over, and the limit
             # takes the next candidate.
@@ -1080,7 +1109,9 @@ def _chosen(
         .limit(size)
     )
     info = sa.select(
-        sa.func.coalesce(sa.func.max(room.c.walked), 0).label(OWNERS),
+        sa.func.coalesce(sa.func.max(sa.case((room.c.whole, room.c.walked), else_=0)), 0).label(
+            OWNERS
+        ),
         sa.func.coalesce(sa.func.bool_or(room.c[STALE]), False).label(STALE),
     )
     if not postgres:

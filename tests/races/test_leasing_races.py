@@ -10,6 +10,7 @@ import asyncpg
 import pytest
 
 from store import ConnectorStore
+from store.database import Database
 from store.errors import DatabaseBusy
 from store.operations import OperationFilter
 from tests.factories import LEASE_MS, claim
@@ -246,3 +247,39 @@ async def test_lease_operations__a_capped_account_a_peer_holds_is_counted_after_
 
     assert leased == []
     assert [r.lease_token for r in await live_leases(store)] == ["peer"]
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_lease_operations__a_wait_past_the_lock_timeout_returns_what_was_leased(
+    store, database_url, clock
+):
+    """A peer holds a capped account's row: the first round leases the other account's
+    operations and commits, skipping the capped one; the wait for that account's lock then
+    passes the lock timeout. The call returns what its first round leased (refused, those
+    leases would be held by a token its caller was never told of)."""
+    await insert_operations(
+        store,
+        [due_record(store, n) for n in range(2)]
+        + [due_record(store, 10 + n, account_key="acct-2") for n in range(3)],
+    )
+    await store.accounts.set_account_limit("calendar", "acct-1", 5)
+    impatient = Database(database_url, lock_timeout_s=0.2)
+    await impatient.connect()
+    peer = await asyncpg.connect(database_url.replace("+asyncpg", ""))
+    try:
+        transaction = peer.transaction()
+        await transaction.start()
+        await peer.execute(
+            "UPDATE kubun_connector_account SET max_in_flight = max_in_flight "
+            "WHERE connector_name = 'calendar' AND account_key = 'acct-1'"
+        )
+        leased = await ConnectorStore(impatient, clock=clock).leasing.lease_operations(
+            "leaser", LEASE_MS, limit=5
+        )
+        await transaction.rollback()
+    finally:
+        await peer.close()
+        await impatient.disconnect()
+
+    assert sorted(r.operation_id for r in leased) == ["op-10", "op-11", "op-12"]
+    assert sorted(r.operation_id for r in await live_leases(store)) == ["op-10", "op-11", "op-12"]

@@ -166,3 +166,23 @@ async def test_claim_watches__a_head_holding_every_due_watch_claims_in_one_state
     claims = [sql for sql in writes if sql.lstrip().startswith(("WITH", "UPDATE"))]
     assert sources(claimed) == ["evt-0", "evt-1", "evt-2", "evt-3", "evt-4"]
     assert len(claims) == 1, claims
+
+
+async def test_claim_watches__what_passes_max_bytes_ends_the_answer(store):
+    """The fair order is B's first, C's first (too large for the bytes left), D's, B's
+    second: the answer is B's first alone, not B's first and second."""
+    await insert_watches(
+        store,
+        [
+            due_watch_record(store, 0, owner_did="B"),
+            due_watch_record(store, 1, owner_did="B"),
+            due_watch_record(store, 2, owner_did="C", observed_winner_digest="x" * 5000),
+            due_watch_record(store, 3, owner_did="D"),
+        ],
+    )
+    one = (await store.leasing.claim_watches(CLAIM_MS, limit=1, owner_did="D")).sizes[0]
+    await insert_watches(store, [due_watch_record(store, 4, owner_did="D")])
+
+    claimed = await store.leasing.claim_watches(CLAIM_MS, limit=2, max_bytes=2 * one + 200)
+
+    assert sources(claimed) == ["evt-0"]

@@ -736,3 +736,53 @@ async def test_lease_operations__the_per_owner_walk_is_planned_with_its_values(s
     plans = [tx for sql, tx in seen if "plan_cache_mode = force_custom_plan" in sql]
     assert len(leased) == 5
     assert walks and all(tx is not None and tx in plans for _, tx in walks)
+
+
+async def test_lease_operations__a_capped_owners_first_passes_to_the_next_owner_not_a_second(
+    store, clock
+):
+    """For 2: A's only operation is on an account at its cap, B has 20 due early, D one due
+    later. The head holds A and B, but only B's first has room: the call is B's first, then
+    D's first (found past the head), never B's second."""
+    held = due_record(
+        store,
+        -5,
+        operation_id="held",
+        owner_did="A",
+        account_key="acct-capped",
+        source_id="evt-held",
+        lease_token="other",
+        lease_expires_at=clock() + LEASE_MS,
+    )
+    await insert_operations(
+        store,
+        [
+            held,
+            due_record(store, 0, owner_did="A", account_key="acct-capped", source_id="evt-a1"),
+            *(due_record(store, n, owner_did="B") for n in range(1, 21)),
+            due_record(store, 100, owner_did="D"),
+        ],
+    )
+    await store.accounts.set_account_limit("calendar", "acct-capped", 1)
+
+    leased = await lease(store, limit=2)
+
+    assert ids(leased) == ["op-1", "op-100"]
+
+
+async def test_lease_operations__what_passes_max_bytes_ends_the_answer(store):
+    """The fair order is B's first, C's first (too large for the bytes left), D's, B's
+    second: the answer is B's first alone, a prefix of that order, not B's first and
+    second."""
+    records = [
+        due_record(store, 0, owner_did="B"),
+        due_record(store, 1, owner_did="B"),
+        due_record(store, 2, owner_did="C", target="x" * 5000),
+        due_record(store, 3, owner_did="D"),
+    ]
+    await insert_operations(store, records)
+    stored = await store.operations.list_tracked_operations(OperationFilter(), max_bytes=10**9)
+
+    leased = await lease(store, limit=2, max_bytes=2 * min(stored.sizes) + 200)
+
+    assert ids(leased) == ["op-0"]
