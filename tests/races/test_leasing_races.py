@@ -212,6 +212,18 @@ async def test_claim_watches__16_claimers_claim_each_of_300_once(store):
     assert set(counts.values()) == {1}
 
 
+async def holding_account(peer: asyncpg.Connection) -> asyncpg.transaction.Transaction:
+    """A transaction of ``peer`` that holds account ``acct-1``'s row, as every path that
+    takes a lease of it does (``store.accounts.touch``)."""
+    transaction = peer.transaction()
+    await transaction.start()
+    await peer.execute(
+        "UPDATE kubun_connector_account SET max_in_flight = max_in_flight "
+        "WHERE connector_name = 'calendar' AND account_key = 'acct-1'"
+    )
+    return transaction
+
+
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
 async def test_lease_operations__a_capped_account_a_peer_holds_is_counted_after_its_commit(
     store, database_url, clock
@@ -223,12 +235,7 @@ async def test_lease_operations__a_capped_account_a_peer_holds_is_counted_after_
     await store.accounts.set_account_limit("calendar", "acct-1", 1)
     peer = await asyncpg.connect(database_url.replace("+asyncpg", ""))
     try:
-        transaction = peer.transaction()
-        await transaction.start()
-        await peer.execute(
-            "UPDATE kubun_connector_account SET max_in_flight = max_in_flight "
-            "WHERE connector_name = 'calendar' AND account_key = 'acct-1'"
-        )
+        transaction = await holding_account(peer)
         await peer.execute(
             "UPDATE kubun_connector_operation SET lease_token = 'peer', lease_expires_at = $1 "
             "WHERE operation_id = 'op-1'",
@@ -267,12 +274,7 @@ async def test_lease_operations__a_wait_past_the_lock_timeout_returns_what_was_l
     await impatient.connect()
     peer = await asyncpg.connect(database_url.replace("+asyncpg", ""))
     try:
-        transaction = peer.transaction()
-        await transaction.start()
-        await peer.execute(
-            "UPDATE kubun_connector_account SET max_in_flight = max_in_flight "
-            "WHERE connector_name = 'calendar' AND account_key = 'acct-1'"
-        )
+        transaction = await holding_account(peer)
         leased = await ConnectorStore(impatient, clock=clock).leasing.lease_operations(
             "leaser", LEASE_MS, limit=5
         )
