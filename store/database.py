@@ -166,9 +166,9 @@ class PoolStats:
 
 
 PING = Prepared(lambda _: sa.text("SELECT 1"))
+"""``ping``'s statement."""
 CUSTOM_PLANS = Prepared(lambda _: sa.text("SET LOCAL plan_cache_mode = force_custom_plan"))
 """Plan each statement of this transaction with its values (PostgreSQL)."""
-"""``ping``'s statement."""
 
 
 def _ms(seconds: float) -> int:

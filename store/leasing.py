@@ -42,13 +42,19 @@ from store.operations import (
     lease_values,
     releasable_by,
 )
-from store.records import PENDING_VERIFICATION, OperationRecord, WatchRecord
+from store.records import OperationRecord, WatchRecord
 from store.sizes import SIZE, Measured, row_bytes
 from store.statements import Prepared, param
 from store.tables import account
 from store.tables import operation as op
 from store.tables import projection_watch as watch
-from store.watches import IDENTITY_COLUMNS, claim_values, due_watch
+from store.watches import (
+    IDENTITY_COLUMNS,
+    claim_lapsed,
+    claim_values,
+    due_watch,
+    waiting_watch,
+)
 from store.watches import NOW as WATCH_NOW
 
 KEY_NAMES = ("caller_did", "operation_id")
@@ -529,20 +535,14 @@ def _watches_of(query: sa.Select[Any], connector: bool, owner: bool) -> sa.Selec
 
 
 def _watch_head(connector: bool) -> sa.Subquery:
-    """The due watches of the head of the due order (the first ``p_depth`` pending watches
-    due at ``p_now`` with their claims lapsed, of ``p_connector`` when given, read in
+    """The due watches of the head of the due order (the first ``p_depth`` watches waiting
+    at ``p_now``, ``waiting_watch``, of ``p_connector`` when given, read in
     ``next_attempt_at`` order; ``due_watch``'s pause guard after the limit) with their rank
     within their owner: each owner's first when they are at least ``p_size`` owners, every
     one when the head holds every due watch; else none. As ``_ranked_head`` for operations:
     in due order an owner's first watch seen is its first, so either way the first
     ``p_size`` in fair order are among these."""
-    now = WATCH_NOW
-    scan = sa.select(*IDENTITY_COLUMNS, watch.c.next_attempt_at).where(
-        watch.c.verification_status == sa.literal_column(f"'{PENDING_VERIFICATION}'"),
-        watch.c.next_attempt_at.is_not(None),
-        watch.c.next_attempt_at <= now,
-        sa.or_(watch.c.claimed_until.is_(None), watch.c.claimed_until <= now),
-    )
+    scan = sa.select(*IDENTITY_COLUMNS, watch.c.next_attempt_at).where(waiting_watch(WATCH_NOW))
     depth = sa.bindparam("p_depth", type_=sa.Integer)
     order = [watch.c.next_attempt_at, *IDENTITY_COLUMNS]
     head = _watches_of(scan, connector, False).order_by(*order).limit(depth).subquery("head")
@@ -604,7 +604,7 @@ def _claim_watches(
             )
             # Checked again on a row a peer claimed since this statement's snapshot, once
             # its lock is taken: that row is passed over, and the limit takes the next.
-            .where(sa.or_(pick.c.claimed_until.is_(None), pick.c.claimed_until <= now))
+            .where(claim_lapsed(now, pick))
             .order_by(
                 ranked.c.owner_rank,
                 ranked.c.next_attempt_at,

@@ -263,18 +263,29 @@ def opened_generation(
     }
 
 
-def due_watch(now: Any) -> sa.ColumnElement[bool]:
-    """A watch a verifier may claim at ``now`` (epoch ms, a value or a ``param``): pending
-    verification, due (``next_attempt_at`` set and at most ``now``), its claim absent or
-    lapsed (``claimed_until <= now``), its account not paused (``lease_guards.unpaused``)."""
+def claim_lapsed(now: Any, table: Any = watch) -> sa.ColumnElement[bool]:
+    """The watch's claim is absent or lapsed at ``now`` (``claimed_until <= now``; of
+    ``table``: the watches table or an alias of it)."""
+    return sa.or_(table.c.claimed_until.is_(None), table.c.claimed_until <= now)
+
+
+def waiting_watch(now: Any) -> sa.ColumnElement[bool]:
+    """``due_watch`` but the pause guard: pending verification, due (``next_attempt_at``
+    set and at most ``now``), its claim absent or lapsed; its own columns only, so an index
+    walk in ``next_attempt_at`` order can apply it row by row."""
     return sa.and_(
-        guards.unpaused(watch.c),
         # A literal, so the planner can match the partial index on pending watches.
         watch.c.verification_status == sa.literal_column(f"'{PENDING_VERIFICATION}'"),
         watch.c.next_attempt_at.is_not(None),
         watch.c.next_attempt_at <= now,
-        sa.or_(watch.c.claimed_until.is_(None), watch.c.claimed_until <= now),
+        claim_lapsed(now),
     )
+
+
+def due_watch(now: Any) -> sa.ColumnElement[bool]:
+    """A watch a verifier may claim at ``now`` (epoch ms, a value or a ``param``):
+    ``waiting_watch``, and its account not paused (``lease_guards.unpaused``)."""
+    return sa.and_(guards.unpaused(watch.c), waiting_watch(now))
 
 
 OPEN_GENERATION_COLUMNS = WATCH_FIELDS
