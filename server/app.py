@@ -236,11 +236,21 @@ class GraphQLApp(GraphQL):
         except TypeError:
             return json.dumps(data).encode()
 
+    def decode_json(self, data: str | bytes) -> object:
+        """A JSON text of a request or a WebSocket message, whose objects each name a key once.
+
+        Raises ``DuplicateKey`` (a ``JSONDecodeError``, so the WebSocket protocol closes as it
+        does on any text that is not JSON) where an object repeats a key: JSON leaves which of
+        the two values counts to the parser, and a write must not depend on that."""
+        return json.loads(data, object_pairs_hook=unique_keys)
+
     def parse_json(self, data: str | bytes) -> Any:
         """A JSON request body, or GET's ``variables``/``extensions``: each must be an object
         (a list is a batch, which Strawberry refuses with 400); anything else is a 400."""
         try:
             value = self.decode_json(data)
+        except DuplicateKey as error:
+            raise HTTPException(400, f"Unable to parse request body as JSON: {error.msg}") from error
         except (ValueError, RecursionError) as error:
             raise HTTPException(400, "Unable to parse request body as JSON") from error
         if not isinstance(value, (dict, list)):
@@ -464,6 +474,27 @@ async def dashboard_documents(_: Request) -> Response:
 SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
 MAX_PERSISTED_QUERY_CHARS = 64 * 1024
 """Longer texts run but are not registered (the table stays small)."""
+
+
+class DuplicateKey(json.JSONDecodeError):
+    """Raised by ``unique_keys`` for a JSON object that names one key twice."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"the key {key!r} appears twice in one object", "", 0)
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """One JSON object's members as a dict (``json.loads``' ``object_pairs_hook``).
+
+    Raises ``DuplicateKey`` where a key appears twice."""
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKey(key)
+            seen.add(key)
+    return value
 
 
 class PersistedQueryNotFound(Exception):

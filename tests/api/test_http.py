@@ -1,6 +1,7 @@
 """The HTTP surface: /graphql over GET and POST, GraphiQL, health, limits, masking."""
 
 import asyncio
+import json
 import logging
 import re
 import shutil
@@ -132,6 +133,32 @@ async def test_refused_requests__json_errors_that_echo_little(http):
         "/graphql", content=b"{ serverTime }", headers={"content-type": "text/plain"}
     )
     assert plain.status_code == 400 and error_codes(plain.json()) == ["BAD_REQUEST"]
+
+
+async def test_duplicate_json_key__in_a_body_is_400_naming_it_and_writes_nothing(http, store):
+    item = json.dumps(claim_input(operationID="op-1"))
+    twice = item.replace('"operationID": "op-1"', '"operationID": "op-1", "operationID": "op-2"')
+    body = f'{{"query": {json.dumps(CLAIM)}, "variables": {{"i": {twice}}}}}'
+    refused = await http.post(
+        "/graphql", content=body.encode(), headers={"content-type": "application/json"}
+    )
+    assert refused.status_code == 400 and error_codes(refused.json()) == ["BAD_REQUEST"]
+    assert "'operationID' appears twice" in refused.json()["errors"][0]["message"]
+    for operation_id in ("op-1", "op-2"):
+        assert await store.operations.get_operation("did:key:caller", operation_id) is None
+
+
+async def test_duplicate_json_key__at_the_top_or_in_get_variables_is_400(http):
+    top = '{"query": "{ serverTime }", "query": "{ __typename }"}'
+    posted = await http.post(
+        "/graphql", content=top.encode(), headers={"content-type": "application/json"}
+    )
+    got = await http.get(
+        "/graphql", params={"query": "{ serverTime }", "variables": '{"a": 1, "a": 2}'}
+    )
+    for refused, key in [(posted, "query"), (got, "a")]:
+        assert refused.status_code == 400 and error_codes(refused.json()) == ["BAD_REQUEST"]
+        assert f"{key!r} appears twice" in refused.json()["errors"][0]["message"]
 
 
 async def test_graphiql__served_to_browsers_with_local_assets(http):
