@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql import ClauseElement
 
+from store import validation as check
 from store.errors import InvalidInput
 from store.statements import Prepared
 
@@ -45,15 +46,35 @@ def each_item(items: Sequence[_Item], check: Callable[[_Item], _Checked]) -> lis
     return checked
 
 
-def refuse_repeats(keys: Sequence[Hashable], field: str) -> None:
-    """Raise ``InvalidInput`` naming ``items[j].<field>`` for the first item whose key an
-    earlier item ``i`` already named: two writes of one row in a batch would depend on
+def refuse_repeats(keys: Sequence[Hashable], field: str, within: str = "items") -> None:
+    """Raise ``InvalidInput`` naming ``<within>[j].<field>`` for the first entry whose key an
+    earlier entry ``i`` already named: two writes of one row in a batch would depend on
     their order."""
     first: dict[Hashable, int] = {}
     for index, key in enumerate(keys):
         earlier = first.setdefault(key, index)
         if earlier != index:
-            raise InvalidInput(f"items[{index}].{field}", f"names the same key as items[{earlier}]")
+            raise InvalidInput(
+                f"{within}[{index}].{field}", f"names the same key as {within}[{earlier}]"
+            )
+
+
+def operation_keys(keys: Sequence[tuple[str, str]], *, fewest: int) -> list[tuple[str, str]]:
+    """The checked ``(caller_did, operation_id)`` keys of a call that names operations
+    (``renewLeases``, ``releaseLeases``, ``forceReleaseLeases``), in the order given.
+
+    Raises ``InvalidInput`` naming ``keys`` for fewer than ``fewest`` or more than
+    ``MAX_ITEMS``, ``keys[i].callerDID`` or ``keys[i].operationID`` for a bad value, and
+    ``keys[j].operationID`` for a key an earlier one named, as a batch refuses an item
+    named twice."""
+    if not fewest <= len(keys) <= MAX_ITEMS:
+        raise InvalidInput("keys", f"must hold {fewest} to {MAX_ITEMS} items, not {len(keys)}")
+    checked = [
+        (check.key(f"keys[{i}].callerDID", caller), check.key(f"keys[{i}].operationID", ident))
+        for i, (caller, ident) in enumerate(keys)
+    ]
+    refuse_repeats(checked, "operationID", "keys")
+    return checked
 
 
 class ItemStatement:

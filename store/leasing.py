@@ -33,6 +33,7 @@ from store.events import (
     current_actor_value,
     run_logged,
 )
+from store.items import operation_keys
 from store.operations import (
     NOW,
     ROW_BYTES,
@@ -125,16 +126,6 @@ def _duration(field: str, value: Any) -> int:
 
 def _batch(value: Any) -> int:
     return check.count("limit", value, minimum=1, maximum=MAX_BATCH)
-
-
-def _keys(keys: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    if len(keys) > MAX_BATCH:
-        raise InvalidInput("keys", f"must hold at most {MAX_BATCH} items")
-    found = [
-        (check.key(f"keys[{i}].callerDID", caller), check.key(f"keys[{i}].operationID", operation))
-        for i, (caller, operation) in enumerate(keys)
-    ]
-    return list(dict.fromkeys(found))
 
 
 def _in_keys(keys: Sequence[tuple[str, str]]) -> sa.ColumnElement[bool]:
@@ -407,10 +398,11 @@ class LeasingStore:
         taken again through ``acquire_lease`` or ``lease_operations``, which apply the
         account caps and the one-lease-per-entity rule. ``caller_did`` given: only that
         caller's operations (a tenant's). One statement. Raises ``InvalidInput`` naming
-        ``leaseToken``, ``leaseMs`` or ``keys``."""
+        ``leaseToken``, ``leaseMs``, ``keys`` or ``keys[i].<field>`` (a key named twice
+        among them)."""
         check.key("leaseToken", token)
         duration = _duration("leaseMs", lease_ms)
-        wanted = _keys(keys)
+        wanted = operation_keys(keys, fewest=0)
         caller = check.optional_key("callerDID", caller_did)
         if not wanted:
             return Measured()
@@ -432,9 +424,9 @@ class LeasingStore:
         it or none is held (``release_lease``'s guard, ``releasable_by``), and return those
         operations in key order, each with its size (charged, not bounded). ``caller_did``
         given: only that caller's operations. One statement. Raises ``InvalidInput`` naming
-        ``leaseToken`` or ``keys``."""
+        ``leaseToken``, ``keys`` or ``keys[i].<field>`` (a key named twice among them)."""
         check.key("leaseToken", token)
-        wanted = _keys(keys)
+        wanted = operation_keys(keys, fewest=0)
         caller = check.optional_key("callerDID", caller_did)
         if not wanted:
             return Measured()

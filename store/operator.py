@@ -29,7 +29,7 @@ from store.events import (
     LoggedItems,
     run_logged,
 )
-from store.items import ItemStatement
+from store.items import ItemStatement, operation_keys
 from store.operations import (
     ABANDONED_SEND_MARKER,
     ORDER,
@@ -68,8 +68,6 @@ from store.watches import (
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 """The most rows one bulk call writes."""
-MAX_KEYS = 500
-"""The most keys ``force_release_leases`` takes."""
 MAX_FILTER_DOCUMENTS = 500
 """The most ``documentIDs`` a bulk call's filter names (one IN list, never chunked)."""
 MAX_REASON_BYTES = 2048
@@ -283,16 +281,6 @@ def cancel_message(reason: str | None, marked: bool) -> str | None:
     if not marked:
         return reason
     return MARKED_NOTE if reason is None else f"{reason} ({MARKED_NOTE})"
-
-
-def _keys(keys: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    if not 1 <= len(keys) <= MAX_KEYS:
-        raise InvalidInput("keys", f"must hold 1 to {MAX_KEYS} items, not {len(keys)}")
-    checked = [
-        (check.key(f"keys[{i}].callerDID", caller), check.key(f"keys[{i}].operationID", ident))
-        for i, (caller, ident) in enumerate(keys)
-    ]
-    return list(dict.fromkeys(checked))
 
 
 def _records(rows: Sequence[Row]) -> list[OperationRecord]:
@@ -533,8 +521,9 @@ class OperatorStore:
         Returns the released operations in key order, each logged ``force_released``. One
         statement (on PostgreSQL it locks the rows in key order first; SQLite: one
         transaction, the events appended after). Raises
-        ``InvalidInput`` naming ``keys`` or ``keys[i].<field>``."""
-        wanted = _keys(keys)
+        ``InvalidInput`` naming ``keys`` or ``keys[i].<field>`` (a key named twice among
+        them)."""
+        wanted = operation_keys(keys, fewest=1)
         counted = unrecorded_send()
         held = [
             sa.tuple_(op.c.caller_did, op.c.operation_id).in_(

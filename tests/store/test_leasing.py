@@ -618,6 +618,14 @@ async def test_release_leases__the_holder_only(store):
             "keys[2].operationID",
         ),
         (lambda s: s.leasing.release_leases(TOKEN, [("x", "y")] * 501), "keys"),
+        (
+            lambda s: s.leasing.renew_leases(TOKEN, 1000, [("a", "b"), ("a", "c"), ("a", "b")]),
+            "keys[2].operationID",
+        ),
+        (
+            lambda s: s.leasing.release_leases(TOKEN, [("a", "b"), ("a", "b")]),
+            "keys[1].operationID",
+        ),
         (lambda s: s.leasing.claim_watches(999), "claimMs"),
         (lambda s: s.leasing.claim_watches(1000, limit=501), "limit"),
     ],

@@ -478,6 +478,7 @@ async def test_force_release_leases__no_lease_or_finished_left_out(store):
         ([("c", "o")] * 501, "keys"),
         ([("c", "o"), ("", "o")], "keys[1].callerDID"),
         ([("c", "")], "keys[0].operationID"),
+        ([("c", "o"), ("d", "o"), ("c", "o")], "keys[2].operationID"),
     ],
 )
 async def test_force_release_leases__bad_input_names_the_field(store, keys, field):
