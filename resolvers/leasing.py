@@ -86,8 +86,9 @@ class LeasingMutation:
         description="Renew, until the store's now + `leaseMs`, the leases `leaseToken` holds on "
         "the operations at `keys` (at most 500) and has not let lapse; a lapsed lease is taken "
         "again with leaseOperations or acquireLease (unlike renewLease, which renews its "
-        "holder's lapsed lease too). Only the viewer's calls (a service: any). "
-        "Returns the renewed operations."
+        "holder's lapsed lease too). Only the viewer's calls (a service: any); a key named "
+        "twice refuses the call. Returns the renewed operations in key order (callerDID, then "
+        "operationID), not the order of `keys`."
     )
     async def renew_leases(self, info: Info, input: RenewLeasesInput) -> RenewLeasesPayload:
         info.context.budget.take("keys", len(input.keys))
@@ -103,7 +104,8 @@ class LeasingMutation:
     @fields.mutation(
         description="Drop the leases of the operations at `keys` (at most 500) where "
         "`leaseToken` holds them or none is held, as releaseLease does. Only the viewer's calls "
-        "(a service: any). Returns the released operations."
+        "(a service: any); a key named twice refuses the call. Returns the released operations "
+        "in key order (callerDID, then operationID), not the order of `keys`."
     )
     async def release_leases(self, info: Info, input: ReleaseLeasesInput) -> ReleaseLeasesPayload:
         info.context.budget.take("keys", len(input.keys))

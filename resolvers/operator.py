@@ -137,7 +137,9 @@ class OperatorMutation:
     @fields.mutation(
         description="Free the leases of the ATTEMPTED operations at `keys` whatever their "
         "token: the holder's later renew, mark, record or finalize is refused. A send its run "
-        "marked and never recorded counts as an abandoned attempt, as a takeover counts it."
+        "marked and never recorded counts as an abandoned attempt, as a takeover counts it. A "
+        "key named twice refuses the call. Returns the released operations in key order "
+        "(callerDID, then operationID)."
     )
     async def force_release_leases(
         self, info: Info, input: ForceReleaseLeasesInput

@@ -250,7 +250,8 @@ class GraphQLApp(GraphQL):
         try:
             value = self.decode_json(data)
         except DuplicateKey as error:
-            raise HTTPException(400, f"Unable to parse request body as JSON: {error.msg}") from error
+            message = f"Unable to parse request body as JSON: {error.msg}"
+            raise HTTPException(400, message) from error
         except (ValueError, RecursionError) as error:
             raise HTTPException(400, "Unable to parse request body as JSON") from error
         if not isinstance(value, (dict, list)):

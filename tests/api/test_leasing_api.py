@@ -153,6 +153,11 @@ async def test_lease_operations__a_tenant_leases_only_what_it_called(store, gql)
             "keys[1].operationID",
         ),
         (
+            'releaseLeases(input: {leaseToken: "t", keys: [{callerDID: "c", operationID: "o"}, '
+            '{callerDID: "c", operationID: "o"}]}) { released { id } }',
+            "keys[1].operationID",
+        ),
+        (
             'leaseOperations(input: {leaseToken: "t", leaseMs: 1000, accountKeys: ["a", ""]}) '
             "{ operations { id } }",
             "accountKeys[1]",

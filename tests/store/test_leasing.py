@@ -607,6 +607,20 @@ async def test_release_leases__the_holder_only(store):
     assert keys(await lease(store)) == keys(leased)
 
 
+async def test_release_leases__a_key_named_twice_releases_nothing(store):
+    await insert_operations(store, [due_record(store, n) for n in range(2)])
+    leased = await lease(store)
+    keys_of = [(r.caller_did, r.operation_id) for r in leased]
+
+    with pytest.raises(InvalidInput):
+        await store.leasing.release_leases(TOKEN, [*keys_of, keys_of[0]])
+
+    assert [r.lease_token for r in await store.leasing.renew_leases(TOKEN, 1000, keys_of)] == [
+        TOKEN,
+        TOKEN,
+    ]
+
+
 @pytest.mark.parametrize(
     ("call", "field"),
     [
