@@ -340,3 +340,15 @@ def test_verified_tokens__bounded_the_least_recently_used_goes_first():
     assert list(cache.entries) == ["a", "c"]
     cache.put("x" * (VerifiedTokens.MAX_TOKEN_CHARS + 1), viewers["a"], until=60.0)
     assert list(cache.entries) == ["a", "c"]
+
+
+async def test_scopes__one_we_do_not_know_grants_nothing_and_refuses_nothing(store):
+    query = {"query": "{ viewer { mutations } operations { edges { node { operationID } } } }"}
+    async with app_client(store) as http:
+        shared = await http.post(
+            "/graphql", json=query, headers=bearer(mint("did:key:a", "openid operations:read"))
+        )
+        alone = await http.post("/graphql", json=query, headers=bearer(mint("did:key:a", "openid")))
+    assert shared.status_code == 200 and shared.json()["data"]["operations"] == {"edges": []}
+    assert shared.json()["data"]["viewer"]["mutations"] == []
+    assert alone.status_code == 200 and error_codes(alone.json()) == ["FORBIDDEN"]
