@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from graphql import GraphQLError
-from strawberry.dataloader import DataLoader
+from strawberry.dataloader import DataLoader, DefaultCache
 
 from resolvers.budget import Budget
 from store import ConnectorStore
@@ -96,11 +96,16 @@ class Loaders:
     watch_events: DataLoader[EventPage[WatchIdentity], Measured[WatchEventRecord]] = field(
         init=False
     )
+    _watch_operations_cached: DefaultCache[WatchIdentity, list[Sized[OperationRecord]]] = field(
+        init=False, default_factory=DefaultCache
+    )
 
     def __post_init__(self) -> None:
         self.operation = DataLoader(load_fn=self._load_operations)
         self.watch = DataLoader(load_fn=self._load_watches)
-        self.watch_operations = DataLoader(load_fn=self._load_watch_operations)
+        self.watch_operations = DataLoader(
+            load_fn=self._load_watch_operations, cache_map=self._watch_operations_cached
+        )
         self.operation_events = DataLoader(load_fn=self._load_operation_events)
         self.watch_events = DataLoader(load_fn=self._load_watch_events)
 
@@ -182,9 +187,11 @@ class Loaders:
             elif isinstance(record, OperationRecord):
                 key = (record.caller_did, record.operation_id)
                 self.operation.prime(key, Sized(record, 0), force=True)
-                # DataLoader.clear raises KeyError for a key it never loaded.
-                with suppress(KeyError):
-                    self.watch_operations.clear(record.identity)
+                # Most requests never load a watch's operations: no identity to build then.
+                if self._watch_operations_cached.cache_map:
+                    # DataLoader.clear raises KeyError for a key it never loaded.
+                    with suppress(KeyError):
+                        self.watch_operations.clear(record.identity)
         if records:
             # A write appended events: pages read before it are stale.
             self.operation_events.clear_all()

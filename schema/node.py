@@ -12,7 +12,16 @@ _MISSING = object()
 
 @strawberry.interface(description="An object with a global id, fetched again by `node(id:)`.")
 class Node:
-    id: strawberry.ID
+    @strawberry.field
+    def id(self) -> strawberry.ID:
+        """``encode_global_id`` of the type's name and its ``global_key``, encoded only when a
+        selection asks for it (a batch's lean selections do not)."""
+        return encode_global_id(type(self).__name__, self.global_key())
+
+    def global_key(self) -> Any:
+        """The JSON value ``node(id:)`` finds the object by; each implementing type gives it.
+        Raises ``NotImplementedError`` on a type that does not."""
+        raise NotImplementedError(f"{type(self).__name__} gives no global key")
 
 
 def encode_opaque(value: Any) -> str:

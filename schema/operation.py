@@ -8,7 +8,7 @@ import strawberry
 from schema.enums import DeferReason, OperationState
 from schema.event import OperationEventConnection
 from schema.names import to_graphql_name
-from schema.node import Node, encode_global_id
+from schema.node import Node
 from schema.records import mirrors, record_values
 from schema.watch import Watch
 from store.records import OPERATION_KEY, OperationRecord
@@ -31,6 +31,10 @@ class Operation(Node):
     # The record's leaseToken is served by the field below (null to other viewers); nested
     # fields read the record itself.
     record: strawberry.Private[OperationRecord]
+
+    def global_key(self) -> str:
+        """The operation's ``node_key``."""
+        return self.record.node_key
 
     @strawberry.field(
         description="The lease's token; null to a viewer that is not the operation's caller "
@@ -79,8 +83,4 @@ class Operation(Node):
     @classmethod
     def from_record(cls, record: OperationRecord) -> "Operation":
         """The GraphQL view of a stored operation."""
-        return cls(
-            id=encode_global_id("Operation", record.node_key),
-            record=record,
-            **record_values(cls, record),
-        )
+        return cls(record=record, **record_values(cls, record))

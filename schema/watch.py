@@ -7,7 +7,7 @@ import strawberry
 from schema.enums import DeferReason, VerificationStatus
 from schema.event import WatchEventConnection
 from schema.names import to_graphql_name
-from schema.node import Node, encode_global_id
+from schema.node import Node
 from schema.records import mirrors, record_values
 from store.records import WATCH_IDENTITY, WatchRecord
 
@@ -30,6 +30,10 @@ KEY_FIELDS = tuple(to_graphql_name(name) for name in WATCH_IDENTITY)
 )
 class Watch(Node):
     record: strawberry.Private[WatchRecord]
+
+    def global_key(self) -> list[str]:
+        """The five parts of the watch's identity."""
+        return list(self.record.identity.parts)
 
     @strawberry.field(
         description="The operations whose watch this is (same owner, connector, model, "
@@ -60,8 +64,4 @@ class Watch(Node):
     @classmethod
     def from_record(cls, record: WatchRecord) -> "Watch":
         """The GraphQL view of a stored watch."""
-        return cls(
-            id=encode_global_id("Watch", list(record.identity.parts)),
-            record=record,
-            **record_values(cls, record),
-        )
+        return cls(record=record, **record_values(cls, record))
