@@ -20,6 +20,7 @@ from tests.factories import (
     claim,
     claimed_operation,
     committed_operation,
+    marked,
     marked_operation,
     recorded_operation,
     released_operation,
@@ -1115,3 +1116,19 @@ async def test_write__absent_key_none(store, clock, write):
     assert [dict(row) for row in await store.db.fetch_all(sa.select(watch_table))] == [
         dict(row) for row in watches_before
     ]
+
+
+async def test_settling__checks_the_token_not_the_clock_until_another_takes_the_lease(store, clock):
+    record = await claimed_operation(store)
+    clock.now = record.lease_expires_at + 1
+
+    lapsed = await marked(store, record)
+    assert lapsed.send_marker == "run-1" and lapsed.version == record.version
+
+    taken = await store.operations.acquire_lease(CALLER, "op-1", "lease-B", clock.now + LEASE_MS)
+    assert taken is not None and taken.version == lapsed.version
+    refused = await store.operations.finalize_operation_and_arm_watch(
+        Finalize(CALLER, "op-1", version=taken.version, lease_token="lease-A", due_at=clock.now)
+    )
+    assert refused is None
+    assert (await reread(store, record)).lease_token == "lease-B"
