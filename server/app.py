@@ -242,7 +242,13 @@ class GraphQLApp(GraphQL):
         Raises ``DuplicateKey`` (a ``JSONDecodeError``, so the WebSocket protocol closes as it
         does on any text that is not JSON) where an object repeats a key: JSON leaves which of
         the two values counts to the parser, and a write must not depend on that."""
-        return json.loads(data, object_pairs_hook=unique_keys)
+        try:
+            return json.loads(data, object_pairs_hook=unique_keys)
+        except DuplicateKey:
+            # The hook sees an inner object before the parser reaches a later fault: text
+            # that is not JSON at all is refused as such.
+            json.loads(data)
+            raise
 
     def parse_json(self, data: str | bytes) -> Any:
         """A JSON request body, or GET's ``variables``/``extensions``: each must be an object
@@ -481,7 +487,7 @@ class DuplicateKey(json.JSONDecodeError):
     """Raised by ``unique_keys`` for a JSON object that names one key twice."""
 
     def __init__(self, key: str) -> None:
-        super().__init__(f"the key {key!r} appears twice in one object", "", 0)
+        super().__init__(f"the key {json.dumps(key)} appears twice in one object", "", 0)
 
 
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -80,6 +80,7 @@ REFUSED: dict[type[jwt.PyJWTError], str] = {
     jwt.InvalidAudienceError: "the token's audience (aud) is not this server's",
     jwt.InvalidIssuerError: "the token's issuer (iss) is not the one this server accepts",
     jwt.MissingRequiredClaimError: "the token lacks a required claim (exp and sub are)",
+    jwt.exceptions.InvalidSubjectError: "the token's sub (a DID) must be a string",
     jwt.DecodeError: "the token is not a well-formed JWT",
 }
 """Why a token was refused, by PyJWT's exception type (the most specific listed wins)."""
@@ -211,10 +212,10 @@ class Authenticator:
             raise Unauthenticated("the bearer token is not valid: its scope is not a string")
         try:
             did = check.key("sub", sub)
-        except InvalidInput:
-            raise Unauthenticated("the bearer token's sub is not a DID") from None
+        except InvalidInput as error:
+            raise Unauthenticated(f"the bearer token's sub (a DID) {error.problem}") from None
         if not did.strip():
-            raise Unauthenticated("the bearer token's sub is not a DID")
+            raise Unauthenticated("the bearer token's sub (a DID) must not be blank")
         return Viewer.of_token(did, scope), float(claims["exp"])
 
     def mint(self, sub: str, scopes: Iterable[str], ttl_seconds: int) -> str:

@@ -68,7 +68,8 @@ def operation_keys(keys: Sequence[tuple[str, str]], *, fewest: int) -> list[tupl
     ``keys[j].operationID`` for a key an earlier one named, as a batch refuses an item
     named twice."""
     if not fewest <= len(keys) <= MAX_ITEMS:
-        raise InvalidInput("keys", f"must hold {fewest} to {MAX_ITEMS} items, not {len(keys)}")
+        bounds = f"{fewest} to {MAX_ITEMS}" if fewest else f"at most {MAX_ITEMS}"
+        raise InvalidInput("keys", f"must hold {bounds} items, not {len(keys)}")
     checked = [
         (check.key(f"keys[{i}].callerDID", caller), check.key(f"keys[{i}].operationID", ident))
         for i, (caller, ident) in enumerate(keys)

@@ -259,6 +259,9 @@ SAYS_WHY = {
     "wrong signature": (mint(key="another-secret-of-at-least-32-bytes!!"), "signature"),
     "HS512 not configured": (mint(algorithm="HS512"), "algorithm"),
     "malformed": ("not.a.jwt", "not a well-formed JWT"),
+    "sub with NUL": (mint(sub="did:key:a\x00b"), "sub (a DID) must not contain NUL"),
+    "sub blank": (mint(sub=" "), "sub (a DID) must not be blank"),
+    "sub not a string": (mint(sub=7), "sub (a DID) must be a string"),
 }
 
 

@@ -143,7 +143,7 @@ async def test_duplicate_json_key__in_a_body_is_400_naming_it_and_writes_nothing
         "/graphql", content=body.encode(), headers={"content-type": "application/json"}
     )
     assert refused.status_code == 400 and error_codes(refused.json()) == ["BAD_REQUEST"]
-    assert "'operationID' appears twice" in refused.json()["errors"][0]["message"]
+    assert '"operationID" appears twice' in refused.json()["errors"][0]["message"]
     for operation_id in ("op-1", "op-2"):
         assert await store.operations.get_operation("did:key:caller", operation_id) is None
 
@@ -158,7 +158,16 @@ async def test_duplicate_json_key__at_the_top_or_in_get_variables_is_400(http):
     )
     for refused, key in [(posted, "query"), (got, "a")]:
         assert refused.status_code == 400 and error_codes(refused.json()) == ["BAD_REQUEST"]
-        assert f"{key!r} appears twice" in refused.json()["errors"][0]["message"]
+        assert f'"{key}" appears twice' in refused.json()["errors"][0]["message"]
+
+
+async def test_duplicate_json_key__in_text_that_is_not_json_is_refused_as_not_json(http):
+    for broken in ['{"variables": {"a": 1, "a": 2}', '{"variables": {"a": 1, "a": 2}} trailing']:
+        refused = await http.post(
+            "/graphql", content=broken.encode(), headers={"content-type": "application/json"}
+        )
+        assert refused.status_code == 400 and error_codes(refused.json()) == ["BAD_REQUEST"]
+        assert refused.json()["errors"][0]["message"] == "Unable to parse request body as JSON"
 
 
 async def test_graphiql__served_to_browsers_with_local_assets(http):
