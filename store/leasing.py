@@ -97,8 +97,8 @@ MIN_LEASE_MS = 1_000
 MAX_LEASE_MS = 3_600_000
 DEFAULT_BATCH = 10
 MAX_BATCH = 500
-"""The most operations or watches one call leases, and the most keys or account keys it
-names."""
+"""The most operations or watches one call leases, and the most account keys it names
+(the most keys a renewal or release names is ``store.items.MAX_ITEMS``)."""
 
 
 def fair_order(records: Sequence[OperationRecord]) -> list[OperationRecord]:
