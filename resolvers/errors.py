@@ -311,7 +311,10 @@ def check_variables(
             continue
 
         report = functools.partial(report_variable, errors, name, ObjectFieldNamer(value, type_))
-        validate_input_value(value, type_, report)
+        try:
+            validate_input_value(value, type_, report)
+        except _EnoughErrors:
+            break
     return errors
 
 
@@ -322,8 +325,21 @@ def report_variable(
     error: GraphQLError,
     path: list[str | int],
 ) -> None:
-    """Add to ``errors`` the error about variable ``name`` at ``path``, naming its field."""
+    """Add to ``errors`` the error about variable ``name`` at ``path``, naming its field.
+    Raises ``_EnoughErrors`` once ``errors`` holds ``MAX_VARIABLE_ERRORS``."""
     errors.append(variable_error(name, field_at(named.at(path), name), error.message))
+    if len(errors) >= MAX_VARIABLE_ERRORS:
+        raise _EnoughErrors
+
+
+MAX_VARIABLE_ERRORS = 50
+"""The most errors a request's variables are answered with (graphql-core's own bound on
+coercion errors): a large list of bad items is refused by its first ones, not with an error
+per field of each."""
+
+
+class _EnoughErrors(Exception):
+    """Raised by ``report_variable`` to end the check once ``MAX_VARIABLE_ERRORS`` are in."""
 
 
 class ObjectFieldNamer:
@@ -366,13 +382,15 @@ def field_at(path: list[str | int], variable: str) -> str:
     (``items[3].leaseToken``)."""
     named = [at for at, part in enumerate(path) if isinstance(part, str)]
     if not named:
-        return variable
+        return "".join([variable, *(f"[{index}]" for index in path)])
     last = named[-1]
     name = "".join([str(path[last]), *(f"[{index}]" for index in path[last + 1 :])])
-    items = [at for at in range(1, last) if isinstance(path[at], int)]
+    items = [at for at in range(last) if isinstance(path[at], int)]
     if not items:
         return name
-    return f"{path[items[-1] - 1]}[{path[items[-1]]}].{name}"
+    # An item at the path's start is one of the variable's own list.
+    holder = path[items[-1] - 1] if items[-1] > 0 else variable
+    return f"{holder}[{path[items[-1]]}].{name}"
 
 
 def type_input(type_: Any) -> GraphQLInputType | None:

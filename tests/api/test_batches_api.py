@@ -211,6 +211,37 @@ async def test_mark_sends_started__variables_missing_fields_named_each_with_its_
     ]
 
 
+ITEMS_AS_VARIABLE = (
+    "mutation($items: [MarkSendStartedInput!]!) "
+    "{ markSendsStarted(input: {items: $items}) { results { applied } } }"
+)
+
+
+async def test_mark_sends_started__a_list_variable_names_its_item_by_index(gql):
+    marks = [
+        {"callerDID": CALLER, "operationID": f"op-{i}", "leaseToken": "lease-A", "marker": "m"}
+        for i in range(3)
+    ]
+    marks[2]["marker"] = 7
+    del marks[1]["leaseToken"]
+    body = await gql.query(ITEMS_AS_VARIABLE, {"items": marks})
+    assert [error["extensions"]["field"] for error in body["errors"]] == [
+        "items[1].leaseToken",
+        "items[2].marker",
+    ]
+    listed = await gql.query(
+        "query($s: [OperationState!]) { operations(filter: {states: $s}) { edges { cursor } } }",
+        {"s": ["COMMITTED", None]},
+    )
+    assert [error["extensions"]["field"] for error in listed["errors"]] == ["s[1]"]
+
+
+async def test_mark_sends_started__many_bad_items_answer_with_the_first_50_errors(gql):
+    body = await gql.query(ITEMS_AS_VARIABLE, {"items": [{"callerDID": CALLER}] * 20_000})
+    assert error_codes(body) == ["BAD_USER_INPUT"] * 50
+    assert body["errors"][-1]["extensions"]["field"] == "items[16].leaseToken"
+
+
 async def test_finalize_operations__item_of_another_caller_forbidden(store, gql, clock):
     await claimed(gql, 2)
     before = await snapshot(gql)
