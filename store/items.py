@@ -15,6 +15,7 @@ from sqlalchemy.sql import ClauseElement
 from store import validation as check
 from store.errors import InvalidInput
 from store.statements import Prepared
+from store.validation import item_count
 
 MAX_ITEMS = 500
 """The most items one batch takes (and the fewest is one)."""
@@ -35,8 +36,7 @@ def each_item(items: Sequence[_Item], check: Callable[[_Item], _Checked]) -> lis
     """``check`` of every item, in order. Raises ``InvalidInput`` naming ``items`` for fewer
     than one or more than ``MAX_ITEMS`` items, and the error ``check`` raised for an item
     (its type kept) with its field as ``items[i].<field>``."""
-    if not 1 <= len(items) <= MAX_ITEMS:
-        raise InvalidInput("items", f"must hold 1 to {MAX_ITEMS} items, not {len(items)}")
+    item_count("items", items, fewest=1, most=MAX_ITEMS)
     checked = []
     for index, item in enumerate(items):
         try:
@@ -67,9 +67,7 @@ def operation_keys(keys: Sequence[tuple[str, str]], *, fewest: int) -> list[tupl
     ``MAX_ITEMS``, ``keys[i].callerDID`` or ``keys[i].operationID`` for a bad value, and
     ``keys[j].operationID`` for a key an earlier one named, as a batch refuses an item
     named twice."""
-    if not fewest <= len(keys) <= MAX_ITEMS:
-        bounds = f"{fewest} to {MAX_ITEMS}" if fewest else f"at most {MAX_ITEMS}"
-        raise InvalidInput("keys", f"must hold {bounds} items, not {len(keys)}")
+    item_count("keys", keys, fewest=fewest, most=MAX_ITEMS)
     checked = [
         (check.key(f"keys[{i}].callerDID", caller), check.key(f"keys[{i}].operationID", ident))
         for i, (caller, ident) in enumerate(keys)

@@ -18,7 +18,7 @@ from sqlalchemy.sql.selectable import LateralFromClause
 from store import lease_guards as guards
 from store import validation as check
 from store.context import StoreContext, current_actor
-from store.errors import DatabaseBusy, InvalidInput
+from store.errors import DatabaseBusy
 from store.events import (
     ACTOR,
     CLAIMED,
@@ -240,8 +240,7 @@ class LeasingStore:
         connector = check.optional_key("connectorName", connector_name)
         accounts = None
         if account_keys is not None:
-            if len(account_keys) > MAX_BATCH:
-                raise InvalidInput("accountKeys", f"must hold at most {MAX_BATCH} items")
+            check.item_count("accountKeys", account_keys, most=MAX_BATCH)
             accounts = sorted(set(check.key_list("accountKeys", list(account_keys))))
             if not accounts:
                 return Measured()

@@ -236,10 +236,7 @@ def _documents(document_ids: Sequence[str] | None) -> list[str] | None:
     if document_ids is None:
         return None
     ids = list(dict.fromkeys(check.key_list("filter.documentIDs", document_ids)))
-    if len(ids) > MAX_FILTER_DOCUMENTS:
-        raise InvalidInput(
-            "filter.documentIDs", f"must hold at most {MAX_FILTER_DOCUMENTS} items here"
-        )
+    check.item_count("filter.documentIDs", ids, most=MAX_FILTER_DOCUMENTS)
     return ids
 
 

@@ -2,7 +2,7 @@
 
 import json
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sized
 from datetime import datetime
 from typing import Any
 
@@ -106,13 +106,20 @@ def json_shape(field: str, value: Any) -> None:
             pending.extend((child, depth + 1) for child in children)
 
 
+def item_count(field: str, values: Sized, *, most: int, fewest: int = 0) -> None:
+    """Raise ``InvalidInput`` naming ``field`` when ``values`` holds fewer than ``fewest`` or
+    more than ``most`` items (the message says how many it holds)."""
+    if not fewest <= len(values) <= most:
+        bounds = f"{fewest} to {most}" if fewest else f"at most {most}"
+        raise InvalidInput(field, f"must hold {bounds} items, not {len(values)}")
+
+
 def key_list(field: str, values: Any) -> list[str]:
     """A list of at most 10,000 keys, each checked like ``key``; a bad one is named by its
     index (``documentIDs[3]``)."""
     if not isinstance(values, (list, tuple)):
         raise InvalidInput(field, "must be a list of strings")
-    if len(values) > MAX_LIST_ITEMS:
-        raise InvalidInput(field, f"must hold at most {MAX_LIST_ITEMS} items")
+    item_count(field, values, most=MAX_LIST_ITEMS)
     return [key(f"{field}[{index}]", value) for index, value in enumerate(values)]
 
 

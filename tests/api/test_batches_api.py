@@ -237,9 +237,48 @@ async def test_mark_sends_started__a_list_variable_names_its_item_by_index(gql):
 
 
 async def test_mark_sends_started__many_bad_items_answer_with_the_first_50_errors(gql):
-    body = await gql.query(ITEMS_AS_VARIABLE, {"items": [{"callerDID": CALLER}] * 20_000})
+    body = await gql.query(ITEMS_AS_VARIABLE, {"items": [{"callerDID": CALLER}] * 500})
     assert error_codes(body) == ["BAD_USER_INPUT"] * 50
     assert body["errors"][-1]["extensions"]["field"] == "items[16].leaseToken"
+
+
+@pytest.mark.parametrize(
+    ("query", "variables", "field", "count", "most"),
+    [
+        (ITEMS_AS_VARIABLE, {"items": [{}] * 100_000}, "items", 100_000, 500),
+        (
+            "mutation($input: ClaimOperationsInput!) { claimOperations(input: $input) "
+            "{ results { __typename } } }",
+            {"input": {"items": [{}] * 501}},
+            "items",
+            501,
+            500,
+        ),
+        (
+            "mutation($input: RenewLeasesInput!) { renewLeases(input: $input) "
+            "{ renewed { id } } }",
+            {"input": {"leaseToken": "t", "leaseMs": 1000, "keys": [{}] * 100_000}},
+            "keys",
+            100_000,
+            500,
+        ),
+        (
+            "query($s: [String!]) { operations(filter: {documentIDs: $s}) { edges { cursor } } }",
+            {"s": [7] * 10_001},
+            "s",
+            10_001,
+            10_000,
+        ),
+    ],
+    ids=["items-variable", "items-in-input", "keys", "scalars"],
+)
+async def test_a_list_longer_than_its_bound_is_refused_before_its_items_are_checked(
+    gql, query, variables, field, count, most
+):
+    body = await gql.query(query, variables)
+    assert error_codes(body) == ["BAD_USER_INPUT"]
+    assert body["errors"][0]["extensions"]["field"] == field
+    assert f"must hold at most {most} items, not {count}" in body["errors"][0]["message"]
 
 
 async def test_finalize_operations__item_of_another_caller_forbidden(store, gql, clock):
