@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import math
 import re
 import time
 import uuid
@@ -18,6 +19,7 @@ import orjson
 from cross_web import HTTPException
 from prometheus_client import make_asgi_app
 from starlette.applications import Starlette
+from starlette.datastructures import ImmutableMultiDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
@@ -239,15 +241,17 @@ class GraphQLApp(GraphQL):
     def decode_json(self, data: str | bytes) -> object:
         """A JSON text of a request or a WebSocket message, whose objects each name a key once.
 
-        Raises ``DuplicateKey`` (a ``JSONDecodeError``, so the WebSocket protocol closes as it
-        does on any text that is not JSON) where an object repeats a key: JSON leaves which of
-        the two values counts to the parser, and a write must not depend on that."""
+        Raises ``NotJson`` (a ``JSONDecodeError``, so the WebSocket protocol closes as it
+        does on any text that is not JSON): ``DuplicateKey`` where an object repeats a key
+        (JSON leaves which of the two values counts to the parser, and a write must not
+        depend on that), and for ``NaN``, ``Infinity`` or a number too large for a double,
+        which JSON does not have (Python's parser takes them)."""
         try:
-            return json.loads(data, object_pairs_hook=unique_keys)
+            return json.loads(data, **STRICT_JSON, object_pairs_hook=unique_keys)
         except DuplicateKey:
             # The hook sees an inner object before the parser reaches a later fault: text
             # that is not JSON at all is refused as such.
-            json.loads(data)
+            json.loads(data, **STRICT_JSON)
             raise
 
     def parse_json(self, data: str | bytes) -> Any:
@@ -255,7 +259,7 @@ class GraphQLApp(GraphQL):
         (a list is a batch, which Strawberry refuses with 400); anything else is a 400."""
         try:
             value = self.decode_json(data)
-        except DuplicateKey as error:
+        except NotJson as error:
             message = f"Unable to parse request body as JSON: {error.msg}"
             raise HTTPException(400, message) from error
         except (ValueError, RecursionError) as error:
@@ -280,9 +284,16 @@ class GraphQLApp(GraphQL):
 
     def parse_query_params(self, params: Any) -> dict[str, Any]:
         """GET's parameters; ``variables=null`` or ``extensions=null`` mean absent, as in a
-        POST body."""
-        given = {name: value for name, value in dict(params).items() if value != "null"}
-        return super().parse_query_params(given)
+        POST body. A parameter given twice is a 400, as a JSON key given twice is."""
+        pairs = params.multi_items() if isinstance(params, ImmutableMultiDict) else params.items()
+        given: dict[str, Any] = {}
+        for name, value in pairs:
+            if name in given:
+                raise HTTPException(400, f"The parameter {json.dumps(name)} appears twice")
+            given[name] = value
+        return super().parse_query_params(
+            {name: value for name, value in given.items() if value != "null"}
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Strawberry's view, but a request it refuses (400, 405; 406 for a subscription
@@ -483,11 +494,37 @@ MAX_PERSISTED_QUERY_CHARS = 64 * 1024
 """Longer texts run but are not registered (the table stays small)."""
 
 
-class DuplicateKey(json.JSONDecodeError):
+class NotJson(json.JSONDecodeError):
+    """Text Python's parser reads that JSON refuses; its ``msg`` says why."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why, "", 0)
+
+
+class DuplicateKey(NotJson):
     """Raised by ``unique_keys`` for a JSON object that names one key twice."""
 
     def __init__(self, key: str) -> None:
-        super().__init__(f"the key {json.dumps(key)} appears twice in one object", "", 0)
+        super().__init__(f"the key {json.dumps(key)} appears twice in one object")
+
+
+def not_a_number(constant: str) -> float:
+    """``json.loads``' ``parse_constant``: ``NaN``, ``Infinity`` and ``-Infinity`` are not
+    JSON. Raises ``NotJson``."""
+    raise NotJson(f"{constant} is not a JSON number")
+
+
+def finite(text: str) -> float:
+    """``json.loads``' ``parse_float``: a number past a double's range (``1e999``) would
+    read as infinity, which no field takes. Raises ``NotJson``."""
+    number = float(text)
+    if math.isinf(number):
+        raise NotJson(f"{text} is too large a number")
+    return number
+
+
+STRICT_JSON: dict[str, Any] = {"parse_constant": not_a_number, "parse_float": finite}
+"""``json.loads``' hooks that refuse what JSON does not have (``NotJson``)."""
 
 
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

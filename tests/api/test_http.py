@@ -170,6 +170,38 @@ async def test_duplicate_json_key__in_text_that_is_not_json_is_refused_as_not_js
         assert refused.json()["errors"][0]["message"] == "Unable to parse request body as JSON"
 
 
+@pytest.mark.parametrize(
+    ("number", "why"),
+    [
+        ("NaN", "NaN is not a JSON number"),
+        ("-Infinity", "-Infinity is not a JSON number"),
+        ("1e999", "1e999 is too large a number"),
+    ],
+)
+async def test_numbers_json_lacks__are_400_and_write_nothing(http, store, number, why):
+    item = json.dumps(claim_input(operationID="op-1", reissueIntent={"x": 1}))
+    spoiled = item.replace('{"x": 1}', f'{{"x": {number}}}')
+    body = f'{{"query": {json.dumps(CLAIM)}, "variables": {{"i": {spoiled}}}}}'
+    refused = await http.post(
+        "/graphql", content=body.encode(), headers={"content-type": "application/json"}
+    )
+    assert refused.status_code == 400 and error_codes(refused.json()) == ["BAD_REQUEST"]
+    assert why in refused.json()["errors"][0]["message"]
+    assert await store.operations.get_operation("did:key:caller", "op-1") is None
+
+
+async def test_get_parameter_given_twice__is_400_naming_it(http):
+    for name, pairs in [
+        ("query", [("query", "{ serverTime }"), ("query", "{ __typename }")]),
+        ("variables", [("query", "{ serverTime }"), ("variables", "{}"), ("variables", "{}")]),
+    ]:
+        refused = await http.get("/graphql", params=pairs)
+        assert refused.status_code == 400 and error_codes(refused.json()) == ["BAD_REQUEST"]
+        assert refused.json()["errors"][0]["message"] == f'The parameter "{name}" appears twice'
+    once = await http.get("/graphql", params=[("query", "{ __typename }")])
+    assert once.status_code == 200 and once.json() == {"data": {"__typename": "Query"}}
+
+
 async def test_graphiql__served_to_browsers_with_local_assets(http):
     response = await http.get("/graphql", headers={"accept": "text/html"})
     assert response.status_code == 200

@@ -201,6 +201,9 @@ async def test_ws__protocol_refusals_keep_their_close_codes(store):
         async with socket(server) as sock:
             await sock.connection.send('{"type": "connection_init", "type": "ping"}')
             assert (await sock.closed())[0] == 4400
+        async with socket(server) as sock:
+            await sock.connection.send('{"type": "connection_init", "payload": {"n": NaN}}')
+            assert (await sock.closed())[0] == 4400
         async with socket(server, protocol="graphql-ws") as sock:
             assert (await sock.closed())[0] == 4406
 
