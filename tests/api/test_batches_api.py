@@ -255,8 +255,7 @@ async def test_mark_sends_started__many_bad_items_answer_with_the_first_50_error
             500,
         ),
         (
-            "mutation($input: RenewLeasesInput!) { renewLeases(input: $input) "
-            "{ renewed { id } } }",
+            "mutation($input: RenewLeasesInput!) { renewLeases(input: $input) { renewed { id } } }",
             {"input": {"leaseToken": "t", "leaseMs": 1000, "keys": [{}] * 100_000}},
             "keys",
             100_000,
