@@ -45,10 +45,12 @@ from graphql import (
     ObjectFieldNode,
     ObjectValueNode,
     OperationDefinitionNode,
+    OperationType,
     ProvidedRequiredArgumentsRule,
     Undefined,
     ValidationContext,
     ValuesOfCorrectTypeRule,
+    VariableDefinitionNode,
     get_named_type,
     get_nullable_type,
     is_input_object_type,
@@ -299,12 +301,7 @@ def check_variables(
     its items are coerced (``first_long_list``)."""
     inputs = inputs or {}
     errors: list[GraphQLError] = []
-    for definition in operation.variable_definitions or ():
-        name = definition.variable.name.value
-        type_ = type_input(type_from_ast(schema, definition.type))
-        if type_ is None:  # validation reports unknown types
-            continue
-        value = inputs.get(name, Undefined)
+    for name, definition, type_, value in variables_of(schema, operation, inputs):
         if value is Undefined:
             if is_non_null_type(type_) and definition.default_value is None:
                 errors.append(
@@ -325,6 +322,39 @@ def check_variables(
         except _EnoughErrors:
             break
     return errors
+
+
+def long_lists(
+    schema: Any, operation: OperationDefinitionNode, inputs: dict[str, Any] | None
+) -> list[GraphQLError]:
+    """``check_variables``' errors about lists past their bound (``first_long_list``), one per
+    variable, without coercing anything."""
+    errors: list[GraphQLError] = []
+    for name, _, type_, value in variables_of(schema, operation, inputs or {}):
+        too_long = None if value is Undefined else first_long_list(value, type_)
+        if too_long is not None:
+            path, problem = too_long
+            errors.append(variable_error(name, field_at(path, name), problem))
+    return errors
+
+
+def variables_of(
+    schema: Any, operation: OperationDefinitionNode, inputs: dict[str, Any]
+) -> Iterator[tuple[str, VariableDefinitionNode, GraphQLInputType, Any]]:
+    """Each variable ``operation`` declares: its name, definition, type and value in
+    ``inputs`` (``Undefined`` when absent); a type the schema lacks is left to validation."""
+    for definition in operation.variable_definitions or ():
+        type_ = type_input(type_from_ast(schema, definition.type))
+        if type_ is not None:
+            name = definition.variable.name.value
+            yield name, definition, type_, inputs.get(name, Undefined)
+
+
+def refused_before_execution(result: Any) -> bool:
+    """Whether ``result`` is graphql-core's refusal of a request before any field ran (its
+    variables): no data, and errors without a path, which every field's error has."""
+    errors = getattr(result, "errors", None) or ()
+    return bool(errors) and result.data is None and all(e.path is None for e in errors)
 
 
 def first_long_list(
@@ -489,16 +519,37 @@ class ErrorCodes(SchemaExtension):
         self.note(Phase.VALIDATION)
 
     def on_execute(self) -> Iterator[None]:
+        """Refuse a request's variables with errors that name the field
+        (``check_variables``). graphql-core coerces them as execution starts; a query or a
+        mutation is checked before only for lists past their bound (``long_lists``, whose
+        items would cost time to coerce), and in full only once graphql-core refused them,
+        so valid variables are coerced once. A subscription's are checked in full before:
+        its stream answers with them (``on_stream_result``)."""
         context = self.execution_context
         operation = operation_of(context)
-        if operation is not None and context.result is None:
-            errors = check_variables(graphql_schema(context.schema), operation, context.variables)
-            if errors:
-                for error in errors:
-                    self.phases[id(error)] = Phase.VARIABLES
-                self.refused_variables = errors
-                context.result = ExecutionResult(data=None, errors=errors)
+        if operation is None or context.result is not None:
+            yield
+            return
+        schema = graphql_schema(context.schema)
+        subscription = operation.operation is OperationType.SUBSCRIPTION
+        before = check_variables if subscription else long_lists
+        refused = before(schema, operation, context.variables)
+        if refused:
+            self.refuse_variables(refused)
+            context.result = ExecutionResult(data=None, errors=refused)
         yield
+        result = context.result
+        if refused or subscription or result is None or not refused_before_execution(result):
+            return
+        refused = check_variables(schema, operation, context.variables)
+        if refused:
+            self.refuse_variables(refused)
+            result.errors = refused
+
+    def refuse_variables(self, errors: list[GraphQLError]) -> None:
+        for error in errors:
+            self.phases[id(error)] = Phase.VARIABLES
+        self.refused_variables = errors
 
     def on_operation(self) -> Iterator[None]:
         yield
