@@ -1,8 +1,9 @@
 """Root fields of batch leasing and provider accounts (DESIGN section 6), mixed into the root
 ``Mutation`` and ``Query``: ``LeasingMutation`` and ``AccountsQuery``.
 
-A tenant (a viewer without ``service``) leases, renews and releases only operations it
-called, and claims only its own watches: the store filters by the viewer's DID.
+A tenant (a viewer without ``service``) leases only operations it called, and claims only its
+own watches: the store filters by the viewer's DID. A renewal or release that names a key of
+another caller is refused (``FORBIDDEN`` naming ``keys[i].callerDID``), as its single form is.
 """
 
 import strawberry

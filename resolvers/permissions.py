@@ -177,6 +177,7 @@ OWNER = ("input", "ownerDID")
 ITEM_CALLER = ("input", "items", EACH, "callerDID")
 ITEM_OWNER = ("input", "items", EACH, "ownerDID")
 ITEM_WATCH_OWNER = ("input", "items", EACH, "identity", "ownerDID")
+KEY_CALLER = ("input", "keys", EACH, "callerDID")
 
 QUERY_RULES: dict[str, Rule] = {
     "serverTime": Rule(()),
@@ -237,8 +238,9 @@ MUTATION_RULES: dict[str, Rule] = {
     "finalizeOperations": Rule(OPS_WRITE, actors=(ITEM_CALLER,)),
     "recordVerifications": Rule(("watches:write",), actors=(ITEM_WATCH_OWNER,)),
     "leaseOperations": Rule(OPS_WRITE, rows="the viewer's calls (store filter)"),
-    "renewLeases": Rule(OPS_WRITE, rows="the viewer's calls (store filter)"),
-    "releaseLeases": Rule(OPS_WRITE, rows="the viewer's calls (store filter)"),
+    # Every key as renewLease's and releaseLease's rule (the store filters by caller too).
+    "renewLeases": Rule(OPS_WRITE, actors=(KEY_CALLER,)),
+    "releaseLeases": Rule(OPS_WRITE, actors=(KEY_CALLER,)),
     "claimWatches": Rule(("watches:write",), rows="owner (store filter)"),
     # The operator controls: every tenant's rows, by account, filter or key.
     "setAccountLimit": Rule((OPERATOR,)),

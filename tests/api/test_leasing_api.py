@@ -117,6 +117,32 @@ async def test_lease_operations__a_tenant_leases_only_what_it_called(store, gql)
     ]
 
 
+@pytest.mark.parametrize("mutation", ["renewLeases", "releaseLeases"])
+async def test_renew_and_release_leases__a_key_of_another_caller_refuses_the_tenant(
+    store, gql, clock, mutation
+):
+    await due_claims(gql, 1, callerDID="did:a", ownerDID="did:a")
+    async with app_client(store, token=TENANT_A) as tenant:
+        lease = 'leaseOperations(input: {leaseToken: "t", leaseMs: 60000}) { operations { id } }'
+        await tenant.post("/graphql", json={"query": f"mutation {{ {lease} }}"})
+        before = await store.operations.get_operation("did:a", "op-0")
+        clock.advance(1_000)
+        ms = ", leaseMs: 60000" if mutation == "renewLeases" else ""
+        keys = (
+            '[{callerDID: "did:a", operationID: "op-0"}, '
+            '{callerDID: "did:key:caller", operationID: "op-0"}]'
+        )
+        answer = "renewed { id }" if mutation == "renewLeases" else "released { id }"
+        query = (
+            f'mutation {{ {mutation}(input: {{leaseToken: "t"{ms}, keys: {keys}}}) '
+            f"{{ {answer} }} }}"
+        )
+        body = (await tenant.post("/graphql", json={"query": query})).json()
+    assert error_codes(body) == ["FORBIDDEN"]
+    assert body["errors"][0]["extensions"]["field"] == "keys[1].callerDID"
+    assert await store.operations.get_operation("did:a", "op-0") == before
+
+
 @pytest.mark.parametrize(
     ("document", "field"),
     [

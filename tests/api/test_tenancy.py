@@ -251,12 +251,12 @@ MUTATIONS: dict[str, tuple[str, str]] = {
     "renewLeases": (
         f'mutation {{ renewLeases(input: {{leaseToken: "lease-b", leaseMs: 60000, '
         f"keys: [{{{OP_B}}}]}}) {{ renewed {{ operationID }} }} }}",
-        "null",
+        "forbidden",
     ),
     "releaseLeases": (
         f'mutation {{ releaseLeases(input: {{leaseToken: "lease-b", keys: [{{{OP_B}}}]}}) '
         "{ released { operationID } } }",
-        "null",
+        "forbidden",
     ),
     "claimWatches": (
         "mutation { claimWatches(input: {claimMs: 60000}) { watches { sourceID } } }",
