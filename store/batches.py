@@ -392,7 +392,9 @@ class BatchesStore:
         ]
         now = self._ctx.clock()
         async with self._db.write_transaction():
-            await self._write(ENSURE_ACCOUNTS, accounts, p_now=now)
+            await self._db.write_ahead(
+                *ENSURE_ACCOUNTS.bind(self._db.is_postgres, accounts, p_now=now)
+            )
             if self._db.is_postgres:
                 prepared, values = LOCK_ACCOUNTS.bind(True, accounts)
                 await self._db.fetch_prepared_all(prepared, values)

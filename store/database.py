@@ -23,7 +23,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import databases
@@ -88,19 +88,30 @@ its parameters by name, or None for none."""
 
 @dataclass(slots=True)
 class _SQLiteTransaction:
-    """A ``write_transaction`` on SQLite: its connection, and whether its ``BEGIN
-    IMMEDIATE`` has run (it goes with the block's first statement, in that hop)."""
+    """A ``write_transaction`` on SQLite: its connection, whether its ``BEGIN IMMEDIATE``
+    has run (it goes with the block's first statement, in that hop), and the writes sent
+    ahead (``Database.write_ahead``) that go with the next statement, in its hop."""
 
     connection: SQLiteConnection
     begun: bool = False
+    ahead: list[tuple[str, Sequence[Any]]] = field(default_factory=list)
+
+    @property
+    def pending(self) -> bool:
+        """Whether the transaction has written, or holds writes not yet run."""
+        return self.begun or bool(self.ahead)
 
 
 def _begun(raw: sqlite3.Connection, transaction: _SQLiteTransaction | None) -> sqlite3.Connection:
-    """``raw``, its transaction's ``BEGIN IMMEDIATE`` run first if still pending (on the
-    connection's thread)."""
-    if transaction is not None and not transaction.begun:
-        raw.execute("BEGIN IMMEDIATE")
-        transaction.begun = True
+    """``raw``, its transaction's ``BEGIN IMMEDIATE`` and the writes sent ahead run first
+    if still pending (on the connection's thread)."""
+    if transaction is not None:
+        if not transaction.begun:
+            raw.execute("BEGIN IMMEDIATE")
+            transaction.begun = True
+        ahead, transaction.ahead = transaction.ahead, []
+        for sql, values in ahead:
+            raw.execute(sql, values).close()
     return raw
 
 
@@ -485,6 +496,21 @@ class Database:
         async with self._writer():
             return await self._execute(sql, values, one=False)
 
+    async def write_ahead(self, statement: Prepared, params: Mapping[str, Any]) -> None:
+        """Run a writing ``Prepared`` statement with ``params`` whose rows the caller does not
+        read. On SQLite inside this task's ``write_transaction`` it goes with the block's
+        next statement (or its ``COMMIT``), in that hop to the connection's thread: one hop
+        fewer; what it raises is raised by that statement, inside the block. Elsewhere as
+        ``write_prepared``."""
+        held = _sqlite_held.get()
+        if self._sqlite is None or held is None or held[0] is not self:
+            await self.write_prepared(statement, params)
+            return
+        sql, values = statement.bind(self._dialect, params)
+        if self.statement_observer is not None:
+            self._observe(sql, values)
+        held[1].ahead.append((sql, values))
+
     async def write_many(self, statement: Prepared, rows: Sequence[Mapping[str, Any]]) -> None:
         """Run a writing ``Prepared`` statement once per mapping of ``rows`` (its values by
         name), in one driver call (asyncpg's and sqlite3's ``executemany``), on this task's
@@ -647,12 +673,13 @@ class Database:
                 try:
                     yield
                 except BaseException:
+                    transaction.ahead.clear()
                     with driver_errors():
                         await connection.run(lambda raw: _end(raw, "ROLLBACK"))
                     raise
-                if transaction.begun:
+                if transaction.pending:
                     with driver_errors():
-                        await connection.run(lambda raw: _end(raw, "COMMIT"))
+                        await connection.run(lambda raw: _end(_begun(raw, transaction), "COMMIT"))
             finally:
                 _transaction.reset(mark)
                 _sqlite_held.reset(token)

@@ -736,7 +736,7 @@ class OperationsStore:
         params = {f"p_{name}": getattr(fresh, name) for name in CLAIM_COLUMNS}
         try:
             async with self._db.write_transaction():
-                await self._db.write_prepared(ENSURE_ACCOUNT, params)
+                await self._db.write_ahead(ENSURE_ACCOUNT, params)
                 if self._db.is_postgres:
                     await self._db.fetch_prepared(LOCK_ACCOUNT, params)
                 inserted = await CLAIM.run_one(self._db, params | {"p_now": fresh.created_at})

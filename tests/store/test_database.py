@@ -575,6 +575,55 @@ async def test_sqlite__a_logged_write_and_its_event_are_one_hop_to_the_connectio
     assert [event.action for event in events][-1] == "send_marked"
 
 
+async def test_write_ahead__commits_and_rolls_back_with_its_block_and_is_seen_by_the_next(
+    database,
+):
+    with pytest.raises(Refused):
+        async with database.write_transaction():
+            await database.write_ahead(PUT_TOMBSTONE, tombstone_of(1))
+            raise Refused
+    async with database.write_transaction():
+        await database.write_ahead(PUT_TOMBSTONE, tombstone_of(2))
+    async with database.write_transaction():
+        await database.write_ahead(PUT_TOMBSTONE, tombstone_of(3))
+        assert await tombstones_kept(database) == [2, 3]
+    await database.write_ahead(PUT_TOMBSTONE, tombstone_of(4))
+    assert await tombstones_kept(database) == [2, 3, 4]
+
+
+async def test_write_ahead__a_failing_write_fails_its_block_and_writes_nothing(database):
+    broken = tombstone_of(1) | {"p_final_state": None}
+    with pytest.raises((sqlite3.IntegrityError, asyncpg.NotNullViolationError)):
+        async with database.write_transaction():
+            await database.write_prepared(PUT_TOMBSTONE, tombstone_of(2))
+            await database.write_ahead(PUT_TOMBSTONE, broken)
+            await database.write_prepared(PUT_TOMBSTONE, tombstone_of(3))
+    assert await tombstones_kept(database) == []
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_sqlite__a_claim_is_three_hops_its_account_written_ahead(
+    database, clock, monkeypatch
+):
+    store = ConnectorStore(database, clock=clock)
+    hops = []
+    run = sqlite_pool.SQLiteConnection.run
+
+    async def counted(self, work):
+        hops.append(work)
+        return await run(self, work)
+
+    monkeypatch.setattr(sqlite_pool.SQLiteConnection, "run", counted)
+    result = await store.operations.claim_operation(claim())
+    monkeypatch.undo()
+
+    assert result.status == "claimed"
+    # The account and the insert with its event, the tombstone probe, the commit.
+    assert len(hops) == 3
+    accounts = await store.accounts.list_accounts("calendar")
+    assert [load.account.account_key for load in accounts] == ["acct-1"]
+
+
 @pytest.mark.parametrize("cancels", [1, 2, 3, 5])
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 async def test_sqlite__a_write_transaction_cancelled_in_its_cleanup_still_frees_the_write_lock(
