@@ -244,14 +244,15 @@ class GraphQLApp(GraphQL):
         Raises ``NotJson`` (a ``JSONDecodeError``, so the WebSocket protocol closes as it
         does on any text that is not JSON): ``DuplicateKey`` where an object repeats a key
         (JSON leaves which of the two values counts to the parser, and a write must not
-        depend on that), and for ``NaN``, ``Infinity`` or a number too large for a double,
-        which JSON does not have (Python's parser takes them)."""
+        depend on that), for ``NaN``, ``Infinity`` or a number too large for a double,
+        which JSON does not have (Python's parser takes them), and for text Python cannot
+        read: an integer past its digit limit, nesting past its recursion limit."""
         try:
-            return json.loads(data, **STRICT_JSON, object_pairs_hook=unique_keys)
+            return strict_loads(data, object_pairs_hook=unique_keys)
         except DuplicateKey:
             # The hook sees an inner object before the parser reaches a later fault: text
             # that is not JSON at all is refused as such.
-            json.loads(data, **STRICT_JSON)
+            strict_loads(data)
             raise
 
     def parse_json(self, data: str | bytes) -> Any:
@@ -525,6 +526,20 @@ def finite(text: str) -> float:
 
 STRICT_JSON: dict[str, Any] = {"parse_constant": not_a_number, "parse_float": finite}
 """``json.loads``' hooks that refuse what JSON does not have (``NotJson``)."""
+
+
+def strict_loads(data: str | bytes, **hooks: Any) -> Any:
+    """``json.loads`` with ``STRICT_JSON`` and ``hooks``. Raises ``JSONDecodeError`` (text
+    that is not JSON) or ``NotJson``, also where Python cannot read the text: an integer
+    past its digit limit (``ValueError``) or nesting past its recursion limit."""
+    try:
+        return json.loads(data, **STRICT_JSON, **hooks)
+    except json.JSONDecodeError:
+        raise
+    except ValueError as error:
+        raise NotJson("a number has more digits than this server reads") from error
+    except RecursionError as error:
+        raise NotJson("the JSON is nested too deeply") from error
 
 
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

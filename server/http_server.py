@@ -385,14 +385,16 @@ def bounded_ws_protocol(settings: Settings) -> type[BoundedWebSocketProtocol]:
 
 def http_config(app: ASGIApp, settings: Settings, host: str, port: int) -> uvicorn.Config:
     """uvicorn's configuration for ``app`` on ``host:port`` with every bound of
-    ``settings``. uvicorn's own graceful-shutdown timeout is a backstop one second after
-    ours (for requests stuck on something other than their connection)."""
+    ``settings`` (a WebSocket message is bounded as a request body is). uvicorn's own
+    graceful-shutdown timeout is a backstop one second after ours (for requests stuck on
+    something other than their connection)."""
     return uvicorn.Config(
         CloseAfterEarlyAnswer(app),
         host=host,
         port=port,
         http=bounded_protocol(settings),
         ws=bounded_ws_protocol(settings),
+        ws_max_size=settings.max_body_bytes,
         h11_max_incomplete_event_size=settings.max_header_bytes,
         timeout_keep_alive=settings.keepalive_timeout_seconds,
         timeout_graceful_shutdown=int(settings.shutdown_grace_seconds) + 1,

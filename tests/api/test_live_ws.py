@@ -204,8 +204,22 @@ async def test_ws__protocol_refusals_keep_their_close_codes(store):
         async with socket(server) as sock:
             await sock.connection.send('{"type": "connection_init", "payload": {"n": NaN}}')
             assert (await sock.closed())[0] == 4400
+        for unreadable in ["1" * 5000, "[" * 5000 + "]" * 5000]:
+            async with socket(server) as sock:
+                await sock.connection.send(f'{{"type": "ping", "payload": {unreadable}}}')
+                assert (await sock.closed())[0] == 4400
         async with socket(server, protocol="graphql-ws") as sock:
             assert (await sock.closed())[0] == 4406
+
+
+async def test_ws__a_message_past_max_body_bytes_closes_the_connection(store):
+    async with served(store, Settings(sweeper=False, max_body_bytes=2048)) as server:
+        async with socket(server) as sock:
+            await sock.init()
+            await sock.send({"type": "ping", "payload": {"pad": "x" * 1500}})
+            assert (await sock.receive())["type"] == "pong"
+            await sock.send({"type": "ping", "payload": {"pad": "x" * 3000}})
+            assert (await sock.closed())[0] == 1009
 
 
 async def test_ws__an_expiring_token_closes_the_connection_and_ends_its_subscriptions(store):
