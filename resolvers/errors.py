@@ -38,8 +38,8 @@ from graphql import (
     DirectiveNode,
     FieldNode,
     GraphQLError,
+    GraphQLInputObjectType,
     GraphQLInputType,
-    GraphQLNamedType,
     ListValueNode,
     Node,
     ObjectFieldNode,
@@ -298,7 +298,7 @@ def check_variables(
     """The variables of ``operation`` checked against their declared types, each problem a
     ``BAD_USER_INPUT`` naming the variable and the innermost field (the variable itself when
     the value is not an object). A list longer than any list input takes is refused before
-    its items are coerced (``first_long_list``)."""
+    its items are coerced (``first_oversized``)."""
     inputs = inputs or {}
     errors: list[GraphQLError] = []
     for name, definition, type_, value in variables_of(schema, operation, inputs):
@@ -308,7 +308,7 @@ def check_variables(
                     variable_error(name, name, f"a value of type '{type_}' was not provided")
                 )
             continue
-        too_long = first_long_list(value, type_)
+        too_long = first_oversized(value, type_)
         if too_long is not None:
             path, problem = too_long
             errors.append(variable_error(name, field_at(path, name), problem))
@@ -324,18 +324,36 @@ def check_variables(
     return errors
 
 
-def long_lists(
+def oversized_variables(
     schema: Any, operation: OperationDefinitionNode, inputs: dict[str, Any] | None
 ) -> list[GraphQLError]:
-    """``check_variables``' errors about lists past their bound (``first_long_list``), one per
-    variable, without coercing anything."""
+    """``check_variables``' errors about values past a size any input takes
+    (``first_oversized``), one per variable, without coercing anything."""
     errors: list[GraphQLError] = []
     for name, _, type_, value in variables_of(schema, operation, inputs or {}):
-        too_long = None if value is Undefined else first_long_list(value, type_)
+        too_long = None if value is Undefined else first_oversized(value, type_)
         if too_long is not None:
             path, problem = too_long
             errors.append(variable_error(name, field_at(path, name), problem))
     return errors
+
+
+class VariableBounds(SchemaExtension):
+    """Refuses variables past a size any input takes (``oversized_variables``) before
+    validation, as the query limits refuse a document: their errors are the request's
+    (``BAD_USER_INPUT`` naming the variable and the field, no ``data``), on every path, a
+    subscription's too, and nothing is coerced. Last in the pipeline, so the document
+    cache's validation has run: a document it found invalid is answered with that."""
+
+    def on_validate(self) -> Iterator[None]:
+        context = self.execution_context
+        operation = operation_of(context)
+        if not context.pre_execution_errors and operation is not None:
+            schema = graphql_schema(context.schema)
+            refused = oversized_variables(schema, operation, context.variables)
+            if refused:
+                context.pre_execution_errors = refused
+        yield
 
 
 def variables_of(
@@ -357,49 +375,58 @@ def refused_before_execution(result: Any) -> bool:
     return bool(errors) and result.data is None and all(e.path is None for e in errors)
 
 
-def first_long_list(
+def first_oversized(
     value: Any, type_: GraphQLInputType, path: tuple[str | int, ...] = ()
 ) -> tuple[list[str | int], str] | None:
-    """The path of the first list in ``value`` (of type ``type_``) that holds more items
-    than a list of its item type may, and the problem, or None. Checked before coercion, which
-    costs time in every item: 100,000 keys took seconds before the store refused them. Every
-    list of input objects the schema takes is a batch's items or keys, at most
-    ``store.items.MAX_ITEMS``; every list of scalars at most
-    ``store.validation.MAX_LIST_ITEMS``. The store checks each list's own bound after."""
+    """The path of the first part of ``value`` (of type ``type_``) past a size any input of
+    its type takes, and the problem, or None. Checked before coercion, which costs time in
+    every item and field: 100,000 keys took seconds before the store refused them, and an
+    object of 300,000 unknown fields six. Every list of input objects the schema takes is a
+    batch's items or keys, at most ``store.items.MAX_ITEMS``; no list of scalars takes more
+    than ``store.validation.MAX_LIST_ITEMS`` (the store checks each list's own bound after);
+    an object holding more than ``MAX_VARIABLE_ERRORS`` fields its type lacks is refused by
+    the first of them."""
     nullable = get_nullable_type(type_)
     if is_list_type(nullable):
         if not isinstance(value, list):
             return None
         item_type = nullable.of_type
         objects = is_input_object_type(get_named_type(item_type))
-        try:
-            check.item_count("", value, most=MAX_ITEMS if objects else check.MAX_LIST_ITEMS)
-        except InvalidInput as error:
-            return list(path), error.problem
-        if holds_lists(get_named_type(item_type)):
+        if objects and len(value) > MAX_ITEMS:
+            return list(path), f"must hold at most {MAX_ITEMS} items, not {len(value)}"
+        if len(value) > check.MAX_LIST_ITEMS:
+            return list(path), (
+                f"holds {len(value)} items, more than any list input takes ({check.MAX_LIST_ITEMS})"
+            )
+        if objects or is_list_type(get_nullable_type(item_type)):
             for index, item in enumerate(value):
-                found = first_long_list(item, item_type, (*path, index))
+                found = first_oversized(item, item_type, (*path, index))
                 if found is not None:
                     return found
         return None
-    if is_input_object_type(nullable) and isinstance(value, dict) and holds_lists(nullable):
-        for field_name, field in nullable.fields.items():
+    if is_input_object_type(nullable) and isinstance(value, dict):
+        if len(value) > len(nullable.fields) + MAX_VARIABLE_ERRORS:
+            unknown = next(name for name in value if name not in nullable.fields)
+            return [*path, unknown], (
+                f"is not a field of {nullable.name}: the object holds {len(value)} fields, "
+                f"{nullable.name} has {len(nullable.fields)}"
+            )
+        for field_name, field_type in nested_fields(nullable):
             if field_name in value:
-                found = first_long_list(value[field_name], field.type, (*path, field_name))
+                found = first_oversized(value[field_name], field_type, (*path, field_name))
                 if found is not None:
                     return found
     return None
 
 
 @functools.cache
-def holds_lists(type_: GraphQLNamedType, _seen: frozenset[str] = frozenset()) -> bool:
-    """Whether a value of the named input type ``type_`` can hold a list."""
-    if not is_input_object_type(type_) or type_.name in _seen:
-        return False
-    seen = _seen | {type_.name}
-    return any(
-        is_list_type(get_nullable_type(field.type)) or holds_lists(get_named_type(field.type), seen)
-        for field in type_.fields.values()
+def nested_fields(type_: GraphQLInputObjectType) -> tuple[tuple[str, GraphQLInputType], ...]:
+    """The fields of the input object type ``type_`` that take a list or an input object."""
+    return tuple(
+        (name, field.type)
+        for name, field in type_.fields.items()
+        if is_list_type(get_nullable_type(field.type))
+        or is_input_object_type(get_named_type(field.type))
     )
 
 
@@ -520,26 +547,27 @@ class ErrorCodes(SchemaExtension):
 
     def on_execute(self) -> Iterator[None]:
         """Refuse a request's variables with errors that name the field
-        (``check_variables``). graphql-core coerces them as execution starts; a query or a
-        mutation is checked before only for lists past their bound (``long_lists``, whose
-        items would cost time to coerce), and in full only once graphql-core refused them,
-        so valid variables are coerced once. A subscription's are checked in full before:
-        its stream answers with them (``on_stream_result``)."""
+        (``check_variables``). graphql-core coerces them as execution starts; a query's or a
+        mutation's are checked only once graphql-core refused them, so valid variables are
+        coerced once. A subscription's are checked before: its stream answers with them
+        (``on_stream_result``). Values past a size any input takes were refused before
+        validation (``VariableBounds``)."""
         context = self.execution_context
         operation = operation_of(context)
         if operation is None or context.result is not None:
             yield
             return
         schema = graphql_schema(context.schema)
-        subscription = operation.operation is OperationType.SUBSCRIPTION
-        before = check_variables if subscription else long_lists
-        refused = before(schema, operation, context.variables)
-        if refused:
-            self.refuse_variables(refused)
-            context.result = ExecutionResult(data=None, errors=refused)
+        if operation.operation is OperationType.SUBSCRIPTION:
+            refused = check_variables(schema, operation, context.variables)
+            if refused:
+                self.refuse_variables(refused)
+                context.result = ExecutionResult(data=None, errors=refused)
+            yield
+            return
         yield
         result = context.result
-        if refused or subscription or result is None or not refused_before_execution(result):
+        if result is None or not refused_before_execution(result):
             return
         refused = check_variables(schema, operation, context.variables)
         if refused:

@@ -30,9 +30,9 @@ operation has started, only the ``resolve`` hooks a step says it needs for this 
    every extension that adds such errors (``QueryLimits``, ``CodedValidation``'s rules,
    ``DocumentCache``) and their after-parts have run when it looks. Before validation it
    refuses a document with several operations and no ``operationName`` (validation is
-   then skipped, as the errors are set); before execution it checks the variables (a
-   subscription's too: its stream's refusal is the check's errors). Its after-part of the
-   operation codes the result before telemetry reads it.
+   then skipped, as the errors are set); it names the field of a variable graphql-core
+   refused (a subscription's before execution: its stream's refusal is the check's
+   errors). Its after-part of the operation codes the result before telemetry reads it.
 4. ``Authorization``: each root field's rule, as resolver middleware. Listed after
    ``FederatedTracing``, so it is the outer one: a refused field is refused before any
    tracing wraps it, and only fields the viewer may see are timed.
@@ -46,8 +46,11 @@ operation has started, only the ``resolve`` hooks a step says it needs for this 
 8. ``CodedValidation``: adds the API's rule (a mutation takes work in its last root field
    only: ``resolvers.taking``) and swaps each validation rule for its coded twin before
    validation, before ``DocumentCache`` validates (and caches) with them.
-9. ``DocumentCache``: last, so that it parses with the options and validates with the rules
+9. ``DocumentCache``: so that it parses with the options and validates with the rules
    and errors everything above has set, and does each step from its caches.
+10. ``VariableBounds``: last, after the document cache validated: refuses variables past a
+   size any input takes before validation ends, as ``QueryLimits`` refuses a document (a
+   document found invalid is answered with that).
 """
 
 import inspect
@@ -58,7 +61,7 @@ from typing import Any
 from graphql import NoSchemaIntrospectionCustomRule
 from strawberry.extensions import AddValidationRules, MaxTokensLimiter, SchemaExtension
 
-from resolvers.errors import CodedValidation, ErrorCodes
+from resolvers.errors import CodedValidation, ErrorCodes, VariableBounds
 from resolvers.permissions import Authorization
 from server.document_cache import DocumentCache
 from server.federated_tracing import FederatedTracing
@@ -91,6 +94,7 @@ def pipeline(settings: Settings) -> list[Callable[[], SchemaExtension]]:
         *no_introspection,
         CodedValidation,
         DocumentCache,
+        VariableBounds,
     ]
 
 

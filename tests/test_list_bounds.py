@@ -1,11 +1,11 @@
-"""The bound the GraphQL front puts on a list variable before coercing it
-(``resolvers.errors.first_long_list``: ``MAX_ITEMS`` input objects, ``MAX_LIST_ITEMS``
-scalars) refuses nothing the store takes: every list of input objects in the schema is a
-batch's items or a call's keys, which the store bounds at ``MAX_ITEMS``."""
+"""The bound the GraphQL front puts on a list variable of input objects before coercing it
+(``resolvers.errors.first_oversized``: ``MAX_ITEMS``) refuses nothing the store takes: every
+list of input objects in the schema is a batch's items or a call's keys, which the store
+bounds at ``MAX_ITEMS``."""
 
 from graphql import get_named_type, get_nullable_type, is_input_object_type, is_list_type
 
-from resolvers.errors import first_long_list
+from resolvers.errors import first_oversized
 from resolvers.strawberry_internals import graphql_schema
 from server.graph import build_schema
 from store.items import MAX_ITEMS
@@ -44,11 +44,11 @@ def test_every_list_of_input_objects_is_bounded_by_max_items_in_the_store():
     assert lists_of_input_objects() == BOUNDED_BY_MAX_ITEMS
 
 
-def test_first_long_list__a_batch_of_max_items_passes_and_one_more_is_refused():
+def test_first_oversized__a_batch_of_max_items_passes_and_one_more_is_refused():
     schema = graphql_schema(build_schema())
     claims = schema.type_map["ClaimOperationsInput"]
-    assert first_long_list({"items": [{}] * MAX_ITEMS}, claims) is None
-    assert first_long_list({"items": [{}] * (MAX_ITEMS + 1)}, claims) == (
+    assert first_oversized({"items": [{}] * MAX_ITEMS}, claims) is None
+    assert first_oversized({"items": [{}] * (MAX_ITEMS + 1)}, claims) == (
         ["items"],
         f"must hold at most {MAX_ITEMS} items, not {MAX_ITEMS + 1}",
     )

@@ -277,7 +277,24 @@ async def test_a_list_longer_than_its_bound_is_refused_before_its_items_are_chec
     body = await gql.query(query, variables)
     assert error_codes(body) == ["BAD_USER_INPUT"]
     assert body["errors"][0]["extensions"]["field"] == field
-    assert f"must hold at most {most} items, not {count}" in body["errors"][0]["message"]
+    assert "data" not in body
+    said = (
+        f"must hold at most {most} items, not {count}"
+        if field != "s"
+        else f"holds {count} items, more than any list input takes ({most})"
+    )
+    assert said in body["errors"][0]["message"]
+
+
+async def test_an_object_of_many_unknown_fields_is_refused_by_the_first_of_them(gql):
+    filter_ = {"callerDID": "did:key:caller"} | {f"u{n}": 0 for n in range(100_000)}
+    body = await gql.query(
+        "query($f: OperationFilter) { operations(filter: $f) { edges { cursor } } }",
+        {"f": filter_},
+    )
+    assert error_codes(body) == ["BAD_USER_INPUT"]
+    assert body["errors"][0]["extensions"]["field"] == "u0"
+    assert "is not a field of OperationFilter" in body["errors"][0]["message"]
 
 
 async def test_finalize_operations__item_of_another_caller_forbidden(store, gql, clock):

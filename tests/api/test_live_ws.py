@@ -58,6 +58,22 @@ BAD_VARIABLES = [
         "status",
         id="watchEvents-unknown-enum-value",
     ),
+    pytest.param(
+        "subscription E($d: [OperationState!]) "
+        "{ operationEvents(filter: {states: $d}) { sequence } }",
+        {"d": ["ATTEMPTED"] * 10_001},
+        "d",
+        "d",
+        id="operationEvents-list-past-any-bound",
+    ),
+    pytest.param(
+        "subscription E($filter: OperationFilter) "
+        "{ operationEvents(filter: $filter) { sequence } }",
+        {"filter": {f"u{n}": 0 for n in range(100)}},
+        "filter",
+        "u0",
+        id="operationEvents-many-unknown-fields",
+    ),
 ]
 """A subscription, its bad variables, the variable the error names and the field in it."""
 
@@ -213,13 +229,13 @@ async def test_ws__protocol_refusals_keep_their_close_codes(store):
 
 
 async def test_ws__a_message_past_max_body_bytes_closes_the_connection(store):
-    async with served(store, Settings(sweeper=False, max_body_bytes=2048)) as server:
-        async with socket(server) as sock:
-            await sock.init()
-            await sock.send({"type": "ping", "payload": {"pad": "x" * 1500}})
-            assert (await sock.receive())["type"] == "pong"
-            await sock.send({"type": "ping", "payload": {"pad": "x" * 3000}})
-            assert (await sock.closed())[0] == 1009
+    settings = Settings(sweeper=False, max_body_bytes=2048)
+    async with served(store, settings) as server, socket(server) as sock:
+        await sock.init()
+        await sock.send({"type": "ping", "payload": {"pad": "x" * 1500}})
+        assert (await sock.receive())["type"] == "pong"
+        await sock.send({"type": "ping", "payload": {"pad": "x" * 3000}})
+        assert (await sock.closed())[0] == 1009
 
 
 async def test_ws__an_expiring_token_closes_the_connection_and_ends_its_subscriptions(store):

@@ -8,7 +8,7 @@ import strawberry
 from graphql import GraphQLSchema, ValidationRule
 from strawberry.extensions import AddValidationRules, MaxTokensLimiter, SchemaExtension
 
-from resolvers.errors import CodedValidation, ErrorCodes
+from resolvers.errors import CodedValidation, ErrorCodes, VariableBounds
 from resolvers.permissions import Authorization
 from resolvers.strawberry_internals import graphql_schema
 from server.document_cache import DocumentCache
@@ -36,6 +36,7 @@ def test_pipeline__order_as_its_docstring_explains():
         QueryLimits,
         CodedValidation,
         DocumentCache,
+        VariableBounds,
     ]
 
 
@@ -50,6 +51,7 @@ def test_pipeline__no_introspection_rule_added_before_the_rules_are_coded():
         AddValidationRules,
         CodedValidation,
         DocumentCache,
+        VariableBounds,
     ]
 
 
