@@ -549,13 +549,10 @@ async def test_sqlite__a_write_transaction_that_runs_no_statement_leaves_nothing
     assert await tombstones_kept(database) == [4]
 
 
-@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
-async def test_sqlite__a_logged_write_and_its_event_are_one_hop_to_the_connection(
-    database, clock, monkeypatch
-):
-    store = ConnectorStore(database, clock=clock)
-    record = await claimed_operation(store)
-    hops = []
+def counting_hops(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The works handed to a SQLite connection's thread from now on (one per hop), until
+    ``monkeypatch.undo()``."""
+    hops: list[object] = []
     run = sqlite_pool.SQLiteConnection.run
 
     async def counted(self, work):
@@ -563,6 +560,16 @@ async def test_sqlite__a_logged_write_and_its_event_are_one_hop_to_the_connectio
         return await run(self, work)
 
     monkeypatch.setattr(sqlite_pool.SQLiteConnection, "run", counted)
+    return hops
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_sqlite__a_logged_write_and_its_event_are_one_hop_to_the_connection(
+    database, clock, monkeypatch
+):
+    store = ConnectorStore(database, clock=clock)
+    record = await claimed_operation(store)
+    hops = counting_hops(monkeypatch)
     marked = await store.operations.mark_send_started(
         record.caller_did, record.operation_id, "lease-A", "run-1"
     )
@@ -606,14 +613,7 @@ async def test_sqlite__a_claim_is_three_hops_its_account_written_ahead(
     database, clock, monkeypatch
 ):
     store = ConnectorStore(database, clock=clock)
-    hops = []
-    run = sqlite_pool.SQLiteConnection.run
-
-    async def counted(self, work):
-        hops.append(work)
-        return await run(self, work)
-
-    monkeypatch.setattr(sqlite_pool.SQLiteConnection, "run", counted)
+    hops = counting_hops(monkeypatch)
     result = await store.operations.claim_operation(claim())
     monkeypatch.undo()
 
