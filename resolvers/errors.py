@@ -11,8 +11,10 @@ The steps, in order (``ErrorCodes.coded``):
    input values, ``ValuesOfCorrectTypeRule`` and ``ProvidedRequiredArgumentsRule``, tags its
    errors ``BAD_USER_INPUT`` naming the field, by the rule's class: see ``coded_rule``).
 4. Raised while coercing variables → ``BAD_USER_INPUT`` naming the variable and the field
-   (``check_variables``, run before execution; a subscription's too, whose stream answers
-   with them: ``ErrorCodes.on_stream_result``).
+   (``check_variables``, run once graphql-core refused a query's or a mutation's
+   variables, and before a subscription's execution, whose stream answers with them:
+   ``ErrorCodes.on_stream_result``); values past a size any input takes are refused so
+   before validation (``VariableBounds``).
 5. Raised by Strawberry before validation on the stream path, by the type of the exception
    (``STREAM_REFUSALS``): an unknown ``operationName`` → ``OPERATION_RESOLUTION_FAILURE``; no
    query, or a query or mutation sent as a multipart subscription → ``BAD_REQUEST``.
