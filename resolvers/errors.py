@@ -299,8 +299,8 @@ def check_variables(
 ) -> list[GraphQLError]:
     """The variables of ``operation`` checked against their declared types, each problem a
     ``BAD_USER_INPUT`` naming the variable and the innermost field (the variable itself when
-    the value is not an object). A list longer than any list input takes is refused before
-    its items are coerced (``first_oversized``)."""
+    the value is not an object). Values past a size any input takes never reach it: they
+    were refused before validation (``VariableBounds``)."""
     inputs = inputs or {}
     errors: list[GraphQLError] = []
     for name, definition, type_, value in variables_of(schema, operation, inputs):
@@ -309,11 +309,6 @@ def check_variables(
                 errors.append(
                     variable_error(name, name, f"a value of type '{type_}' was not provided")
                 )
-            continue
-        too_long = first_oversized(value, type_)
-        if too_long is not None:
-            path, problem = too_long
-            errors.append(variable_error(name, field_at(path, name), problem))
             continue
         if coerce_input_value(value, type_) is not Undefined:
             continue
@@ -394,8 +389,11 @@ def first_oversized(
             return None
         item_type = nullable.of_type
         objects = is_input_object_type(get_named_type(item_type))
-        if objects and len(value) > MAX_ITEMS:
-            return list(path), f"must hold at most {MAX_ITEMS} items, not {len(value)}"
+        if objects:
+            try:
+                check.item_count("", value, most=MAX_ITEMS)
+            except InvalidInput as error:
+                return list(path), error.problem
         if len(value) > check.MAX_LIST_ITEMS:
             return list(path), (
                 f"holds {len(value)} items, more than any list input takes ({check.MAX_LIST_ITEMS})"

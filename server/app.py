@@ -263,7 +263,7 @@ class GraphQLApp(GraphQL):
         except NotJson as error:
             message = f"Unable to parse request body as JSON: {error.msg}"
             raise HTTPException(400, message) from error
-        except (ValueError, RecursionError) as error:
+        except json.JSONDecodeError as error:
             raise HTTPException(400, "Unable to parse request body as JSON") from error
         if not isinstance(value, (dict, list)):
             raise HTTPException(400, "The JSON must be an object")
