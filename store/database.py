@@ -14,14 +14,15 @@ PostgreSQL the asyncpg connection ``databases`` holds for the task (``raw_connec
 its transactions and pool stay ``databases``'), on SQLite our own connections, the writer
 queue's and the readers', each statement and the fetch of its rows one hop to the
 connection's thread; a ``write_transaction``'s ``BEGIN IMMEDIATE`` goes with its first
-statement, and ``write_then`` is a whole transaction of two statements in one hop.
+statement, a block's ``last_statement`` takes its ``COMMIT`` with it, and ``write_then``
+is a whole transaction of two statements in one hop.
 """
 
 import asyncio
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager, contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -89,12 +90,16 @@ its parameters by name, or None for none."""
 @dataclass(slots=True)
 class _SQLiteTransaction:
     """A ``write_transaction`` on SQLite: its connection, whether its ``BEGIN IMMEDIATE``
-    has run (it goes with the block's first statement, in that hop), and the writes sent
-    ahead (``Database.write_ahead``) that go with the next statement, in its hop."""
+    has run (it goes with the block's first statement, in that hop), the writes sent
+    ahead (``Database.write_ahead``) that go with the next statement, in its hop, whether
+    that statement is the block's last (``Database.last_statement``: its ``COMMIT`` goes
+    with it) and whether that ``COMMIT`` has run."""
 
     connection: SQLiteConnection
     begun: bool = False
     ahead: list[tuple[str, Sequence[Any]]] = field(default_factory=list)
+    closing: bool = False
+    committed: bool = False
 
     @property
     def pending(self) -> bool:
@@ -430,8 +435,21 @@ class Database:
         held = _sqlite_held.get()
         if held is not None and held[0] is self:
             transaction = held[1]
+            assert not transaction.committed, "a statement after the block's last_statement"
+            if not transaction.closing:
+                with driver_errors():
+                    return await transaction.connection.run(
+                        lambda raw: work(_begun(raw, transaction))
+                    )
+
+            def committing(raw: sqlite3.Connection) -> _T:
+                result = work(_begun(raw, transaction))
+                raw.execute("COMMIT")
+                transaction.committed = True
+                return result
+
             with driver_errors():
-                return await transaction.connection.run(lambda raw: work(_begun(raw, transaction)))
+                return await transaction.connection.run(committing)
         with driver_errors():
             connection: SQLiteConnection = await self._sqlite.acquire()
         try:
@@ -584,6 +602,24 @@ class Database:
         async with self._writer():
             return await self._on_sqlite(work)
 
+    @contextmanager
+    def last_statement(self) -> Iterator[None]:
+        """Inside this task's ``write_transaction``: the statement the block awaits in here
+        is the transaction's last. On SQLite its ``COMMIT`` goes with it, in its hop to the
+        connection's thread (one hop fewer): once it has run, nothing the block does after
+        can roll it back, and a statement after it fails (``AssertionError``). If it
+        raises, nothing has committed and the block rolls back as ever. On PostgreSQL, or
+        outside a transaction, the block as it is."""
+        held = _sqlite_held.get()
+        if self._sqlite is None or held is None or held[0] is not self:
+            yield
+            return
+        held[1].closing = True
+        try:
+            yield
+        finally:
+            held[1].closing = False
+
     @asynccontextmanager
     async def pinned_connection(self) -> AsyncIterator[None]:
         """Run the block on one connection: every statement this task awaits in it uses
@@ -677,7 +713,7 @@ class Database:
                     with driver_errors():
                         await connection.run(lambda raw: _end(raw, "ROLLBACK"))
                     raise
-                if transaction.pending:
+                if transaction.pending and not transaction.committed:
                     with driver_errors():
                         await connection.run(lambda raw: _end(_begun(raw, transaction), "COMMIT"))
             finally:

@@ -608,6 +608,41 @@ async def test_write_ahead__a_failing_write_fails_its_block_and_writes_nothing(d
     assert await tombstones_kept(database) == []
 
 
+async def test_last_statement__commits_with_its_block_and_a_failing_one_writes_nothing(database):
+    async with database.write_transaction():
+        await database.write_prepared(PUT_TOMBSTONE, tombstone_of(1))
+        with database.last_statement():
+            await database.write_prepared(PUT_TOMBSTONE, tombstone_of(2))
+    broken = tombstone_of(4) | {"p_final_state": None}
+    with pytest.raises((sqlite3.IntegrityError, asyncpg.NotNullViolationError)):
+        async with database.write_transaction():
+            await database.write_prepared(PUT_TOMBSTONE, tombstone_of(3))
+            with database.last_statement():
+                await database.write_prepared(PUT_TOMBSTONE, broken)
+    assert await tombstones_kept(database) == [1, 2]
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_sqlite__last_statement_sends_the_commit_with_it_and_refuses_a_later_one(
+    database, monkeypatch
+):
+    hops = counting_hops(monkeypatch)
+    async with database.write_transaction():
+        await database.write_ahead(PUT_TOMBSTONE, tombstone_of(1))
+        with database.last_statement():
+            await database.write_prepared(PUT_TOMBSTONE, tombstone_of(2))
+    monkeypatch.undo()
+    assert len(hops) == 1
+    assert await tombstones_kept(database) == [1, 2]
+
+    with pytest.raises(AssertionError, match="after the block's last_statement"):
+        async with database.write_transaction():
+            with database.last_statement():
+                await database.write_prepared(PUT_TOMBSTONE, tombstone_of(3))
+            await database.write_prepared(PUT_TOMBSTONE, tombstone_of(4))
+    assert await tombstones_kept(database) == [1, 2, 3]
+
+
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 async def test_sqlite__a_claim_is_three_hops_its_account_written_ahead(
     database, clock, monkeypatch
