@@ -22,6 +22,7 @@ from store.database import Row
 from store.records import ACCOUNT_FIELDS, AccountLoad, AccountRecord
 from store.statements import Prepared, param
 from store.tables import account, paused_connector
+from store.tombstones import NOT_COLLECTED
 
 MAX_RETRY_AFTER_MS = 86_400_000
 """The longest throttle, in ms: one day."""
@@ -38,16 +39,20 @@ ACCOUNT_KEY = sa.and_(
 ENSURE_ACCOUNT = Prepared(
     lambda insert: (
         insert(account)
-        .values(
-            connector_name=param("p_connector_name", account.c.connector_name),
-            account_key=param("p_account_key", account.c.account_key),
-            updated_at=param("p_updated_at", account.c.updated_at),
+        .from_select(
+            ["connector_name", "account_key", "updated_at"],
+            sa.select(
+                param("p_connector_name", account.c.connector_name),
+                param("p_account_key", account.c.account_key),
+                param("p_updated_at", account.c.updated_at),
+            ).where(NOT_COLLECTED),
         )
         .on_conflict_do_nothing(index_elements=[account.c.connector_name, account.c.account_key])
         .returning(account.c.account_key)
     )
 )
-"""Create the account's row (no cap, no throttle) unless it exists."""
+"""A claim's account: create its row (no cap, no throttle) unless it exists or the claim's
+key was collected (``NOT_COLLECTED``, ``p_key_digest``), so such a claim writes nothing."""
 
 
 def touch(where: sa.ColumnElement[bool]) -> sa.Update:

@@ -52,7 +52,13 @@ from store.sizes import SIZE, Measured, fetch_measured, measured, row_bytes, wit
 from store.statements import Prepared, param
 from store.tables import account
 from store.tables import operation as op
-from store.tombstones import Tombstoned, envelope_digest, get_tombstone, key_digest
+from store.tombstones import (
+    NOT_COLLECTED,
+    Tombstoned,
+    envelope_digest,
+    get_tombstone,
+    key_digest,
+)
 from store.watches import WatchesStore, by_identity
 
 CONTESTED_SEND_MARKER = "*contested*"
@@ -281,17 +287,22 @@ def claim_lease(row: Any, now: Any, allowed: sa.ColumnElement[bool]) -> dict[str
 
 CLAIMED_ROW = SimpleNamespace(**{name: param(f"p_{name}", op.c[name]) for name in CLAIM_COLUMNS})
 """The claim's new row, column by column, as the parameters ``p_<column>``."""
+
+
+def _claimed_select() -> sa.Select[Any]:
+    values = vars(CLAIMED_ROW) | claim_lease(
+        CLAIMED_ROW, NOW, guards.lease_allowed(CLAIMED_ROW, NOW, None)
+    )
+    return sa.select(*(value.label(name) for name, value in values.items())).where(NOT_COLLECTED)
+
+
 CLAIM = Logged(
     OPERATIONS,
     CLAIMED,
-    lambda insert: claim_insert(
-        insert(op).values(
-            vars(CLAIMED_ROW)
-            | claim_lease(CLAIMED_ROW, NOW, guards.lease_allowed(CLAIMED_ROW, NOW, None))
-        )
-    ),
+    lambda insert: claim_insert(insert(op).from_select(list(CLAIM_COLUMNS), _claimed_select())),
 )
-"""``claim_operation``'s insert-if-absent, logged; ``p_now`` is the store's now."""
+"""``claim_operation``'s insert-if-absent, logged: nothing is inserted when a tombstone
+holds the key (``NOT_COLLECTED``, ``p_key_digest``); ``p_now`` is the store's now."""
 
 GET_OPERATION = Prepared(lambda _: sa.select(op).where(KEY))
 """``get_operation``'s read."""
@@ -725,26 +736,33 @@ class OperationsStore:
         one: ``exists`` when its envelope equals the claim's, ``conflict`` on any drift or
         when the row vanished in between. The stored row is never overwritten.
         A key whose operation was collected and whose tombstone is still kept
-        (``store.tombstones``: the insert created a row, and one probe of the tombstones
-        finds the key) is never claimed afresh: the transaction is rolled back and the
-        claim answers ``collected`` (the same envelope) or ``conflict``
-        (``claim_after_collection``); so does a claim whose key's row was collected between
-        the insert and the read of the stored row. Raises ``InvalidInput`` for a malformed
-        field.
+        (``store.tombstones``) is never claimed afresh: the insert skips it
+        (``NOT_COLLECTED``), and the claim answers ``collected`` (the same envelope) or
+        ``conflict`` (``claim_after_collection``); so does a claim whose key's row was
+        collected between the insert and the read of the stored row. On PostgreSQL, where a
+        collection that commits while the insert waits on the collected row is not seen by
+        the insert's snapshot, one more probe of the tombstones after an insert rolls such
+        a claim back; on SQLite the transaction holds the write lock throughout, so the
+        insert's own guard is exact and the transaction's ``COMMIT`` goes with it
+        (``Database.last_statement``). Raises ``InvalidInput`` for a malformed field.
         """
         fresh = claim_row(claim, self._ctx)
+        digest = key_digest(fresh.caller_did, fresh.operation_id)
         params = {f"p_{name}": getattr(fresh, name) for name in CLAIM_COLUMNS}
+        params |= {"p_now": fresh.created_at, "p_key_digest": digest}
         try:
             async with self._db.write_transaction():
                 await self._db.write_ahead(ENSURE_ACCOUNT, params)
-                if self._db.is_postgres:
+                if not self._db.is_postgres:
+                    with self._db.last_statement():
+                        inserted = await CLAIM.run_one(self._db, params)
+                else:
                     await self._db.fetch_prepared(LOCK_ACCOUNT, params)
-                inserted = await CLAIM.run_one(self._db, params | {"p_now": fresh.created_at})
-                if inserted is not None:
-                    digest = key_digest(fresh.caller_did, fresh.operation_id)
-                    tombstone = await get_tombstone(self._db, digest)
-                    if tombstone is not None:
-                        raise Tombstoned({digest: tombstone})
+                    inserted = await CLAIM.run_one(self._db, params)
+                    if inserted is not None:
+                        tombstone = await get_tombstone(self._db, digest)
+                        if tombstone is not None:
+                            raise Tombstoned({digest: tombstone})
         except Tombstoned as collected:
             (tombstone,) = collected.found.values()
             return claim_after_collection(claim, tombstone)
@@ -752,8 +770,8 @@ class OperationsStore:
             return ClaimResult("claimed", OperationRecord.from_row(inserted))
         stored = await self.get_operation(claim.caller_did, claim.operation_id)
         if stored is None:
-            # The row was collected between the insert and this read: its tombstone says so.
-            digest = key_digest(fresh.caller_did, fresh.operation_id)
+            # The key was collected, before the insert or between it and this read: its
+            # tombstone says so.
             tombstone = await get_tombstone(self._db, digest)
             if tombstone is not None:
                 return claim_after_collection(claim, tombstone)

@@ -104,6 +104,12 @@ GET_TOMBSTONE = Prepared(
 )
 """The tombstone of one key digest: a single primary-key probe."""
 
+NOT_COLLECTED = ~sa.exists().where(
+    tombstone.c.key_digest == param("p_key_digest", tombstone.c.key_digest)
+)
+"""No tombstone holds the key digest ``p_key_digest``: the key was never collected, or its
+tombstone is no longer kept. A claim's guard: its inserts write nothing for such a key."""
+
 
 class Tombstoned(Exception):
     """Raised inside a claim's transaction when a row it created has a tombstone, to roll

@@ -644,17 +644,15 @@ async def test_sqlite__last_statement_sends_the_commit_with_it_and_refuses_a_lat
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
-async def test_sqlite__a_claim_is_three_hops_its_account_written_ahead(
-    database, clock, monkeypatch
-):
+async def test_sqlite__a_claim_is_one_hop_with_its_account_and_commit(database, clock, monkeypatch):
     store = ConnectorStore(database, clock=clock)
     hops = counting_hops(monkeypatch)
     result = await store.operations.claim_operation(claim())
     monkeypatch.undo()
 
     assert result.status == "claimed"
-    # The account and the insert with its event, the tombstone probe, the commit.
-    assert len(hops) == 3
+    # BEGIN, the account, the insert (its tombstone guard inside) with its event, COMMIT.
+    assert len(hops) == 1
     accounts = await store.accounts.list_accounts("calendar")
     assert [load.account.account_key for load in accounts] == ["acct-1"]
 
