@@ -808,14 +808,15 @@ class OperationsStore:
             if self._db.is_postgres:
                 await self._db.fetch_prepared(LOCK_ACCOUNT_OF_OPERATION, params)
             prior = await self._db.fetch_prepared(PRIOR_LEASE, params)
-            return await self._update_prepared(
-                ACQUIRE_LEASE,
-                params
-                | {
-                    "p_now": self._ctx.clock(),
-                    "p_prior_token": None if prior is None else prior["lease_token"],
-                },
-            )
+            with self._db.last_statement():
+                return await self._update_prepared(
+                    ACQUIRE_LEASE,
+                    params
+                    | {
+                        "p_now": self._ctx.clock(),
+                        "p_prior_token": None if prior is None else prior["lease_token"],
+                    },
+                )
 
     async def renew_lease(
         self, caller_did: str, operation_id: str, token: str, expires_at: int
@@ -1034,12 +1035,14 @@ class OperationsStore:
             if row is None:
                 return None
             committed = OperationRecord.from_row(row)
-            armed = await self._watches.open_generation(
-                committed.identity,
-                document_id=committed.document_id,
-                observed_winner=await self._read_winner(committed.document_id),
-                due_at=final.due_at,
-            )
+            winner = await self._read_winner(committed.document_id)
+            with self._db.last_statement():
+                armed = await self._watches.open_generation(
+                    committed.identity,
+                    document_id=committed.document_id,
+                    observed_winner=winner,
+                    due_at=final.due_at,
+                )
         return Finalization(committed, armed)
 
     async def list_operations(

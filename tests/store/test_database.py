@@ -657,6 +657,31 @@ async def test_sqlite__a_claim_is_one_hop_with_its_account_and_commit(database, 
     assert [load.account.account_key for load in accounts] == ["acct-1"]
 
 
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_sqlite__a_finalize_is_three_hops_its_commit_with_the_watch(
+    database, clock, monkeypatch
+):
+    store = ConnectorStore(database, clock=clock)
+    record = await claimed_operation(store)
+    hops = counting_hops(monkeypatch)
+    done = await store.operations.finalize_operation_and_arm_watch(
+        Finalize(
+            record.caller_did,
+            record.operation_id,
+            version=record.version,
+            lease_token="lease-A",
+            due_at=clock.now + 1000,
+            result_entity={"id": "e-1"},
+        )
+    )
+    monkeypatch.undo()
+
+    assert done is not None and done.watch.repair_generation == 1
+    # The finalize with its event, the winner's read, the watch with its event and COMMIT.
+    assert len(hops) == 3
+    assert (await reread(store, record)).state == "committed"
+
+
 @pytest.mark.parametrize("cancels", [1, 2, 3, 5])
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 async def test_sqlite__a_write_transaction_cancelled_in_its_cleanup_still_frees_the_write_lock(
