@@ -106,6 +106,12 @@ class _SQLiteTransaction:
         """Whether the transaction has written, or holds writes not yet run."""
         return self.begun or bool(self.ahead)
 
+    def refuse_after_commit(self) -> None:
+        """Fail (``AssertionError``) once the block's last statement has committed: a
+        statement, or a write sent ahead, after it would run outside the transaction or
+        not at all."""
+        assert not self.committed, "a statement after the block's last_statement"
+
 
 def _begun(raw: sqlite3.Connection, transaction: _SQLiteTransaction | None) -> sqlite3.Connection:
     """``raw``, its transaction's ``BEGIN IMMEDIATE`` and the writes sent ahead run first
@@ -435,7 +441,7 @@ class Database:
         held = _sqlite_held.get()
         if held is not None and held[0] is self:
             transaction = held[1]
-            assert not transaction.committed, "a statement after the block's last_statement"
+            transaction.refuse_after_commit()
             if not transaction.closing:
                 with driver_errors():
                     return await transaction.connection.run(
@@ -524,6 +530,7 @@ class Database:
         if self._sqlite is None or held is None or held[0] is not self:
             await self.write_prepared(statement, params)
             return
+        held[1].refuse_after_commit()
         sql, values = statement.bind(self._dialect, params)
         if self.statement_observer is not None:
             self._observe(sql, values)
@@ -607,9 +614,13 @@ class Database:
         """Inside this task's ``write_transaction``: the statement the block awaits in here
         is the transaction's last. On SQLite its ``COMMIT`` goes with it, in its hop to the
         connection's thread (one hop fewer): once it has run, nothing the block does after
-        can roll it back, and a statement after it fails (``AssertionError``). If it
-        raises, nothing has committed and the block rolls back as ever. On PostgreSQL, or
-        outside a transaction, the block as it is."""
+        can roll it back, and a statement or a ``write_ahead`` after it fails
+        (``AssertionError``). If the statement raises, nothing has committed and the block
+        rolls back as ever. A cancellation of the awaiting task does not stop a hop once
+        sent (every hop runs to its end on the connection's thread), so a block cancelled
+        while its last statement's hop runs may have committed, as one cancelled while any
+        ``COMMIT`` is on its way may have. On PostgreSQL, or outside a transaction, the
+        block as it is."""
         held = _sqlite_held.get()
         if self._sqlite is None or held is None or held[0] is not self:
             yield

@@ -644,6 +644,16 @@ async def test_sqlite__last_statement_sends_the_commit_with_it_and_refuses_a_lat
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_sqlite__a_write_ahead_after_the_last_statement_is_refused_not_dropped(database):
+    with pytest.raises(AssertionError, match="after the block's last_statement"):
+        async with database.write_transaction():
+            with database.last_statement():
+                await database.write_prepared(PUT_TOMBSTONE, tombstone_of(1))
+            await database.write_ahead(PUT_TOMBSTONE, tombstone_of(2))
+    assert await tombstones_kept(database) == [1]
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 async def test_sqlite__a_claim_is_one_hop_with_its_account_and_commit(database, clock, monkeypatch):
     store = ConnectorStore(database, clock=clock)
     hops = counting_hops(monkeypatch)
