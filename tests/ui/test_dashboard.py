@@ -134,6 +134,9 @@ async def test_failed_operation__its_page_shows_the_error_and_the_history(page, 
 
 async def test_page__no_request_to_any_host_but_the_server(page, seeded):
     for view in ("overview", "operations", "failures", "accounts"):
+        # A fresh document for each view, so the wait below is answered by this view's
+        # table, not the previous view's.
+        await page.goto("about:blank")
         await page.goto(seeded.url + f"/ui#/{view}")
         await page.locator("main table").first.wait_for()
     await page.goto(seeded.url + f"/ui#/operation?caller=did:key:worker&id={seeded.failed}")
