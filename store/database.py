@@ -82,9 +82,9 @@ _T = TypeVar("_T")
 StatementObserver = Callable[[str, Sequence[Any], object | None], None]
 """``Database.statement_observer``: called with (SQL, values, transaction or None)."""
 
-Then = Callable[[list[Row]], tuple[Prepared, Mapping[str, Any]] | None]
+Then = Callable[[list[Row]], tuple[Prepared, Sequence[Mapping[str, Any]]] | None]
 """``Database.write_then``'s second statement: given the first's rows, a ``Prepared`` and
-its parameters by name, or None for none."""
+the parameters by name of each of its runs (one ``executemany``), or None for none."""
 
 
 @dataclass(slots=True)
@@ -572,7 +572,8 @@ class Database:
         ``params`` by name, or a statement built per call, ``params`` empty), then the
         statement ``then`` gives for the rows it returned, as one transaction (``BEGIN
         IMMEDIATE`` … ``COMMIT``, or this task's ``write_transaction``) in one hop to the
-        connection's thread; returns the first statement's rows. Either statement failing
+        connection's thread, the second once per mapping of parameters it gives (one
+        ``executemany``); returns the first statement's rows. Either statement failing
         rolls both back (a ``write_transaction`` block, as ever, rolls back when its error
         leaves it). Raises as ``fetch_one`` does."""
         assert self._sqlite is not None, "write_then is SQLite's"
@@ -593,11 +594,12 @@ class Database:
             try:
                 rows = _fetched(raw, sql, values, one=False)
                 follow = then(rows)
-                if follow is not None:
-                    then_sql, then_values = follow[0].bind(self._dialect, follow[1])
+                if follow is not None and follow[1]:
+                    bound = [follow[0].bind(self._dialect, run) for run in follow[1]]
                     if observer is not None:
-                        observer(then_sql, then_values, mark)
-                    raw.execute(then_sql, then_values).close()
+                        for then_sql, then_values in bound:
+                            observer(then_sql, then_values, mark)
+                    raw.executemany(bound[0][0], [then_values for _, then_values in bound]).close()
                 if own:
                     raw.execute("COMMIT")
             except BaseException:

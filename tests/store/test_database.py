@@ -517,7 +517,7 @@ async def test_write_then__both_statements_commit_and_a_failing_second_writes_no
     database.statement_observer = lambda sql, values, tx: seen.append(tx)
     try:
         await database.write_then(
-            PUT_TOMBSTONE, tombstone_of(2), lambda rows: (PUT_TOMBSTONE, tombstone_of(3))
+            PUT_TOMBSTONE, tombstone_of(2), lambda rows: (PUT_TOMBSTONE, [tombstone_of(3)])
         )
     finally:
         database.statement_observer = None
@@ -530,7 +530,7 @@ async def test_write_then__joins_the_write_transaction_it_runs_in(database):
     with pytest.raises(Refused):
         async with database.write_transaction():
             await database.write_then(
-                PUT_TOMBSTONE, tombstone_of(1), lambda rows: (PUT_TOMBSTONE, tombstone_of(2))
+                PUT_TOMBSTONE, tombstone_of(1), lambda rows: (PUT_TOMBSTONE, [tombstone_of(2)])
             )
             assert await tombstones_kept(database) == [1, 2]
             raise Refused
