@@ -541,7 +541,8 @@ class Database:
         name), in one driver call (asyncpg's and sqlite3's ``executemany``), on this task's
         connection (its transaction, if any); nothing is returned. For rows whose values a
         batch's arrays cannot carry on both backends (bytes: SQLite's ``json_each`` holds
-        text, and this SQLite has no ``unhex``). Raises as ``write_prepared`` does."""
+        text, and this SQLite has no ``unhex``), and on SQLite for the events of rows a write
+        returned (``store.events.append_events``). Raises as ``write_prepared`` does."""
         if not rows:
             return
         bound = [statement.bind(self._dialect, row) for row in rows]
