@@ -402,18 +402,19 @@ def _appender(log: Log, action: Action, extras: Sequence[sa.Column[Any]]) -> _Ap
 
 
 def _appending(
-    appender: _Appender, params: Mapping[str, Any]
+    appender: _Appender, actor: str | None
 ) -> Callable[[Sequence[Row]], tuple[Prepared, list[dict[str, Any]]] | None]:
     """SQLite: the statement that appends the events of the rows a write returned, with
     the parameters of each row's run (None for no rows): ``Database.write_then``'s second
-    statement."""
+    statement. Each run's parameters are the row's columns and the actor, nothing of the
+    write's own, so no name the write binds can stand in for a value of the event."""
 
     def then(rows: Sequence[Row]) -> tuple[Prepared, list[dict[str, Any]]] | None:
         if not rows:
             return None
         names = appender.columns
         return appender.statement, [
-            {**{f"e_{name}": row[name] for name in names}, **params} for row in rows
+            {**{f"e_{name}": row[name] for name in names}, "p_actor": actor} for row in rows
         ]
 
     return then
@@ -443,7 +444,7 @@ class Logged:
         params = {**params, "p_actor": current_actor()}
         if db.is_postgres:
             return await db.write_prepared_all(self._postgres, params)
-        return await db.write_then(self.write, params, _appending(self._append, params))
+        return await db.write_then(self.write, params, _appending(self._append, params["p_actor"]))
 
     async def run_one(self, db: Database, params: Mapping[str, Any]) -> Row | None:
         """``run`` of a write of at most one row: that row, or None."""
@@ -488,7 +489,7 @@ class LoggedItems:
         prepared, values = self.bind(db.is_postgres, items, **params)
         if db.is_postgres:
             return await db.write_prepared_all(prepared, values)
-        return await db.write_then(prepared, values, _appending(self._append, params))
+        return await db.write_then(prepared, values, _appending(self._append, params["p_actor"]))
 
 
 DROP_OPERATION_EVENTS = ItemStatement(
@@ -538,7 +539,7 @@ async def append_events(
     """SQLite: append ``action``'s event of each of ``rows`` (written in the caller's
     transaction, each holding ``log.source`` and the ``extras`` the action reads), one
     driver call (``Database.write_many``)."""
-    follow = _appending(_appender_of(log, action, extras), {"p_actor": current_actor()})(rows)
+    follow = _appending(_appender_of(log, action, extras), current_actor())(rows)
     if follow is not None:
         await db.write_many(*follow)
 
@@ -548,7 +549,7 @@ async def run_logged(db: Database, log: Log, action: str, write: Any) -> list[Ro
     append ``action``'s event for each row it wrote; returns the written rows."""
     if db.is_postgres:
         return await db.write_all(with_events(log, action, write, current_actor_value()))
-    appending = _appending(_appender_of(log, action, ()), {"p_actor": current_actor()})
+    appending = _appending(_appender_of(log, action, ()), current_actor())
     return await db.write_then(write, {}, appending)
 
 
