@@ -42,7 +42,7 @@ LEASE_MS = 60_000
 CALLER = "did:bench:caller"
 PRECLAIM_BATCH = 500
 """Items per ``claimOperations`` request when the leasing scenario pre-claims (the most a
-batch takes, DESIGN section 6)."""
+batch takes: docs/worker-protocol.md, 'Settling in batches')."""
 OWNERS = 1_000
 """The tenants the batch rows' operations belong to, each with a provider account of its
 own (issue 16's 1,000 owners). Leasing hands work out fairly across owners and walks each

@@ -1,7 +1,7 @@
-"""The batch settles of ``Mutation`` (DESIGN.md section 6): ``claimOperations``,
-``markSendsStarted``, ``finalizeOperations``, ``recordOperations`` and
-``recordVerifications``. Each passes its items to ``store.batches`` (one statement per step)
-and answers each item with its single mutation's payload, built by the same functions."""
+"""The batch settles of ``Mutation`` (docs/worker-protocol.md, 'Settling in batches'):
+``claimOperations``, ``markSendsStarted``, ``finalizeOperations``, ``recordOperations`` and
+``recordVerifications``. Each passes its items to ``store.batches`` (one statement per step) and
+answers each item with its single mutation's payload, built by the same functions."""
 
 from collections.abc import Sequence
 

@@ -1,6 +1,7 @@
-"""Root fields of the dashboard's counts (DESIGN section 9), mixed into the root ``Query``:
-``CountsQuery``. A tenant counts only its own rows (an observer every row): the store narrows
-the counts to the viewer's ``visible_to`` (the rule in ``resolvers.permissions`` says so)."""
+"""Root fields of the dashboard's counts (docs/architecture.md, 'Counting for the dashboard'), mixed
+into the root ``Query``: ``CountsQuery``. A tenant counts only its own rows (an observer every row):
+the store narrows the counts to the viewer's ``visible_to`` (the rule in ``resolvers.permissions``
+says so)."""
 
 import strawberry
 

@@ -1,5 +1,6 @@
-"""Root fields of batch leasing and provider accounts (DESIGN section 6), mixed into the root
-``Mutation`` and ``Query``: ``LeasingMutation`` and ``AccountsQuery``.
+"""Root fields of batch leasing and provider accounts (docs/worker-protocol.md, 'Leasing in
+batches'), mixed into the root ``Mutation`` and ``Query``: ``LeasingMutation`` and
+``AccountsQuery``.
 
 A tenant (a viewer without ``service``) leases only operations it called, and claims only its
 own watches: the store filters by the viewer's DID. A renewal or release that names a key of

@@ -1,4 +1,5 @@
-"""Live updates in one process (DESIGN section 8): the subscriptions' fan-out and bounds.
+"""Live updates in one process (docs/scaling.md, 'Live updates across processes'): the
+subscriptions' fan-out and bounds.
 
 ``Hub`` holds this process's subscriptions. It learns from the store's wake-ups
 (``store.wakeups``: PostgreSQL ``LISTEN``, or SQLite's wake-up table) which connectors may

@@ -1,6 +1,6 @@
-"""Root fields of the operator controls (DESIGN section 7), mixed into the root ``Mutation``
-and ``Query``: ``OperatorMutation`` (pause and resume accounts, bulk cancel, reissue, re-arm,
-force-release) and ``ViewerQuery`` (who the token names and what it may do).
+"""Root fields of the operator controls (docs/runbook.md, 'Operator controls'), mixed into the root
+``Mutation`` and ``Query``: ``OperatorMutation`` (pause and resume accounts, bulk cancel, reissue,
+re-arm, force-release) and ``ViewerQuery`` (who the token names and what it may do).
 
 The rules (``resolvers.permissions``) give these mutations to ``operator`` (and ``service``);
 they act on every tenant's rows, so no input names the viewer.

@@ -1,6 +1,6 @@
-"""The batch settles' inputs and payloads (DESIGN.md section 6): each takes the single
-mutation's inputs, unchanged, as ``items``, and answers the single mutation's payloads as
-``results``, in input order."""
+"""The batch settles' inputs and payloads (docs/worker-protocol.md, 'Settling in batches'): each
+takes the single mutation's inputs, unchanged, as ``items``, and answers the single mutation's
+payloads as ``results``, in input order."""
 
 import strawberry
 

@@ -1,5 +1,6 @@
 """``OperationEvent`` and ``WatchEvent``: one entry of an operation's or a watch's history
-(DESIGN section 7), and their connections (``Operation.events``, ``Watch.events``)."""
+(docs/architecture.md, 'The event log'), and their connections (``Operation.events``,
+``Watch.events``)."""
 
 from typing import TYPE_CHECKING, Annotated
 

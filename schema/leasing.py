@@ -1,5 +1,5 @@
-"""Inputs and payloads of batch leasing and the account mutations (DESIGN section 6). The
-durations are relative to the store's clock: no input carries a ``now``."""
+"""Inputs and payloads of batch leasing and the account mutations (docs/worker-protocol.md, 'Leasing
+in batches'). The durations are relative to the store's clock: no input carries a ``now``."""
 
 import strawberry
 

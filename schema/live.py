@@ -1,4 +1,4 @@
-"""The types of live updates (DESIGN section 8): ``WorkSignal``."""
+"""The types of live updates (README.md, 'Live updates'): ``WorkSignal``."""
 
 import strawberry
 

@@ -1,5 +1,5 @@
-"""Inputs and payloads of the operator controls (DESIGN section 7): pausing accounts, and
-bulk writes by filter or by key."""
+"""Inputs and payloads of the operator controls (docs/runbook.md, 'Operator controls'): pausing
+accounts, and bulk writes by filter or by key."""
 
 import strawberry
 

@@ -1,6 +1,6 @@
-"""Provider accounts: a connector's account, shared by every owner that names it, with a cap
-on its live leases, a throttle (DESIGN section 6) and a pause (DESIGN section 7); no seed
-counterpart.
+"""Provider accounts: a connector's account, shared by every owner that names it, with a cap on its
+live leases, a throttle and a pause (docs/worker-protocol.md, 'Accounts: caps and throttles'); no
+seed counterpart.
 
 An account's row is created the first time a claim names it (``ENSURE_ACCOUNT``, inside the
 claim's transaction), or by ``set_account_limit``/``throttle_account`` or a pause

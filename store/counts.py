@@ -1,6 +1,6 @@
-"""Counts for people (the dashboard's overview, DESIGN section 9): operations by connector,
-account and state, with how many of the live ones are due and in flight, and watches by
-connector and verification status.
+"""Counts for people (the dashboard's overview; docs/architecture.md, 'Counting for the dashboard'):
+operations by connector, account and state, with how many of the live ones are due and in flight,
+and watches by connector and verification status.
 
 Exact counts, kept cheap at 1M operations by indexes that cover them (``store.tables``), so
 each count is an index-only scan on PostgreSQL and a covering-index scan on SQLite, with no

@@ -1,5 +1,5 @@
-"""The event log (DESIGN section 7): one event per applied write of an operation or a watch,
-appended by the write itself, and the readers of the log.
+"""The event log (docs/architecture.md, 'The event log'): one event per applied write of an
+operation or a watch, appended by the write itself, and the readers of the log.
 
 Appending. Every store write that changes an operation or a watch is a ``Logged`` (a
 ``Prepared`` single write), a ``LoggedItems`` (a batch's ``ItemStatement``) or goes through
@@ -66,7 +66,7 @@ from store.tables import operation as op
 from store.tables import operation_event, watch_event
 from store.tables import projection_watch as watch
 
-# Operation actions (DESIGN 7), stored lower case, shown UPPER_SNAKE by the API.
+# Operation actions, stored lower case, shown UPPER_SNAKE by the API (``OperationAction``).
 CLAIMED: Final = "claimed"
 LEASED: Final = "leased"
 TAKEN_OVER: Final = "taken_over"

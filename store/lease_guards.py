@@ -1,5 +1,5 @@
-"""The guards every path that takes a lease or a watch's claim applies (DESIGN sections 6
-and 7), written once.
+"""The guards every path that takes a lease or a watch's claim applies (docs/worker-protocol.md,
+'The leasing guard'), written once.
 
 A live lease is one on an attempted operation that has not lapsed (``lease_expires_at >=
 now``, epoch ms): what an account's cap counts and what the one-lease-per-entity rule

@@ -1,8 +1,8 @@
-"""Batch leasing (DESIGN section 6): hand out due operations and watches many at a time,
-fairly across owners, within each account's cap and throttle and one lease per provider
-entity; renew and release many leases at once. No seed counterpart (the seed leases one
-operation at a time); the guards are the single methods', written once in
-``store.operations``, ``store.watches`` and ``store.lease_guards``.
+"""Batch leasing (docs/worker-protocol.md, 'Leasing in batches'): hand out due operations and
+watches many at a time, fairly across owners, within each account's cap and throttle and one lease
+per provider entity; renew and release many leases at once. No seed counterpart (the seed leases one
+operation at a time); the guards are the single methods', written once in ``store.operations``,
+``store.watches`` and ``store.lease_guards``.
 
 Durations are relative (ms from the store's now): no caller's clock decides a guard.
 """

@@ -782,20 +782,19 @@ class OperationsStore:
     ) -> OperationRecord | None:
         """Take the lease of a live operation for ``token`` until ``expires_at`` (epoch ms).
 
-        Ports the seed's ``acquireLease`` with two deliberate changes (DESIGN 3.1): it
-        applies only while the operation is attempted (nobody leases finished work), when
-        the lease is free, expired (``lease_expires_at < now``) or already ``token``'s; and
-        a takeover of another token's lapsed lease, when that run marked a send it never
-        recorded, counts the abandoned attempt: attempts + 1, and the marker becomes
-        ``ABANDONED_SEND_MARKER`` (no refund takes the count back, the next run's mark makes
-        the attempt contested, and a takeover from a run that never marked counts nothing).
-        Caps, throttles and one lease per entity bind it as they bind ``lease_operations``
-        (``lease_guards.lease_allowed``): it is refused while the account is paused,
-        throttled or at its cap (this operation's own lease not counted), when an older
-        operation of its provider entity is still attempted, or another holds a live lease.
-        One transaction that (PostgreSQL) first locks the account's row, as every path that
-        takes a lease does. Returns the updated operation, or None when refused or absent. Raises
-        ``InvalidInput`` for a malformed field.
+        Ports the seed's ``acquireLease`` with two deliberate changes (docs/worker-protocol.md,
+        'Where this differs from @kubun/store-connector'): it applies only while the operation is
+        attempted (nobody leases finished work), when the lease is free, expired (``lease_expires_at
+        < now``) or already ``token``'s; and a takeover of another token's lapsed lease, when that
+        run marked a send it never recorded, counts the abandoned attempt: attempts + 1, and the
+        marker becomes ``ABANDONED_SEND_MARKER`` (no refund takes the count back, the next run's
+        mark makes the attempt contested, and a takeover from a run that never marked counts
+        nothing). Caps, throttles and one lease per entity bind it as they bind ``lease_operations``
+        (``lease_guards.lease_allowed``): it is refused while the account is paused, throttled or at
+        its cap (this operation's own lease not counted), when an older operation of its provider
+        entity is still attempted, or another holds a live lease. One transaction that (PostgreSQL)
+        first locks the account's row, as every path that takes a lease does. Returns the updated
+        operation, or None when refused or absent. Raises ``InvalidInput`` for a malformed field.
         """
         check.key("token", token)
         params = {
@@ -823,13 +822,13 @@ class OperationsStore:
     ) -> OperationRecord | None:
         """Move the lease's expiry to ``expires_at`` (epoch ms), for its holder only.
 
-        Ports the seed's ``renewLease`` with one deliberate change (DESIGN 3.1): it applies
-        only when ``token`` holds the lease, expired or not, in any state; the seed let any
-        caller extend a lapsed lease it does not hold. A lapsed lease is renewed without
-        the account caps, throttles or one-lease-per-entity rule (``lease_allowed``): DESIGN
-        3.1 keeps this, while ``LeasingStore.renew_leases`` renews only unlapsed leases.
-        Returns the updated operation, or None when refused or absent. Raises
-        ``InvalidInput`` for a malformed field.
+        Ports the seed's ``renewLease`` with one deliberate change (docs/worker-protocol.md, 'Where
+        this differs from @kubun/store-connector'): it applies only when ``token`` holds the lease,
+        expired or not, in any state; the seed let any caller extend a lapsed lease it does not
+        hold. A lapsed lease is renewed without the account caps, throttles or one-lease-per-entity
+        rule (``lease_allowed``), while ``LeasingStore.renew_leases`` renews only unlapsed leases.
+        Returns the updated operation, or None when refused or absent. Raises ``InvalidInput`` for a
+        malformed field.
         """
         now = self._ctx.clock()
         params = {

@@ -1,6 +1,6 @@
-"""Operator controls over many rows at once (DESIGN section 7; no seed counterpart): cancel
-live operations, reissue failed ones as new linked operations, re-arm watches that gave up,
-and force stuck leases free.
+"""Operator controls over many rows at once (docs/runbook.md, 'Operator controls'; no seed
+counterpart): cancel live operations, reissue failed ones as new linked operations, re-arm watches
+that gave up, and force stuck leases free.
 
 Each call is bounded (``limit`` rows, or the keys given) and is one statement or one
 transaction: a call that raises wrote nothing. The rows a filter matches are taken in a

@@ -1,5 +1,5 @@
 """Pausing and resuming provider accounts, one at a time or a connector's as a whole
-(DESIGN section 7; no seed counterpart).
+(docs/runbook.md, 'Operator controls'; no seed counterpart).
 
 An account paused on its own keeps ``paused_at`` in its row (``store.accounts``); a connector
 paused as a whole has a row in ``paused_connector``. The pause binds through one guard,

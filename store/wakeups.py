@@ -1,5 +1,5 @@
-"""Wake-ups for idle workers (DESIGN section 8, ``workAvailable``): which connectors may have
-work that has just become leasable.
+"""Wake-ups for idle workers (``workAvailable``; docs/scaling.md, 'Live updates across processes'):
+which connectors may have work that has just become leasable.
 
 Two sources, both read here:
 

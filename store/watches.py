@@ -903,7 +903,7 @@ class WatchesStore:
         the ``due_watch`` guard; ``now`` is the caller's, but never later than the store's
         clock, so no caller takes over a claim that has not lapsed. A takeover of a lapsed
         claim counts the attempt its verifier abandoned (``verification_attempts`` + 1), as
-        ``acquire_lease`` counts an abandoned send (DESIGN section 6); the worker's
+        ``acquire_lease`` counts an abandoned send; the worker's
         ``maxAttempts`` then decides in ``record_verification``. Times are epoch ms.
         Returns the updated watch, or None when refused or absent.
         """

@@ -1,6 +1,6 @@
-"""The batch settles over GraphQL (DESIGN.md section 6), through the documents of
-graphql/operations, on both backends: results in input order, each the single mutation's
-payload; a bad, forbidden or repeated item refuses the whole request naming
+"""The batch settles over GraphQL (docs/worker-protocol.md, 'Settling in batches'), through the
+documents of graphql/operations, on both backends: results in input order, each the single
+mutation's payload; a bad, forbidden or repeated item refuses the whole request naming
 ``items[i].<field>``, and nothing is written."""
 
 from typing import Any

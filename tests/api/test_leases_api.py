@@ -1,5 +1,5 @@
-"""Leases that fence on every path (DESIGN 3.1, issue 5's cases 1 to 3), over GraphQL, on
-both backends."""
+"""Leases that fence on every path (docs/worker-protocol.md, 'What each lease call accepts'; issue
+5's cases 1 to 3), over GraphQL, on both backends."""
 
 from typing import Any
 

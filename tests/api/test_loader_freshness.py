@@ -1,6 +1,6 @@
-"""DataLoaders in GraphQL requests, on both backends: nested fields batch one statement per
-nesting level (counted), and every mutation primes or clears the loader entries it wrote,
-so a later field of the same request reads the fresh row (DESIGN.md 5)."""
+"""DataLoaders in GraphQL requests, on both backends: nested fields batch one statement per nesting
+level (counted), and every mutation primes or clears the loader entries it wrote, so a later field
+of the same request reads the fresh row (docs/architecture.md, 'The request path')."""
 
 from typing import Any
 

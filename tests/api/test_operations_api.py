@@ -1,4 +1,5 @@
-"""The operations API over GraphQL: the contract of DESIGN.md 4.1, on both backends."""
+"""The operations API over GraphQL: the contract of README.md, 'Driving a write-back', on both
+backends."""
 
 import base64
 import json

@@ -1,5 +1,5 @@
-"""Sync state over GraphQL (DESIGN.md 4.1), on both backends: the documents of
-graphql/operations/sync.graphql, the CAS's refusals as data, and bad input named."""
+"""Sync state over GraphQL (README.md, 'OAuth state and sync checkpoints'), on both backends: the
+documents of graphql/operations/sync.graphql, the CAS's refusals as data, and bad input named."""
 
 from typing import Any
 

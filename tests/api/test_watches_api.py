@@ -1,6 +1,6 @@
-"""The watch API over GraphQL (DESIGN.md 4.1), on both backends: each query and mutation,
-a BAD_USER_INPUT naming the field for each, rights, and CONFLICT for exhausted retries.
-Watches are set up through the store (the factories); the part under test goes through
+"""The watch API over GraphQL (README.md, 'Verifying and repairing'), on both backends: each query
+and mutation, a BAD_USER_INPUT naming the field for each, rights, and CONFLICT for exhausted
+retries. Watches are set up through the store (the factories); the part under test goes through
 GraphQL."""
 
 from typing import Any

@@ -1,6 +1,6 @@
-"""The batch settles (DESIGN.md section 6): each item's outcome is its single write's, in
-input order; a bad item, or a key named twice, refuses the whole batch and writes nothing;
-two batches racing over the same keys apply each key once. On both backends."""
+"""The batch settles (docs/worker-protocol.md, 'Settling in batches'): each item's outcome is its
+single write's, in input order; a bad item, or a key named twice, refuses the whole batch and writes
+nothing; two batches racing over the same keys apply each key once. On both backends."""
 
 import asyncio
 import dataclasses

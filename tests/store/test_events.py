@@ -1,5 +1,5 @@
-"""The event log (DESIGN section 7), on both backends: one event per applied write of an
-operation or a watch, in order, with its actor, and none for a refused one; the error
+"""The event log (docs/architecture.md, 'The event log'), on both backends: one event per applied
+write of an operation or a watch, in order, with its actor, and none for a refused one; the error
 message kept on the event and the row; per-row pages; the log read in commit-safe order."""
 
 import asyncio

@@ -1,5 +1,5 @@
 """finalize_operation_and_arm_watch: commit the operation and create or re-open its watch in
-one transaction (DESIGN.md 3.1, 3.2 and 4.1), on both backends."""
+one transaction (docs/worker-protocol.md, 'An operation's life'), on both backends."""
 
 import pytest
 import sqlalchemy as sa

@@ -1,5 +1,5 @@
 """Pending auth (seed pending-auth.js) on both backends: create, get, consume once, and the
-strict expiry sweep (DESIGN.md 3.3)."""
+strict expiry sweep (a row whose expiresAt is before the cutoff, never at it)."""
 
 from dataclasses import replace
 

@@ -1,5 +1,5 @@
-"""list_due_operations: live operations a worker may pick up at a given time, on both
-backends (DESIGN.md 3.3 and 4.1)."""
+"""list_due_operations: live operations a worker may pick up at a given time (attempted,
+due, the lease free or lapsed, the account not paused), on both backends."""
 
 import pytest
 

@@ -1,5 +1,5 @@
-"""Retention of failed operations and the idempotency window, on both backends (DESIGN.md
-section 7, "Retention"): FAILED kept until its own cutoff; each collected operation leaves a
+"""Retention of failed operations and the idempotency window, on both backends (README.md,
+'Idempotency window'): FAILED kept until its own cutoff; each collected operation leaves a
 tombstone in the delete's transaction; a claim of a tombstoned key (single, batch, or a
 reissue's) answers ``collected`` or ``conflict`` and writes nothing, until the tombstone
 expires."""

@@ -1,6 +1,7 @@
-"""Projection watches in the store (seed projection-watches.js, DESIGN.md 3.2), on both
-backends: arm, verify, claim, defer, resume, ingress and the reads. Every refusal re-reads
-the watch after the clock moved, so a write that slipped through would show in updated_at."""
+"""Projection watches in the store (seed projection-watches.js; README.md, 'Verifying and
+repairing'), on both backends: arm, verify, claim, defer, resume, ingress and the reads. Every
+refusal re-reads the watch after the clock moved, so a write that slipped through would show in
+updated_at."""
 
 import pytest
 import sqlalchemy as sa
