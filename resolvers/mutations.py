@@ -315,7 +315,10 @@ class Mutation:
             ),
         )
 
-    @fields.mutation(description="Mark the attempt as sent by a run; a second run contests.")
+    @fields.mutation(
+        description="Mark the attempt as sent by a run; a second run contests. Applies while "
+        "the operation is ATTEMPTED and its lease is `leaseToken`'s."
+    )
     async def mark_send_started(
         self, info: Info, input: MarkSendStartedInput
     ) -> OperationWritePayload:
@@ -333,7 +336,10 @@ class Mutation:
             ),
         )
 
-    @fields.mutation(description="Reschedule a live operation whose lease is free or yours.")
+    @fields.mutation(
+        description="Reschedule a live operation whose lease is free (none held, or expired) "
+        "or `leaseToken`'s."
+    )
     async def defer_operation(
         self, info: Info, input: DeferOperationInput
     ) -> OperationWritePayload:
@@ -350,7 +356,10 @@ class Mutation:
             ),
         )
 
-    @fields.mutation(description="CAS an operation to another state; counts attempts.")
+    @fields.mutation(
+        description="CAS an operation to another state; counts attempts. Applies when its "
+        "state is `fromState`, its version `version` and its lease `leaseToken`'s."
+    )
     async def record_operation(
         self, info: Info, input: RecordOperationInput
     ) -> OperationWritePayload:
@@ -360,7 +369,10 @@ class Mutation:
             lambda operations: operations.record_operation(to_transition(input)),
         )
 
-    @fields.mutation(description="Commit a live operation and arm its entity's watch.")
+    @fields.mutation(
+        description="Commit a live operation and arm its entity's watch. Applies when it is "
+        "ATTEMPTED at `version` and its lease is `leaseToken`'s."
+    )
     async def finalize_operation(
         self, info: Info, input: FinalizeOperationInput
     ) -> FinalizeOperationPayload:

@@ -68,8 +68,8 @@ BY_NAME: dict[str, str] = {
     ),
     "sendMarker": "The run that marked the current attempt as sent; null when unmarked.",
     "version": "The row's version, raised by each state transition (recordOperation, "
-    "finalizeOperation); lease, mark and defer writes leave it. Compare-and-set writes "
-    "present it.",
+    "finalizeOperation, cancelOperations); lease, mark and defer writes leave it. "
+    "Compare-and-set writes present it.",
     "incarnation": "The row's incarnation: new when the row is created again after a delete.",
     "leaseExpiresAt": "When the lease ends (epoch ms); null when no lease is held.",
     "createdAt": "When the row was created (epoch ms).",
@@ -114,7 +114,8 @@ BY_NAME: dict[str, str] = {
     "lastSyncedAt": "When the last sync finished, as the connector writes it (an ISO-8601 "
     "string with an offset).",
     "token": "The lease token: the caller's secret for this attempt.",
-    "leaseToken": "The lease token the caller holds.",
+    "leaseToken": "The lease token the caller holds: compared with the stored token, not the "
+    "clock (a lapsed lease still settles until another token takes it or an operator frees it).",
     "marker": "The id of the run that sends the attempt.",
     "reason": "Why it waits: OFFLINE or AUTH.",
     "fromState": "The state the operation must be in.",
@@ -152,7 +153,7 @@ BY_NAME: dict[str, str] = {
 }
 
 BY_FIELD: dict[str, str] = {
-    "WatchEvent.generation": "The watch's repair WatchEvent.generation after the write.",
+    "WatchEvent.generation": "The watch's repair generation after the write.",
     "OperationEvent.toState": "The operation's state after the write.",
     "OperationEvent.fromState": "The operation's state before the write; null for its first event.",
     "OperationEvent.attempts": "The operation's attempts after the write.",

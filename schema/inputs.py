@@ -17,7 +17,10 @@ class ClaimOperationInput:
     pass
 
 
-@strawberry.input(description="Take the lease (free, expired, or already this token's).")
+@strawberry.input(
+    description="Take the lease of an ATTEMPTED operation when no lease is held, the lease "
+    "expired (by the store's clock), or it is already this token's, and leasing allows it."
+)
 class AcquireLeaseInput:
     caller_did: str
     operation_id: str
@@ -25,7 +28,10 @@ class AcquireLeaseInput:
     expires_at: EpochMillis
 
 
-@strawberry.input(description="Move the lease's expiry (free, expired, or this token's).")
+@strawberry.input(
+    description="Move the lease's expiry, for the token that holds the lease (expired or not, "
+    "in any state)."
+)
 class RenewLeaseInput:
     caller_did: str
     operation_id: str
@@ -33,7 +39,10 @@ class RenewLeaseInput:
     expires_at: EpochMillis
 
 
-@strawberry.input(description="Drop the lease (free, expired, or this token's).")
+@strawberry.input(
+    description="Drop the lease, for the token that holds it (expired or not, in any state) or "
+    "when no lease is held."
+)
 class ReleaseLeaseInput:
     caller_did: str
     operation_id: str
@@ -157,7 +166,8 @@ class ArmWatchInput:
 
 @strawberry.input(
     description="Claim a verification attempt until `until`: applies when the watch is "
-    "pending at `generation`, due at `now`, and unclaimed or its claim lapsed."
+    "pending at `generation`, due, and unclaimed or its claim lapsed, at `now` or the store's "
+    "clock, whichever is earlier."
 )
 class ClaimWatchAttemptInput:
     identity: WatchIdentityInput

@@ -37,8 +37,8 @@ class OperationKeyInput:
 
 
 @strawberry.input(
-    description="Renew the leases the token holds on these operations (at most 500 keys) "
-    "until now + leaseMs (1,000 to 3,600,000)."
+    description="Renew the leases the token holds and has not let lapse on these operations "
+    "(at most 500 keys) until now + leaseMs (1,000 to 3,600,000)."
 )
 class RenewLeasesInput:
     lease_token: str = strawberry.field(description="The token that holds the leases.")
@@ -50,7 +50,10 @@ class RenewLeasesInput:
     )
 
 
-@strawberry.input(description="Release the leases the token holds on these operations.")
+@strawberry.input(
+    description="Release the leases of these operations that the token holds (expired or not) "
+    "or where none is held."
+)
 class ReleaseLeasesInput:
     lease_token: str = strawberry.field(description="The token that holds the leases.")
     keys: list[OperationKeyInput] = strawberry.field(
