@@ -30,7 +30,7 @@ from store.events import (
     LoggedItems,
     run_logged,
 )
-from store.items import operation_keys
+from store.items import ItemStatement, operation_keys
 from store.operations import (
     ABANDONED_SEND_MARKER,
     ORDER,
@@ -86,6 +86,8 @@ attempt after a run that marked and was abandoned. The provider may hold the wri
 REISSUE_RISKS = frozenset({CANCELLED_RISK, OUTCOME_UNKNOWN_RISK})
 
 NOW = param("p_now", op.c.updated_at)
+COUNT_CHUNK = 5000
+"""How many operations ``count_reissue`` sorts per round (a round: three reads)."""
 
 
 def reissue_key(caller_did: str, operation_id: str) -> str:
@@ -246,6 +248,16 @@ def _reissue_item(caller_did: str, operation_id: str) -> dict[str, Any]:
         "operation": operation_id,
         "new_operation": reissue_key(caller_did, operation_id),
     }
+
+
+GET_AT_KEYS = ItemStatement(
+    {"caller": op.c.caller_did, "operation": op.c.operation_id},
+    lambda _, rows: sa.select(op).select_from(
+        op.join(rows, by_key(rows.c.caller, rows.c.operation))
+    ),
+)
+"""The operations at the items' keys (those that exist), the keys bound as one array each
+(or one JSON array) whatever their number, each found by its primary key."""
 
 
 def reissue_envelope(original: OperationRecord, new_operation: str) -> OperationEnvelope:
@@ -555,15 +567,13 @@ class OperatorStore:
 
     async def _existing(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Row]:
         """The operations at ``keys`` (``(caller_did, operation_id)``) that exist, by key:
-        one read per 500 keys."""
-        found: dict[tuple[str, str], Row] = {}
-        for chunk in chunked(keys):
-            wanted = sa.tuple_(op.c.caller_did, op.c.operation_id).in_(
-                [sa.tuple_(caller, ident) for caller, ident in chunk]
-            )
-            for row in await self._db.fetch_all(sa.select(op).where(wanted)):
-                found[(row["caller_did"], row["operation_id"])] = row
-        return found
+        one read (``GET_AT_KEYS``)."""
+        if not keys:
+            return {}
+        items = [{"caller": caller, "operation": ident} for caller, ident in keys]
+        prepared, values = GET_AT_KEYS.bind(self._db.is_postgres, items)
+        rows = await self._db.fetch_prepared_all(prepared, values)
+        return {(row["caller_did"], row["operation_id"]): row for row in rows}
 
     async def count_reissue(
         self, where: OperationFilter, *, include: Collection[str] = ()
@@ -595,7 +605,7 @@ class OperatorStore:
             )
         )
         blocked = 0
-        for chunk in chunked(rows):
+        for chunk in chunked(rows, COUNT_CHUNK):
             items = [_reissue_item(row["caller_did"], row["operation_id"]) for row in chunk]
             fresh, collected = await self._sort_reissues(items)
             blocked += len(items) - len(fresh) - len(collected)
