@@ -1,4 +1,4 @@
-"""Root fields of the operator controls (DESIGN section 7), mixed into the root ``Mutation``
+"""Root fields of the operator controls, mixed into the root ``Mutation``
 and ``Query``: ``OperatorMutation`` (pause and resume accounts, bulk cancel, reissue, re-arm,
 force-release) and ``ViewerQuery`` (who the token names and what it may do).
 

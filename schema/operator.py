@@ -1,4 +1,4 @@
-"""Inputs and payloads of the operator controls (DESIGN section 7): pausing accounts, and
+"""Inputs and payloads of the operator controls: pausing accounts, and
 bulk writes by filter or by key."""
 
 import strawberry

@@ -1,4 +1,4 @@
-"""Operator controls over many rows at once (DESIGN section 7; no seed counterpart): cancel
+"""Operator controls over many rows at once (no seed counterpart): cancel
 live operations, reissue failed ones as new linked operations, re-arm watches that gave up,
 and force stuck leases free.
 
@@ -533,8 +533,8 @@ class OperatorStore:
         envelope, by ``envelope_digest``: it was made, finished and collected, so its
         original is linked to that key); the rest are blocked (another operation holds the
         key, or a tombstone of another envelope). Returns ``(fresh, collected)``, each in
-        the order of ``items``. One read per 500 items for the operations, one for the
-        tombstones, one for the originals of tombstoned keys."""
+        the order of ``items``. One read of the operations at the new keys, one of the
+        tombstones per 500 keys, and one of the originals of tombstoned keys."""
         taken = await self._existing([(item["caller"], item["new_operation"]) for item in items])
         free = [item for item in items if (item["caller"], item["new_operation"]) not in taken]
         digests = [key_digest(item["caller"], item["new_operation"]) for item in free]
@@ -582,7 +582,8 @@ class OperatorStore:
         operations matching ``where`` never reissued (``ReissueCounts``): how many it skips
         for each risk not in ``include``, how many are blocked, and how many remain for its
         next call. One count, then the keys of the rest read and sorted
-        (``_sort_reissues``) 500 at a time. Raises ``InvalidInput`` as
+        (``_sort_reissues``) ``COUNT_CHUNK`` at a time. Not a snapshot of one instant: a
+        write that commits meanwhile may be counted or not. Raises ``InvalidInput`` as
         ``reissue_operations``."""
         risks = _include(include)
         conditions = _in_filter(where)
