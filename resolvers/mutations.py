@@ -522,7 +522,8 @@ class Mutation:
     @fields.mutation(
         description="Delete at most `limit` finished (never ATTEMPTED) operations: COMMITTED "
         "and SUPERSEDED ones last updated before `olderThan`, FAILED ones before "
-        "`failedOlderThan`; call again until fewer than `limit` come back. Each leaves a "
+        "`failedOlderThan`; call again until `remaining` (how many are still past those "
+        "cutoffs) is 0. Each leaves a "
         "tombstone of its key: a claim of that key answers OperationCollected (or "
         "OperationConflict) for `RETAIN_KEYS_SECONDS`."
     )
@@ -540,7 +541,10 @@ class Mutation:
             input.older_than, limit, failed_older_than=failed_older_than
         )
         info.context.loaders.forget_all()
-        return CollectFinishedOperationsPayload(deleted=deleted)
+        remaining = await store.retention.count_finished_operations(
+            input.older_than, failed_older_than=failed_older_than
+        )
+        return CollectFinishedOperationsPayload(deleted=deleted, remaining=remaining)
 
     @fields.mutation(description="Create or overwrite a sync state.")
     async def set_sync_state(self, info: Info, input: SetSyncStateInput) -> SetSyncStatePayload:

@@ -6,6 +6,8 @@ The rules (``resolvers.permissions``) give these mutations to ``operator`` (and 
 they act on every tenant's rows, so no input names the viewer.
 """
 
+from typing import cast
+
 import strawberry
 
 from resolvers import fields
@@ -14,6 +16,7 @@ from resolvers.leasing import key_pairs
 from resolvers.permissions import permitted
 from resolvers.queries import to_store_filter, to_watch_filter
 from schema.account import Account
+from schema.enums import value_of
 from schema.operator import (
     AccountPausePayload,
     CancelOperationsInput,
@@ -25,6 +28,7 @@ from schema.operator import (
     RearmWatchesPayload,
     ReissueOperationsInput,
     ReissueOperationsPayload,
+    ReissueSkipped,
     ResumeAccountInput,
 )
 from schema.viewer import ViewerInfo
@@ -87,52 +91,67 @@ class OperatorMutation:
         description="Cancel ATTEMPTED operations matching the filter, oldest first: each "
         "becomes FAILED with kind `cancelled` and loses its lease, so its holder's later "
         "renew, mark, record or finalize is refused. A send already marked keeps its marker "
-        "(the provider may hold the write). An empty filter is BAD_USER_INPUT."
+        "(the provider may hold the write). Answers how many still match (remaining). An "
+        "empty filter is BAD_USER_INPUT."
     )
     async def cancel_operations(
         self, info: Info, input: CancelOperationsInput
     ) -> CancelOperationsPayload:
-        cancelled = await info.context.store.operator.cancel_operations(
-            to_store_filter(input.filter, info.context.viewer.visible_to),
-            reason=input.reason,
-            limit=limit_of(input.limit),
+        operator = info.context.store.operator
+        where = to_store_filter(input.filter, info.context.viewer.visible_to)
+        cancelled = await operator.cancel_operations(
+            where, reason=input.reason, limit=limit_of(input.limit)
         )
         info.context.loaders.remember(*cancelled)
-        return CancelOperationsPayload(cancelled=len(cancelled))
+        remaining = await operator.count_cancellable(where)
+        return CancelOperationsPayload(cancelled=len(cancelled), remaining=remaining)
 
     @fields.mutation(
         description="Reissue FAILED operations matching the filter that were never reissued, "
         "oldest first: each gets a new ATTEMPTED operation under the same caller with its "
         "envelope, due at once, at a key derived from the original's (`reissue:` and a "
         "SHA-256), linked both ways (reissuedFrom, reissuedAs); the original stays FAILED and "
-        "is not matched again, so calling again pages through a backlog. An empty filter is "
-        "BAD_USER_INPUT."
+        "is not matched again, so calling again pages through a backlog. An operation that "
+        "was cancelled, or whose marked send's outcome is unknown, may already be at the "
+        "provider: it is skipped unless `include` names its risk. Skipped and blocked "
+        "operations are counted (skipped) and take no place of `limit`; remaining says how "
+        "many a next call would reissue. An empty filter is BAD_USER_INPUT."
     )
     async def reissue_operations(
         self, info: Info, input: ReissueOperationsInput
     ) -> ReissueOperationsPayload:
         size = limit_of(input.limit)
         info.context.budget.take("limit", max(size, 0))
-        created = await info.context.store.operator.reissue_operations(
-            to_store_filter(input.filter, info.context.viewer.visible_to), limit=size
-        )
+        operator = info.context.store.operator
+        where = to_store_filter(input.filter, info.context.viewer.visible_to)
+        include = [cast(str, value_of(risk)) for risk in input.include]
+        created = await operator.reissue_operations(where, include=include, limit=size)
         info.context.loaders.remember(*created)
         operations = info.context.visible.operations("reissueOperations", written(created))
-        return ReissueOperationsPayload(operations=operations)
+        counts = await operator.count_reissue(where, include=include)
+        return ReissueOperationsPayload(
+            operations=operations,
+            skipped=ReissueSkipped(
+                cancelled=counts.cancelled,
+                outcome_unknown=counts.outcome_unknown,
+                blocked=counts.blocked,
+            ),
+            remaining=counts.remaining,
+        )
 
     @fields.mutation(
         description="Open a new repair generation on REPAIR_FAILED watches matching the "
         "filter, in identity order, as a MANUAL armWatch does: pending, 0 attempts, observing "
-        "the document's current winner, due now."
+        "the document's current winner, due now. Answers how many still match (remaining)."
     )
     async def rearm_watches(self, info: Info, input: RearmWatchesInput) -> RearmWatchesPayload:
-        where = to_watch_filter(input.filter, info.context.viewer.visible_to)
-        size = limit_of(input.limit)
-        rearmed = await info.context.store.operator.rearm_watches(
-            WatchFilter(document_ids=[]) if where is None else where, limit=size
-        )
+        operator = info.context.store.operator
+        filtered = to_watch_filter(input.filter, info.context.viewer.visible_to)
+        where = WatchFilter(document_ids=[]) if filtered is None else filtered
+        rearmed = await operator.rearm_watches(where, limit=limit_of(input.limit))
         info.context.loaders.remember(*rearmed)
-        return RearmWatchesPayload(rearmed=len(rearmed))
+        remaining = await operator.count_rearmable(where)
+        return RearmWatchesPayload(rearmed=len(rearmed), remaining=remaining)
 
     @fields.mutation(
         description="Free the leases of the ATTEMPTED operations at `keys` whatever their "

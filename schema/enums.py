@@ -119,3 +119,19 @@ class WatchAction(Enum):
         "rearmed", description="An operator opened a new generation on it."
     )
     RESUMED = strawberry.enum_value("resumed", description="A resume made it due.")
+
+
+@strawberry.enum(
+    description="What may make a reissue send a write twice; reissueOperations leaves an "
+    "operation holding one out unless its `include` names it."
+)
+class ReissueRisk(Enum):
+    CANCELLED = strawberry.enum_value(
+        "cancelled", description="An operator cancelled it (its lastKind is `cancelled`)."
+    )
+    OUTCOME_UNKNOWN = strawberry.enum_value(
+        "outcome_unknown",
+        description="It failed while its last send was marked and no answer was recorded for "
+        "that send (its sendMarker is still set): cancelled after a marked send, or failed "
+        "after an abandoned run. The provider may hold the write.",
+    )

@@ -4,6 +4,7 @@ accounts, and bulk writes by filter or by key."""
 import strawberry
 
 from schema.account import Account
+from schema.enums import ReissueRisk
 from schema.inputs import OperationFilter, WatchFilter
 from schema.leasing import OperationKeyInput
 from schema.operation import Operation
@@ -67,32 +68,68 @@ class CancelOperationsInput:
     )
 
 
-@strawberry.type(description="How many operations were cancelled.")
+@strawberry.type(description="How many operations were cancelled, and how many still match.")
 class CancelOperationsPayload:
     cancelled: int = strawberry.field(
-        description="How many operations became FAILED with kind `cancelled`; fewer than "
-        "limit when no more match (call again while it equals limit)."
+        description="How many operations became FAILED with kind `cancelled`."
+    )
+    remaining: int = strawberry.field(
+        description="How many ATTEMPTED operations still match the filter after this call "
+        "(0: done; else call again)."
     )
 
 
 @strawberry.input(
     description="Reissue the FAILED operations matching a filter (which must name a field) "
-    "that were never reissued, at most limit (1 to 1,000, default 100) per call, oldest first."
+    "that were never reissued, at most limit (1 to 1,000, default 100) per call, oldest first; "
+    "those holding a risk not in include are left."
 )
 class ReissueOperationsInput:
     filter: OperationFilter = strawberry.field(
         description="Which operations; an empty filter is refused."
     )
     limit: int | None = strawberry.field(
-        default=100, description="At most this many operations (1 to 1,000, default 100)."
+        default=100,
+        description="At most this many new operations (1 to 1,000, default 100); operations "
+        "skipped take no place of it.",
+    )
+    include: list[ReissueRisk] = strawberry.field(
+        default_factory=list,
+        description="The risks to reissue anyway (default none): an operation holding a risk "
+        "not named here is skipped and counted in skipped.",
     )
 
 
-@strawberry.type(description="The operations created by a reissue.")
+@strawberry.type(
+    description="The FAILED operations matching a reissue's filter, never reissued, that it "
+    "left after this call, each counted once: outcomeUnknown, else cancelled, else blocked."
+)
+class ReissueSkipped:
+    cancelled: int = strawberry.field(
+        description="Cancelled by an operator (CANCELLED not in include)."
+    )
+    outcome_unknown: int = strawberry.field(
+        description="Failed with the outcome of a marked send unknown (OUTCOME_UNKNOWN not in "
+        "include): the provider may hold the write."
+    )
+    blocked: int = strawberry.field(
+        description="Their derived key is already taken, by another operation or by a "
+        "collected one of another envelope: no call can reissue them while it stays taken."
+    )
+
+
+@strawberry.type(description="The operations created by a reissue, and what it left.")
 class ReissueOperationsPayload:
     operations: list[Operation] = strawberry.field(
         description="The new ATTEMPTED operations, oldest original first, each naming its "
-        "original in reissuedFrom; empty when nothing was left to reissue."
+        "original in reissuedFrom."
+    )
+    skipped: ReissueSkipped = strawberry.field(
+        description="The matching operations left and why (counted after this call)."
+    )
+    remaining: int = strawberry.field(
+        description="How many matching operations a call with the same input would still "
+        "reissue, after this call (0: done; else call again)."
     )
 
 
@@ -109,10 +146,12 @@ class RearmWatchesInput:
     )
 
 
-@strawberry.type(description="How many watches were re-armed.")
+@strawberry.type(description="How many watches were re-armed, and how many still match.")
 class RearmWatchesPayload:
-    rearmed: int = strawberry.field(
-        description="How many watches opened a new generation; fewer than limit when no more match."
+    rearmed: int = strawberry.field(description="How many watches opened a new generation.")
+    remaining: int = strawberry.field(
+        description="How many REPAIR_FAILED watches still match the filter after this call "
+        "(0: done; else call again)."
     )
 
 

@@ -111,9 +111,13 @@ class DeleteExpiredPendingAuthPayload:
     deleted: int
 
 
-@strawberry.type(description="How many finished operations were deleted.")
+@strawberry.type(description="How many finished operations were deleted, and how many still match.")
 class CollectFinishedOperationsPayload:
     deleted: int
+    remaining: int = strawberry.field(
+        description="How many operations past the same cutoffs are still kept after this "
+        "call (0: done; else call again)."
+    )
 
 
 @strawberry.type(description="The sync state as stored.")

@@ -10,14 +10,15 @@ call finds it.
 """
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 
 from store import validation as check
 from store.context import StoreContext
-from store.database import Row
+from store.database import Row, chunked
 from store.errors import InvalidInput
 from store.events import (
     CANCELLED,
@@ -47,7 +48,6 @@ from store.records import (
     REPAIR_FAILED,
     OperationEnvelope,
     OperationRecord,
-    TombstoneRecord,
     WatchRecord,
 )
 from store.statements import param
@@ -75,8 +75,19 @@ MAX_REASON_BYTES = 2048
 CANCELLED_KIND = "cancelled"
 """The ``last_kind`` of an operation an operator cancelled."""
 REISSUE_PREFIX = "reissue:"
+CANCELLED_RISK = "cancelled"
+"""A reissue risk: an operator cancelled the operation (its ``last_kind`` is
+``CANCELLED_KIND``, as only ``cancel_operations`` writes it on a failed operation)."""
+OUTCOME_UNKNOWN_RISK = "outcome_unknown"
+"""A reissue risk: the operation failed with its send marker still set, so its last send was
+marked and no answer was recorded for it (every write that records an attempt's answer
+clears the marker): cancelled after a marked send, or recorded failed without counting the
+attempt after a run that marked and was abandoned. The provider may hold the write."""
+REISSUE_RISKS = frozenset({CANCELLED_RISK, OUTCOME_UNKNOWN_RISK})
 
 NOW = param("p_now", op.c.updated_at)
+COUNT_CHUNK = 5000
+"""How many operations ``count_reissue`` sorts per round (a round: three reads)."""
 
 
 def reissue_key(caller_did: str, operation_id: str) -> str:
@@ -85,6 +96,50 @@ def reissue_key(caller_did: str, operation_id: str) -> str:
     (a reissue of a reissue included), and every reissue of one original names one key."""
     digest = hashlib.sha256(f"{caller_did}\x00{operation_id}".encode()).hexdigest()
     return REISSUE_PREFIX + digest
+
+
+def outcome_unknown(row: sa.FromClause = op) -> sa.ColumnElement[bool]:
+    """``OUTCOME_UNKNOWN_RISK`` of a failed operation (of ``row``: the operations table or an
+    alias of it)."""
+    return row.c.send_marker.is_not(None)
+
+
+def cancelled(row: sa.FromClause = op) -> sa.ColumnElement[bool]:
+    """``CANCELLED_RISK`` of a failed operation (of ``row``)."""
+    return sa.func.coalesce(row.c.last_kind, "") == CANCELLED_KIND
+
+
+def _include(include: Collection[str]) -> frozenset[str]:
+    return frozenset(check.choice("include", risk, REISSUE_RISKS) for risk in include)
+
+
+def risks_allowed(include: frozenset[str]) -> list[sa.ColumnElement[bool]]:
+    """The conditions that leave out the failed operations holding a risk not in
+    ``include``."""
+    conditions = []
+    if OUTCOME_UNKNOWN_RISK not in include:
+        conditions.append(sa.not_(outcome_unknown()))
+    if CANCELLED_RISK not in include:
+        conditions.append(sa.not_(cancelled()))
+    return conditions
+
+
+UNREISSUED = (op.c.state == FAILED, op.c.reissued_as.is_(None))
+"""A failed operation never reissued: what ``reissue_operations`` matches."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReissueCounts:
+    """What a reissue's filter still matches (failed, never reissued), each operation in one
+    count: ``outcome_unknown`` (``OUTCOME_UNKNOWN_RISK`` not included), else ``cancelled``
+    (``CANCELLED_RISK`` not included), else ``blocked`` (its ``reissue_key`` is taken: by
+    another operation, or by a collected one of another envelope), else ``remaining`` (the
+    next call with the same include reissues it, or links it to its collected reissue)."""
+
+    cancelled: int
+    outcome_unknown: int
+    blocked: int
+    remaining: int
 
 
 COPIED = frozenset({"caller_did", *ENVELOPE, "reissue_intent", "provider_etag", "document_id"})
@@ -184,13 +239,25 @@ is not linked yet; each original logged ``reissued`` (still failed). Its items a
 whose reissue the same transaction inserted, or whose reissue was collected with the
 original's envelope (its tombstone stands for it)."""
 
-GET_ORIGINALS = ItemStatement(
-    REISSUE_ITEM,
+
+def _reissue_item(caller_did: str, operation_id: str) -> dict[str, Any]:
+    """The item of the reissue of ``(caller_did, operation_id)`` (``REISSUE_ITEM``) but its
+    new ids: the original's key and ``reissue_key``."""
+    return {
+        "caller": caller_did,
+        "operation": operation_id,
+        "new_operation": reissue_key(caller_did, operation_id),
+    }
+
+
+GET_AT_KEYS = ItemStatement(
+    {"caller": op.c.caller_did, "operation": op.c.operation_id},
     lambda _, rows: sa.select(op).select_from(
         op.join(rows, by_key(rows.c.caller, rows.c.operation))
     ),
 )
-"""The items' originals."""
+"""The operations at the items' keys (those that exist), the keys bound as one array each
+(or one JSON array) whatever their number, each found by its primary key."""
 
 
 def reissue_envelope(original: OperationRecord, new_operation: str) -> OperationEnvelope:
@@ -258,6 +325,22 @@ def _in_filter(where: OperationFilter, *, allow_empty: bool = False) -> list[Any
     return conditions
 
 
+def _rearmable(where: WatchFilter) -> list[Any] | None:
+    """The conditions of a repair-failed watch matching ``where``; None when it matches
+    nothing (an empty ``documentIDs``). Raises ``InvalidInput`` naming ``filter.<field>``
+    for a malformed field (``filter.documentIDs``: at most 500)."""
+    documents = _documents(where.document_ids)
+    try:
+        conditions = watch_filter_conditions(where)
+    except InvalidInput as error:
+        raise type(error)(f"filter.{error.field}", error.problem) from error
+    if documents == []:
+        return None
+    if documents is not None:
+        conditions.append(watch.c.document_id.in_(documents))
+    return [*conditions, watch.c.verification_status == REPAIR_FAILED]
+
+
 def _reason(reason: str | None) -> str | None:
     if reason is None:
         return None
@@ -299,7 +382,7 @@ class OperatorStore:
     def _chosen(self, conditions: list[Any], order: Sequence[Any], size: int) -> Any:
         """The first ``size`` operations matching ``conditions`` in ``order``, skipping rows
         locked elsewhere (PostgreSQL)."""
-        query = sa.select(op.c.caller_did, op.c.operation_id).where(*conditions)
+        query = sa.select(op.c.caller_did, op.c.operation_id, op.c.created_at).where(*conditions)
         query = query.order_by(*order).limit(size)
         if self._db.is_postgres:
             query = query.with_for_update(skip_locked=True)
@@ -354,107 +437,185 @@ class OperatorStore:
         )
         return _records(await run_logged(self._db, OPERATIONS, CANCELLED, update))
 
+    async def count_cancellable(self, where: OperationFilter) -> int:
+        """How many attempted operations match ``where``: what ``cancel_operations(where)``
+        would still cancel, over as many calls as it takes. One count. Raises
+        ``InvalidInput`` as ``cancel_operations``."""
+        conditions = _in_filter(where)
+        if conditions is None:
+            return 0
+        return await self._count(op, [*conditions, op.c.state == ATTEMPTED])
+
     async def reissue_operations(
-        self, where: OperationFilter, *, limit: int = DEFAULT_LIMIT
+        self,
+        where: OperationFilter,
+        *,
+        include: Collection[str] = (),
+        limit: int = DEFAULT_LIMIT,
     ) -> list[OperationRecord]:
         """Reissue up to ``limit`` (1 to 1,000) failed operations matching ``where`` that
         were never reissued, the oldest first: each gets a new attempted operation under the
         same caller with its envelope, its reissue intent, ETag and document, at
         ``reissue_key`` of its key, due at once and unleased (``leaseOperations`` hands it
         out), naming it in ``reissued_from``; the original stays failed and names the new
-        one in ``reissued_as``, so no later call matches it again (a backlog is reissued by
-        calling again until it returns nothing). Returns the new operations in their
-        originals' ``listTrackedOperations`` order. One transaction: pick the originals
-        (locked), insert the reissues, link the originals. A reissue whose key's operation
-        was collected (its tombstone kept) is not made again (``_reissue``). Raises
-        ``InvalidInput`` naming ``filter`` when ``where`` names no field,
-        ``filter.<field>`` for a malformed one, or ``limit``."""
+        one in ``reissued_as``, so no later call matches it again. An operation holding a
+        risk (``CANCELLED_RISK``, ``OUTCOME_UNKNOWN_RISK``) not in ``include`` is left as it
+        is: reissuing it may send the write twice. An original whose reissue key is taken
+        (``count_reissue``'s ``blocked``) is passed over and takes no place of the
+        ``limit``; one whose reissue was collected with its envelope (the tombstone stands
+        for it) is linked to that key and not made again. Returns the new operations in
+        their originals' ``listTrackedOperations`` order; ``count_reissue`` says what the
+        filter still matches. One transaction: pick the originals (locked), sort out the
+        taken keys, insert the reissues, link the originals; again from the last original
+        picked while passed-over ones left the ``limit`` unfilled. Raises ``InvalidInput``
+        naming ``filter`` when ``where`` names no field, ``filter.<field>`` for a malformed
+        one, ``include`` or ``limit``."""
         size = _limit(limit)
+        risks = _include(include)
         conditions = _in_filter(where)
         if conditions is None:
             return []
-        collected: dict[bytes, TombstoneRecord] = {}
         while True:
             try:
-                return await self._reissue(conditions, size, collected)
-            except Tombstoned as found:
-                collected |= found.found
+                return await self._reissue([*conditions, *UNREISSUED, *risks_allowed(risks)], size)
+            except Tombstoned:
+                # A reissue's key was collected while this transaction ran: run again, and
+                # the sorting finds its tombstone.
+                continue
 
-    async def _reissue(
-        self, conditions: list[Any], size: int, collected: Mapping[bytes, TombstoneRecord]
-    ) -> list[OperationRecord]:
-        """``reissue_operations``' transaction. A reissue's key is a claim like any other:
-        where the insert created a row whose key has a tombstone (that reissue was made
-        before, finished and was collected; ``store.tombstones``), this raises
-        ``Tombstoned`` (rolling back) and the caller runs it again with the tombstones in
-        ``collected`` (by key digest): such a reissue is not made again, and its original
-        is linked to its key when the collected operation had the original's envelope."""
-        unreissued = [op.c.state == FAILED, op.c.reissued_as.is_(None)]
+    async def _reissue(self, conditions: list[Any], size: int) -> list[OperationRecord]:
+        """``reissue_operations``' transaction over the originals matching ``conditions``.
+        A reissue's key is a claim like any other: where the insert created a row whose key
+        has a tombstone (a collection that committed after the sorting read; ``store.
+        tombstones``), this raises ``Tombstoned``, rolling back."""
+        created: list[OperationRecord] = []
+        after: tuple[Any, ...] | None = None
         async with self._db.write_transaction():
-            originals = await self._db.fetch_all(
-                self._chosen([*conditions, *unreissued], ORDER, size)
-            )
-            if not originals:
-                return []
-            items = [
-                {
-                    "caller": row["caller_did"],
-                    "operation": row["operation_id"],
-                    "new_operation": reissue_key(row["caller_did"], row["operation_id"]),
-                    "node_key": self._ctx.new_id(),
-                    "incarnation": self._ctx.new_id(),
-                }
-                for row in originals
-            ]
-            digests = [key_digest(item["caller"], item["new_operation"]) for item in items]
-            fresh = [
-                item for item, digest in zip(items, digests, strict=True) if digest not in collected
-            ]
-            replayed = [
-                (item, collected[digest])
-                for item, digest in zip(items, digests, strict=True)
-                if digest in collected
-            ]
             now = self._ctx.clock()
-            inserted = await self._write(REISSUE, fresh, p_now=now) if fresh else []
-            created = [OperationRecord.from_row(row) for row in inserted]
-            found = await find_tombstones(
-                self._db, [key_digest(record.caller_did, record.operation_id) for record in created]
-            )
-            if found:
-                raise Tombstoned(found)
-            made = {record.operation_id for record in created}
-            if made:
-                linked = [item for item in fresh if item["new_operation"] in made]
-                await self._write(LINK_REISSUED, linked, p_now=now)
-            if replayed:
-                await self._link_collected(replayed, now)
-        place = {row["operation_id"]: index for index, row in enumerate(originals)}
-        return sorted(created, key=lambda record: place[record.reissued_from or ""])
+            while len(created) < size:
+                wanted = size - len(created)
+                later = [] if after is None else [sa.tuple_(*ORDER) > sa.tuple_(*after)]
+                originals = await self._db.fetch_all(
+                    self._chosen([*conditions, *later], ORDER, wanted)
+                )
+                if not originals:
+                    break
+                after = tuple(originals[-1][column.name] for column in ORDER)
+                items = [
+                    _reissue_item(row["caller_did"], row["operation_id"])
+                    | {"node_key": self._ctx.new_id(), "incarnation": self._ctx.new_id()}
+                    for row in originals
+                ]
+                fresh, collected = await self._sort_reissues(items)
+                inserted = await self._write(REISSUE, fresh, p_now=now) if fresh else []
+                made = [OperationRecord.from_row(row) for row in inserted]
+                found = await find_tombstones(
+                    self._db,
+                    [key_digest(record.caller_did, record.operation_id) for record in made],
+                )
+                if found:
+                    raise Tombstoned(found)
+                keys = {record.operation_id for record in made}
+                linked = [item for item in fresh if item["new_operation"] in keys] + collected
+                if linked:
+                    await self._write(LINK_REISSUED, linked, p_now=now)
+                place = {row["operation_id"]: index for index, row in enumerate(originals)}
+                created += sorted(made, key=lambda record: place[record.reissued_from or ""])
+                if len(originals) < wanted:
+                    break
+        return created
 
-    async def _link_collected(
-        self, replayed: Sequence[tuple[Mapping[str, Any], TombstoneRecord]], now: int
-    ) -> None:
-        """Link the originals of ``replayed`` items whose reissue was collected with the
-        original's envelope (by ``envelope_digest``); one whose collected key held another
-        envelope is left unlinked, as a reissue whose key holds another operation is."""
-        prepared, values = GET_ORIGINALS.bind(self._db.is_postgres, [item for item, _ in replayed])
-        rows = await self._db.fetch_prepared_all(prepared, values)
-        originals = {
-            (row["caller_did"], row["operation_id"]): OperationRecord.from_row(row) for row in rows
-        }
-        same = [
+    async def _sort_reissues(
+        self, items: Sequence[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Sort reissue items (``_reissue_item``) by their new key: ``fresh`` ones (free:
+        no operation, no tombstone) and ``collected`` ones (a tombstone of the reissue's own
+        envelope, by ``envelope_digest``: it was made, finished and collected, so its
+        original is linked to that key); the rest are blocked (another operation holds the
+        key, or a tombstone of another envelope). Returns ``(fresh, collected)``, each in
+        the order of ``items``. One read of the operations at the new keys, one of the
+        tombstones per 500 keys, and one of the originals of tombstoned keys."""
+        taken = await self._existing([(item["caller"], item["new_operation"]) for item in items])
+        free = [item for item in items if (item["caller"], item["new_operation"]) not in taken]
+        digests = [key_digest(item["caller"], item["new_operation"]) for item in free]
+        tombstones = await find_tombstones(self._db, digests)
+        fresh = [
+            item for item, digest in zip(free, digests, strict=True) if digest not in tombstones
+        ]
+        replayed = [
+            (item, tombstones[digest])
+            for item, digest in zip(free, digests, strict=True)
+            if digest in tombstones
+        ]
+        if not replayed:
+            return fresh, []
+        originals = await self._existing(
+            [(item["caller"], item["operation"]) for item, _ in replayed]
+        )
+        collected = [
             item
             for item, tombstone in replayed
             if envelope_digest(
                 reissue_envelope(
-                    originals[(item["caller"], item["operation"])], item["new_operation"]
+                    OperationRecord.from_row(originals[(item["caller"], item["operation"])]),
+                    item["new_operation"],
                 )
             )
             == tombstone.envelope_digest
         ]
-        if same:
-            await self._write(LINK_REISSUED, same, p_now=now)
+        return fresh, collected
+
+    async def _existing(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Row]:
+        """The operations at ``keys`` (``(caller_did, operation_id)``) that exist, by key:
+        one read (``GET_AT_KEYS``)."""
+        if not keys:
+            return {}
+        items = [{"caller": caller, "operation": ident} for caller, ident in keys]
+        prepared, values = GET_AT_KEYS.bind(self._db.is_postgres, items)
+        rows = await self._db.fetch_prepared_all(prepared, values)
+        return {(row["caller_did"], row["operation_id"]): row for row in rows}
+
+    async def count_reissue(
+        self, where: OperationFilter, *, include: Collection[str] = ()
+    ) -> ReissueCounts:
+        """What ``reissue_operations(where, include=include)`` leaves, among the failed
+        operations matching ``where`` never reissued (``ReissueCounts``): how many it skips
+        for each risk not in ``include``, how many are blocked, and how many remain for its
+        next call. One count, then the keys of the rest read and sorted
+        (``_sort_reissues``) ``COUNT_CHUNK`` at a time. Not a snapshot of one instant: a
+        write that commits meanwhile may be counted or not. Raises ``InvalidInput`` as
+        ``reissue_operations``."""
+        risks = _include(include)
+        conditions = _in_filter(where)
+        if conditions is None:
+            return ReissueCounts(cancelled=0, outcome_unknown=0, blocked=0, remaining=0)
+        unknown = outcome_unknown() if OUTCOME_UNKNOWN_RISK not in risks else sa.false()
+        stopped = cancelled() if CANCELLED_RISK not in risks else sa.false()
+        counted = await self._db.fetch_one(
+            sa.select(
+                sa.func.coalesce(sa.func.sum(sa.case((unknown, 1), else_=0)), 0).label("unknown"),
+                sa.func.coalesce(
+                    sa.func.sum(sa.case((sa.and_(sa.not_(unknown), stopped), 1), else_=0)), 0
+                ).label("cancelled"),
+            ).where(*conditions, *UNREISSUED)
+        )
+        assert counted is not None, "a count returns one row"
+        rows = await self._db.fetch_all(
+            sa.select(op.c.caller_did, op.c.operation_id).where(
+                *conditions, *UNREISSUED, *risks_allowed(risks)
+            )
+        )
+        blocked = 0
+        for chunk in chunked(rows, COUNT_CHUNK):
+            items = [_reissue_item(row["caller_did"], row["operation_id"]) for row in chunk]
+            fresh, collected = await self._sort_reissues(items)
+            blocked += len(items) - len(fresh) - len(collected)
+        return ReissueCounts(
+            cancelled=int(counted["cancelled"]),
+            outcome_unknown=int(counted["unknown"]),
+            blocked=blocked,
+            remaining=len(rows) - blocked,
+        )
 
     async def rearm_watches(
         self, where: WatchFilter, *, limit: int = DEFAULT_LIMIT
@@ -468,18 +629,12 @@ class OperatorStore:
         ones still repair-failed. Raises ``InvalidInput`` naming ``filter.<field>`` for a
         malformed field (``filter.documentIDs``: at most 500) or ``limit``."""
         size = _limit(limit)
-        documents = _documents(where.document_ids)
-        try:
-            conditions = watch_filter_conditions(where)
-        except InvalidInput as error:
-            raise type(error)(f"filter.{error.field}", error.problem) from error
-        if documents == []:
+        conditions = _rearmable(where)
+        if conditions is None:
             return []
-        if documents is not None:
-            conditions.append(watch.c.document_id.in_(documents))
         candidates = (
             sa.select(*IDENTITY_COLUMNS, watch.c.document_id)
-            .where(*conditions, watch.c.verification_status == REPAIR_FAILED)
+            .where(*conditions)
             .order_by(*IDENTITY_COLUMNS)
             .limit(size)
         )
@@ -508,6 +663,15 @@ class OperatorStore:
                 return []
             rows = await self._write(REARM, items, p_now=now)
         return sorted((WatchRecord.from_row(row) for row in rows), key=lambda w: w.order_key)
+
+    async def count_rearmable(self, where: WatchFilter) -> int:
+        """How many repair-failed watches match ``where``: what ``rearm_watches(where)``
+        would still re-arm, over as many calls as it takes. One count. Raises
+        ``InvalidInput`` as ``rearm_watches``."""
+        conditions = _rearmable(where)
+        if conditions is None:
+            return 0
+        return await self._count(watch, conditions)
 
     async def force_release_leases(self, keys: Sequence[tuple[str, str]]) -> list[OperationRecord]:
         """Free the leases of the attempted operations at ``keys`` (1 to 500 ``(caller_did,
@@ -557,6 +721,12 @@ class OperatorStore:
         rows = await run_logged(self._db, OPERATIONS, FORCE_RELEASED, update)
         records = (OperationRecord.from_row(row) for row in rows)
         return sorted(records, key=lambda r: (r.caller_did, r.operation_id))
+
+    async def _count(self, table: sa.Table, conditions: list[Any]) -> int:
+        query = sa.select(sa.func.count().label("n")).select_from(table).where(*conditions)
+        row = await self._db.fetch_one(query)
+        assert row is not None, "a count returns one row"
+        return int(row["n"])
 
     async def _write(
         self, statement: LoggedItems, items: Sequence[Mapping[str, Any]], **params: Any

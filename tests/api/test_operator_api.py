@@ -5,6 +5,8 @@ it, what each scope reads, and bad input named."""
 import pytest
 
 from resolvers.permissions import OBSERVER, OPERATOR, RULES
+from store.operations import OperationFilter
+from store.operator import reissue_key
 from tests.api.conftest import GraphQLClient, app_client, claim_input, error_codes
 from tests.factories import claimed_operation, marked_operation, repair_failed_watch
 from tests.leasing_factories import due_record, insert_operations
@@ -353,6 +355,89 @@ async def test_reissue_operations__a_tenant_sees_the_link_of_its_own(store):
     assert body["data"]["operation"]["reissuedAs"] == {"state": "ATTEMPTED"}
 
 
+def skipped(cancelled=0, outcome_unknown=0, blocked=0):
+    return {"cancelled": cancelled, "outcomeUnknown": outcome_unknown, "blocked": blocked}
+
+
+async def cancelled_failures(store):
+    """``op-0`` failed permanently; ``op-1`` cancelled; ``op-2`` cancelled after its send was
+    marked (its outcome unknown)."""
+    await insert_operations(
+        store, [due_record(store, 0, state="failed", last_kind="permanent"), due_record(store, 1)]
+    )
+    await marked_operation(store, operation_id="op-2", source_id="evt-2")
+    await store.operator.cancel_operations(OperationFilter(states=["attempted"]))
+
+
+async def test_reissue_operations__risky_ones_skipped_and_counted_unless_included(store):
+    await cancelled_failures(store)
+    where = {"filter": {"states": ["FAILED"]}}
+
+    default = await run(store, OPERATOR_TOKEN, "ReissueOperations", input=where)
+    cancelled = await run(
+        store, OPERATOR_TOKEN, "ReissueOperations", input=where | {"include": ["CANCELLED"]}
+    )
+    both = await run(
+        store,
+        OPERATOR_TOKEN,
+        "ReissueOperations",
+        input=where | {"include": ["CANCELLED", "OUTCOME_UNKNOWN"]},
+    )
+
+    def answer(data):
+        payload = data["reissueOperations"]
+        return (
+            [op["reissuedFrom"]["operationID"] for op in payload["operations"]],
+            payload["skipped"],
+            payload["remaining"],
+        )
+
+    assert answer(default) == (["op-0"], skipped(cancelled=1, outcome_unknown=1), 0)
+    assert answer(cancelled) == (["op-1"], skipped(outcome_unknown=1), 0)
+    assert answer(both) == (["op-2"], skipped(), 0)
+
+
+async def test_reissue_operations__a_blocked_one_counted_and_passed_over(store):
+    await insert_operations(
+        store,
+        [
+            due_record(store, 0, state="failed"),
+            due_record(store, 1, state="failed"),
+            due_record(store, 2, state="failed"),
+            due_record(store, 9, operation_id=reissue_key("did:key:caller", "op-0")),
+        ],
+    )
+    where = {"filter": {"states": ["FAILED"]}, "limit": 1}
+
+    first = (await run(store, OPERATOR_TOKEN, "ReissueOperations", input=where))[
+        "reissueOperations"
+    ]
+    second = (await run(store, OPERATOR_TOKEN, "ReissueOperations", input=where))[
+        "reissueOperations"
+    ]
+
+    assert [op["reissuedFrom"]["operationID"] for op in first["operations"]] == ["op-1"]
+    assert (first["skipped"], first["remaining"]) == (skipped(blocked=1), 1)
+    assert [op["reissuedFrom"]["operationID"] for op in second["operations"]] == ["op-2"]
+    assert (second["skipped"], second["remaining"]) == (skipped(blocked=1), 0)
+
+
+async def test_cancel_operations__remaining_exact_past_the_limit(store):
+    await insert_operations(store, [due_record(store, n) for n in range(5)])
+    where = {"filter": {"connectorName": "calendar"}, "limit": 2}
+
+    answers = [
+        (await run(store, OPERATOR_TOKEN, "CancelOperations", input=where))["cancelOperations"]
+        for _ in range(3)
+    ]
+
+    assert answers == [
+        {"cancelled": 2, "remaining": 3},
+        {"cancelled": 2, "remaining": 1},
+        {"cancelled": 1, "remaining": 0},
+    ]
+
+
 # rearmWatches and forceReleaseLeases
 
 
@@ -364,8 +449,21 @@ async def test_rearm_watches__counts_the_rearmed(store):
     )
     rearmed = await store.watches.get_watch(failed.identity)
 
-    assert data["rearmWatches"]["rearmed"] == 1
+    assert data["rearmWatches"] == {"rearmed": 1, "remaining": 0}
     assert rearmed is not None and rearmed.repair_generation == failed.repair_generation + 1
+
+
+async def test_rearm_watches__remaining_exact_past_the_limit(store):
+    for n in range(3):
+        await repair_failed_watch(store, operation_id=f"op-{n}", source_id=f"evt-{n}")
+    where = {"filter": {"status": "REPAIR_FAILED"}, "limit": 2}
+
+    answers = [
+        (await run(store, OPERATOR_TOKEN, "RearmWatches", input=where))["rearmWatches"]
+        for _ in range(2)
+    ]
+
+    assert answers == [{"rearmed": 2, "remaining": 1}, {"rearmed": 1, "remaining": 0}]
 
 
 async def test_force_release_leases__frees_and_counts_a_marked_send(store, gql, clock):

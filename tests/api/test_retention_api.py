@@ -31,6 +31,26 @@ async def test_collect_finished_operations__limit_and_default(gql, database, clo
     assert await collect(gql, olderThan=clock.now) == 1
 
 
+async def test_collect_finished_operations__remaining_exact_past_the_limit(gql, database, clock):
+    await bulk_finished_operations(database, 5, updated_at=clock.now - 1, state="committed")
+    await bulk_finished_operations(
+        database, 2, updated_at=clock.now, state="committed", prefix="new"
+    )
+
+    answers = []
+    for _ in range(3):
+        data = await gql.run(
+            "CollectFinishedOperations", input={"olderThan": clock.now, "limit": 2}
+        )
+        answers.append(data["collectFinishedOperations"])
+
+    assert answers == [
+        {"deleted": 2, "remaining": 3},
+        {"deleted": 2, "remaining": 1},
+        {"deleted": 1, "remaining": 0},
+    ]
+
+
 async def test_collect_finished_operations__attempted_kept_boundary_kept(gql, database, clock):
     await bulk_finished_operations(database, 10, updated_at=0, state="attempted")
     await bulk_finished_operations(

@@ -6,10 +6,11 @@ import asyncio
 import dataclasses
 
 import pytest
+import sqlalchemy as sa
 
 from store.errors import InvalidInput
 from store.operations import Finalize, OperationFilter
-from store.operator import COPIED, reissue_columns, reissue_key
+from store.operator import COPIED, ReissueCounts, reissue_columns, reissue_key
 from store.records import OPERATION_FIELDS
 from store.tables import operation
 from store.watches import WatchFilter
@@ -101,6 +102,17 @@ async def test_cancel_operations__only_live_ones_and_at_most_limit(store):
     assert [r.operation_id for r in rest] == ["op-4", "op-5"]
     assert await store.operator.cancel_operations(CONNECTOR) == []
     assert await reread(store, committed) == committed
+
+
+async def test_count_cancellable__exact_past_the_limit(store):
+    await committed_operation(store, operation_id="op-0", source_id="s0")
+    await insert_operations(store, [due_record(store, n) for n in range(1, 6)])
+
+    left = []
+    while cancelled := await store.operator.cancel_operations(CONNECTOR, limit=2):
+        left.append((len(cancelled), await store.operator.count_cancellable(CONNECTOR)))
+
+    assert left == [(2, 3), (2, 1), (1, 0)]
 
 
 async def test_cancel_operations__concurrent_calls_cancel_each_once(store):
@@ -299,6 +311,155 @@ async def test_reissue_operations__concurrent_calls_reissue_each_once(store):
     assert sorted(froms) == sorted(f"op-{n}" for n in range(30))
 
 
+def counts(cancelled=0, outcome_unknown=0, blocked=0, remaining=0):
+    return ReissueCounts(
+        cancelled=cancelled, outcome_unknown=outcome_unknown, blocked=blocked, remaining=remaining
+    )
+
+
+async def risky_failures(store, clock):
+    """Four failed operations, as the store's own writes leave them: ``op-plain`` failed
+    permanently (its answer recorded); ``op-cancelled`` cancelled before any send;
+    ``op-cancelled-marked`` cancelled after its send was marked; ``op-abandoned`` recorded
+    failed without counting the attempt by the run that took it over from one that marked
+    and lapsed (its marker ``*abandoned*``)."""
+    plain = await claimed_operation(store, operation_id="op-plain", source_id="evt-1")
+    assert await store.operations.record_operation(
+        transition(plain, to_state="failed", kind="permanent", http_status=422)
+    )
+    await claimed_operation(store, operation_id="op-cancelled", source_id="evt-2")
+    await marked_operation(store, operation_id="op-cancelled-marked", source_id="evt-3")
+    await store.operator.cancel_operations(
+        OperationFilter(operation_id="op-cancelled"), reason="closed"
+    )
+    await store.operator.cancel_operations(OperationFilter(operation_id="op-cancelled-marked"))
+    lapsed = await marked_operation(store, operation_id="op-abandoned", source_id="evt-4")
+    clock.advance(LEASE_MS + 1)
+    taken = await store.operations.acquire_lease(
+        lapsed.caller_did, lapsed.operation_id, "lease-B", clock() + LEASE_MS
+    )
+    assert taken is not None and taken.send_marker == "*abandoned*"
+    gave_up = await store.operations.record_operation(
+        transition(taken, to_state="failed", lease_token="lease-B", count_attempt=False)
+    )
+    assert gave_up is not None and gave_up.send_marker == "*abandoned*"
+
+
+async def test_reissue_operations__cancelled_and_outcome_unknown_skipped_by_default(store, clock):
+    await risky_failures(store, clock)
+
+    made = await store.operator.reissue_operations(CONNECTOR)
+    left = await store.operator.count_reissue(CONNECTOR)
+
+    assert [record.reissued_from for record in made] == ["op-plain"]
+    assert left == counts(cancelled=1, outcome_unknown=2)
+    for kept in ("op-cancelled", "op-cancelled-marked", "op-abandoned"):
+        stored = await store.operations.get_operation("did:key:caller", kept)
+        assert stored is not None and stored.reissued_as is None
+
+
+@pytest.mark.parametrize(
+    ("include", "reissued", "left"),
+    [
+        (["cancelled"], {"op-cancelled"}, counts(outcome_unknown=2)),
+        (["outcome_unknown"], {"op-abandoned"}, counts(cancelled=2)),
+        (
+            ["cancelled", "outcome_unknown"],
+            {"op-cancelled", "op-cancelled-marked", "op-abandoned"},
+            counts(),
+        ),
+    ],
+)
+async def test_reissue_operations__include_lets_each_risk_through(
+    store, clock, include, reissued, left
+):
+    await risky_failures(store, clock)
+    await store.operator.reissue_operations(OperationFilter(operation_id="op-plain"))
+
+    made = await store.operator.reissue_operations(CONNECTOR, include=include)
+
+    assert {record.reissued_from for record in made} == reissued
+    assert await store.operator.count_reissue(CONNECTOR, include=include) == left
+
+
+async def test_reissue_operations__a_blocked_one_takes_no_place_of_the_limit(store):
+    await failed_operations(store, 3)
+    # A client claimed op-0's reissue key for itself: op-0 cannot be reissued.
+    await insert_operations(
+        store, [due_record(store, 9, operation_id=reissue_key("did:key:caller", "op-0"))]
+    )
+
+    first = await store.operator.reissue_operations(CONNECTOR, limit=1)
+    after_first = await store.operator.count_reissue(CONNECTOR)
+    second = await store.operator.reissue_operations(CONNECTOR, limit=1)
+    after_second = await store.operator.count_reissue(CONNECTOR)
+    third = await store.operator.reissue_operations(CONNECTOR, limit=1)
+
+    assert [record.reissued_from for record in first] == ["op-1"]
+    assert after_first == counts(blocked=1, remaining=1)
+    assert [record.reissued_from for record in second] == ["op-2"]
+    assert after_second == counts(blocked=1)
+    assert third == []
+    blocked = await store.operations.get_operation("did:key:caller", "op-0")
+    assert blocked is not None and blocked.reissued_as is None
+
+
+async def test_reissue_operations__remaining_exact_past_the_limit(store):
+    await failed_operations(store, 5)
+    await insert_operations(store, [due_record(store, 7, state="failed", last_kind="cancelled")])
+
+    left = []
+    while made := await store.operator.reissue_operations(CONNECTOR, limit=2):
+        left.append((len(made), await store.operator.count_reissue(CONNECTOR)))
+
+    assert left == [
+        (2, counts(cancelled=1, remaining=3)),
+        (2, counts(cancelled=1, remaining=1)),
+        (1, counts(cancelled=1, remaining=0)),
+    ]
+
+
+async def test_reissue_operations__concurrent_connections_reissue_each_once(store):
+    await failed_operations(store, 24)
+    await insert_operations(
+        store,
+        [
+            due_record(store, 30, state="failed", last_kind="cancelled"),
+            due_record(store, 31, state="failed", send_marker="run-1"),
+            due_record(store, 32, operation_id=reissue_key("did:key:caller", "op-3")),
+        ],
+    )
+
+    async def press():
+        return await store.operator.reissue_operations(CONNECTOR, limit=1)
+
+    results = await asyncio.gather(*(asyncio.create_task(press()) for _ in range(12)))
+    froms = [record.reissued_from for result in results for record in result]
+    while page := await store.operator.reissue_operations(CONNECTOR, limit=5):
+        froms += [record.reissued_from for record in page]
+
+    assert len(froms) == len(set(froms))
+    assert sorted(froms) == sorted(f"op-{n}" for n in range(24) if n != 3)
+    assert await store.operator.count_reissue(CONNECTOR) == counts(
+        cancelled=1, outcome_unknown=1, blocked=1
+    )
+    rows = await store.db.fetch_all(
+        sa.select(operation.c.reissued_from, sa.func.count().label("n"))
+        .where(operation.c.reissued_from.is_not(None))
+        .group_by(operation.c.reissued_from)
+    )
+    assert {row["n"] for row in rows} == {1}
+
+
+async def test_count_reissue__bad_include_names_the_field(store):
+    with pytest.raises(InvalidInput) as raised:
+        await store.operator.reissue_operations(CONNECTOR, include=["committed"])
+    with pytest.raises(InvalidInput) as counted:
+        await store.operator.count_reissue(CONNECTOR, include=["committed"])
+
+    assert raised.value.field == counted.value.field == "include"
+
+
 def test_reissue_columns__every_column_is_copied_or_fresh():
     original = operation.alias("original")
     item = operation.alias("item")
@@ -378,6 +539,18 @@ async def test_rearm_watches__filter_and_limit(store):
 
     assert [w.source_id for w in by_account] == ["evt-1"]
     assert [w.source_id for w in limited] == ["evt-0"]
+
+
+async def test_count_rearmable__exact_past_the_limit(store):
+    for n in range(3):
+        await repair_failed_watch(store, operation_id=f"op-{n}", source_id=f"evt-{n}")
+    await pending_watch(store, operation_id="op-9", source_id="evt-9")
+
+    left = []
+    while rearmed := await store.operator.rearm_watches(WatchFilter(), limit=2):
+        left.append((len(rearmed), await store.operator.count_rearmable(WatchFilter())))
+
+    assert left == [(2, 1), (1, 0)]
 
 
 async def test_rearm_watches__concurrent_calls_rearm_each_once(store):

@@ -15,7 +15,7 @@ from store import operations as operations_module
 from store.database import Database
 from store.errors import InvalidInput
 from store.operations import OperationFilter
-from store.operator import reissue_key
+from store.operator import ReissueCounts, reissue_key
 from store.retention import MAX_COLLECT_LIMIT
 from store.tables import account, operation_tombstone
 from store.tombstones import envelope_digest, key_digest
@@ -499,9 +499,11 @@ async def test_reissue_operations__a_collected_reissue_is_not_made_again(store, 
     again = await reissued_and_collected(store, clock)
     clock.advance(1000)
 
+    before = await store.operator.count_reissue(OperationFilter(connector_name="calendar"))
     made = await store.operator.reissue_operations(OperationFilter(connector_name="calendar"))
     linked = await store.operations.get_operation(CALLER, "op-1")
     later = await store.operator.reissue_operations(OperationFilter(connector_name="calendar"))
+    after = await store.operator.count_reissue(OperationFilter(connector_name="calendar"))
 
     key = reissue_key(CALLER, "op-1")
     assert made == [] and later == []
@@ -509,6 +511,7 @@ async def test_reissue_operations__a_collected_reissue_is_not_made_again(store, 
     assert linked is not None
     assert (linked.reissued_as, linked.updated_at) == (key, clock.now)
     assert linked.version == again.version
+    assert (before.blocked, before.remaining, after.remaining) == (0, 1, 0)
 
 
 async def test_reissue_operations__a_collected_reissue_of_another_envelope_is_left(store, clock):
@@ -516,10 +519,27 @@ async def test_reissue_operations__a_collected_reissue_of_another_envelope_is_le
 
     made = await store.operator.reissue_operations(OperationFilter(connector_name="calendar"))
     original = await store.operations.get_operation(CALLER, "op-1")
+    left = await store.operator.count_reissue(OperationFilter(connector_name="calendar"))
 
     assert made == []
     assert await store.operations.get_operation(CALLER, reissue_key(CALLER, "op-1")) is None
     assert original is not None and original.reissued_as is None
+    assert (left.blocked, left.remaining) == (1, 0)
+
+
+async def test_reissue_operations__a_key_collected_with_another_envelope_fills_no_limit(
+    store, clock
+):
+    await reissued_and_collected(store, clock, payload_hash="sha256:changed")
+    await terminal_operation(store, "failed", operation_id="op-2", source_id="evt-2")
+    where = OperationFilter(connector_name="calendar")
+
+    made = await store.operator.reissue_operations(where, limit=1)
+
+    assert [record.operation_id for record in made] == [reissue_key(CALLER, "op-2")]
+    assert await store.operator.count_reissue(where) == ReissueCounts(
+        cancelled=0, outcome_unknown=0, blocked=1, remaining=0
+    )
 
 
 async def test_reissue_operations__collected_reissues_take_no_place_from_the_others(store, clock):

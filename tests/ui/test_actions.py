@@ -94,3 +94,29 @@ async def test_observer__sees_no_action_buttons(browser, seeded):
 
     assert all(seen["service"][view] > 0 for view in views if view != "overview"), seen
     assert seen["observer"] == dict.fromkeys(views, 0), seen
+
+
+async def test_operator_reissue_all__skips_the_cancelled_and_says_so(page, seeded):
+    await api(
+        seeded,
+        'mutation { cancelOperations(input: {filter: {operationID: "op-live-1"}}) { cancelled } }',
+    )
+    await page.goto(seeded.url + "/ui#/failures")
+    await page.locator("#failed-operations tr[data-operation]").nth(1).wait_for()
+
+    await page.get_by_role("button", name="Reissue every FAILED operation").click()
+    confirm = page.get_by_role("group", name="Confirm: Reissue every FAILED operation")
+    await confirm.get_by_role("button", name="Confirm").click()
+    notice = page.locator("#notice", has_text="Not reissued: 1 cancelled.")
+    await notice.wait_for()
+
+    reissued = await api(
+        seeded,
+        '{ a: operation(callerDID: "did:key:worker", operationID: "op-failed") '
+        "{ reissuedAs { operationID } } "
+        'b: operation(callerDID: "did:key:worker", operationID: "op-live-1") '
+        "{ reissuedAs { operationID } } }",
+    )
+    assert reissued["b"]["reissuedAs"] is None
+    made = reissued["a"]["reissuedAs"]["operationID"]
+    assert await notice.inner_text() == f"Reissued as {made}. Not reissued: 1 cancelled."

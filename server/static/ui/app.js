@@ -383,6 +383,30 @@ function plural(n, one, many = `${one}s`) {
   return `${n} ${n === 1 ? one : many}`;
 }
 
+/** What a bulk action left (its ``remaining``): nothing, or how many still match, to press
+ * again for. */
+function left(remaining) {
+  return remaining === 0 ? "" : ` ${remaining} still to do: press again.`;
+}
+
+/** A reissue's answer in a sentence: what it made, what it skipped and why (its
+ * ``skipped``), and what is left (``remaining``). */
+function reissued(answer) {
+  const made = answer.operations;
+  const skipped = [
+    [answer.skipped.cancelled, "cancelled"],
+    [answer.skipped.outcomeUnknown, "with an unknown outcome (the provider may hold the write)"],
+    [answer.skipped.blocked, "blocked (the reissue key is taken)"],
+  ].filter(([n]) => n > 0);
+  const said = made.length === 1
+    ? `Reissued as ${made[0].operationID}.`
+    : `Reissued ${plural(made.length, "operation")}.`;
+  const not = skipped.length
+    ? ` Not reissued: ${skipped.map(([n, why]) => `${n} ${why}`).join(", ")}.`
+    : "";
+  return said + not + left(answer.remaining);
+}
+
 // --- routes --------------------------------------------------------------------------------
 
 const VIEWS = [
@@ -660,7 +684,9 @@ function Operations({ params }) {
         label="Cancel the matching ATTEMPTED operations"
         input=${{ filter: live, reason: "cancelled from the dashboard" }}
         rows=${shown("ATTEMPTED")}
-        done=${(d) => `Cancelled ${plural(d.cancelOperations.cancelled, "operation")}.`}
+        done=${(d) =>
+          `Cancelled ${plural(d.cancelOperations.cancelled, "operation")}.` +
+          left(d.cancelOperations.remaining)}
         after=${reload}
       />`}
       ${failed &&
@@ -670,10 +696,7 @@ function Operations({ params }) {
         label="Reissue the matching FAILED operations"
         input=${{ filter: failed }}
         rows=${shown("FAILED")}
-        done=${(d) =>
-          `Reissued ${plural(d.reissueOperations.operations.length, "operation")}` +
-          `${d.reissueOperations.operations.length ? ": " : "."}` +
-          d.reissueOperations.operations.map((o) => o.operationID).join(", ")}
+        done=${(d) => reissued(d.reissueOperations)}
         after=${reload}
       />`}
     </p>`}
@@ -804,7 +827,9 @@ function Rearm({ watch, after }) {
     label="Re-arm"
     input=${{ filter }}
     rows=${watch.documentID === null ? null : 1}
-    done=${(d) => `Re-armed ${plural(d.rearmWatches.rearmed, "watch", "watches")}.`}
+    done=${(d) =>
+      `Re-armed ${plural(d.rearmWatches.rearmed, "watch", "watches")}.` +
+      left(d.rearmWatches.remaining)}
     after=${after}
   />`;
 }
@@ -838,7 +863,9 @@ function OperationView({ params }) {
           document="DashboardCancelOperations"
           label="Cancel"
           input=${{ filter: { ...key, states: ["ATTEMPTED"] }, reason: "cancelled from the dashboard" }}
-          done=${(d) => `Cancelled ${plural(d.cancelOperations.cancelled, "operation")}.`}
+          done=${(d) =>
+            `Cancelled ${plural(d.cancelOperations.cancelled, "operation")}.` +
+            left(d.cancelOperations.remaining)}
           after=${reload}
         />
         ${op.leaseExpiresAt !== null &&
@@ -860,10 +887,7 @@ function OperationView({ params }) {
         document="DashboardReissueOperations"
         label="Reissue"
         input=${{ filter: { ...key, states: ["FAILED"] } }}
-        done=${(d) =>
-          d.reissueOperations.operations.length
-            ? `Reissued as ${d.reissueOperations.operations[0].operationID}.`
-            : "Nothing to reissue."}
+        done=${(d) => reissued(d.reissueOperations)}
         after=${reload}
       />`}
     </p>
@@ -1007,7 +1031,7 @@ function Failures() {
         label="Reissue every FAILED operation"
         input=${{ filter: { states: ["FAILED"] } }}
         rows=${data.operations.pageInfo.hasNextPage ? null : unissued.length}
-        done=${(d) => `Reissued ${plural(d.reissueOperations.operations.length, "operation")}.`}
+        done=${(d) => reissued(d.reissueOperations)}
         after=${reload}
       />`}
       ${watches.length > 0 &&
@@ -1017,7 +1041,9 @@ function Failures() {
         label="Re-arm every REPAIR_FAILED watch"
         input=${{ filter: { status: "REPAIR_FAILED" } }}
         rows=${data.watches.pageInfo.hasNextPage ? null : watches.length}
-        done=${(d) => `Re-armed ${plural(d.rearmWatches.rearmed, "watch", "watches")}.`}
+        done=${(d) =>
+          `Re-armed ${plural(d.rearmWatches.rearmed, "watch", "watches")}.` +
+          left(d.rearmWatches.remaining)}
         after=${reload}
       />`}
     </p>
@@ -1060,10 +1086,7 @@ function Failures() {
                     input=${{
                       filter: { callerDID: op.callerDID, operationID: op.operationID, states: ["FAILED"] },
                     }}
-                    done=${(d) =>
-                      d.reissueOperations.operations.length
-                        ? `Reissued as ${d.reissueOperations.operations[0].operationID}.`
-                        : "Nothing to reissue."}
+                    done=${(d) => reissued(d.reissueOperations)}
                     after=${reload}
                   />`}
             </td>
