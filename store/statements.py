@@ -132,11 +132,15 @@ class Prepared:
             str, tuple[str, list[tuple[str, Processor | None]], dict[str, Any]]
         ] = {}
 
+    def statement(self, backend: str) -> ClauseElement:
+        """The statement as built for ``backend`` (a dialect's name: ``postgresql`` or
+        ``sqlite``), uncompiled: what ``bind`` compiles, and what ``store.sql_text`` prints."""
+        return self._build(postgresql.insert if backend == "postgresql" else sqlite.insert)
+
     def _compile(
         self, dialect: Dialect
     ) -> tuple[str, list[tuple[str, Processor | None]], dict[str, Any]]:
-        insert = postgresql.insert if dialect.name == "postgresql" else sqlite.insert
-        compiled = self._build(insert).compile(dialect=dialect)
+        compiled = self.statement(dialect.name).compile(dialect=dialect)
         assert isinstance(compiled, SQLCompiler)
         if compiled.post_compile_params:
             raise TypeError("a Prepared statement cannot expand parameters per call")
