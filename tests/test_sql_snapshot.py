@@ -59,3 +59,46 @@ def test_lease_statement__is_readable_as_sql() -> None:
     assert "FOR UPDATE OF pick SKIP LOCKED" in text
     assert ":p_token" in text and "$1 p_token" in text
     assert max(len(line) for line in text.splitlines()) < len(text) / 10
+
+
+@pytest.mark.parametrize("backend", sql_text.BACKENDS)
+def test_compiled__by_name_is_the_drivers_sql_with_named_parameters(backend: str) -> None:
+    # What the files show (:p_now) is what the driver gets ($1, ?) but for the spelling of
+    # the parameters: put the driver's spelling back and the two are the same text.
+    for named in sql_text.named_statements():
+        for _, prepared in named.steps.get(backend, []):
+            shown = sql_text.compiled(prepared, backend, by_name=True).string
+            sent = sql_text.compiled(prepared, backend, by_name=False)
+            order = list(dict.fromkeys(sent.positiontup or ()))
+            spelled = {
+                name: f"${n}" if backend == "postgresql" else "?"
+                for n, name in enumerate(order, start=1)
+            }
+            back = re.sub(r"(?<!:):(\w+)", lambda m, s=spelled: s[m.group(1)], shown)
+            assert back == sent.string, named.name
+
+
+def test_layout__a_clause_a_line_and_a_subquery_indented() -> None:
+    sql = (
+        "SELECT a, b, CASE WHEN (x AND y) THEN 1 ELSE 2 END AS c \nFROM t LEFT OUTER JOIN v "
+        "ON v.k = t.k AND v.j = 'a, (b' \nWHERE t.x = (SELECT max(y) AS m FROM u WHERE "
+        "u.k = t.k AND u.z > 1) AND coalesce(a, b) > 0 ORDER BY a, b FOR UPDATE OF t SKIP LOCKED"
+    )
+    assert sql_text.layout(sql) == "\n".join(
+        [
+            "SELECT a,",
+            "  b,",
+            "  CASE WHEN (x AND y) THEN 1 ELSE 2 END AS c",
+            "FROM t",
+            "LEFT OUTER JOIN v ON v.k = t.k AND v.j = 'a, (b'",
+            "WHERE t.x = (",
+            "  SELECT max(y) AS m",
+            "  FROM u",
+            "  WHERE u.k = t.k",
+            "    AND u.z > 1",
+            ")",
+            "  AND coalesce(a, b) > 0",
+            "ORDER BY a, b",
+            "FOR UPDATE OF t SKIP LOCKED",
+        ]
+    )
