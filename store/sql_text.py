@@ -397,7 +397,7 @@ def layout(sql: str) -> str:
             and level.query
             and previous != "."
             and previous.upper() not in _JOINED
-            and not (word == "ON" and following.upper() != "CONFLICT")
+            and not (word == "ON" and following.lower() != "conflict")
         ):
             level.clause = word
             if out:
