@@ -16,6 +16,10 @@ are built from the same guard functions (``store.operations.lease_free_or_held``
 ``store.watches.due_watch``, …), which take a value or a ``param`` alike, so every guard is
 written once.
 
+Every module-level statement, and the lease and claim statements for one shape each, is
+checked in as the SQL it compiles to, per backend, under ``store/sql/`` (``make sql``:
+``store.sql_text``).
+
 SQLAlchemy is used through its public API, but for one internal: ``shape_key``.
 """
 
