@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install runtime run test test-faults test-ui screenshots lint schema bench token node
+.PHONY: install runtime run test test-faults test-ui screenshots lint schema sql bench token node
 
 # Two markers: `.runtime` (the server's dependencies only: what `make run` and `make token`
 # need) and `.installed` (the dev toolchain too: tests, linters; it includes the runtime).
@@ -75,6 +75,11 @@ screenshots: $(VENV)/.ui $(CHROMIUM)
 
 schema: install
 	$(BIN)/connector-store schema > graphql/schema.graphql
+
+# Every named statement's SQL, per backend, as store/sql/<backend>/<name>.sql
+# (tests/test_sql_snapshot.py fails when one is stale).
+sql: install
+	$(BIN)/connector-store sql
 
 # Every path beside its floor, in one run (BENCH_ARGS=--million adds the 1M-row sizes);
 # then the live updates' latency, memory and trigger cost (benchmarks/live.py).

@@ -1,6 +1,6 @@
 """The ``connector-store`` command: ``serve`` (migrate, then run uvicorn), ``migrate``,
-``schema``, ``collect`` (a retention backlog, with a progress bar) and ``token`` (mint a
-JWT for this server's settings).
+``schema``, ``sql`` (write the statements' SQL files), ``collect`` (a retention backlog,
+with a progress bar) and ``token`` (mint a JWT for this server's settings).
 
 Mistakes in the configuration or an unusable database end the command with one line on
 standard error that says what is wrong and how to fix it, and exit status 1; never a
@@ -277,6 +277,16 @@ def schema_command() -> None:
     from server.graph import build_schema
 
     typer.echo(build_schema().as_str())
+
+
+@cli.command("sql")
+def sql_command() -> None:
+    """Write every named statement's SQL, per backend, under store/sql (``make sql``); print
+    each file written or deleted."""
+    from store import sql_text
+
+    for path in sql_text.write():
+        typer.echo(path)
 
 
 SECRET_SETTINGS = frozenset({"JWT_SECRET"})

@@ -30,14 +30,13 @@ from typing import Any, TypeVar
 import databases
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import make_url
 from sqlalchemy.sql import ClauseElement
 
 from store.driver_errors import driver_errors
 from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput
 from store.sqlite_pool import SQLiteConnection, SQLiteConnections, open_connection
 from store.statements import CompiledStatements, Prepared
-from store.urls import normalize_url, shown_url, sqlite_path
+from store.urls import dialect_of, normalize_url, shown_url, sqlite_path
 
 __all__ = [
     "IN_LIST_CHUNK",
@@ -281,7 +280,7 @@ class Database:
                 lambda: open_connection(path, timeout),
                 size=8,
             )
-        self._dialect = make_url(self.url).get_dialect()()
+        self._dialect = dialect_of(self.url)
         self._compile = CompiledStatements(self._dialect)
         self._write_lock = None if self.is_postgres else asyncio.Lock()
         self._connections = asyncio.Semaphore(pool_size) if self.is_postgres else None

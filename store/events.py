@@ -420,6 +420,11 @@ def _appending(
     return then
 
 
+WRITE_WITH_EVENTS = "the write and its events, one statement (a writable CTE)"
+WRITE_ALONE = "the write"
+EVENT_PER_ROW = "then, once per row the write returned (one executemany): that row's event"
+
+
 class Logged:
     """A ``Prepared`` write of ``log.logged`` (``write(insert)`` returning the written rows)
     that logs ``action`` for each row it wrote. ``extras``: further columns the write
@@ -437,6 +442,13 @@ class Logged:
         self._postgres = Prepared(lambda insert: with_events(log, action, write(insert), ACTOR))
         self.write = Prepared(write)
         self._append = _appender(log, action, extras)
+
+    def statements(self, backend: str) -> list[tuple[str, Prepared]]:
+        """What ``run`` sends on ``backend`` (``postgresql`` or ``sqlite``), in order, each
+        with what it is (``store.sql_text`` prints them)."""
+        if backend == "postgresql":
+            return [(WRITE_WITH_EVENTS, self._postgres)]
+        return [(WRITE_ALONE, self.write), (EVENT_PER_ROW, self._append.statement)]
 
     async def run(self, db: Database, params: Mapping[str, Any]) -> list[Row]:
         """Run the write with ``params`` (by name) and append its events; returns the
@@ -469,6 +481,16 @@ class LoggedItems:
         )
         self._write = ItemStatement(columns, build)
         self._append = _appender(log, action, extras)
+
+    def statements(self, backend: str) -> list[tuple[str, Prepared]]:
+        """What ``run`` sends on ``backend`` (``postgresql`` or ``sqlite``), in order, each
+        with what it is (``store.sql_text`` prints them)."""
+        if backend == "postgresql":
+            return [(WRITE_WITH_EVENTS, self._postgres.prepared(backend))]
+        return [
+            (WRITE_ALONE, self._write.prepared(backend)),
+            (EVENT_PER_ROW, self._append.statement),
+        ]
 
     def bind(
         self, is_postgres: bool, items: Sequence[Mapping[str, Any]], **params: Any
@@ -527,6 +549,12 @@ def _appender_of(log: Log, action: Action, extras: Sequence[sa.Column[Any]]) -> 
     if appender is None:
         appender = _appenders[key] = _appender(log, action, extras)
     return appender
+
+
+def event_insert(log: Log, action: Action, extras: Sequence[sa.Column[Any]] = ()) -> Prepared:
+    """SQLite: the insert ``append_events`` runs once per written row for ``action`` and
+    ``extras`` (``store.sql_text`` prints it)."""
+    return _appender_of(log, action, extras).statement
 
 
 async def append_events(

@@ -98,6 +98,11 @@ class ItemStatement:
             for backend in ("postgresql", "sqlite")
         }
 
+    def prepared(self, backend: str) -> Prepared:
+        """The statement built for ``backend`` (``postgresql`` or ``sqlite``), the one
+        ``bind`` gives there."""
+        return self._prepared[backend]
+
     def bind(
         self, is_postgres: bool, items: Sequence[Mapping[str, Any]], **params: Any
     ) -> tuple[Prepared, dict[str, Any]]:

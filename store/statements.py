@@ -16,6 +16,10 @@ are built from the same guard functions (``store.operations.lease_free_or_held``
 ``store.watches.due_watch``, …), which take a value or a ``param`` alike, so every guard is
 written once.
 
+Every module-level statement, and the lease and claim statements for one shape each, is
+checked in as the SQL it compiles to, per backend, under ``store/sql/`` (``make sql``:
+``store.sql_text``).
+
 SQLAlchemy is used through its public API, but for one internal: ``shape_key``.
 """
 
@@ -132,11 +136,15 @@ class Prepared:
             str, tuple[str, list[tuple[str, Processor | None]], dict[str, Any]]
         ] = {}
 
+    def statement(self, backend: str) -> ClauseElement:
+        """The statement as built for ``backend`` (a dialect's name: ``postgresql`` or
+        ``sqlite``), uncompiled: what ``bind`` compiles, and what ``store.sql_text`` prints."""
+        return self._build(postgresql.insert if backend == "postgresql" else sqlite.insert)
+
     def _compile(
         self, dialect: Dialect
     ) -> tuple[str, list[tuple[str, Processor | None]], dict[str, Any]]:
-        insert = postgresql.insert if dialect.name == "postgresql" else sqlite.insert
-        compiled = self._build(insert).compile(dialect=dialect)
+        compiled = self.statement(dialect.name).compile(dialect=dialect)
         assert isinstance(compiled, SQLCompiler)
         if compiled.post_compile_params:
             raise TypeError("a Prepared statement cannot expand parameters per call")

@@ -2,8 +2,9 @@
 the server, the migrations and the tests agree on which file or server a URL names."""
 
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL, Dialect, make_url
 from sqlalchemy.exc import ArgumentError
 
 from store.errors import InvalidInput
@@ -74,6 +75,14 @@ def normalize_url(url: str) -> str:
     """``url`` in the form ``databases`` and SQLAlchemy expect, password included (see
     ``parse_url``; raises ``InvalidInput`` likewise)."""
     return parse_url(url).render_as_string(hide_password=False)
+
+
+def dialect_of(url: str, **options: Any) -> Dialect:
+    """The SQLAlchemy dialect the store compiles its statements with for ``url`` (asyncpg's
+    for PostgreSQL, aiosqlite's for SQLite), made with ``options`` (``paramstyle="named"``
+    prints parameters by name: ``store.sql_text``)."""
+    dialect: Dialect = make_url(normalize_url(url)).get_dialect()(**options)
+    return dialect
 
 
 def shown_url(url: str) -> str:
