@@ -11,6 +11,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -267,3 +269,18 @@ async def test_every_response_forbids_framing(store):
     for page in ("/ui", "/graphql"):
         policy = responses["GET", page, True].headers["content-security-policy"]
         assert "default-src 'self'" in policy and "'unsafe-eval'" not in policy
+
+
+async def test_sign_in__a_server_with_a_public_key_opens_no_session(store):
+    key = (
+        ed25519.Ed25519PrivateKey.generate()
+        .public_key()
+        .public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+    code = await issued(store)
+    async with app_client(store, Settings(jwt_secret=None, jwt_public_key=key), token=None) as http:
+        response = await http.post("/auth/sign-in", json={"code": code})
+    assert response.status_code == 400 and codes(response) == [SIGN_IN_REFUSED]
+    assert "signs no sessions" in message(response)
+    assert (await store.sign_in.sign_in(code, 1000)).sub == "did:key:ops"
