@@ -465,8 +465,9 @@ GRAPHIQL_POLICY = (
     "'unsafe-inline'; font-src 'self' data:; object-src 'none'; base-uri 'none'; "
     "form-action 'self'; frame-ancestors 'none'"
 )
-"""GraphiQL's Content-Security-Policy: the dashboard's, but GraphiQL's editors set styles
-inline (its own ``<style>`` elements); no inline script runs."""
+"""GraphiQL's Content-Security-Policy: the dashboard's, but styles may be inline: GraphiQL's
+dialogs add ``<style>`` elements of their own (react-remove-scroll). No inline script runs:
+the page's own is ``/graphiql/start.js``."""
 GRAPHIQL_PAGE = GRAPHIQL_ASSETS / "index.html"
 NO_FRAMING = "frame-ancestors 'none'"
 

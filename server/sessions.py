@@ -30,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from resolvers.codes import SIGN_IN_REFUSED
-from server.auth import Authenticator, Credentials
+from server.auth import Authenticator, Credentials, Unauthenticated, unauthenticated
 from server.responses import database_unavailable, request_error
 from store import ConnectorStore
 from store.errors import DatabaseUnavailable
@@ -133,7 +133,7 @@ class Sessions:
         except DatabaseUnavailable as error:
             return unavailable(error)
         if session is None:
-            return request_error(401, "this session has ended: sign in again")
+            return unauthenticated(Unauthenticated("this session has ended: sign in again"))
         return self.answer(session, store)
 
     async def sign_out(self, request: Request) -> Response:

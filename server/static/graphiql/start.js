@@ -1,7 +1,7 @@
 // GraphiQL at /graphql, signed in as the dashboard is (/signin/session.js): by a sign-in
 // link's code (/graphql#sign-in=<code>), its session's token kept in this tab and renewed
 // while the page is open. Each request carries the tab's token; an Authorization set in the
-// Headers tab takes its place.
+// Headers tab takes its place (and its refusal leaves the tab's token be).
 import { forget, signInFromAddress, signOut, signedIn, token } from "/signin/session.js";
 
 const bar = document.getElementById("session");
@@ -35,7 +35,8 @@ async function fetcher(params, options) {
   const current = token();
   const headers = current ? { Authorization: `Bearer ${current}` } : {};
   const result = await GraphiQL.createFetcher({ url: "/graphql", headers })(params, options);
-  if (current && result?.errors?.[0]?.extensions?.code === "UNAUTHENTICATED" && token() === current) {
+  const typed = Object.keys(options?.headers || {}).some((name) => name.toLowerCase() === "authorization");
+  if (!typed && current && result?.errors?.[0]?.extensions?.code === "UNAUTHENTICATED" && token() === current) {
     forget(result.errors[0].message);
   }
   return result;
