@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install runtime run test test-faults test-ui screenshots lint schema sql bench token node
+.PHONY: install runtime run test test-faults test-ui screenshots lint schema sql bench token sign-in-link node
 
 # Two markers: `.runtime` (the server's dependencies only: what `make run` and `make token`
 # need) and `.installed` (the dev toolchain too: tests, linters; it includes the runtime).
@@ -34,6 +34,8 @@ $(NODE_DIR)/node_modules/.installed: $(NODE_DIR)/package.json $(NODE_DIR)/packag
 
 node: $(NODE_DIR)/node_modules/.installed
 
+# Serves on :8000 and prints the GraphiQL and dashboard URLs and a one-time sign-in link
+# (an admin's; it works once, for 10 minutes): no token.
 run: $(SERVER_DEPS)
 	$(BIN)/connector-store serve
 
@@ -41,6 +43,11 @@ run: $(SERVER_DEPS)
 # for one hour (`connector-store token --ttl SECONDS` for another lifetime).
 token: $(SERVER_DEPS)
 	@$(BIN)/connector-store token --sub service --scope service
+
+# A fresh one-time sign-in link to the dashboard of `make run`'s server (an admin's), alone on
+# the last line: for a link used already or lost.
+sign-in-link: $(SERVER_DEPS)
+	@$(BIN)/connector-store sign-in-link
 
 lint: install
 	$(BIN)/ruff check .

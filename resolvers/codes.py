@@ -50,6 +50,9 @@ OPERATION_RESOLUTION_FAILURE: Final = "OPERATION_RESOLUTION_FAILURE"
 """The document has no operation of the given ``operationName``, or several and no name."""
 PERSISTED_QUERY_NOT_FOUND: Final = "PERSISTED_QUERY_NOT_FOUND"
 """A persisted query's hash sent alone that no query is registered under (Apollo's APQ)."""
+SIGN_IN_REFUSED: Final = "SIGN_IN_REFUSED"
+"""A sign-in link's code that opens no session (HTTP 400 from ``/auth/sign-in``): used
+already, expired, or never issued here; the message says which. Ask for a new link."""
 TOO_MANY_SUBSCRIPTIONS: Final = "TOO_MANY_SUBSCRIPTIONS"
 """A subscription past ``MAX_SUBSCRIPTIONS_PER_CONNECTION`` or ``MAX_SUBSCRIPTIONS_PER_VIEWER``
 (this process's); ``extensions.limit`` gives the bound. End another one first."""

@@ -57,12 +57,13 @@ from resolvers.live import Hub, LiveLimits, Session
 from resolvers.loaders import Loaders
 from resolvers.permissions import Viewer
 from server.auth import (
+    SIGN_IN_PATH,
     TOKEN_UNTIL,
     Authentication,
     Authenticator,
     Unauthenticated,
     authenticator,
-    startup_headers,
+    live,
 )
 from server.graph import build_schema
 from server.http_server import REFUSED_STATUS, ShutdownCut, listening
@@ -73,6 +74,7 @@ from server.responses import (
     request_error,
     subscription_not_acceptable,
 )
+from server.sessions import Sessions
 from server.settings import Settings
 from server.sweeper import Retention, Sweeper
 from server.telemetry import RequestTelemetry, current_request
@@ -88,17 +90,19 @@ log = logging.getLogger("connector_store")
 
 GRAPHIQL_ASSETS = Path(__file__).parent / "static" / "graphiql"
 DASHBOARD_ASSETS = Path(__file__).parent / "static" / "ui"
+SIGN_IN_ASSETS = Path(__file__).parent / "static" / "signin"
+"""The pages' sign-in script (``/signin/session.js``), shared by the dashboard and GraphiQL."""
 DASHBOARD_DOCUMENTS = (
     Path(__file__).resolve().parents[1] / "graphql" / "operations" / "dashboard.graphql"
 )
 """The documents the dashboard sends: it loads them from the server (``/ui/dashboard.graphql``),
 so they live in one file, the one the schema tests validate."""
-LOOPBACK = frozenset({"127.0.0.1", "::1"})
-LOOPBACK_NAMES = LOOPBACK | {"localhost"}
-HEADERS_SLOT = "/*STARTUP_HEADERS*/null"
 
 
 WS_FORBIDDEN = 4403
+WS_UNAVAILABLE = 1011
+"""The close code of a connection whose token's session could not be checked (the
+database is unavailable): connect again later."""
 """graphql-transport-ws's close code for a connection refused (graphql-ws' ``Forbidden``): no
 token, a token not valid, or one that has expired; the close reason says which."""
 MAX_CLOSE_REASON_BYTES = 123
@@ -147,9 +151,10 @@ class TextWebSocket(ASGIWebSocketAdapter):
 class TokenTransportWS(BaseGraphQLTransportWSHandler[Context, None]):
     """graphql-transport-ws whose ``connection_init`` carries the token (its payload's
     ``Authorization``, or the upgrade's header): refused with close code 4403 and the reason
-    (``close_reason``), accepted with the viewer set on the connection's context; when the
-    token expires its subscriptions end with ``UNAUTHENTICATED`` and, ``EXPIRY_CLOSE_GRACE_S``
-    later, the connection is closed with 4403."""
+    (``close_reason``; a session's token of a session signed out or expired too:
+    ``server.auth.live``), accepted with the viewer set on the connection's context; when the
+    token (or its session) expires its subscriptions end with ``UNAUTHENTICATED`` and,
+    ``EXPIRY_CLOSE_GRACE_S`` later, the connection is closed with 4403."""
 
     expiry: asyncio.TimerHandle | None = None
 
@@ -164,16 +169,22 @@ class TokenTransportWS(BaseGraphQLTransportWSHandler[Context, None]):
         try:
             if authorization is None or view.authenticator is None:
                 raise Unauthenticated(NO_WS_TOKEN, error=None)
-            viewer, until = view.authenticator.credentials(authorization)
-        except Unauthenticated as refused:
+            credentials = await live(
+                view.authenticator.credentials(authorization), websocket.app.state.store
+            )
+        except (Unauthenticated, DatabaseUnavailable) as refused:
             self.connection_init_received = True
             if self.connection_init_timeout_task is not None:
                 self.connection_init_timeout_task.cancel()
-            await self.websocket.close(code=WS_FORBIDDEN, reason=close_reason(str(refused)))
+            if isinstance(refused, DatabaseUnavailable):
+                code, reason = WS_UNAVAILABLE, "the database is unavailable: connect again later"
+            else:
+                code, reason = WS_FORBIDDEN, close_reason(str(refused))
+            await self.websocket.close(code=code, reason=reason)
             return
-        self.context.signed_in(viewer, until)
+        self.context.signed_in(credentials.viewer, credentials.until)
         self.expiry = asyncio.get_running_loop().call_later(
-            max(0.0, until - time.time()) + EXPIRY_CLOSE_GRACE_S,
+            max(0.0, credentials.until - time.time()) + EXPIRY_CLOSE_GRACE_S,
             lambda: asyncio.ensure_future(self.expired()),
         )
         await super().handle_connection_init(message)
@@ -209,7 +220,6 @@ class GraphQLApp(GraphQL):
         *,
         graphiql: bool,
         authenticator: Authenticator | None = None,
-        startup_token: str | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         retain_failed_ms: int = RETAIN_FAILED_S * 1000,
         max_subscriptions_per_connection: int = 100,
@@ -226,7 +236,6 @@ class GraphQLApp(GraphQL):
             allowed_origins=("*",),
         )
         self.authenticator = authenticator
-        self.startup_token = startup_token
         self.max_response_bytes = max_response_bytes
         self.retain_failed_ms = retain_failed_ms
 
@@ -420,15 +429,13 @@ class GraphQLApp(GraphQL):
         )
 
     async def render_graphql_ide(self, request: Request) -> Response:
-        """The GraphiQL page; its header editor is prefilled with the startup admin token
-        only when the server made its own secret and the browser is on this machine: the
-        connection comes from loopback and the page was asked for by a loopback name (a
-        ``Host`` of another name is a page of another site, e.g. by DNS rebinding)."""
-        page = (GRAPHIQL_ASSETS / "index.html").read_text()
-        if self.startup_token is not None and on_loopback(request):
-            headers = startup_headers(self.startup_token)
-            page = page.replace(HEADERS_SLOT, json.dumps(headers).replace("<", "\\u003c"))
-        return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+        """The GraphiQL page, the same for every request: it holds no token. It signs in
+        with a sign-in link's code, as the dashboard does (``server.sessions``), and loads
+        nothing but this server's own scripts (``GRAPHIQL_POLICY``)."""
+        return HTMLResponse(
+            GRAPHIQL_PAGE.read_text(),
+            headers={"Cache-Control": "no-store", "Content-Security-Policy": GRAPHIQL_POLICY},
+        )
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:  # type: ignore[override]
         """The request's context; a WebSocket's stands for the connection, anonymous until
@@ -447,38 +454,59 @@ class GraphQLApp(GraphQL):
         )
 
 
-def on_loopback(request: Request) -> bool:
-    """The browser is on this machine: the connection comes from loopback and the page was
-    asked for by a loopback name (a ``Host`` of another name is a page of another site, e.g.
-    by DNS rebinding). Only then do GraphiQL and the dashboard come with the startup token."""
-    client = request.client.host if request.client else None
-    return client in LOOPBACK and request.url.hostname in LOOPBACK_NAMES
-
-
-DASHBOARD_TOKEN_SLOT = '<script id="startup-token" type="application/json">null</script>'
 DASHBOARD_POLICY = (
     "default-src 'self'; connect-src 'self'; img-src 'self' data:; object-src 'none'; "
     "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
-"""The dashboard's Content-Security-Policy: the page loads and calls nothing but this server."""
+"""The dashboard's Content-Security-Policy: the page loads and calls nothing but this server,
+and no page of another site may frame it."""
+GRAPHIQL_POLICY = (
+    "default-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self' "
+    "'unsafe-inline'; font-src 'self' data:; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+"""GraphiQL's Content-Security-Policy: the dashboard's, but styles may be inline: GraphiQL's
+dialogs add ``<style>`` elements of their own (react-remove-scroll). No inline script runs:
+the page's own is ``/graphiql/start.js``."""
+GRAPHIQL_PAGE = GRAPHIQL_ASSETS / "index.html"
+NO_FRAMING = "frame-ancestors 'none'"
 
 
-def dashboard(startup_token: str | None) -> Any:
-    """The dashboard's page at ``/ui``: its token slot (a JSON data block, never run as a
-    script) holds the startup admin token for a browser on this machine (``on_loopback``)
-    when the server made its own secret; otherwise null, and the page asks for a token."""
+class NoFraming:
+    """ASGI middleware: every HTTP response forbids framing, whatever made it (a page, an
+    asset, an error): ``X-Frame-Options: DENY``, and ``Content-Security-Policy:
+    frame-ancestors 'none'`` unless the response set a policy of its own (the pages' say
+    ``frame-ancestors 'none'`` too: a test holds them to it). So no page of another site can
+    put one of ours under a click of its own."""
 
-    async def page(request: Request) -> Response:
-        text = (DASHBOARD_ASSETS / "index.html").read_text()
-        if startup_token is not None and on_loopback(request):
-            token = json.dumps(startup_token).replace("<", "\\u003c")
-            text = text.replace(DASHBOARD_TOKEN_SLOT, DASHBOARD_TOKEN_SLOT.replace("null", token))
-        return HTMLResponse(
-            text,
-            headers={"Cache-Control": "no-store", "Content-Security-Policy": DASHBOARD_POLICY},
-        )
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
 
-    return page
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def framed(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                names = {name.lower() for name, _ in headers}
+                headers.append((b"x-frame-options", b"DENY"))
+                if b"content-security-policy" not in names:
+                    headers.append((b"content-security-policy", NO_FRAMING.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, framed)
+
+
+async def dashboard(_: Request) -> Response:
+    """The dashboard's page at ``/ui``, the same for every request: it holds no token. It
+    signs in with a sign-in link's code (``server.sessions``), or a token typed in."""
+    return HTMLResponse(
+        (DASHBOARD_ASSETS / "index.html").read_text(),
+        headers={"Cache-Control": "no-store", "Content-Security-Policy": DASHBOARD_POLICY},
+    )
 
 
 async def dashboard_documents(_: Request) -> Response:
@@ -793,16 +821,16 @@ def create_app(
     tracer: Any = None,
     *,
     auth: Authenticator | None = None,
-    startup_token: str | None = None,
 ) -> Starlette:
     """The ASGI app. Given a connected ``store`` it uses it as is; otherwise it opens
     ``settings.database_url`` at start-up and closes it at shutdown (migrate first).
     ``tracer``: an OpenTelemetry tracer (default: one for ``OTEL_EXPORTER_OTLP_ENDPOINT``,
     or none).
 
-    Every request but ``/healthz``, ``/readyz`` and GraphiQL's page and assets needs a
-    bearer token checked by ``auth`` (by default the one ``settings`` describe).
-    ``startup_token`` prefills GraphiQL's headers for browsers on loopback."""
+    Every request but ``/healthz``, ``/readyz``, the pages and their assets and the sign-in
+    code's exchange needs a bearer token checked by ``auth`` (by default the one
+    ``settings`` describe); people sign in with a one-time link (``server.sessions``).
+    Every response forbids framing (``NoFraming``)."""
     settings = settings or Settings()
     auth = auth or authenticator(settings)
     metrics = Metrics() if settings.metrics else None
@@ -841,11 +869,11 @@ def create_app(
         finally:
             await close_pool(db)
 
+    sessions = Sessions(auth, settings.session_ttl_seconds)
     graphql = GraphQLApp(
         build_schema(settings),
         graphiql=settings.graphiql,
         authenticator=auth,
-        startup_token=startup_token,
         max_response_bytes=settings.max_response_bytes,
         retain_failed_ms=settings.retain_failed_seconds * 1000,
         max_subscriptions_per_connection=settings.max_subscriptions_per_connection,
@@ -858,9 +886,12 @@ def create_app(
             WebSocketRoute("/graphql", graphql),
             Route("/healthz", healthz),
             Route("/readyz", readyz),
+            Route(SIGN_IN_PATH, sessions.sign_in, methods=["POST"]),
+            Route("/auth/renew", sessions.renew, methods=["POST"]),
+            Route("/auth/sign-out", sessions.sign_out, methods=["POST"]),
             *(
                 [
-                    Route("/ui", dashboard(startup_token)),
+                    Route("/ui", dashboard),
                     Route("/ui/dashboard.graphql", dashboard_documents),
                     Mount("/ui/assets", StaticFiles(directory=DASHBOARD_ASSETS), name="ui"),
                 ]
@@ -878,6 +909,8 @@ def create_app(
     )
     if settings.graphiql:
         app.mount("/graphiql", StaticFiles(directory=GRAPHIQL_ASSETS), name="graphiql")
+    if settings.graphiql or settings.dashboard:
+        app.mount("/signin", StaticFiles(directory=SIGN_IN_ASSETS), name="signin")
     if store is not None:
         app.state.store = store
         app.state.hub = Hub(store, limits, metrics)
@@ -896,4 +929,5 @@ def create_app(
         )
     app.add_middleware(ShutdownCut)
     app.add_middleware(RequestTelemetry, metrics=metrics, tracer=tracer)
+    app.add_middleware(NoFraming)
     return app

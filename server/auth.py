@@ -7,26 +7,30 @@ and ``sub`` are required; ``nbf`` is checked when present, ``iss``/``aud`` when
 ``JWT_ISSUER``/``JWT_AUDIENCE`` are set, with ``JWT_LEEWAY_SECONDS`` of leeway.
 
 With no key configured, a random secret is created in ``DATA_DIR`` (mode 0600) on first use
-and reused after; only then can the server mint its own admin token at startup.
+and reused after. With a secret (generated or ``JWT_SECRET``) the server also signs the
+tokens of people's sessions (``server.sessions``): such a token names its session in the
+``SESSION_CLAIM`` claim, and is accepted only while that session, in the database, is
+neither signed out nor expired (``live``), by every process and on every endpoint. No page,
+header or endpoint hands out a token but the exchange of a one-time sign-in code.
 
 A token verified once is remembered (``VerifiedTokens``: its viewer, by the token's text,
 until the moment PyJWT would refuse it as expired), so a worker that sends the same token
-on every request is verified once, not on every request.
+on every request is verified once, not on every request; a session's token is still
+checked against its session on every request.
 
 Neither the key nor any token is ever logged: a refused token is answered with 401 and
 ``WWW-Authenticate: Bearer error="invalid_token", error_description="…"`` (RFC 6750) saying
-which check failed (expired, signed by another key, …) from a fixed list of texts that
-reveal nothing of the key; only the reason's class name reaches the debug log.
+which check failed (expired, signed by another key, signed out, …) from a fixed list of
+texts that reveal nothing of the key; only the reason's class name reaches the debug log.
 """
 
-import json
 import logging
 import os
 import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,19 +42,23 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from resolvers.permissions import Viewer
-from server.responses import request_error
+from server.responses import database_unavailable, request_error
 from server.settings import Settings
+from store import ConnectorStore
 from store import validation as check
-from store.errors import InvalidInput
+from store.errors import DatabaseUnavailable, InvalidInput
 
 log = logging.getLogger("connector_store.auth")
 
 SECRET_FILE = "jwt-secret"
-STARTUP_TOKEN_TTL_SECONDS = 12 * 3600
-OPEN_PATHS = frozenset({"/", "/healthz", "/readyz", "/ui", "/ui/dashboard.graphql"})
-OPEN_PREFIXES = ("/graphiql/", "/ui/assets/")
-"""The pages and their assets: they hold no data (the dashboard, like GraphiQL, sends the
-user's token with each GraphQL request it makes)."""
+SESSION_CLAIM = "connector_store_session"
+"""The claim of a session's token that names its session (``store.sign_in``)."""
+SIGN_IN_PATH = "/auth/sign-in"
+OPEN_PATHS = frozenset({"/", "/healthz", "/readyz", "/ui", "/ui/dashboard.graphql", SIGN_IN_PATH})
+OPEN_PREFIXES = ("/graphiql/", "/ui/assets/", "/signin/")
+"""The pages and their assets, which hold no data and no token (the dashboard, like
+GraphiQL, sends the user's token with each GraphQL request it makes), and the exchange of a
+sign-in code for a session's token (the code is its credential)."""
 TOKEN_UNTIL = "connector_store.token_until"
 """The ASGI scope key of until when the request's token is accepted (epoch seconds): a
 subscription over HTTP ends then."""
@@ -115,28 +123,39 @@ class VerifiedTokens:
     def __init__(self, max_entries: int = 1024, clock: Callable[[], float] = time.time) -> None:
         self.max_entries = max_entries
         self.clock = clock
-        self.entries: OrderedDict[str, tuple[Viewer, float]] = OrderedDict()
+        self.entries: OrderedDict[str, Credentials] = OrderedDict()
 
-    def get(self, token: str) -> tuple[Viewer, float] | None:
-        """The viewer of ``token`` and until when it is accepted (epoch seconds), when it
-        was verified and has not expired since."""
+    def get(self, token: str) -> "Credentials | None":
+        """The credentials of ``token`` (its viewer, until when it is accepted), when it was
+        verified and has not expired since."""
         entry = self.entries.get(token)
         if entry is None:
             return None
-        if self.clock() >= entry[1]:
+        if self.clock() >= entry.until:
             del self.entries[token]
             return None
         self.entries.move_to_end(token)
         return entry
 
-    def put(self, token: str, viewer: Viewer, until: float) -> None:
-        """Remember ``viewer`` for ``token`` until ``until`` (epoch seconds)."""
+    def put(self, token: str, credentials: "Credentials") -> None:
+        """Remember ``credentials`` for ``token`` until their ``until`` (epoch seconds)."""
         if len(token) > self.MAX_TOKEN_CHARS:
             return
-        self.entries[token] = (viewer, until)
+        self.entries[token] = credentials
         self.entries.move_to_end(token)
         while len(self.entries) > self.max_entries:
             self.entries.popitem(last=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """What a token proves: its ``viewer``, until when it is accepted (``until``, epoch
+    seconds: ``exp`` plus the leeway, or its session's end) and, for a session's token, the
+    session it belongs to (``session``, None for any other token)."""
+
+    viewer: Viewer
+    until: float
+    session: str | None = None
 
 
 @dataclass(frozen=True)
@@ -157,11 +176,11 @@ class Authenticator:
 
     def viewer(self, authorization: str | None) -> Viewer:
         """The viewer of an ``Authorization`` header; raises ``Unauthenticated``."""
-        return self.credentials(authorization)[0]
+        return self.credentials(authorization).viewer
 
-    def credentials(self, authorization: str | None) -> tuple[Viewer, float]:
-        """The viewer of an ``Authorization`` header and until when its token is accepted
-        (epoch seconds: ``exp`` plus the leeway); raises ``Unauthenticated``."""
+    def credentials(self, authorization: str | None) -> Credentials:
+        """The credentials of an ``Authorization`` header's token, its session not yet
+        checked (``live`` does); raises ``Unauthenticated``."""
         if not authorization:
             raise Unauthenticated(
                 "this request needs a bearer token (Authorization: Bearer …)", error=None
@@ -176,22 +195,22 @@ class Authenticator:
     def verify(self, token: str) -> Viewer:
         """The viewer a token names; raises ``Unauthenticated`` when it is not valid.
         Remembered (``verified``) once accepted, until it expires."""
-        return self.accepted(token)[0]
+        return self.accepted(token).viewer
 
-    def accepted(self, token: str) -> tuple[Viewer, float]:
-        """The viewer a token names and until when it is accepted (epoch seconds); raises
+    def accepted(self, token: str) -> Credentials:
+        """The credentials of a token, its session not yet checked (``live`` does); raises
         ``Unauthenticated`` when it is not valid. Remembered (``verified``) once accepted,
         until it expires."""
         entry = self.verified.get(token)
         if entry is not None:
             return entry
-        viewer, exp = self.decode(token)
-        self.verified.put(token, viewer, exp + self.leeway)
-        return viewer, exp + self.leeway
+        credentials = self.decode(token)
+        self.verified.put(token, credentials)
+        return credentials
 
-    def decode(self, token: str) -> tuple[Viewer, float]:
-        """The viewer a token names and its ``exp``, checked by PyJWT; raises
-        ``Unauthenticated`` when it is not valid."""
+    def decode(self, token: str) -> Credentials:
+        """The credentials of a token (``until``: its ``exp`` plus the leeway), checked by
+        PyJWT; raises ``Unauthenticated`` when it is not valid."""
         try:
             claims = jwt.decode(
                 token,
@@ -216,22 +235,39 @@ class Authenticator:
             raise Unauthenticated(f"the bearer token's sub (a DID) {error.problem}") from None
         if not did.strip():
             raise Unauthenticated("the bearer token's sub (a DID) must not be blank")
-        return Viewer.of_token(did, scope), float(claims["exp"])
+        session = claims.get(SESSION_CLAIM)
+        if session is not None and not isinstance(session, str):
+            raise Unauthenticated(f"the bearer token is not valid: its {SESSION_CLAIM} is not text")
+        until = float(claims["exp"]) + self.leeway
+        return Credentials(Viewer.of_token(did, scope), until, session)
+
+    @property
+    def signs(self) -> bool:
+        """Whether this server signs tokens (a secret: ``JWT_SECRET`` or generated), and so
+        can open sessions; not with ``JWT_PUBLIC_KEY``."""
+        return self.signing_key is not None
 
     def mint(self, sub: str, scopes: Iterable[str], ttl_seconds: int) -> str:
         """A token for ``sub`` with ``scopes``, valid ``ttl_seconds``; only with a secret."""
+        now = int(time.time())
+        return self.sign({"sub": sub, "scope": " ".join(scopes), "exp": now + ttl_seconds})
+
+    def mint_session(self, sub: str, scope: str, session: str, ttl_seconds: int) -> str:
+        """The token of session ``session`` for ``sub`` with ``scope`` (space-separated
+        rights), valid ``ttl_seconds`` (the session's remaining life, so it expires with
+        it); only with a secret."""
+        exp = int(time.time()) + ttl_seconds
+        return self.sign({"sub": sub, "scope": scope, "exp": exp, SESSION_CLAIM: session})
+
+    def sign(self, claims: dict[str, Any]) -> str:
+        """``claims`` with ``iat``, ``nbf`` (now) and the configured ``iss``/``aud``, signed
+        with the secret (HS256); raises ``AuthError`` with ``JWT_PUBLIC_KEY``."""
         if self.signing_key is None:
             raise AuthError(
                 "JWT_PUBLIC_KEY is set: tokens are minted by whoever holds the private key"
             )
         now = int(time.time())
-        claims: dict[str, Any] = {
-            "sub": sub,
-            "scope": " ".join(scopes),
-            "iat": now,
-            "nbf": now,
-            "exp": now + ttl_seconds,
-        }
+        claims = {**claims, "iat": now, "nbf": now}
         if self.issuer:
             claims["iss"] = self.issuer
         if self.audience:
@@ -323,6 +359,32 @@ def unauthenticated(refused: Unauthenticated) -> JSONResponse:
     return request_error(401, str(refused), headers={"WWW-Authenticate": challenge})
 
 
+SIGNED_OUT = "this session was signed out: sign in again"
+SESSION_EXPIRED = "this session has expired: sign in again"
+NO_SESSION = "this token's session is not known here (it ended and was collected): sign in again"
+
+
+async def live(credentials: Credentials, store: ConnectorStore) -> Credentials:
+    """``credentials`` once their session (if any) is checked in the database: refused
+    (``Unauthenticated``) when it was signed out, has expired or is unknown; ``until``
+    becomes the session's end when that comes first. Credentials of no session pass as
+    they are. The session's times are the store's clock, ``until`` the system's (PyJWT's):
+    the session's remaining life is carried over. Raises ``DatabaseUnavailable`` when the
+    session cannot be read."""
+    if credentials.session is None:
+        return credentials
+    session = await store.sign_in.session(credentials.session)
+    if session is None or session.sub != credentials.viewer.did:
+        raise Unauthenticated(NO_SESSION)
+    if session.revoked_at is not None:
+        raise Unauthenticated(SIGNED_OUT)
+    now = store.clock()
+    if not session.live_at(now):
+        raise Unauthenticated(SESSION_EXPIRED)
+    ends = time.time() + (session.expires_at - now) / 1000
+    return replace(credentials, until=min(credentials.until, ends))
+
+
 def is_graphiql_page(scope: Scope) -> bool:
     """A browser asking for the GraphiQL page: GET /graphql with no query and no extensions
     (a persisted query sends its hash alone), accepting HTML (``GraphQLApp`` renders the IDE
@@ -338,8 +400,10 @@ def is_graphiql_page(scope: Scope) -> bool:
 
 class Authentication:
     """ASGI middleware: every HTTP request but ``/healthz``, ``/readyz``, the GraphiQL page,
-    the dashboard's page and their assets needs a valid bearer token; its viewer goes to
-    ``scope["viewer"]``."""
+    the dashboard's page, their assets and the sign-in code's exchange needs a valid bearer
+    token (a session's: of a live session, ``live``); its credentials go to
+    ``scope["credentials"]``, its viewer to ``scope["viewer"]``. A session that cannot be
+    read (the database is down) is 503 ``SERVICE_UNAVAILABLE``."""
 
     def __init__(self, app: ASGIApp, authenticator: Authenticator) -> None:
         self.app = app
@@ -357,15 +421,17 @@ class Authentication:
         try:
             if len(headers) > 1:
                 raise Unauthenticated("send one Authorization header", error="invalid_request")
-            scope["viewer"], scope[TOKEN_UNTIL] = self.authenticator.credentials(
-                headers[0].decode("latin-1") if headers else None
+            credentials = await live(
+                self.authenticator.credentials(headers[0].decode("latin-1") if headers else None),
+                scope["app"].state.store,
             )
         except Unauthenticated as refused:
             await unauthenticated(refused)(scope, receive, send)
             return
+        except DatabaseUnavailable as error:
+            log.warning("a session could not be checked: %s", error)
+            await database_unavailable()(scope, receive, send)
+            return
+        scope["credentials"] = credentials
+        scope["viewer"], scope[TOKEN_UNTIL] = credentials.viewer, credentials.until
         await self.app(scope, receive, send)
-
-
-def startup_headers(token: str) -> str:
-    """The GraphiQL header editor's text carrying ``token``."""
-    return json.dumps({"Authorization": f"Bearer {token}"}, indent=2)

@@ -1,6 +1,7 @@
 """The ``connector-store`` command: ``serve`` (migrate, then run uvicorn), ``migrate``,
 ``schema``, ``sql`` (write the statements' SQL files), ``collect`` (a retention backlog,
-with a progress bar) and ``token`` (mint a JWT for this server's settings).
+with a progress bar), ``token`` (mint a JWT for this server's settings) and ``sign-in-link``
+(a one-time link that signs a browser in to the dashboard or GraphiQL: ``server.sessions``).
 
 Mistakes in the configuration or an unusable database end the command with one line on
 standard error that says what is wrong and how to fix it, and exit status 1; never a
@@ -9,7 +10,6 @@ traceback.
 
 import asyncio
 import dataclasses
-import os
 import sys
 from typing import NoReturn
 
@@ -17,12 +17,13 @@ import typer
 from pydantic import ValidationError
 
 from resolvers.permissions import ALL_SCOPES, METRICS_SCOPE
-from server.auth import STARTUP_TOKEN_TTL_SECONDS, AuthError, authenticator
+from server.auth import AuthError, authenticator
 from server.http_server import PortUnavailable, check_port, serve_http
 from server.logs import configure_logging
+from server.sessions import SERVICE_SUB, sign_in_link
 from server.settings import Settings
 from server.sweeper import Retention, cutoffs, sweep
-from server.workers import STARTUP_TOKEN_ENV, WorkersFailing, reuse_port_socket, supervise
+from server.workers import WorkersFailing, reuse_port_socket, supervise
 from store import ConnectorStore
 from store import validation as check
 from store.database import shown_url, sqlite_path
@@ -74,8 +75,9 @@ def serve(
         1, min=1, envvar="WORKERS", help="Processes serving the port (env WORKERS)."
     ),
 ) -> None:
-    """Serve the API (GraphiQL at /graphql) on DATABASE_URL, migrating it first; with
-    --workers N, in N processes (server/workers.py)."""
+    """Serve the API (GraphiQL at /graphql, the dashboard at /ui) on DATABASE_URL, migrating
+    it first, and print a one-time sign-in link for them (an admin's: scope service) when
+    the server signs tokens; with --workers N, in N processes (server/workers.py)."""
     from server.app import create_app
 
     settings = Settings()
@@ -90,7 +92,7 @@ def serve(
     if not settings.jwt_secret and not settings.jwt_public_key and not is_loopback(bind_host):
         raise AuthError(
             f"serving on {bind_host} needs JWT_SECRET or JWT_PUBLIC_KEY (a generated secret "
-            "and its printed admin token are for a server on this machine only)"
+            "is for a server on this machine only)"
         )
     check_port(bind_host, bind_port, "PORT")
     if settings.metrics and settings.metrics_port is not None:
@@ -106,25 +108,24 @@ def serve(
         upgrade(settings.database_url, announce=announce_migration)
     asyncio.run(check_database(settings))
     typer.echo(f"database: {shown_url(settings.database_url)}")
-    startup_token = None
-    if auth.generated:
-        startup_token = auth.mint("service", ["service"], STARTUP_TOKEN_TTL_SECONDS)
-    typer.echo(f"GraphiQL: {graphiql_url(bind_host, bind_port)}")
-    if startup_token is not None:
+    base = base_url(bind_host, bind_port)
+    typer.echo(f"GraphiQL: {base}/graphql  dashboard: {base}/ui")
+    if auth.signs:
+        code = asyncio.run(issue_code(settings, SERVICE_SUB, SERVICE_SUB))
         typer.echo(
-            f"admin token (scope service, {STARTUP_TOKEN_TTL_SECONDS // 3600} h; "
-            f"the secret is in {settings.data_dir}): {startup_token}"
+            f"sign in (admin; the link works once, within {minutes(settings)}; "
+            "`connector-store sign-in-link` prints another):\n"
+            f"  {sign_in_link(base, code)}\n"
+            f"  (GraphiQL: {sign_in_link(base, code, '/graphql')})"
         )
     else:
-        typer.echo("auth: tokens signed by the configured JWT key are required")
+        typer.echo(
+            "auth: tokens signed by the configured JWT key are required (JWT_PUBLIC_KEY: "
+            "this server signs no sessions, so no sign-in links)"
+        )
     if workers > 1:
-        raise typer.Exit(supervise(settings, bind_host, bind_port, workers, startup_token))
-    serve_http(
-        create_app(settings, auth=auth, startup_token=startup_token),
-        settings,
-        bind_host,
-        bind_port,
-    )
+        raise typer.Exit(supervise(settings, bind_host, bind_port, workers))
+    serve_http(create_app(settings, auth=auth), settings, bind_host, bind_port)
 
 
 @cli.command("serve-worker", hidden=True)
@@ -138,9 +139,7 @@ def serve_worker(
 
     settings = Settings()
     configure_logging(settings.log_level, settings.log_format)
-    app = create_app(
-        settings, auth=authenticator(settings), startup_token=os.environ.get(STARTUP_TOKEN_ENV)
-    )
+    app = create_app(settings, auth=authenticator(settings))
     serve_http(app, settings, host, port, sockets=[reuse_port_socket(host, port)])
 
 
@@ -149,25 +148,38 @@ def is_loopback(host: str) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
-def graphiql_url(host: str, port: int) -> str:
-    """The URL a browser on this machine opens GraphiQL at."""
+def base_url(host: str, port: int) -> str:
+    """The URL a browser on this machine reaches the server at (``http://host:port``)."""
     shown = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "": "127.0.0.1"}.get(host, host)
     if ":" in shown and not shown.startswith("["):
         shown = f"[{shown}]"
-    return f"http://{shown}:{port}/graphql"
+    return f"http://{shown}:{port}"
 
 
-@cli.command("token")
-def token_command(
-    sub: str = typer.Option(..., help="The viewer's DID (the token's sub)."),
-    scope: str = typer.Option(
-        ..., help='Space-separated rights, e.g. "operations:read operations:write".'
-    ),
-    ttl: int = typer.Option(3600, min=1, help="Seconds the token stays valid."),
-) -> None:
-    """Print a token for SUB with SCOPE, signed with this server's JWT secret (JWT_SECRET,
-    or the secret the server made in DATA_DIR: never a new one). An empty SUB or a scope
-    the server does not know is refused."""
+def minutes(settings: Settings) -> str:
+    """``SIGN_IN_CODE_TTL_SECONDS`` as a person reads it: ``10 min``, ``45 s``."""
+    seconds = settings.sign_in_code_ttl_seconds
+    return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"
+
+
+async def issue_code(settings: Settings, sub: str, scope: str) -> str:
+    """A new sign-in code for ``sub`` with ``scope``, good for ``SIGN_IN_CODE_TTL_SECONDS``,
+    written to the configured database (every server process on it accepts it)."""
+    db = settings.database(pool_size=1)
+    await db.connect()
+    try:
+        store = ConnectorStore(db)
+        issued = await store.sign_in.issue_code(
+            sub, scope, settings.sign_in_code_ttl_seconds * 1000
+        )
+    finally:
+        await db.disconnect()
+    return issued.code
+
+
+def checked_scopes(sub: str, scope: str) -> list[str]:
+    """``scope``'s rights, once ``sub`` (a DID) and they are checked: an empty or over-long
+    ``--sub`` and a scope the server does not know end the command (``fail``)."""
     if not sub.strip():
         fail("--sub is empty: give the viewer's DID")
     try:
@@ -181,8 +193,55 @@ def token_command(
             f"--scope: unknown {' '.join(unknown) or '(none given)'}; "
             f"known: {' '.join(sorted(KNOWN_SCOPES))}"
         )
+    return scopes
+
+
+@cli.command("token")
+def token_command(
+    sub: str = typer.Option(..., help="The viewer's DID (the token's sub)."),
+    scope: str = typer.Option(
+        ..., help='Space-separated rights, e.g. "operations:read operations:write".'
+    ),
+    ttl: int = typer.Option(3600, min=1, help="Seconds the token stays valid."),
+) -> None:
+    """Print a token for SUB with SCOPE, signed with this server's JWT secret (JWT_SECRET,
+    or the secret the server made in DATA_DIR: never a new one). An empty SUB or a scope
+    the server does not know is refused."""
+    scopes = checked_scopes(sub, scope)
     settings = Settings()
     typer.echo(authenticator(settings, create_secret=False).mint(sub, scopes, ttl))
+
+
+PAGES = {"ui": "/ui", "graphiql": "/graphql"}
+
+
+@cli.command("sign-in-link")
+def sign_in_link_command(
+    sub: str = typer.Option(SERVICE_SUB, help="The person's DID (the session token's sub)."),
+    scope: str = typer.Option(
+        SERVICE_SUB, help='Space-separated rights, e.g. "operator" (default: service, an admin).'
+    ),
+    page: str = typer.Option("ui", help="The page the link opens: ui (the dashboard) or graphiql."),
+    url: str | None = typer.Option(
+        None,
+        "--url",
+        help="The server's address as the browser reaches it (default http://HOST:PORT).",
+    ),
+) -> None:
+    """Print a fresh one-time sign-in link (alone on the last line) to the dashboard or
+    GraphiQL of the server on DATABASE_URL, for SUB with SCOPE: it works once, within
+    SIGN_IN_CODE_TTL_SECONDS; its code is in the URL's fragment, which no server logs. Needs
+    the server's settings (DATABASE_URL, and JWT_SECRET or the secret in DATA_DIR)."""
+    scopes = checked_scopes(sub, scope)
+    if page not in PAGES:
+        fail(f"--page: {page!r} is not one of {', '.join(PAGES)}")
+    settings = Settings()
+    require_database_folder(settings)
+    if not authenticator(settings, create_secret=False).signs:
+        fail("JWT_PUBLIC_KEY is set: this server signs no sessions; sign in with a token")
+    code = asyncio.run(issue_code(settings, sub, " ".join(scopes)))
+    typer.echo(f"works once, within {minutes(settings)}:", err=True)
+    typer.echo(sign_in_link(url or base_url(settings.host, settings.port), code, PAGES[page]))
 
 
 @cli.command("migrate")

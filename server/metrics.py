@@ -171,7 +171,7 @@ class Metrics:
         )
         self.swept_rows = Counter(
             "connector_sweeper_deleted_rows",
-            "Rows the sweeper deleted, by kind: operations, pending_auth, tombstones.",
+            "Rows the sweeper deleted, by kind: operations, pending_auth, tombstones, sign_ins.",
             ["kind"],
             registry=r,
         )
@@ -247,6 +247,7 @@ class Metrics:
             self.swept_rows.labels("operations").inc(result.operations)
             self.swept_rows.labels("pending_auth").inc(result.pending_auth)
             self.swept_rows.labels("tombstones").inc(result.tombstones)
+            self.swept_rows.labels("sign_ins").inc(result.sign_ins)
 
     async def refresh_tables(self) -> None:
         """Count operations by state and the due operations and watches (the store's

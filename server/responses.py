@@ -12,6 +12,7 @@ from resolvers.codes import (
     NOT_ACCEPTABLE,
     NOT_FOUND,
     PAYLOAD_TOO_LARGE,
+    SERVICE_UNAVAILABLE,
     UNAUTHENTICATED,
 )
 
@@ -76,3 +77,11 @@ async def http_exception(request: Request, exc: Exception) -> Response:
     if exc.status_code in (204, 304):
         return Response(status_code=exc.status_code, headers=exc.headers)
     return request_error(exc.status_code, exc.detail, headers=dict(exc.headers or {}))
+
+
+def database_unavailable() -> JSONResponse:
+    """503 ``SERVICE_UNAVAILABLE`` (retryable), for a request refused before GraphQL runs
+    because the database could not serve it (a session's check, a sign-in)."""
+    return request_error(
+        503, "the database is unavailable", code=SERVICE_UNAVAILABLE, retryable=True
+    )

@@ -123,6 +123,18 @@ class Settings(BaseSettings):
     jwt_issuer: str = ""
     jwt_audience: str = ""
     jwt_leeway_seconds: float = Field(default=30.0, ge=0)
+    sign_in_code_ttl_seconds: int = Field(
+        default=600,
+        ge=1,
+        le=86_400,
+        description="How long a sign-in link stays usable (once), in seconds.",
+    )
+    session_ttl_seconds: int = Field(
+        default=900,
+        ge=60,
+        le=86_400,
+        description="How long a person's session token is valid; the page renews it at half.",
+    )
     listen_database_url: str = Field(
         default="",
         description="PostgreSQL: where each process LISTENs for wake-ups, on a connection of "

@@ -4,7 +4,9 @@
 ones last updated more than ``finished_ms`` ago, failed ones more than ``failed_ms`` ago;
 each leaves a tombstone of its key), deletes the tombstones collected more than ``keys_ms``
 ago, each in batches of ``batch`` until a batch comes back short, and deletes pending
-authorizations whose ``expires_at`` is before now, all under the sweep lock: on PostgreSQL
+authorizations whose ``expires_at`` is before now and the sign-ins that can no longer be
+used (codes expired unused, sessions past their end: ``store.sign_in``), all under the
+sweep lock: on PostgreSQL
 an advisory lock makes one replica (or ``connector-store collect``) sweep at a time; the
 others skip. It yields to the event loop between batches, so requests keep being answered
 during a long sweep. The ``Sweeper`` runs it every ``interval_s`` and logs what it deleted.
@@ -54,12 +56,13 @@ class Retention:
 @dataclass(frozen=True, slots=True)
 class SweepResult:
     """What one sweep deleted: finished operations, expired pending auth, in how many
-    collect batches, and expired tombstones."""
+    collect batches, expired tombstones, and ended sign-ins."""
 
     operations: int
     pending_auth: int
     batches: int
     tombstones: int = 0
+    sign_ins: int = 0
 
 
 def human(seconds: float) -> str:
@@ -119,7 +122,8 @@ async def sweep(
                 break
             await asyncio.sleep(0)
         pending_auth = await store.pending_auth.delete_expired_pending_auth(now)
-    return SweepResult(operations, pending_auth, batches, tombstones)
+        sign_ins = await store.sign_in.delete_ended(now)
+    return SweepResult(operations, pending_auth, batches, tombstones, sign_ins)
 
 
 class Sweeper:
@@ -160,10 +164,12 @@ class Sweeper:
             log.info("sweep: skipped, another replica is sweeping")
             return None
         log.info(
-            "sweep: deleted %d finished operations, %d expired pending auth, %d expired tombstones",
+            "sweep: deleted %d finished operations, %d expired pending auth, %d expired "
+            "tombstones, %d ended sign-ins",
             result.operations,
             result.pending_auth,
             result.tombstones,
+            result.sign_ins,
         )
         return result
 

@@ -43,9 +43,6 @@ from server.settings import Settings
 
 log = logging.getLogger("connector_store.workers")
 
-STARTUP_TOKEN_ENV = "CONNECTOR_STORE_STARTUP_TOKEN"
-"""The GraphiQL startup token, handed to the workers through their environment (not their
-command line, which any local user can read)."""
 POLL_S = 0.2
 QUICK_EXIT_S = 10.0
 """A worker that exits within this many seconds of its start exited right after it."""
@@ -92,22 +89,16 @@ def die_with_supervisor() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def worker_env(
-    settings: Settings, index: int, metrics_dir: str, startup_token: str | None
-) -> dict[str, str]:
-    """The environment of worker ``index``: the supervisor's, with the metrics folder, the
-    startup token and, on SQLite, the sweeper in the first worker only."""
+def worker_env(settings: Settings, index: int, metrics_dir: str) -> dict[str, str]:
+    """The environment of worker ``index``: the supervisor's, with the metrics folder and,
+    on SQLite, the sweeper in the first worker only."""
     env = dict(os.environ, **{MULTIPROC_ENV: metrics_dir})
-    if startup_token is not None:
-        env[STARTUP_TOKEN_ENV] = startup_token
     if index > 0 and not settings.database_url.startswith("postgresql"):
         env["SWEEPER"] = "false"
     return env
 
 
-def supervise(
-    settings: Settings, host: str, port: int, workers: int, startup_token: str | None
-) -> int:
+def supervise(settings: Settings, host: str, port: int, workers: int) -> int:
     """Run ``workers`` worker processes on ``host:port`` until SIGTERM or SIGINT; the exit
     status is 0 after a clean stop. Raises ``WorkersFailing`` (the other workers stopped)
     when one worker has exited ``MAX_QUICK_EXITS`` times in a row right after starting."""
@@ -118,7 +109,7 @@ def supervise(
     def start(index: int) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             command,
-            env=worker_env(settings, index, metrics_dir, startup_token),
+            env=worker_env(settings, index, metrics_dir),
             preexec_fn=die_with_supervisor,
         )
 

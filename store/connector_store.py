@@ -15,6 +15,7 @@ from store.pauses import PausesStore
 from store.pending_auth import PendingAuthStore
 from store.persisted_queries import PersistedQueriesStore
 from store.retention import RetentionStore
+from store.sign_in import SignInStore
 from store.sync_state import SyncStateStore
 from store.wakeups import WakeupsStore
 from store.watches import WatchesStore
@@ -32,7 +33,8 @@ class ConnectorStore:
     controls), ``pending_auth``, ``sync_state``, ``persisted_queries``, ``batches`` (the
     batch forms of the settling writes), ``wakeups`` (what wakes idle workers:
     ``store.wakeups``), ``counts`` (grouped counts for the dashboard), ``events`` (the
-    readers of the event log every write of an operation or a watch appends to).
+    readers of the event log every write of an operation or a watch appends to), ``sign_in``
+    (people's one-time sign-in codes and the sessions they open).
     """
 
     def __init__(
@@ -65,5 +67,6 @@ class ConnectorStore:
         self.sync_state = SyncStateStore(context)
         self.persisted_queries = PersistedQueriesStore(context)
         self.wakeups = WakeupsStore(context)
+        self.sign_in = SignInStore(context)
         self.events = EventsStore(db)
         self.clock = clock

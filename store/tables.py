@@ -348,3 +348,21 @@ watch_event = sa.Table(
     sqlite_autoincrement=True,
 )
 """The watches' event log (``store.events``): one row per applied write of a watch."""
+
+sign_in = sa.Table(
+    "kubun_connector_sign_in",
+    metadata,
+    sa.Column("session_id", sa.Text, primary_key=True),
+    sa.Column("code_hash", sa.Text, nullable=False, unique=True),
+    sa.Column("sub", sa.Text, nullable=False),
+    sa.Column("scope", sa.Text, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("code_expires_at", sa.BigInteger, nullable=False),
+    sa.Column("signed_in_at", sa.BigInteger),
+    sa.Column("expires_at", sa.BigInteger),
+    sa.Column("revoked_at", sa.BigInteger),
+)
+"""People's sign-ins to the dashboard and GraphiQL (``store.sign_in``): a one-time code
+(kept as its SHA-256 only) for ``sub`` with ``scope``, usable until ``code_expires_at``; once
+used (``signed_in_at``), the session it opened, known by ``session_id``, valid until
+``expires_at`` (moved on by each renewal) unless ``revoked_at`` (signed out)."""

@@ -35,6 +35,9 @@ async def test_sweep__deletes_old_finished_and_expired_in_batches_and_logs(
     store, database, clock, caplog
 ):
     caplog.set_level(logging.INFO, logger=SWEEP_LOG)
+    await store.sign_in.issue_code("did:key:ops", "operator", ttl_ms=1)
+    clock.advance(1)
+    await store.sign_in.issue_code("did:key:ops", "operator", ttl_ms=1)
     await bulk_finished_operations(database, 25, updated_at=clock.now - DAY_MS - 1)
     await claimed_operation(store, lease_expires_at=0)
     await created_pending_auth(store, state="expired", expires_at=clock.now - 1)
@@ -44,10 +47,12 @@ async def test_sweep__deletes_old_finished_and_expired_in_batches_and_logs(
 
     assert result is not None
     assert (result.operations, result.pending_auth, result.batches) == (25, 1, 3)
+    assert result.sign_ins == 1
     assert await store.operations.get_operation("did:key:caller", "op-1") is not None
     assert await store.pending_auth.get_pending_auth("at-now") is not None
     assert sweep_lines(caplog) == [
-        "sweep: deleted 25 finished operations, 1 expired pending auth, 0 expired tombstones"
+        "sweep: deleted 25 finished operations, 1 expired pending auth, 0 expired tombstones, "
+        "1 ended sign-ins"
     ]
 
 
@@ -99,7 +104,8 @@ async def test_sweep__deletes_tombstones_past_retain_keys_in_batches(
     assert past_window is not None and past_window.tombstones == 5
     assert await store.retention.count_expired_tombstones(2**53 - 1) == 0
     assert sweep_lines(caplog)[-1] == (
-        "sweep: deleted 0 finished operations, 0 expired pending auth, 5 expired tombstones"
+        "sweep: deleted 0 finished operations, 0 expired pending auth, 5 expired tombstones, "
+        "0 ended sign-ins"
     )
 
 
@@ -249,7 +255,8 @@ async def test_sweeper__stop_mid_sweep_ends_after_current_batch(store, database,
         == 20
     )
     assert sweep_lines(caplog) == [
-        "sweep: deleted 10 finished operations, 0 expired pending auth, 0 expired tombstones"
+        "sweep: deleted 10 finished operations, 0 expired pending auth, 0 expired tombstones, "
+        "0 ended sign-ins"
     ]
     assert "cancelling" not in caplog.text
 

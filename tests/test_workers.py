@@ -113,7 +113,7 @@ def alive(pid: int) -> bool:
 )
 def test_worker_env__one_sweeper_on_sqlite_every_worker_under_the_lock_on_postgres(url, sweeping):
     settings = Settings(database_url=url)
-    envs = [worker_env(settings, index, "/metrics-dir", None) for index in range(3)]
+    envs = [worker_env(settings, index, "/metrics-dir") for index in range(3)]
     assert [env.get("SWEEPER") != "false" for env in envs] == sweeping
     assert all(env["PROMETHEUS_MULTIPROC_DIR"] == "/metrics-dir" for env in envs)
 

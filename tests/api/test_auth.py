@@ -1,6 +1,6 @@
 """Authentication (server/auth.py): bad tokens are 401 ``UNAUTHENTICATED`` with no data,
-public keys work, open endpoints stay open, GraphiQL gets the startup token on loopback
-only, CORS is opt-in, secrets stay out of logs, and a failing store is masked."""
+public keys work, open endpoints stay open (and hold no token: tests/api/test_sign_in.py),
+CORS is opt-in, secrets stay out of logs, and a failing store is masked."""
 
 import base64
 import hashlib
@@ -17,10 +17,8 @@ from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 from pydantic import SecretStr
 
 from resolvers.permissions import Viewer
-from server.app import create_app
-from server.auth import Unauthenticated, VerifiedTokens, authenticator
+from server.auth import Credentials, Unauthenticated, VerifiedTokens, authenticator
 from server.settings import Settings
-from store import ConnectorStore
 from tests.api.conftest import app_client, claim_input, error_codes
 from tests.tokens import SERVICE_TOKEN, TEST_JWT_SECRET, bearer, mint
 
@@ -147,35 +145,6 @@ async def test_open_endpoints_and_graphiql_stay_open(store):
     assert asset.status_code == 200
 
 
-def graphiql_client(
-    store: ConnectorStore, client_host: str, token: str | None, base_url: str
-) -> httpx.AsyncClient:
-    app = create_app(Settings(), store=store, startup_token=token)
-    transport = httpx.ASGITransport(app=app, client=(client_host, 5555))
-    return httpx.AsyncClient(transport=transport, base_url=base_url)
-
-
-@pytest.mark.parametrize(
-    ("host", "base_url", "token", "prefilled"),
-    [
-        ("127.0.0.1", "http://127.0.0.1:8000", "startup-token", True),
-        ("127.0.0.1", "http://localhost:8000", "startup-token", True),
-        ("::1", "http://[::1]:8000", "startup-token", True),
-        ("203.0.113.7", "http://127.0.0.1:8000", "startup-token", False),
-        ("127.0.0.1", "http://127.0.0.1:8000", None, False),
-        # DNS rebinding: a page of another site, resolved to this machine.
-        ("127.0.0.1", "http://evil.example:8000", "startup-token", False),
-    ],
-)
-async def test_graphiql_page__startup_token_only_on_loopback(
-    store, host, base_url, token, prefilled
-):
-    async with graphiql_client(store, host, token, base_url) as http:
-        page = (await http.get("/graphql", headers={"Accept": "text/html"})).text
-    assert ("Bearer startup-token" in page) is prefilled
-    assert "/*STARTUP_HEADERS*/null" in page or prefilled
-
-
 async def test_cors__off_by_default_on_for_configured_origins(store):
     preflight = {
         "Origin": "https://app.example",
@@ -213,7 +182,7 @@ async def test_secrets_and_tokens_never_reach_the_log(store, caplog):
         assert secret not in caplog.text
 
 
-def test_generated_secret__0600_reused_and_signs_startup_tokens(tmp_path):
+def test_generated_secret__0600_reused_and_signs_tokens(tmp_path):
     settings = Settings(jwt_secret=None, data_dir=tmp_path / "data")
     first = authenticator(settings)
     path = tmp_path / "data" / "jwt-secret"
@@ -325,9 +294,9 @@ def test_verified_tokens__kept_until_exp_plus_leeway_then_forgotten():
     now = [1000.0]
     cache = VerifiedTokens(clock=lambda: now[0])
     viewer = Viewer.of_token("did:key:a", "service")
-    cache.put("token", viewer, until=1030.0)
+    cache.put("token", Credentials(viewer, until=1030.0))
     now[0] = 1029.9
-    assert cache.get("token") == (viewer, 1030.0)
+    assert cache.get("token") == Credentials(viewer, 1030.0)
     now[0] = 1030.0
     assert cache.get("token") is None
     assert "token" not in cache.entries
@@ -336,12 +305,12 @@ def test_verified_tokens__kept_until_exp_plus_leeway_then_forgotten():
 def test_verified_tokens__bounded_the_least_recently_used_goes_first():
     cache = VerifiedTokens(max_entries=2, clock=lambda: 0.0)
     viewers = {name: Viewer.of_token(f"did:key:{name}", "service") for name in "abc"}
-    cache.put("a", viewers["a"], until=60.0)
-    cache.put("b", viewers["b"], until=60.0)
-    assert cache.get("a") == (viewers["a"], 60.0)
-    cache.put("c", viewers["c"], until=60.0)
+    cache.put("a", Credentials(viewers["a"], until=60.0))
+    cache.put("b", Credentials(viewers["b"], until=60.0))
+    assert cache.get("a") == Credentials(viewers["a"], 60.0)
+    cache.put("c", Credentials(viewers["c"], until=60.0))
     assert list(cache.entries) == ["a", "c"]
-    cache.put("x" * (VerifiedTokens.MAX_TOKEN_CHARS + 1), viewers["a"], until=60.0)
+    cache.put("x" * (VerifiedTokens.MAX_TOKEN_CHARS + 1), Credentials(viewers["a"], until=60.0))
     assert list(cache.entries) == ["a", "c"]
 
 

@@ -1,11 +1,8 @@
 """The dashboard's API side: the counts it shows (``operationCounts``, ``watchCounts``), each
 viewer counting only what it may read, and the page, its documents and assets served by the
-server without a token (the startup token prefilled only for a browser on this machine)."""
+server without a token (and holding none: tests/api/test_sign_in.py)."""
 
-import httpx
-import pytest
-
-from server.app import DASHBOARD_DOCUMENTS, create_app
+from server.app import DASHBOARD_DOCUMENTS
 from server.settings import Settings
 from tests.api.conftest import GraphQLClient, app_client
 from tests.leasing_factories import due_record, due_watch_record, insert_operations, insert_watches
@@ -126,23 +123,3 @@ async def test_dashboard__off_with_its_setting(store):
     async with app_client(store, Settings(dashboard=False), token=None) as http:
         assert (await http.get("/ui")).status_code == 404
         assert (await http.get("/ui/assets/app.js")).status_code == 404
-
-
-@pytest.mark.parametrize(
-    ("host", "base_url", "token", "prefilled"),
-    [
-        ("127.0.0.1", "http://127.0.0.1:8000", "startup-token", True),
-        ("::1", "http://[::1]:8000", "startup-token", True),
-        ("203.0.113.7", "http://127.0.0.1:8000", "startup-token", False),
-        ("127.0.0.1", "http://127.0.0.1:8000", None, False),
-        ("127.0.0.1", "http://evil.example:8000", "startup-token", False),
-    ],
-)
-async def test_dashboard__startup_token_only_on_loopback(store, host, base_url, token, prefilled):
-    app = create_app(Settings(), store=store, startup_token=token)
-    transport = httpx.ASGITransport(app=app, client=(host, 5555))
-    async with httpx.AsyncClient(transport=transport, base_url=base_url) as http:
-        page = (await http.get("/ui")).text
-
-    assert ('"startup-token"</script>' in page) is prefilled
-    assert 'type="application/json">null</script>' in page or prefilled

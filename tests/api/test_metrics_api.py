@@ -229,12 +229,14 @@ def test_set_by_connector__past_the_label_limit_the_rest_are_summed_as_other():
 def test_observe_sweep__counts_each_kind_of_deleted_row() -> None:
     metrics = Metrics()
 
-    metrics.observe_sweep(SweepResult(operations=3, pending_auth=1, batches=1, tombstones=2))
+    metrics.observe_sweep(
+        SweepResult(operations=3, pending_auth=1, batches=1, tombstones=2, sign_ins=4)
+    )
 
     deleted = {
         kind: metrics.registry.get_sample_value(
             "connector_sweeper_deleted_rows_total", {"kind": kind}
         )
-        for kind in ("operations", "pending_auth", "tombstones")
+        for kind in ("operations", "pending_auth", "tombstones", "sign_ins")
     }
-    assert deleted == {"operations": 3, "pending_auth": 1, "tombstones": 2}
+    assert deleted == {"operations": 3, "pending_auth": 1, "tombstones": 2, "sign_ins": 4}

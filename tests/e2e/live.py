@@ -40,11 +40,12 @@ def free_port() -> int:
 
 @dataclass
 class Server:
-    """A ``connector-store serve`` process and the file its output goes to."""
+    """A ``connector-store serve`` process, the file its output goes to and its database."""
 
     process: subprocess.Popen[bytes]
     url: str
     log: Path
+    database_url: str = ""
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -102,10 +103,11 @@ def live_server(
     assert SERVE.exists(), f"no connector-store script beside {sys.executable}"
     port = free_port()
     log = tmp_path / f"{name}.log"
+    database_url = database_url or f"sqlite+aiosqlite:///{tmp_path / (name + '.db')}"
     env = (
         os.environ
         | {
-            "DATABASE_URL": database_url or f"sqlite+aiosqlite:///{tmp_path / (name + '.db')}",
+            "DATABASE_URL": database_url,
             "DATA_DIR": str(tmp_path / "data"),
             "SWEEPER": "false",
             "LOG_LEVEL": "warning",
@@ -121,7 +123,7 @@ def live_server(
             stdout=output,
             stderr=subprocess.STDOUT,
         )
-    server = Server(process, f"http://127.0.0.1:{port}", log)
+    server = Server(process, f"http://127.0.0.1:{port}", log, env["DATABASE_URL"])
     try:
         server.wait_ready()
         yield server

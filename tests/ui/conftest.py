@@ -15,6 +15,10 @@ from typing import Any
 
 import pytest
 
+from server.sessions import SERVICE_SUB
+from server.sessions import sign_in_link as link_to
+from store import ConnectorStore
+from store.database import Database
 from tests.databases import PostgresRun
 from tests.e2e.live import Server, live_server
 from tests.ui.seed import Seeded, seed
@@ -82,15 +86,29 @@ class Requests:
         return [url for url in self.urls if not url.startswith(own)]
 
 
+async def sign_in_link(
+    server: Server, sub: str = SERVICE_SUB, scope: str = SERVICE_SUB, page: str = "/ui"
+) -> str:
+    """A fresh one-time sign-in link to ``page`` of ``server`` for ``sub`` with ``scope``, as
+    ``connector-store sign-in-link`` makes one (a code written to the server's database)."""
+    db = Database(server.database_url, pool_size=1)
+    await db.connect()
+    try:
+        issued = await ConnectorStore(db).sign_in.issue_code(sub, scope, ttl_ms=600_000)
+    finally:
+        await db.disconnect()
+    return link_to(server.url, issued.code, page)
+
+
 @contextlib.asynccontextmanager
-async def signed_in(browser: Any, token: str) -> AsyncIterator[Any]:
-    """A fresh browser context and page signed in with ``token`` (in the tab's session
-    storage, as the sign-in box keeps it), its requests recorded (``page.requests``)."""
+async def browsing(browser: Any, *, bypass_csp: bool = True) -> AsyncIterator[Any]:
+    """A fresh browser context and page, its requests recorded (``page.requests``)."""
     # The page's Content-Security-Policy already stops any request elsewhere; the tests
     # bypass it so that such a request would be made, and recorded, and fail the test.
     # (Playwright's waits that evaluate a function need it bypassed too.)
-    context = await browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)
-    await context.add_init_script(f"sessionStorage.setItem('connector-store-token', {token!r})")
+    context = await browser.new_context(
+        viewport={"width": 1280, "height": 900}, bypass_csp=bypass_csp
+    )
     page = await context.new_page()
     requests = Requests()
     page.on("request", lambda request: requests.urls.append(request.url))
@@ -103,8 +121,22 @@ async def signed_in(browser: Any, token: str) -> AsyncIterator[Any]:
         await context.close()
 
 
+@contextlib.asynccontextmanager
+async def signed_in(
+    browser: Any, server: Server, sub: str = SERVICE_SUB, scope: str = SERVICE_SUB
+) -> AsyncIterator[Any]:
+    """A fresh page (``browsing``) signed in to the dashboard as a person is: by opening a
+    sign-in link for ``sub`` with ``scope``; then left on ``about:blank``, so that the test
+    opens its view as a new document (the session stays in the tab)."""
+    async with browsing(browser) as page:
+        await page.goto(await sign_in_link(server, sub, scope))
+        await page.get_by_role("button", name="Sign out").wait_for()
+        await page.goto("about:blank")
+        yield page
+
+
 @pytest.fixture
-async def page(browser: Any, seeded: Seeded) -> AsyncIterator[Any]:
-    """A page signed in with the service token (``signed_in``)."""
-    async with signed_in(browser, seeded.token) as page:
+async def page(browser: Any, server: Server, seeded: Seeded) -> AsyncIterator[Any]:
+    """A page signed in as ``service`` by a sign-in link (``signed_in``)."""
+    async with signed_in(browser, server) as page:
         yield page

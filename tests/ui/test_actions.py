@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from tests.tokens import bearer, mint
+from tests.tokens import bearer
 from tests.ui.conftest import signed_in
 from tests.ui.seed import Seeded
 
@@ -69,7 +69,7 @@ async def test_cancel__a_filter_touching_two_rows_asks_first_then_says_what_it_d
     assert states["op-live-1"] == states[seeded.due] == ("FAILED", "cancelled")
 
 
-async def test_observer__sees_no_action_buttons(browser, seeded):
+async def test_observer__sees_no_action_buttons(browser, server, seeded):
     views = [
         "overview",
         "operations?state=ATTEMPTED&connector=calendar",
@@ -79,8 +79,11 @@ async def test_observer__sees_no_action_buttons(browser, seeded):
         f"operation?caller=did:key:worker&id={seeded.failed}",
     ]
     seen: dict[str, dict[str, int]] = {}
-    for who, token in [("service", seeded.token), ("observer", mint("did:key:obs", "observer"))]:
-        async with signed_in(browser, token) as page:
+    for who, sub, scope in [
+        ("service", "service", "service"),
+        ("observer", "did:key:obs", "observer"),
+    ]:
+        async with signed_in(browser, server, sub, scope) as page:
             await page.goto(seeded.url + "/ui")
             await page.locator("header .who .mono").wait_for()  # the viewer has loaded
             for view in views:

@@ -13,29 +13,32 @@ import {
 } from "/ui/assets/htm-preact-standalone.module.js";
 // graphql-ws's browser build (UMD): run as a module it defines ``globalThis.graphqlWs``.
 import "/ui/assets/graphql-ws.min.js";
+import {
+  exchange,
+  forget,
+  linkCode,
+  signInFromAddress,
+  signOut,
+  token as storedToken,
+  useToken,
+} from "/signin/session.js";
 
-const TOKEN_KEY = "connector-store-token";
 const PAGE_SIZE = 50;
 const STATES = ["ATTEMPTED", "COMMITTED", "FAILED", "SUPERSEDED"];
 const STATUSES = ["PENDING_VERIFICATION", "VERIFIED", "REPAIR_FAILED"];
 
 // --- the token -----------------------------------------------------------------------------
 
-// The server prefills the startup admin token for a browser on its own machine.
-const startupToken = JSON.parse(document.getElementById("startup-token").textContent);
-if (startupToken && !sessionStorage.getItem(TOKEN_KEY)) sessionStorage.setItem(TOKEN_KEY, startupToken);
-
-function storedToken() {
-  return sessionStorage.getItem(TOKEN_KEY);
-}
+// The token is the tab's (/signin/session.js): a sign-in link's session, renewed while the
+// page is open, or a token typed in. No page of the server ever holds one.
 
 class SignedOut extends Error {}
 
-/** A refused or missing token: the page shows the sign-in box (with ``reason``). */
+/** A refused or missing token: forgotten, and the page shows the sign-in box (with
+ * ``reason``). */
 function signedOut(reason) {
-  const error = new SignedOut(reason || "");
-  dispatchEvent(Object.assign(new Event("signed-out"), { reason: error }));
-  return error;
+  forget(reason);
+  return new SignedOut(reason || "");
 }
 
 // --- the documents -------------------------------------------------------------------------
@@ -92,7 +95,6 @@ async function run(name, variables = {}) {
   });
   const body = await response.json().catch(() => ({}));
   if (response.status === 401) {
-    sessionStorage.removeItem(TOKEN_KEY);
     throw signedOut(body.errors?.[0]?.message || "the token was refused");
   }
   if (body.errors?.length) {
@@ -145,6 +147,12 @@ function setLive(state, reason = "") {
   liveState = state;
   liveReason = reason;
   for (const listener of liveListeners) listener(state);
+}
+
+/** Close the page's WebSocket (signed out: its token must not stay connected). */
+function closeLive() {
+  socket?.client.dispose();
+  socket = null;
 }
 
 function liveClient() {
@@ -211,6 +219,12 @@ function subscribeLive(name, field, variables, onEvent, onGap) {
           if (codes.includes("EVENTS_COLLECTED")) {
             after = null;
             onGap();
+            start();
+            return;
+          }
+          if (codes.includes("UNAUTHENTICATED") && storedToken() && socket?.token !== storedToken()) {
+            // The connection's token expired after the session was renewed: go on with
+            // the new one, from the last event seen.
             start();
             return;
           }
@@ -1266,21 +1280,31 @@ function Accounts() {
 // --- the frame -----------------------------------------------------------------------------
 
 function SignIn({ onToken, reason }) {
+  const [refused, setRefused] = useState(null);
   const submit = (event) => {
     event.preventDefault();
-    const token = new FormData(event.target).get("token").trim();
-    if (token) {
-      sessionStorage.setItem(TOKEN_KEY, token);
+    const given = new FormData(event.target).get("token").trim();
+    if (!given) return;
+    const code = linkCode(given);
+    if (code === null) {
+      useToken(given);
       onToken();
+      return;
     }
+    exchange(code).then(onToken, (error) => setRefused(error.message));
   };
   return html`
     <main>
       <h2>Sign in</h2>
-      ${reason && html`<p class="error" role="alert">${reason}</p>`}
+      ${(refused || reason) && html`<p class="error" role="alert">${refused || reason}</p>`}
+      <p>
+        Open a sign-in link: <code>connector-store serve</code> prints one when it starts,
+        <code>connector-store sign-in-link</code> prints another (each works once, for a few
+        minutes).
+      </p>
       <form onSubmit=${submit}>
         <p>
-          <label for="token">Bearer token (a JWT; <code>connector-store token</code> mints one)</label><br />
+          <label for="token">Or paste a sign-in link, or a bearer token (a JWT; <code>connector-store token</code> mints one)</label><br />
           <input id="token" name="token" type="password" size="60" autocomplete="off" required />
         </p>
         <button type="submit">Sign in</button>
@@ -1302,6 +1326,7 @@ const PAGES = {
 function App() {
   const [route, setRoute] = useState(currentRoute());
   const [signedIn, setSignedIn] = useState(Boolean(storedToken()));
+  const [signingIn, setSigningIn] = useState(linkCode(location.hash) !== null);
   const [reason, setReason] = useState(null);
   const [viewer, setViewer] = useState({ did: null, scopes: [], mutations: [] });
   const [notice, setNotice] = useState(null);
@@ -1313,15 +1338,32 @@ function App() {
     );
   }, [signedIn]);
   useEffect(() => {
+    signInFromAddress().then(
+      (opened) => {
+        setSigningIn(false);
+        if (opened) {
+          setReason(null);
+          setRoute(currentRoute());
+          setSignedIn(true);
+        }
+      },
+      (error) => {
+        setSigningIn(false);
+        setRoute(currentRoute());
+        setReason(error.message);
+        setSignedIn(Boolean(storedToken()));
+      },
+    );
+  }, []);
+  useEffect(() => {
     const moved = () => {
       setNotice(null);
       setRoute(currentRoute());
     };
     const refused = (event) => {
-      if (event.reason instanceof SignedOut) {
-        setReason(event.reason.message || null);
-        setSignedIn(false);
-      }
+      closeLive();
+      setReason(event.reason || null);
+      setSignedIn(false);
     };
     addEventListener("hashchange", moved);
     addEventListener("signed-out", refused);
@@ -1350,16 +1392,23 @@ function App() {
       html`<button
         type="button"
         onClick=${() => {
-          sessionStorage.removeItem(TOKEN_KEY);
-          setSignedIn(false);
+          closeLive();
+          signOut().then(() => {
+            setReason(null);
+            setSignedIn(false);
+          });
         }}
       >
         Sign out
       </button>`}
     </span>
   </header>`;
+  if (signingIn) return html`${header}<main><p role="status">Signing in…</p></main>`;
   if (!signedIn) {
-    return html`${header}<${SignIn} reason=${reason} onToken=${() => setSignedIn(true)} />`;
+    return html`${header}<${SignIn} reason=${reason} onToken=${() => {
+      setReason(null);
+      setSignedIn(true);
+    }} />`;
   }
   const Page = PAGES[route.view] || Overview;
   return html`<${ViewerContext.Provider} value=${viewer}>
