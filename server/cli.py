@@ -225,7 +225,8 @@ def collect_command(
 ) -> None:
     """Delete every finished operation older than its retention (failed ones are kept
     longer), in batches, with a progress bar, the tombstones of collected keys older than
-    RETAIN_KEYS_SECONDS, and expired pending authorizations, by the sweeper's own sweep (and
+    RETAIN_KEYS_SECONDS, the events of both logs older than RETAIN_EVENTS_SECONDS (as a
+    prefix of each log), and expired pending authorizations, by the sweeper's own sweep (and
     its lock); prints the totals. With --dry-run, prints what would go."""
     settings = Settings()
     require_database_folder(settings)
@@ -267,7 +268,8 @@ async def collect_backlog(
         fail("another process is sweeping (a server's sweeper holds the lock): try again later")
     typer.echo(
         f"collected {result.operations} finished operations, "
-        f"{result.pending_auth} expired pending auth, {result.tombstones} expired tombstones"
+        f"{result.pending_auth} expired pending auth, {result.tombstones} expired tombstones, "
+        f"{result.operation_events} operation events, {result.watch_events} watch events"
     )
 
 

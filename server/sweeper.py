@@ -3,8 +3,10 @@
 ``sweep`` collects terminal operations past their ``Retention`` (committed and superseded
 ones last updated more than ``finished_ms`` ago, failed ones more than ``failed_ms`` ago;
 each leaves a tombstone of its key), deletes the tombstones collected more than ``keys_ms``
-ago, each in batches of ``batch`` until a batch comes back short, and deletes pending
-authorizations whose ``expires_at`` is before now, all under the sweep lock: on PostgreSQL
+ago, and collects each event log (operations' and watches') as a prefix of the events older
+than ``events_ms`` (``store.events``), each in batches of ``batch`` until a batch comes back
+short, and deletes pending authorizations whose ``expires_at`` is before now, all under the
+sweep lock: on PostgreSQL
 an advisory lock makes one replica (or ``connector-store collect``) sweep at a time; the
 others skip. It yields to the event loop between batches, so requests keep being answered
 during a long sweep. The ``Sweeper`` runs it every ``interval_s`` and logs what it deleted.
@@ -23,7 +25,7 @@ from datetime import timedelta
 
 from server.settings import Settings
 from store import ConnectorStore, background
-from store.retention import RETAIN_FAILED_S, RETAIN_FINISHED_S, RETAIN_KEYS_S
+from store.retention import RETAIN_EVENTS_S, RETAIN_FAILED_S, RETAIN_FINISHED_S, RETAIN_KEYS_S
 
 log = logging.getLogger("connector_store.sweeper")
 
@@ -35,31 +37,38 @@ class Retention:
     """How long a sweep keeps what is finished, in ms: ``finished_ms`` a committed or
     superseded operation after its last update, ``failed_ms`` a failed one after its last
     update, ``keys_ms`` a collected operation's tombstone after its collection (the
-    idempotency window). The defaults are the settings' defaults."""
+    idempotency window), ``events_ms`` an event of either log after its write. The defaults
+    are the settings' defaults."""
 
     finished_ms: int = RETAIN_FINISHED_S * 1000
     failed_ms: int = RETAIN_FAILED_S * 1000
     keys_ms: int = RETAIN_KEYS_S * 1000
+    events_ms: int = RETAIN_EVENTS_S * 1000
 
     @classmethod
     def of(cls, settings: Settings) -> "Retention":
-        """``RETAIN_FINISHED_SECONDS``, ``RETAIN_FAILED_SECONDS`` and ``RETAIN_KEYS_SECONDS``."""
+        """``RETAIN_FINISHED_SECONDS``, ``RETAIN_FAILED_SECONDS``, ``RETAIN_KEYS_SECONDS``
+        and ``RETAIN_EVENTS_SECONDS`` (unset: the longest operation retention)."""
         return cls(
             finished_ms=settings.retain_finished_seconds * 1000,
             failed_ms=settings.retain_failed_seconds * 1000,
             keys_ms=settings.retain_keys_seconds * 1000,
+            events_ms=settings.events_retention_seconds * 1000,
         )
 
 
 @dataclass(frozen=True, slots=True)
 class SweepResult:
     """What one sweep deleted: finished operations, expired pending auth, in how many
-    collect batches, and expired tombstones."""
+    collect batches, expired tombstones, and the events collected from the operations'
+    and the watches' logs."""
 
     operations: int
     pending_auth: int
     batches: int
     tombstones: int = 0
+    operation_events: int = 0
+    watch_events: int = 0
 
 
 def human(seconds: float) -> str:
@@ -118,8 +127,27 @@ async def sweep(
             if deleted < batch:
                 break
             await asyncio.sleep(0)
+        collected: dict[str, int] = {}
+        for name, collect in (
+            ("operation", store.events.collect_operation_events),
+            ("watch", store.events.collect_watch_events),
+        ):
+            collected[name] = 0
+            while stopping is None or not stopping.is_set():
+                deleted = await collect(retention.events_ms, batch)
+                collected[name] += deleted
+                if deleted < batch:
+                    break
+                await asyncio.sleep(0)
         pending_auth = await store.pending_auth.delete_expired_pending_auth(now)
-    return SweepResult(operations, pending_auth, batches, tombstones)
+    return SweepResult(
+        operations,
+        pending_auth,
+        batches,
+        tombstones,
+        operation_events=collected["operation"],
+        watch_events=collected["watch"],
+    )
 
 
 class Sweeper:
@@ -160,10 +188,13 @@ class Sweeper:
             log.info("sweep: skipped, another replica is sweeping")
             return None
         log.info(
-            "sweep: deleted %d finished operations, %d expired pending auth, %d expired tombstones",
+            "sweep: deleted %d finished operations, %d expired pending auth, %d expired "
+            "tombstones, %d operation events, %d watch events",
             result.operations,
             result.pending_auth,
             result.tombstones,
+            result.operation_events,
+            result.watch_events,
         )
         return result
 
@@ -194,11 +225,12 @@ class Sweeper:
             self._task = asyncio.create_task(self.run(), name="connector-store-sweeper")
             log.info(
                 "sweeper: every %s, finished operations kept %s (failed %s), "
-                "tombstones of their keys %s, batches of %d",
+                "tombstones of their keys %s, events %s, batches of %d",
                 human(self.interval_s),
                 human(self.retention.finished_ms / 1000),
                 human(self.retention.failed_ms / 1000),
                 human(self.retention.keys_ms / 1000),
+                human(self.retention.events_ms / 1000),
                 self.batch,
             )
 

@@ -65,5 +65,5 @@ class ConnectorStore:
         self.sync_state = SyncStateStore(context)
         self.persisted_queries = PersistedQueriesStore(context)
         self.wakeups = WakeupsStore(context)
-        self.events = EventsStore(db)
+        self.events = EventsStore(db, clock)
         self.clock = clock

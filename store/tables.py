@@ -348,3 +348,14 @@ watch_event = sa.Table(
     sqlite_autoincrement=True,
 )
 """The watches' event log (``store.events``): one row per applied write of a watch."""
+
+event_collected = sa.Table(
+    "kubun_connector_event_collected",
+    metadata,
+    sa.Column("log", sa.Text, primary_key=True),
+    sa.Column("tx", sa.BigInteger, nullable=False),
+    sa.Column("id", sa.BigInteger, nullable=False),
+)
+"""How far each event log was collected (``store.events``): per log table's name (``log``),
+the position ``(tx, id)`` of the newest event collected from it. It only moves forward; a
+log never collected has no row."""
