@@ -142,8 +142,8 @@ class Subscription:
         "stands, and after a reconnect resumes with `after`. Needs operations:read. "
         "Errors: BAD_USER_INPUT (also an `after` past the newest sequence the log handed "
         "out); EVENTS_COLLECTED when events after `after` were collected (the log is "
-        "collected oldest first, by age); FORBIDDEN; TOO_MANY_SUBSCRIPTIONS; UNAUTHENTICATED when the token "
-        "expires (the stream ends)."
+        "collected oldest first, by age); FORBIDDEN; TOO_MANY_SUBSCRIPTIONS; "
+        "UNAUTHENTICATED when the token expires (the stream ends)."
     )
     async def operation_events(
         self, info: Info, filter: OperationFilter | None = None, after: str | None = None

@@ -62,8 +62,8 @@ from store.records import (
 )
 from store.sizes import SIZE, Measured, row_bytes
 from store.statements import Prepared, param
-from store.tables import operation as op
 from store.tables import event_collected, operation_event, watch_event
+from store.tables import operation as op
 from store.tables import projection_watch as watch
 
 # Operation actions (DESIGN 7), stored lower case, shown UPPER_SNAKE by the API.
@@ -172,12 +172,15 @@ class safe_horizon(FunctionElement[int]):
 
 class written_at(FunctionElement[int]):
     """When an event's write took effect, in epoch ms, given the written row's
-    ``updated_at``: on PostgreSQL the statement's clock as the event is appended
-    (``clock_timestamp()``, read after the write took its row locks; not ``now()``, the
-    transaction's start, which a write late in a long transaction, or one that waited for
-    a lock, would carry back before writes that took effect ahead of it); on SQLite, whose
-    writers hold the database's one write lock in turn, the row's ``updated_at`` (the
-    store's clock)."""
+    ``updated_at`` and the ``at`` of the newest event of its log (a scalar subquery).
+
+    PostgreSQL: the statement's clock as the event is appended (``clock_timestamp()``,
+    read after the write took its row locks; not ``now()``, the transaction's start, which
+    would carry a write late in a long transaction, or one that waited for a lock, back
+    before writes that took effect ahead of it). SQLite: the store's clock, as the row's
+    ``updated_at``, but never before the newest event already in the log: writers hold the
+    one write lock in turn, so a write whose time was read before it waited for the lock
+    took effect after every event before it."""
 
     type = sa.BigInteger()
     inherit_cache = True
@@ -190,7 +193,14 @@ def _written_at_postgresql(element: written_at, compiler: SQLCompiler, **kw: Any
 
 @compiles(written_at, "sqlite")
 def _written_at_sqlite(element: written_at, compiler: SQLCompiler, **kw: Any) -> str:
-    return compiler.process(element.clauses, **kw)
+    updated_at, newest = (compiler.process(clause, **kw) for clause in element.clauses)
+    return f"max({updated_at}, coalesce({newest}, {updated_at}))"
+
+
+def _newest_at(table: sa.Table) -> sa.ScalarSelect[int]:
+    """The ``at`` of the newest event of the log ``table`` (SQLite: the last appended)."""
+    newest = table.alias("newest")
+    return sa.select(newest.c.at).order_by(newest.c.id.desc()).limit(1).scalar_subquery()
 
 
 EVENT_CLOCK_POSTGRESQL: Final = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
@@ -274,7 +284,7 @@ def _operation_event(row: Any, action: Any, actor: Any, carries_error: bool) -> 
         "tx": current_tx(),
         "caller_did": row.caller_did,
         "operation_id": row.operation_id,
-        "at": written_at(row.updated_at),
+        "at": written_at(row.updated_at, _newest_at(operation_event)),
         "action": action,
         "actor_did": actor,
         "to_state": row.state,
@@ -293,7 +303,7 @@ def _watch_event(row: Any, action: Any, actor: Any, carries_error: bool) -> dict
         "model": row.model,
         "account_key": row.account_key,
         "source_id": row.source_id,
-        "at": written_at(row.updated_at),
+        "at": written_at(row.updated_at, _newest_at(watch_event)),
         "action": action,
         "actor_did": actor,
         "generation": row.repair_generation,
@@ -889,7 +899,9 @@ class EventsStore:
         query = query.order_by(event.c.tx, event.c.id).limit(_limit(limit))
         return [watch_event_record(row) for row in await self._read_after(query, event, after)]
 
-    async def _read_after(self, query: sa.Select[Any], table: sa.Table, after: str | None) -> list[Row]:
+    async def _read_after(
+        self, query: sa.Select[Any], table: sa.Table, after: str | None
+    ) -> list[Row]:
         """The rows of a read of the log ``table`` after ``after`` (``_after_log``: none
         once events past ``after`` were collected). Raises ``EventsCollected`` when it read
         none and events past ``after`` are collected: read together, a page is whole, and

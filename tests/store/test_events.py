@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from store.context import acting_as
-from store.errors import InvalidInput
+from store.errors import EventsCollected, InvalidInput
 from store.events import (
     EVENT_CLOCK_POSTGRESQL,
     MAX_ERROR_BYTES,
@@ -133,6 +133,49 @@ async def test_operation_lifecycle__one_event_per_write_in_order(store, clock):
         ("opened", 1, None, "pending_verification")
     ]
     assert watch_events[0].actor_did == ACTOR
+
+
+async def test_event_at__a_write_late_in_a_long_transaction_is_later_than_its_start(store, clock):
+    """The store's time read as a transaction starts (what a method that reads "now" once
+    carries), a pause, then a write: the event's ``at`` is when the write was applied,
+    past the pause, not the transaction's start. PostgreSQL's clock; SQLite stamps with
+    the store's (``test_event_at__never_before_an_event_already_in_the_log``)."""
+    if not store.db.is_postgres:
+        pytest.skip("SQLite stamps events with the store's clock")
+    record = await claimed_operation(store)
+    start = sa.literal_column("floor(extract(epoch FROM now()) * 1000)::bigint")
+    async with store.db.write_transaction():
+        started = (await store.db.fetch_one(sa.select(start)))[0]
+        clock.now = started
+        await store.db.fetch_one(sa.select(sa.func.pg_sleep(0.2)))
+        await store.operations.release_lease(record.caller_did, record.operation_id, "lease-A")
+        assert (await store.db.fetch_one(sa.select(start)))[0] == started
+
+    claimed, released = await store.events.operation_events(key_of(record))
+    assert released.action == "released"
+    assert released.at >= started + 200 > claimed.at
+
+
+async def test_event_at__never_before_an_event_already_in_the_log(store, clock):
+    """A write whose time was read before another write took effect (it waited for the
+    write lock meanwhile) is stamped no earlier than that write's event, in each log: a
+    timeline rebuilt from the log in its order never runs backwards."""
+    one = await claimed_operation(store)
+    two = await claimed_operation(store, operation_id="op-2", source_id="evt-2")
+    early = clock.now
+    clock.advance(1000)
+    await store.operations.release_lease(one.caller_did, one.operation_id, "lease-A")
+    await pending_watch(store, operation_id="op-3", source_id="evt-3")
+    clock.now = early + 500
+    await store.operations.release_lease(two.caller_did, two.operation_id, "lease-A")
+    await pending_watch(store, operation_id="op-4", source_id="evt-4")
+
+    operations = await log_after(store, None, 10)
+    watches = await store.events.watch_events_after(None, 500)
+    assert len(operations) == 10 and len(watches) == 2
+    for events in (operations, watches):
+        times = [event.at for event in events]
+        assert times == sorted(times)
 
 
 async def test_operation_events__system_writes_have_no_actor(store):
@@ -523,18 +566,129 @@ async def test_watch_events_after__filters_by_status(store, clock):
     assert [(e.action, e.from_status) for e in verified] == [("verified", "pending_verification")]
 
 
-async def test_operation_events_collected__after_older_than_oldest_kept(store, clock):
-    record = await claimed_operation(store)
-    await store.operations.release_lease(record.caller_did, record.operation_id, "lease-A")
-    first, second = await store.events.operation_events(key_of(record))
+DAY_MS = 24 * 3600 * 1000
+
+
+async def aged(store, table, ids, by_ms=2 * DAY_MS):
+    """Move the ``at`` of the events ``ids`` of ``table`` back by ``by_ms``: events that
+    old on whichever clock stamped them (PostgreSQL's, or the store's on SQLite)."""
     await store.db.write_all(
-        sa.delete(operation_event)
-        .where(operation_event.c.id == position("after", first.sequence)[1])
-        .returning(operation_event.c.id)
+        sa.update(table)
+        .where(table.c.id.in_(ids))
+        .values(at=table.c.at - by_ms)
+        .returning(table.c.id)
     )
 
-    assert await store.events.operation_events_collected(first.sequence)
-    assert not await store.events.operation_events_collected(second.sequence)
+
+def sequences(events):
+    return [event.sequence for event in events]
+
+
+async def lifecycles(store, count):
+    """``count`` operations, each claimed then released: two events each, in log order."""
+    for n in range(count):
+        await released(store, f"op-{n}", f"evt-{n}")
+    return await log_after(store, None, 2 * count)
+
+
+async def test_collect_operation_events__a_prefix_by_age_stops_at_the_first_young_event(store):
+    every = await lifecycles(store, 3)
+    ids = [position("after", event.sequence)[1] for event in every]
+    await aged(store, operation_event, ids[:2] + ids[3:])
+
+    assert await store.events.collect_operation_events(DAY_MS, 500) == 2
+    assert await store.events.collect_operation_events(DAY_MS, 500) == 0
+    assert sequences(await log_after(store, None, 4)) == sequences(every[2:])
+
+
+async def test_collect_operation_events__after_below_what_was_collected_is_events_collected(
+    store,
+):
+    every = await lifecycles(store, 3)
+    await aged(store, operation_event, [position("after", e.sequence)[1] for e in every[:3]])
+    assert await store.events.collect_operation_events(DAY_MS, 2) == 2
+    assert await store.events.collect_operation_events(DAY_MS, 2) == 1
+    first_kept = every[3]
+
+    for gone in every[:2]:
+        assert await store.events.operation_events_collected(gone.sequence)
+        with pytest.raises(EventsCollected):
+            await store.events.operation_events_after(gone.sequence, 500)
+    # The last event collected: a reader that saw it missed nothing.
+    for seen in (every[2], first_kept, every[4]):
+        assert not await store.events.operation_events_collected(seen.sequence)
+        start = every.index(seen) + 1
+        read = await store.events.operation_events_after(seen.sequence, 500)
+        assert sequences(read) == sequences(every[start:])
+
+
+async def test_collect_finished_operations__leaves_its_events_readable_by_after(store, clock):
+    done = await committed_operation(store)
+    kept = await claimed_operation(store, operation_id="op-2", source_id="evt-2")
+    every = await log_after(store, None, 4)
+    clock.advance(1)
+
+    collected = await store.retention.collect_finished_operations(
+        clock.now, failed_older_than=clock.now
+    )
+
+    assert collected == 1
+    assert await store.operations.get_operation(done.caller_did, done.operation_id) is None
+    assert [e.action for e in every if e.operation_id == done.operation_id] == await actions(
+        store, done
+    )
+    assert await actions(store, kept) == ["claimed"]
+    assert await store.events.operation_events_after(every[0].sequence, 500) == every[1:]
+    assert not await store.events.operation_events_collected(every[0].sequence)
+
+
+async def test_collect_events__newest_collected_the_head_stays_where_it_was(store):
+    """Collecting every event leaves the log empty, and its head, the newest sequence ever
+    handed out, where it was: a reader that saw the newest event resumes there; before
+    collection a reader sees no head past it."""
+    every = await lifecycles(store, 2)
+    newest = every[-1].sequence
+    assert await store.events.operation_events_head() == newest
+    await aged(store, operation_event, [position("after", e.sequence)[1] for e in every])
+
+    assert await store.events.collect_operation_events(DAY_MS, 500) == 4
+
+    assert await log_after(store, None, 0) == []
+    assert await store.events.operation_events_head() == newest
+    assert not await store.events.operation_events_collected(newest)
+    assert await store.events.operation_events_after(newest, 500) == []
+    with pytest.raises(EventsCollected):
+        await store.events.operation_events_after(every[-2].sequence, 500)
+    after = await released(store, "op-9", "evt-9")
+    later = await log_after(store, newest, 2)
+    assert [(e.operation_id, e.action) for e in later] == [
+        (after.operation_id, "claimed"),
+        (after.operation_id, "released"),
+    ]
+    assert await store.events.operation_events_head() == later[-1].sequence
+
+
+async def test_collect_watch_events__a_prefix_by_age_with_its_own_frontier(store, clock):
+    for n in range(3):
+        await pending_watch(store, operation_id=f"op-{n}", source_id=f"evt-{n}")
+    every = await store.events.watch_events_after(None, 500)
+    assert len(every) == 3
+    await aged(store, watch_event, [position("after", e.sequence)[1] for e in every[:2]])
+
+    assert await store.events.collect_watch_events(DAY_MS, 500) == 2
+
+    assert sequences(await store.events.watch_events_after(None, 500)) == sequences(every[2:])
+    assert await store.events.watch_events_collected(every[0].sequence)
+    assert not await store.events.watch_events_collected(every[1].sequence)
+    assert not await store.events.operation_events_collected(every[0].sequence)
+    assert await store.events.watch_events_head() == every[2].sequence
+
+
+async def test_collect_events__bad_age_or_limit_names_the_field(store):
+    with pytest.raises(InvalidInput, match="olderThanMs"):
+        await store.events.collect_operation_events(-1, 10)
+    with pytest.raises(InvalidInput, match="limit"):
+        await store.events.collect_watch_events(0, 0)
 
 
 # --- commit order ------------------------------------------------------------------------
@@ -717,17 +871,3 @@ async def test_resume_account__spread_operations_resumed(store, clock):
 
     assert state.spread == 1
     assert await actions(store, record) == ["claimed", "released", "resumed"]
-
-
-async def test_collect_finished_operations__events_go_with_the_operation(store, clock):
-    done = await committed_operation(store)
-    kept = await claimed_operation(store, operation_id="op-2", source_id="evt-2")
-    clock.advance(1)
-
-    collected = await store.retention.collect_finished_operations(
-        clock.now, failed_older_than=clock.now
-    )
-
-    assert collected == 1
-    assert await actions(store, done) == []
-    assert await actions(store, kept) == ["claimed"]
