@@ -15,6 +15,7 @@ from store import ConnectorStore
 from store.database import Database
 from store.tables import event_collected, operation_event, watch_event
 from tests.factories import (
+    aged_events,
     bulk_finished_operations,
     claimed_operation,
     created_pending_auth,
@@ -280,17 +281,6 @@ async def test_sweeper__start_logs_its_interval_and_retention_in_human_units(sto
     assert str(7 * DAY_MS) not in started
 
 
-async def aged(database, table, ids, by_ms):
-    """Move the ``at`` of the events ``ids`` of ``table`` back by ``by_ms``: events as old
-    as that, on whichever clock stamped them (PostgreSQL's or the store's)."""
-    await database.write_all(
-        sa.update(table)
-        .where(table.c.id.in_(ids))
-        .values(at=table.c.at - by_ms)
-        .returning(table.c.id)
-    )
-
-
 async def event_ids(database, table):
     rows = await database.fetch_all(sa.select(table.c.id).order_by(table.c.tx, table.c.id))
     return [row["id"] for row in rows]
@@ -308,8 +298,8 @@ async def test_sweep__collects_both_event_logs_by_age_as_a_prefix_in_batches(
     watches = await event_ids(database, watch_event)
     operations = await event_ids(database, operation_event)
     assert len(watches) == 5 and len(operations) > 5
-    await aged(database, watch_event, [i for i in watches if i != watches[3]], 2 * DAY_MS)
-    await aged(database, operation_event, operations[:-1], 2 * DAY_MS)
+    await aged_events(database, watch_event, [i for i in watches if i != watches[3]])
+    await aged_events(database, operation_event, operations[:-1])
 
     result = await Sweeper(
         store,

@@ -27,6 +27,7 @@ from store.watches import Verification, WatchFilter
 from tests.factories import (
     LEASE_MS,
     VERIFY_DUE_MS,
+    aged_events,
     claim,
     claimed_operation,
     claimed_watch,
@@ -569,17 +570,6 @@ async def test_watch_events_after__filters_by_status(store, clock):
 DAY_MS = 24 * 3600 * 1000
 
 
-async def aged(store, table, ids, by_ms=2 * DAY_MS):
-    """Move the ``at`` of the events ``ids`` of ``table`` back by ``by_ms``: events that
-    old on whichever clock stamped them (PostgreSQL's, or the store's on SQLite)."""
-    await store.db.write_all(
-        sa.update(table)
-        .where(table.c.id.in_(ids))
-        .values(at=table.c.at - by_ms)
-        .returning(table.c.id)
-    )
-
-
 def sequences(events):
     return [event.sequence for event in events]
 
@@ -594,7 +584,7 @@ async def lifecycles(store, count):
 async def test_collect_operation_events__a_prefix_by_age_stops_at_the_first_young_event(store):
     every = await lifecycles(store, 3)
     ids = [position("after", event.sequence)[1] for event in every]
-    await aged(store, operation_event, ids[:2] + ids[3:])
+    await aged_events(store.db, operation_event, ids[:2] + ids[3:])
 
     assert await store.events.collect_operation_events(DAY_MS, 500) == 2
     assert await store.events.collect_operation_events(DAY_MS, 500) == 0
@@ -605,7 +595,9 @@ async def test_collect_operation_events__after_below_what_was_collected_is_event
     store,
 ):
     every = await lifecycles(store, 3)
-    await aged(store, operation_event, [position("after", e.sequence)[1] for e in every[:3]])
+    await aged_events(
+        store.db, operation_event, [position("after", e.sequence)[1] for e in every[:3]]
+    )
     assert await store.events.collect_operation_events(DAY_MS, 2) == 2
     assert await store.events.collect_operation_events(DAY_MS, 2) == 1
     first_kept = every[3]
@@ -649,7 +641,7 @@ async def test_collect_events__newest_collected_the_head_stays_where_it_was(stor
     every = await lifecycles(store, 2)
     newest = every[-1].sequence
     assert await store.events.operation_events_head() == newest
-    await aged(store, operation_event, [position("after", e.sequence)[1] for e in every])
+    await aged_events(store.db, operation_event, [position("after", e.sequence)[1] for e in every])
 
     assert await store.events.collect_operation_events(DAY_MS, 500) == 4
 
@@ -673,7 +665,7 @@ async def test_collect_watch_events__a_prefix_by_age_with_its_own_frontier(store
         await pending_watch(store, operation_id=f"op-{n}", source_id=f"evt-{n}")
     every = await store.events.watch_events_after(None, 500)
     assert len(every) == 3
-    await aged(store, watch_event, [position("after", e.sequence)[1] for e in every[:2]])
+    await aged_events(store.db, watch_event, [position("after", e.sequence)[1] for e in every[:2]])
 
     assert await store.events.collect_watch_events(DAY_MS, 500) == 2
 
