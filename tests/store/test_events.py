@@ -22,7 +22,7 @@ from store.operations import Finalize, SendMark
 from store.operations import OperationFilter as Filter
 from store.operator import MARKED_NOTE
 from store.records import OperationKey
-from store.tables import operation_event, watch_event
+from store.tables import event_collected, operation_event, watch_event
 from store.watches import Verification, WatchFilter
 from tests.factories import (
     LEASE_MS,
@@ -863,3 +863,79 @@ async def test_resume_account__spread_operations_resumed(store, clock):
 
     assert state.spread == 1
     assert await actions(store, record) == ["claimed", "released", "resumed"]
+
+
+async def test_collect_events__concurrent_writers_collector_and_resuming_reader(store, clock):
+    """Writers append, a collector collects the log's prefix as fast as it can, and a
+    reader resumes with ``after`` page by page, all at once: the reader gets the log in
+    order with no repeat, every event still kept at the end, and never steps silently
+    over a collected one (each position a collection reached lies behind a page the
+    reader read or behind an ``EventsCollected``, after which it starts again from the
+    oldest kept)."""
+    writing = asyncio.Event()
+    rounds = [asyncio.Event()]
+    frontiers: list[str] = []
+    received: list[str] = []
+    restarts: list[int] = []
+
+    async def writer(w: int) -> None:
+        for n in range(15):
+            await released(store, f"op-{w}-{n}", f"evt-{w}-{n}")
+
+    async def collector() -> None:
+        while writing.is_set():
+            clock.advance(1)
+            await store.events.collect_operation_events(0, 4)
+            row = await store.db.fetch_one(
+                sa.select(event_collected.c.tx, event_collected.c.id).where(
+                    event_collected.c.log == operation_event.name
+                )
+            )
+            if row is not None:
+                frontiers.append(sequence_of(row["tx"], row["id"]))
+            done, rounds[0] = rounds[0], asyncio.Event()
+            done.set()
+            await asyncio.sleep(0)
+        rounds[0].set()
+
+    async def read_on(cursor: str | None, size: int = 500) -> tuple[str | None, int]:
+        try:
+            page = await store.events.operation_events_after(cursor, size)
+        except EventsCollected:
+            restarts.append(len(received))
+            return None, -1
+        received.extend(event.sequence for event in page)
+        return (page[-1].sequence if page else cursor), len(page)
+
+    async def reader() -> str | None:
+        cursor = None
+        while writing.is_set():
+            cursor, _ = await read_on(cursor, 2)
+            # A slow reader: one short page per round of the collector, which passes it.
+            await rounds[0].wait()
+        return cursor
+
+    writing.set()
+    tasks = [asyncio.create_task(collector()), asyncio.create_task(reader())]
+    try:
+        await asyncio.gather(*(writer(w) for w in range(3)))
+    finally:
+        writing.clear()
+    _, cursor = await asyncio.gather(*tasks)
+    for _ in range(int(LOG_WAIT_S / 0.05)):
+        cursor, read = await read_on(cursor)
+        kept = [e.sequence for e in await store.events.operation_events_after(None, 500)]
+        stored = await store.db.fetch_one(sa.select(sa.func.count()).select_from(operation_event))
+        if read == 0 and len(kept) == stored[0]:
+            break
+        await asyncio.sleep(0.05)
+
+    assert received == sorted(set(received)), "in log order, none repeated"
+    assert set(kept) <= set(received), "every kept event read"
+    assert frontiers, "the collector ran"
+    restarted_at = set(restarts)
+    for i in range(1, len(received)):
+        if i in restarted_at:
+            continue
+        stepped_over = [f for f in frontiers if received[i - 1] < f < received[i]]
+        assert not stepped_over, (received[i - 1], received[i], stepped_over)
