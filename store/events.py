@@ -36,6 +36,13 @@ Ordering for readers (``*_events_after``), whose position is ``(tx, id)`` (``seq
 
 The ``sequence`` clients see is opaque: 32 hex digits, ``tx`` then ``id``, so sequences
 sort as strings in log order.
+
+Collecting (``collect_operation_events``, ``collect_watch_events``): each log only as a
+prefix in log order, by its own age, up to the safe horizon, recording the newest position
+collected (``event_collected``, which only moves forward). Collecting an operation leaves
+its events. A read after a position below that frontier raises ``EventsCollected`` (never
+a page across a collected gap); the head is the newest event readable or the frontier,
+whichever is later, so it never moves back.
 """
 
 import re
