@@ -165,7 +165,6 @@ class EventLog:
 
     field: str
     head: Callable[[], Awaitable[str | None]]
-    collected: Callable[[str], Awaitable[bool]]
 
 
 def events_collected() -> GraphQLError:
@@ -201,16 +200,8 @@ class Hub:
         self.recheck = asyncio.Event()
         events = store.events
         self.logs = {
-            "operation": EventLog(
-                "operationEvents",
-                events.operation_events_head,
-                events.operation_events_collected,
-            ),
-            "watch": EventLog(
-                "watchEvents",
-                events.watch_events_head,
-                events.watch_events_collected,
-            ),
+            "operation": EventLog("operationEvents", events.operation_events_head),
+            "watch": EventLog("watchEvents", events.watch_events_head),
         }
         self.streams: Counter[str] = Counter()
         self.heads: dict[str, str | None] = {}
@@ -349,8 +340,6 @@ class Hub:
             head = await event_log.head()
             if head is None or position("after", after) > position("after", head):
                 raise InvalidInput("after", "is past the newest sequence the log handed out")
-            if await event_log.collected(after):
-                raise events_collected()
         with self.slot(session, event_log.field):
             self.streams[name] += 1
             self.streaming.set()
