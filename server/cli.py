@@ -255,9 +255,13 @@ async def collect_backlog(
         if dry_run:
             expired = await store.retention.count_expired_pending_auth(now)
             tombstones = await store.retention.count_expired_tombstones(keys_cutoff)
+            events = store.events
+            operation_events = await events.count_collectable_operation_events(retention.events_ms)
+            watch_events = await events.count_collectable_watch_events(retention.events_ms)
             typer.echo(
                 f"would collect {backlog} finished operations, {expired} expired pending auth, "
-                f"{tombstones} expired tombstones (dry run: nothing deleted)"
+                f"{tombstones} expired tombstones, {operation_events} operation events, "
+                f"{watch_events} watch events (dry run: nothing deleted)"
             )
             return
         with typer.progressbar(length=backlog, label="collecting finished operations") as bar:

@@ -982,14 +982,47 @@ class EventsStore:
         """``collect_operation_events`` for the watches log."""
         return await self._collect(watch_event, older_than_ms, limit)
 
-    async def _collect(self, table: sa.Table, older_than_ms: int, limit: int) -> int:
+    async def count_collectable_operation_events(self, older_than_ms: int) -> int:
+        """How many events ``collect_operation_events(older_than_ms, …)`` would delete in
+        all, batch after batch (``collect --dry-run``): the events in log order below the
+        safe horizon before the first not older than ``older_than_ms``. Two index walks
+        over that prefix in one statement. Raises ``InvalidInput`` naming ``olderThanMs``."""
+        return await self._count_collectable(operation_event, older_than_ms)
+
+    async def count_collectable_watch_events(self, older_than_ms: int) -> int:
+        """``count_collectable_operation_events`` for the watches log."""
+        return await self._count_collectable(watch_event, older_than_ms)
+
+    def _cutoff(self, older_than_ms: int) -> sa.ColumnElement[int]:
+        """The ``at`` below which an event is older than ``older_than_ms``, on the clock
+        that stamps events: PostgreSQL's, in the statement, or the store's."""
         age = check.count("olderThanMs", older_than_ms, minimum=0, maximum=MAX_POSITION)
-        size = check.count("limit", limit, minimum=1, maximum=MAX_COLLECT_EVENTS)
         now: sa.ColumnElement[int] = (
             sa.literal_column(EVENT_CLOCK_POSTGRESQL, sa.BigInteger)
             if self._db.is_postgres
             else sa.literal(self._clock(), sa.BigInteger)
         )
+        return now - age
+
+    async def _count_collectable(self, table: sa.Table, older_than_ms: int) -> int:
+        readable = table.c.tx < safe_horizon()
+        young = (
+            sa.select(table.c.tx, table.c.id)
+            .where(readable, table.c.at >= self._cutoff(older_than_ms))
+            .order_by(table.c.tx, table.c.id)
+            .limit(1)
+            .subquery("young")
+        )
+        before_young = ~sa.exists().where(
+            sa.tuple_(young.c.tx, young.c.id) <= sa.tuple_(table.c.tx, table.c.id)
+        )
+        query = sa.select(sa.func.count().label("n")).where(readable, before_young)
+        row = await self._db.fetch_one(query.select_from(table))
+        return 0 if row is None else int(row["n"])
+
+    async def _collect(self, table: sa.Table, older_than_ms: int, limit: int) -> int:
+        cutoff = self._cutoff(older_than_ms)
+        size = check.count("limit", limit, minimum=1, maximum=MAX_COLLECT_EVENTS)
         oldest = (
             sa.select(table.c.tx, table.c.id, table.c.at)
             .where(table.c.tx < safe_horizon())
@@ -997,7 +1030,7 @@ class EventsStore:
             .limit(size)
         )
         async with self._db.write_transaction():
-            rows = await self._db.fetch_all(oldest.add_columns((now - age).label("cutoff")))
+            rows = await self._db.fetch_all(oldest.add_columns(cutoff.label("cutoff")))
             prefix = 0
             while prefix < len(rows) and rows[prefix]["at"] < rows[prefix]["cutoff"]:
                 prefix += 1

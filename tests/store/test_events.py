@@ -585,8 +585,11 @@ async def test_collect_operation_events__a_prefix_by_age_stops_at_the_first_youn
     every = await lifecycles(store, 3)
     ids = [position("after", event.sequence)[1] for event in every]
     await aged_events(store.db, operation_event, ids[:2] + ids[3:])
+    assert await store.events.count_collectable_operation_events(DAY_MS) == 2
+    assert await store.events.count_collectable_operation_events(3 * DAY_MS) == 0
 
     assert await store.events.collect_operation_events(DAY_MS, 500) == 2
+    assert await store.events.count_collectable_operation_events(DAY_MS) == 0
     assert await store.events.collect_operation_events(DAY_MS, 500) == 0
     assert sequences(await log_after(store, None, 4)) == sequences(every[2:])
 
@@ -666,6 +669,7 @@ async def test_collect_watch_events__a_prefix_by_age_with_its_own_frontier(store
     every = await store.events.watch_events_after(None, 500)
     assert len(every) == 3
     await aged_events(store.db, watch_event, [position("after", e.sequence)[1] for e in every[:2]])
+    assert await store.events.count_collectable_watch_events(DAY_MS) == 2
 
     assert await store.events.collect_watch_events(DAY_MS, 500) == 2
 
