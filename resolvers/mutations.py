@@ -512,7 +512,8 @@ class Mutation:
         "and SUPERSEDED ones last updated before `olderThan`, FAILED ones before "
         "`failedOlderThan`; call again until fewer than `limit` come back. Each leaves a "
         "tombstone of its key: a claim of that key answers OperationCollected (or "
-        "OperationConflict) for `RETAIN_KEYS_SECONDS`."
+        "OperationConflict) for `RETAIN_KEYS_SECONDS`. Their events stay: the event logs "
+        "are collected apart, oldest first, by age (`RETAIN_EVENTS_SECONDS`)."
     )
     async def collect_finished_operations(
         self, info: Info, input: CollectFinishedOperationsInput
