@@ -42,7 +42,7 @@ from graphql import GraphQLError
 from resolvers.codes import EVENTS_COLLECTED, TOO_MANY_SUBSCRIPTIONS, UNAUTHENTICATED
 from resolvers.permissions import Viewer
 from store import ConnectorStore, background
-from store.errors import InvalidInput, StoreError
+from store.errors import EventsCollected, InvalidInput, StoreError
 from store.events import position
 from store.records import OperationEventRecord, WatchEventRecord
 from store.wakeups import DEFAULT_POLL_S
@@ -155,7 +155,8 @@ class WorkWaiter:
 _Event = TypeVar("_Event", OperationEventRecord, WatchEventRecord)
 ReadAfter = Callable[[str | None, int], Awaitable[list[_Event]]]
 """A stream's read of its log: the events after a position (None: from the oldest kept), at
-most so many, those of its filter only."""
+most so many, those of its filter only; raises ``EventsCollected`` when events past the
+position were collected."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +166,6 @@ class EventLog:
 
     field: str
     head: Callable[[], Awaitable[str | None]]
-    collected: Callable[[str], Awaitable[bool]]
 
 
 def events_collected() -> GraphQLError:
@@ -201,16 +201,8 @@ class Hub:
         self.recheck = asyncio.Event()
         events = store.events
         self.logs = {
-            "operation": EventLog(
-                "operationEvents",
-                events.operation_events_head,
-                events.operation_events_collected,
-            ),
-            "watch": EventLog(
-                "watchEvents",
-                events.watch_events_head,
-                events.watch_events_collected,
-            ),
+            "operation": EventLog("operationEvents", events.operation_events_head),
+            "watch": EventLog("watchEvents", events.watch_events_head),
         }
         self.streams: Counter[str] = Counter()
         self.heads: dict[str, str | None] = {}
@@ -336,19 +328,19 @@ class Hub:
         """The events of log ``name`` (``"operation"`` or ``"watch"``) that ``read`` returns
         (its filter), after the event ``after`` (None: from the log's head now, so only what
         commits from now on), in log order with no gap and no repeat, then each as it
-        commits. Raises ``EVENTS_COLLECTED`` when ``after`` is older than the oldest event
-        kept, ``TOO_MANY_SUBSCRIPTIONS`` past a bound; ends with ``UNAUTHENTICATED`` when
-        the session's token expires; raises ``InvalidInput`` naming ``after`` for one that is
-        not a sequence or is past the newest event (from another database, or one restored
-        from an older backup)."""
+        commits. Raises ``EVENTS_COLLECTED`` when events past ``after`` were collected (at
+        the start, or later while the stream's position stands below what a collection
+        reached: never a silent gap), ``TOO_MANY_SUBSCRIPTIONS`` past a bound; ends with
+        ``UNAUTHENTICATED`` when the session's token expires; raises ``InvalidInput`` naming
+        ``after`` for one that is not a sequence or is past the newest sequence the log ever
+        handed out (from another database, or one restored from an older backup); one up
+        to it stays valid when the newest events were collected."""
         event_log = self.logs[name]
         session.seconds_left()
         if after is not None:
             head = await event_log.head()
             if head is None or position("after", after) > position("after", head):
-                raise InvalidInput("after", "is past the newest event of the log")
-            if await event_log.collected(after):
-                raise events_collected()
+                raise InvalidInput("after", "is past the newest sequence the log handed out")
         with self.slot(session, event_log.field):
             self.streams[name] += 1
             self.streaming.set()
@@ -356,7 +348,10 @@ class Hub:
                 cursor = after if after is not None else await event_log.head()
                 while True:
                     grown = self.grown[name]
-                    page = await read(cursor, EVENT_PAGE)
+                    try:
+                        page = await read(cursor, EVENT_PAGE)
+                    except EventsCollected:
+                        raise events_collected() from None
                     for event in page:
                         cursor = event.sequence
                         if self.observer is not None:

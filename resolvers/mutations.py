@@ -525,7 +525,8 @@ class Mutation:
         "`failedOlderThan`; call again until `remaining` (how many are still past those "
         "cutoffs) is 0. Each leaves a "
         "tombstone of its key: a claim of that key answers OperationCollected (or "
-        "OperationConflict) for `RETAIN_KEYS_SECONDS`."
+        "OperationConflict) for `RETAIN_KEYS_SECONDS`. Their events stay: the event logs "
+        "are collected apart, oldest first, by age (`RETAIN_EVENTS_SECONDS`)."
     )
     async def collect_finished_operations(
         self, info: Info, input: CollectFinishedOperationsInput

@@ -140,9 +140,10 @@ class Subscription:
         "with no gap and no repeat (omitted: from now on). A reader that falls behind "
         "holds the server no more than one page of events: it reads on from where it "
         "stands, and after a reconnect resumes with `after`. Needs operations:read. "
-        "Errors: BAD_USER_INPUT; EVENTS_COLLECTED when `after` is older than the oldest "
-        "event kept; FORBIDDEN; TOO_MANY_SUBSCRIPTIONS; UNAUTHENTICATED when the token "
-        "expires (the stream ends)."
+        "Errors: BAD_USER_INPUT (also an `after` past the newest sequence the log handed "
+        "out); EVENTS_COLLECTED when events after `after` were collected (the log is "
+        "collected oldest first, by age); FORBIDDEN; TOO_MANY_SUBSCRIPTIONS; "
+        "UNAUTHENTICATED when the token expires (the stream ends)."
     )
     async def operation_events(
         self, info: Info, filter: OperationFilter | None = None, after: str | None = None

@@ -58,9 +58,15 @@ BY_NAME: dict[str, str] = {
         "The event's place in its log: opaque, and ordered as the log is (pass it as "
         "`after` to read what followed)."
     ),
-    "at": "When the write happened (the store's clock).",
+    "at": (
+        "When the write took effect: on PostgreSQL the database's clock as the write was "
+        "applied (not its transaction's start), on SQLite the store's clock."
+    ),
     "actorDID": "The DID of the token that made the write; null for the server itself.",
-    "fromStatus": "The watch's status before the write; null for its first event.",
+    "fromStatus": (
+        "The watch's status before the write; null for its first event, and for its first "
+        "kept one once older ones were collected."
+    ),
     "toStatus": "The watch's status after the write.",
     "lastError": (
         "The error message of the last recordOperation or deferOperation (on a watch: of the "
@@ -155,7 +161,8 @@ BY_NAME: dict[str, str] = {
 BY_FIELD: dict[str, str] = {
     "WatchEvent.generation": "The watch's repair generation after the write.",
     "OperationEvent.toState": "The operation's state after the write.",
-    "OperationEvent.fromState": "The operation's state before the write; null for its first event.",
+    "OperationEvent.fromState": "The operation's state before the write; null for its first "
+    "event, and for its first kept one once older ones were collected.",
     "OperationEvent.attempts": "The operation's attempts after the write.",
     "OperationEvent.kind": "A recorded outcome's kind (or `cancelled`); null for others.",
     "OperationEvent.httpStatus": "A recorded outcome's HTTP status; null for others.",

@@ -284,7 +284,8 @@ def collect_command(
 ) -> None:
     """Delete every finished operation older than its retention (failed ones are kept
     longer), in batches, with a progress bar, the tombstones of collected keys older than
-    RETAIN_KEYS_SECONDS, and expired pending authorizations, by the sweeper's own sweep (and
+    RETAIN_KEYS_SECONDS, the events of both logs older than RETAIN_EVENTS_SECONDS (as a
+    prefix of each log), and expired pending authorizations, by the sweeper's own sweep (and
     its lock); prints the totals. With --dry-run, prints what would go."""
     settings = Settings()
     require_database_folder(settings)
@@ -313,9 +314,13 @@ async def collect_backlog(
         if dry_run:
             expired = await store.retention.count_expired_pending_auth(now)
             tombstones = await store.retention.count_expired_tombstones(keys_cutoff)
+            events = store.events
+            operation_events = await events.count_collectable_operation_events(retention.events_ms)
+            watch_events = await events.count_collectable_watch_events(retention.events_ms)
             typer.echo(
                 f"would collect {backlog} finished operations, {expired} expired pending auth, "
-                f"{tombstones} expired tombstones (dry run: nothing deleted)"
+                f"{tombstones} expired tombstones, {operation_events} operation events, "
+                f"{watch_events} watch events (dry run: nothing deleted)"
             )
             return
         with typer.progressbar(length=backlog, label="collecting finished operations") as bar:
@@ -326,7 +331,8 @@ async def collect_backlog(
         fail("another process is sweeping (a server's sweeper holds the lock): try again later")
     typer.echo(
         f"collected {result.operations} finished operations, "
-        f"{result.pending_auth} expired pending auth, {result.tombstones} expired tombstones"
+        f"{result.pending_auth} expired pending auth, {result.tombstones} expired tombstones, "
+        f"{result.operation_events} operation events, {result.watch_events} watch events"
     )
 
 

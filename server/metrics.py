@@ -171,7 +171,8 @@ class Metrics:
         )
         self.swept_rows = Counter(
             "connector_sweeper_deleted_rows",
-            "Rows the sweeper deleted, by kind: operations, pending_auth, tombstones, sign_ins.",
+            "Rows the sweeper deleted, by kind: operations, pending_auth, tombstones, "
+            "operation_events, watch_events, sign_ins.",
             ["kind"],
             registry=r,
         )
@@ -247,6 +248,8 @@ class Metrics:
             self.swept_rows.labels("operations").inc(result.operations)
             self.swept_rows.labels("pending_auth").inc(result.pending_auth)
             self.swept_rows.labels("tombstones").inc(result.tombstones)
+            self.swept_rows.labels("operation_events").inc(result.operation_events)
+            self.swept_rows.labels("watch_events").inc(result.watch_events)
             self.swept_rows.labels("sign_ins").inc(result.sign_ins)
 
     async def refresh_tables(self) -> None:

@@ -107,6 +107,14 @@ class Settings(BaseSettings):
         description="A collected operation's tombstone (its key answers OperationCollected) "
         "is kept this long after its collection.",
     )
+    retain_events_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        description="An event of either log is kept this long after its write; the logs are "
+        "collected only as a prefix, oldest first. At least RETAIN_FINISHED_SECONDS and "
+        "RETAIN_FAILED_SECONDS, so a kept operation's history is whole; unset: the longer "
+        "of the two.",
+    )
     sweep_batch: int = Field(default=1000, ge=1, le=10_000)
     db_statement_cache_size: int | None = Field(
         default=None, ge=0, description="asyncpg's statement cache; 0 behind pgbouncer."
@@ -188,6 +196,24 @@ class Settings(BaseSettings):
             raise ValueError(
                 "DB_LOCK_TIMEOUT_SECONDS must be below DB_WAIT_TIMEOUT_SECONDS "
                 f"({self.db_lock_timeout_seconds} >= {self.db_wait_timeout_seconds})"
+            )
+        return self
+
+    @property
+    def events_retention_seconds(self) -> int:
+        """``RETAIN_EVENTS_SECONDS``, or when unset the longest operation retention."""
+        longest = max(self.retain_finished_seconds, self.retain_failed_seconds)
+        return longest if self.retain_events_seconds is None else self.retain_events_seconds
+
+    @model_validator(mode="after")
+    def events_outlive_operations(self) -> "Settings":
+        """An event log kept less long than an operation would show a kept operation a
+        history without its start."""
+        longest = max(self.retain_finished_seconds, self.retain_failed_seconds)
+        if self.events_retention_seconds < longest:
+            raise ValueError(
+                "RETAIN_EVENTS_SECONDS must be at least RETAIN_FINISHED_SECONDS and "
+                f"RETAIN_FAILED_SECONDS ({self.retain_events_seconds} < {longest})"
             )
         return self
 

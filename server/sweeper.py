@@ -3,9 +3,11 @@
 ``sweep`` collects terminal operations past their ``Retention`` (committed and superseded
 ones last updated more than ``finished_ms`` ago, failed ones more than ``failed_ms`` ago;
 each leaves a tombstone of its key), deletes the tombstones collected more than ``keys_ms``
-ago, each in batches of ``batch`` until a batch comes back short, and deletes pending
-authorizations whose ``expires_at`` is before now and the sign-ins that can no longer be
-used (codes expired unused, sessions past their end: ``store.sign_in``), all under the
+ago, and collects each event log (operations' and watches') as a prefix of the events older
+than ``events_ms`` (``store.events``), each in batches of ``batch`` until a batch comes back
+short, and deletes pending authorizations whose ``expires_at`` is before now and the sign-ins
+that can no longer be used (codes expired unused, sessions past their end:
+``store.sign_in``), all under the
 sweep lock: on PostgreSQL
 an advisory lock makes one replica (or ``connector-store collect``) sweep at a time; the
 others skip. It yields to the event loop between batches, so requests keep being answered
@@ -25,7 +27,7 @@ from datetime import timedelta
 
 from server.settings import Settings
 from store import ConnectorStore, background
-from store.retention import RETAIN_FAILED_S, RETAIN_FINISHED_S, RETAIN_KEYS_S
+from store.retention import RETAIN_EVENTS_S, RETAIN_FAILED_S, RETAIN_FINISHED_S, RETAIN_KEYS_S
 
 log = logging.getLogger("connector_store.sweeper")
 
@@ -37,31 +39,38 @@ class Retention:
     """How long a sweep keeps what is finished, in ms: ``finished_ms`` a committed or
     superseded operation after its last update, ``failed_ms`` a failed one after its last
     update, ``keys_ms`` a collected operation's tombstone after its collection (the
-    idempotency window). The defaults are the settings' defaults."""
+    idempotency window), ``events_ms`` an event of either log after its write. The defaults
+    are the settings' defaults."""
 
     finished_ms: int = RETAIN_FINISHED_S * 1000
     failed_ms: int = RETAIN_FAILED_S * 1000
     keys_ms: int = RETAIN_KEYS_S * 1000
+    events_ms: int = RETAIN_EVENTS_S * 1000
 
     @classmethod
     def of(cls, settings: Settings) -> "Retention":
-        """``RETAIN_FINISHED_SECONDS``, ``RETAIN_FAILED_SECONDS`` and ``RETAIN_KEYS_SECONDS``."""
+        """``RETAIN_FINISHED_SECONDS``, ``RETAIN_FAILED_SECONDS``, ``RETAIN_KEYS_SECONDS``
+        and ``RETAIN_EVENTS_SECONDS`` (unset: the longest operation retention)."""
         return cls(
             finished_ms=settings.retain_finished_seconds * 1000,
             failed_ms=settings.retain_failed_seconds * 1000,
             keys_ms=settings.retain_keys_seconds * 1000,
+            events_ms=settings.events_retention_seconds * 1000,
         )
 
 
 @dataclass(frozen=True, slots=True)
 class SweepResult:
     """What one sweep deleted: finished operations, expired pending auth, in how many
-    collect batches, expired tombstones, and ended sign-ins."""
+    collect batches, expired tombstones, the events collected from the operations' and the
+    watches' logs, and ended sign-ins."""
 
     operations: int
     pending_auth: int
     batches: int
     tombstones: int = 0
+    operation_events: int = 0
+    watch_events: int = 0
     sign_ins: int = 0
 
 
@@ -121,9 +130,29 @@ async def sweep(
             if deleted < batch:
                 break
             await asyncio.sleep(0)
+        collected: dict[str, int] = {}
+        for name, collect in (
+            ("operation", store.events.collect_operation_events),
+            ("watch", store.events.collect_watch_events),
+        ):
+            collected[name] = 0
+            while stopping is None or not stopping.is_set():
+                deleted = await collect(retention.events_ms, batch)
+                collected[name] += deleted
+                if deleted < batch:
+                    break
+                await asyncio.sleep(0)
         pending_auth = await store.pending_auth.delete_expired_pending_auth(now)
         sign_ins = await store.sign_in.delete_ended(now)
-    return SweepResult(operations, pending_auth, batches, tombstones, sign_ins)
+    return SweepResult(
+        operations,
+        pending_auth,
+        batches,
+        tombstones,
+        operation_events=collected["operation"],
+        watch_events=collected["watch"],
+        sign_ins=sign_ins,
+    )
 
 
 class Sweeper:
@@ -165,10 +194,12 @@ class Sweeper:
             return None
         log.info(
             "sweep: deleted %d finished operations, %d expired pending auth, %d expired "
-            "tombstones, %d ended sign-ins",
+            "tombstones, %d operation events, %d watch events, %d ended sign-ins",
             result.operations,
             result.pending_auth,
             result.tombstones,
+            result.operation_events,
+            result.watch_events,
             result.sign_ins,
         )
         return result
@@ -200,11 +231,12 @@ class Sweeper:
             self._task = asyncio.create_task(self.run(), name="connector-store-sweeper")
             log.info(
                 "sweeper: every %s, finished operations kept %s (failed %s), "
-                "tombstones of their keys %s, batches of %d",
+                "tombstones of their keys %s, events %s, batches of %d",
                 human(self.interval_s),
                 human(self.retention.finished_ms / 1000),
                 human(self.retention.failed_ms / 1000),
                 human(self.retention.keys_ms / 1000),
+                human(self.retention.events_ms / 1000),
                 self.batch,
             )
 

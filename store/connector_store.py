@@ -68,5 +68,5 @@ class ConnectorStore:
         self.persisted_queries = PersistedQueriesStore(context)
         self.wakeups = WakeupsStore(context)
         self.sign_in = SignInStore(context)
-        self.events = EventsStore(db)
+        self.events = EventsStore(db, clock)
         self.clock = clock

@@ -46,3 +46,13 @@ class CasRetriesExhausted(StoreError):
         super().__init__(f"{method}: the compare-and-set failed after {attempts} attempts")
         self.method = method
         self.attempts = attempts
+
+
+class EventsCollected(StoreError):
+    """A read of an event log after ``after`` (a ``sequence``) whose following events were
+    collected in part (``store.events``): what came after it is no longer whole, so the
+    reader must start again from the rows, not resume."""
+
+    def __init__(self, after: str) -> None:
+        super().__init__(f"after: events after {after} were collected")
+        self.after = after

@@ -36,6 +36,13 @@ Ordering for readers (``*_events_after``), whose position is ``(tx, id)`` (``seq
 
 The ``sequence`` clients see is opaque: 32 hex digits, ``tx`` then ``id``, so sequences
 sort as strings in log order.
+
+Collecting (``collect_operation_events``, ``collect_watch_events``): each log only as a
+prefix in log order, by its own age, up to the safe horizon, recording the newest position
+collected (``event_collected``, which only moves forward). Collecting an operation leaves
+its events. A read after a position below that frontier raises ``EventsCollected`` (never
+a page across a collected gap); the head is the newest event readable or the frontier,
+whichever is later, so it never moves back.
 """
 
 import re
@@ -52,7 +59,7 @@ from sqlalchemy.sql.functions import FunctionElement
 from store import validation as check
 from store.context import current_actor
 from store.database import Database, Row, chunked
-from store.errors import InvalidInput
+from store.errors import EventsCollected, InvalidInput
 from store.items import ItemStatement
 from store.records import (
     OperationEventRecord,
@@ -62,8 +69,8 @@ from store.records import (
 )
 from store.sizes import SIZE, Measured, row_bytes
 from store.statements import Prepared, param
+from store.tables import event_collected, operation_event, watch_event
 from store.tables import operation as op
-from store.tables import operation_event, watch_event
 from store.tables import projection_watch as watch
 
 # Operation actions, stored lower case, shown UPPER_SNAKE by the API (``OperationAction``).
@@ -124,6 +131,8 @@ _Event = TypeVar("_Event", OperationEventRecord, WatchEventRecord)
 
 DEFAULT_EVENTS = 50
 MAX_EVENTS = 500
+MAX_COLLECT_EVENTS = 10_000
+"""The most events one collect statement deletes."""
 
 
 def checked_message(value: Any) -> str | None:
@@ -166,6 +175,43 @@ class safe_horizon(FunctionElement[int]):
 
     type = sa.BigInteger()
     inherit_cache = True
+
+
+class written_at(FunctionElement[int]):
+    """When an event's write took effect, in epoch ms, given the written row's
+    ``updated_at`` and the ``at`` of the newest event of its log (a scalar subquery).
+
+    PostgreSQL: the statement's clock as the event is appended (``clock_timestamp()``,
+    read after the write took its row locks; not ``now()``, the transaction's start, which
+    would carry a write late in a long transaction, or one that waited for a lock, back
+    before writes that took effect ahead of it). SQLite: the store's clock, as the row's
+    ``updated_at``, but never before the newest event already in the log: writers hold the
+    one write lock in turn, so a write whose time was read before it waited for the lock
+    took effect after every event before it."""
+
+    type = sa.BigInteger()
+    inherit_cache = True
+
+
+@compiles(written_at, "postgresql")
+def _written_at_postgresql(element: written_at, compiler: SQLCompiler, **kw: Any) -> str:
+    return EVENT_CLOCK_POSTGRESQL
+
+
+@compiles(written_at, "sqlite")
+def _written_at_sqlite(element: written_at, compiler: SQLCompiler, **kw: Any) -> str:
+    updated_at, newest = (compiler.process(clause, **kw) for clause in element.clauses)
+    return f"max({updated_at}, coalesce({newest}, {updated_at}))"
+
+
+def _newest_at(table: sa.Table) -> sa.ScalarSelect[int]:
+    """The ``at`` of the newest event of the log ``table`` (SQLite: the last appended)."""
+    newest = table.alias("newest")
+    return sa.select(newest.c.at).order_by(newest.c.id.desc()).limit(1).scalar_subquery()
+
+
+EVENT_CLOCK_POSTGRESQL: Final = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+"""PostgreSQL's clock of the event log, in epoch ms: the statement's clock now."""
 
 
 @compiles(safe_horizon, "postgresql")
@@ -245,7 +291,7 @@ def _operation_event(row: Any, action: Any, actor: Any, carries_error: bool) -> 
         "tx": current_tx(),
         "caller_did": row.caller_did,
         "operation_id": row.operation_id,
-        "at": row.updated_at,
+        "at": written_at(row.updated_at, _newest_at(operation_event)),
         "action": action,
         "actor_did": actor,
         "to_state": row.state,
@@ -264,7 +310,7 @@ def _watch_event(row: Any, action: Any, actor: Any, carries_error: bool) -> dict
         "model": row.model,
         "account_key": row.account_key,
         "source_id": row.source_id,
-        "at": row.updated_at,
+        "at": written_at(row.updated_at, _newest_at(watch_event)),
         "action": action,
         "actor_did": actor,
         "generation": row.repair_generation,
@@ -514,31 +560,6 @@ class LoggedItems:
         return await db.write_then(prepared, values, _appending(self._append, params["p_actor"]))
 
 
-DROP_OPERATION_EVENTS = ItemStatement(
-    {"caller_did": operation_event.c.caller_did, "operation_id": operation_event.c.operation_id},
-    lambda _, rows: (
-        sa.delete(operation_event)
-        .where(
-            sa.tuple_(operation_event.c.caller_did, operation_event.c.operation_id).in_(
-                sa.select(rows.c.caller_did, rows.c.operation_id)
-            )
-        )
-        .returning(operation_event.c.id)
-    ),
-)
-"""Delete every event of the items' operations (collected ones: their events go with
-them)."""
-
-
-async def drop_operation_events(db: Database, keys: Sequence[tuple[str, str]]) -> None:
-    """Delete the events of the operations at ``keys`` (``(caller_did, operation_id)``), one
-    statement; run it in the transaction that deletes the operations."""
-    if keys:
-        items = [{"caller_did": caller, "operation_id": ident} for caller, ident in keys]
-        prepared, values = DROP_OPERATION_EVENTS.bind(db.is_postgres, items)
-        await db.write_prepared_all(prepared, values)
-
-
 _appenders: dict[tuple[str, Action, tuple[str, ...]], _Appender] = {}
 
 
@@ -691,11 +712,22 @@ def _limit(limit: Any) -> int:
 
 
 def _after_log(table: sa.Table, after: str | None) -> list[sa.ColumnElement[bool]]:
-    """Readable log events past ``after``: below the safe horizon, after its position."""
+    """Readable log events past ``after``: below the safe horizon, after its position, and
+    none at all once events past ``after`` were collected (the same statement reads the
+    log and its frontier, so a read never returns a page with a collected gap before it:
+    ``_read_after``)."""
     conditions: list[sa.ColumnElement[bool]] = [table.c.tx < safe_horizon()]
     if after is not None:
-        conditions.append(sa.tuple_(table.c.tx, table.c.id) > sa.tuple_(*position("after", after)))
+        at = sa.tuple_(*position("after", after))
+        conditions.append(sa.tuple_(table.c.tx, table.c.id) > at)
+        conditions.append(~sa.exists().where(*_collected_past(table, at)))
     return conditions
+
+
+def _collected_past(table: sa.Table, at: sa.ColumnElement[Any]) -> list[sa.ColumnElement[bool]]:
+    """``table``'s frontier row when the newest event collected from it is past ``at``."""
+    mark = event_collected
+    return [mark.c.log == table.name, sa.tuple_(mark.c.tx, mark.c.id) > at]
 
 
 def _pages(
@@ -731,10 +763,13 @@ def _measured(page: Sequence[tuple[_Event, int]]) -> Measured[_Event]:
 
 
 class EventsStore:
-    """The readers of the event log (the writers append through ``Logged`` and friends)."""
+    """The readers of the event logs (the writers append through ``Logged`` and friends),
+    and their collection (``collect_operation_events``, ``collect_watch_events``). ``clock``:
+    the store's, which stamps events on SQLite."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, clock: Callable[[], int]) -> None:
         self._db = db
+        self._clock = clock
 
     async def operation_events_of(
         self, keys: Sequence[OperationKey], *, after: str | None = None, limit: int
@@ -868,7 +903,7 @@ class EventsStore:
                 )
             )
         query = query.order_by(event.c.tx, event.c.id).limit(_limit(limit))
-        return [operation_event_record(row) for row in await self._db.fetch_all(query)]
+        return [operation_event_record(row) for row in await self._read_after(query, event, after)]
 
     async def watch_events_after(
         self,
@@ -897,12 +932,27 @@ class EventsStore:
             if value is not None:
                 query = query.where(column == check.key(field, value))
         query = query.order_by(event.c.tx, event.c.id).limit(_limit(limit))
-        return [watch_event_record(row) for row in await self._db.fetch_all(query)]
+        return [watch_event_record(row) for row in await self._read_after(query, event, after)]
+
+    async def _read_after(
+        self, query: sa.Select[Any], table: sa.Table, after: str | None
+    ) -> list[Row]:
+        """The rows of a read of the log ``table`` after ``after`` (``_after_log``: none
+        once events past ``after`` were collected). Raises ``EventsCollected`` when it read
+        none and events past ``after`` are collected: read together, a page is whole, and
+        an empty one is told apart from a collected gap by the frontier, which only moves
+        forward."""
+        rows = await self._db.fetch_all(query)
+        if not rows and after is not None and await self._collected(table, after):
+            raise EventsCollected(after)
+        return rows
 
     async def operation_events_head(self) -> str | None:
-        """The ``sequence`` of the newest event of the operations log a reader may read now
-        (below the safe horizon), None when there is none: a reader that starts after it
-        misses no event committed later. One statement."""
+        """The newest ``sequence`` the operations log ever handed out: its newest event a
+        reader may read now (below the safe horizon), or the newest collected when that is
+        later (so the head never moves back when the newest events are collected); None
+        when there was never one. A reader that starts after it misses no event committed
+        later. One statement."""
         return await self._head(operation_event)
 
     async def watch_events_head(self) -> str | None:
@@ -910,27 +960,124 @@ class EventsStore:
         return await self._head(watch_event)
 
     async def _head(self, table: sa.Table) -> str | None:
-        row = await self._db.fetch_one(
+        newest = (
             sa.select(table.c.tx, table.c.id)
             .where(table.c.tx < safe_horizon())
             .order_by(table.c.tx.desc(), table.c.id.desc())
             .limit(1)
+            .subquery("newest")
+        )
+        mark = event_collected
+        both = sa.union_all(
+            sa.select(newest.c.tx, newest.c.id),
+            sa.select(mark.c.tx, mark.c.id).where(mark.c.log == table.name),
+        ).subquery("both")
+        row = await self._db.fetch_one(
+            sa.select(both.c.tx, both.c.id).order_by(both.c.tx.desc(), both.c.id.desc()).limit(1)
         )
         return None if row is None else sequence_of(row["tx"], row["id"])
 
     async def operation_events_collected(self, after: str) -> bool:
-        """True when ``after`` (a ``sequence``) is older than the oldest event the
-        operations log keeps: events after it may have been collected (the caller answers
-        ``EVENTS_COLLECTED``). Raises ``InvalidInput`` naming ``after``."""
-        return await self._older_than_kept(operation_event, after)
+        """True when events past ``after`` (a ``sequence``) were collected from the
+        operations log: ``after`` is below the newest event collected, so a reader resuming
+        there would miss some (the caller answers ``EVENTS_COLLECTED``); an ``after`` at or
+        above it misses none. Raises ``InvalidInput`` naming ``after``."""
+        return await self._collected(operation_event, after)
 
     async def watch_events_collected(self, after: str) -> bool:
         """``operation_events_collected`` for the watches log."""
-        return await self._older_than_kept(watch_event, after)
+        return await self._collected(watch_event, after)
 
-    async def _older_than_kept(self, table: sa.Table, after: str) -> bool:
-        tx, event_id = position("after", after)
-        oldest = await self._db.fetch_one(
-            sa.select(table.c.tx, table.c.id).order_by(table.c.tx, table.c.id).limit(1)
+    async def _collected(self, table: sa.Table, after: str) -> bool:
+        at = sa.tuple_(*position("after", after))
+        query = sa.select(sa.exists().where(*_collected_past(table, at)).label("gone"))
+        row = await self._db.fetch_one(query)
+        return row is not None and bool(row["gone"])
+
+    async def collect_operation_events(self, older_than_ms: int, limit: int) -> int:
+        """Delete the oldest events of the operations log, as a prefix in log order, that
+        are older than ``older_than_ms`` (by their ``at``, on the clock that stamped them:
+        PostgreSQL's, or the store's on SQLite), at most ``limit`` (1 to 10,000); return
+        how many went. Stops at the first event not that old, and at the safe horizon (an
+        event still to commit sorts after every one collected), so what is kept is always
+        the log from some event on, and the newest position collected is recorded
+        (``*_events_collected``, ``*_events_head``). An operation collected earlier leaves
+        its events to this. One transaction; call again until it returns less than
+        ``limit``. Raises ``InvalidInput`` naming ``olderThanMs`` or ``limit``."""
+        return await self._collect(operation_event, older_than_ms, limit)
+
+    async def collect_watch_events(self, older_than_ms: int, limit: int) -> int:
+        """``collect_operation_events`` for the watches log."""
+        return await self._collect(watch_event, older_than_ms, limit)
+
+    async def count_collectable_operation_events(self, older_than_ms: int) -> int:
+        """How many events ``collect_operation_events(older_than_ms, …)`` would delete in
+        all, batch after batch (``collect --dry-run``): the events in log order below the
+        safe horizon before the first not older than ``older_than_ms``. Two index walks
+        over that prefix in one statement. Raises ``InvalidInput`` naming ``olderThanMs``."""
+        return await self._count_collectable(operation_event, older_than_ms)
+
+    async def count_collectable_watch_events(self, older_than_ms: int) -> int:
+        """``count_collectable_operation_events`` for the watches log."""
+        return await self._count_collectable(watch_event, older_than_ms)
+
+    def _cutoff(self, older_than_ms: int) -> sa.ColumnElement[int]:
+        """The ``at`` below which an event is older than ``older_than_ms``, on the clock
+        that stamps events: PostgreSQL's, in the statement, or the store's."""
+        age = check.count("olderThanMs", older_than_ms, minimum=0, maximum=MAX_POSITION)
+        now: sa.ColumnElement[int] = (
+            sa.literal_column(EVENT_CLOCK_POSTGRESQL, sa.BigInteger)
+            if self._db.is_postgres
+            else sa.literal(self._clock(), sa.BigInteger)
         )
-        return oldest is not None and (tx, event_id) < (oldest["tx"], oldest["id"])
+        return now - age
+
+    async def _count_collectable(self, table: sa.Table, older_than_ms: int) -> int:
+        readable = table.c.tx < safe_horizon()
+        young = (
+            sa.select(table.c.tx, table.c.id)
+            .where(readable, table.c.at >= self._cutoff(older_than_ms))
+            .order_by(table.c.tx, table.c.id)
+            .limit(1)
+            .subquery("young")
+        )
+        before_young = ~sa.exists().where(
+            sa.tuple_(young.c.tx, young.c.id) <= sa.tuple_(table.c.tx, table.c.id)
+        )
+        query = sa.select(sa.func.count().label("n")).where(readable, before_young)
+        row = await self._db.fetch_one(query.select_from(table))
+        return 0 if row is None else int(row["n"])
+
+    async def _collect(self, table: sa.Table, older_than_ms: int, limit: int) -> int:
+        cutoff = self._cutoff(older_than_ms)
+        size = check.count("limit", limit, minimum=1, maximum=MAX_COLLECT_EVENTS)
+        oldest = (
+            sa.select(table.c.tx, table.c.id, table.c.at)
+            .where(table.c.tx < safe_horizon())
+            .order_by(table.c.tx, table.c.id)
+            .limit(size)
+        )
+        async with self._db.write_transaction():
+            rows = await self._db.fetch_all(oldest.add_columns(cutoff.label("cutoff")))
+            prefix = 0
+            while prefix < len(rows) and rows[prefix]["at"] < rows[prefix]["cutoff"]:
+                prefix += 1
+            if prefix == 0:
+                return 0
+            last = (rows[prefix - 1]["tx"], rows[prefix - 1]["id"])
+            await self._db.write_all(
+                sa.delete(table)
+                .where(sa.tuple_(table.c.tx, table.c.id) <= sa.tuple_(*last))
+                .returning(table.c.id)
+            )
+            mark = event_collected
+            frontier = self._db.insert(mark).values(log=table.name, tx=last[0], id=last[1])
+            await self._db.write_all(
+                frontier.on_conflict_do_update(
+                    index_elements=[mark.c.log],
+                    set_={"tx": frontier.excluded.tx, "id": frontier.excluded.id},
+                    where=sa.tuple_(mark.c.tx, mark.c.id)
+                    < sa.tuple_(frontier.excluded.tx, frontier.excluded.id),
+                ).returning(mark.c.log)
+            )
+        return prefix

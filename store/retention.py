@@ -11,7 +11,6 @@ import sqlalchemy as sa
 from store import lease_guards as guards
 from store import validation as check
 from store.context import StoreContext
-from store.events import drop_operation_events
 from store.operations import due_operation, lease_free
 from store.records import FAILED, TERMINAL_STATES, OperationRecord
 from store.sizes import Measured, measured, row_bytes, sized_rows, within_bytes
@@ -30,10 +29,12 @@ DAY_S = 24 * 3600
 RETAIN_FINISHED_S = 7 * DAY_S
 RETAIN_FAILED_S = 30 * DAY_S
 RETAIN_KEYS_S = 90 * DAY_S
+RETAIN_EVENTS_S = max(RETAIN_FINISHED_S, RETAIN_FAILED_S)
 """The default retention periods, in seconds (the settings ``RETAIN_FINISHED_SECONDS``,
-``RETAIN_FAILED_SECONDS``, ``RETAIN_KEYS_SECONDS``): committed and superseded operations
-after their last update, failed ones after theirs, a collected operation's tombstone after
-its collection."""
+``RETAIN_FAILED_SECONDS``, ``RETAIN_KEYS_SECONDS``, ``RETAIN_EVENTS_SECONDS``): committed
+and superseded operations after their last update, failed ones after theirs, a collected
+operation's tombstone after its collection, an event after its write (the longest operation
+retention, so a kept operation's history is whole)."""
 MAX_COLLECT_LIMIT = 10_000
 SWEEP_LOCK_KEY = 0x6B75_6275_6E5F_7377
 """The PostgreSQL advisory lock key one sweep holds across replicas (any fixed bigint)."""
@@ -218,9 +219,10 @@ class RetentionStore:
         (on PostgreSQL the inner select takes ``FOR UPDATE SKIP LOCKED``, so concurrent
         collectors split the work instead of waiting on each other), then the tombstones
         of the deleted operations, collected at the store's now (``store.tombstones``): a
-        claim of a collected key finds the operation or its tombstone, never neither; and
-        their events go with them (``store.events.drop_operation_events``). Call
-        again until it returns less than ``limit`` to collect a backlog in batches.
+        claim of a collected key finds the operation or its tombstone, never neither. Their
+        events stay: the event log is collected apart, only as a prefix by its own age
+        (``store.events``), so a reader resuming in it never meets a hole. Call again
+        until it returns less than ``limit`` to collect a backlog in batches.
         ``limit`` is 1 to 10,000. Raises ``InvalidInput`` naming ``olderThan``,
         ``failedOlderThan`` or ``limit``.
         """
@@ -246,9 +248,6 @@ class RetentionStore:
         collected = delete.returning(*(op.c[name] for name in TOMBSTONE_COLUMNS))
         async with self._db.write_transaction():
             rows = await self._db.write_all(collected)
-            await drop_operation_events(
-                self._db, [(row["caller_did"], row["operation_id"]) for row in rows]
-            )
             now = self._ctx.clock()
             await self._db.write_many(PUT_TOMBSTONE, [tombstone_row(row, now) for row in rows])
         return len(rows)

@@ -366,3 +366,14 @@ sign_in = sa.Table(
 (kept as its SHA-256 only) for ``sub`` with ``scope``, usable until ``code_expires_at``; once
 used (``signed_in_at``), the session it opened, known by ``session_id``, valid until
 ``expires_at`` (moved on by each renewal) unless ``revoked_at`` (signed out)."""
+
+event_collected = sa.Table(
+    "kubun_connector_event_collected",
+    metadata,
+    sa.Column("log", sa.Text, primary_key=True),
+    sa.Column("tx", sa.BigInteger, nullable=False),
+    sa.Column("id", sa.BigInteger, nullable=False),
+)
+"""How far each event log was collected (``store.events``): per log table's name (``log``),
+the position ``(tx, id)`` of the newest event collected from it. It only moves forward; a
+log never collected has no row."""

@@ -318,3 +318,18 @@ async def bulk_finished_operations(
     )
     async with db.write_transaction():
         await db.fetch_all(sa.text(sql))
+
+
+EVENT_AGE_MS = 2 * 24 * 3600 * 1000
+"""How far ``aged_events`` moves events back: past a retention of a day."""
+
+
+async def aged_events(db: Database, table: sa.Table, ids: Any, by_ms: int = EVENT_AGE_MS) -> None:
+    """Move the ``at`` of the events ``ids`` of the log ``table`` back by ``by_ms``: events
+    that old on whichever clock stamped them (PostgreSQL's, or the store's on SQLite)."""
+    await db.write_all(
+        sa.update(table)
+        .where(table.c.id.in_(list(ids)))
+        .values(at=table.c.at - by_ms)
+        .returning(table.c.id)
+    )

@@ -9,8 +9,13 @@ from typer.testing import CliRunner
 
 from server.cli import cli
 from store.context import system_clock
-from store.tables import operation_tombstone
-from tests.factories import bulk_finished_operations, claimed_operation, created_pending_auth
+from store.tables import operation_event, operation_tombstone
+from tests.factories import (
+    aged_events,
+    bulk_finished_operations,
+    claimed_operation,
+    created_pending_auth,
+)
 
 BACKLOG = 10_000
 DAY_MS = 24 * 3600 * 1000
@@ -51,9 +56,13 @@ def test_collect__batch_out_of_range_refused(tmp_path):
 
 
 async def test_collect__dry_run_counts_what_would_go_and_deletes_nothing(
-    backlog, tmp_path, store, clock
+    backlog, tmp_path, store, database, clock
 ):
     await created_pending_auth(store, expires_at=0)
+    # The live operation's claim, its one event, past RETAIN_EVENTS_SECONDS (30 days).
+    ids = [row["id"] for row in await database.fetch_all(sa.select(operation_event.c.id))]
+    assert len(ids) == 1
+    await aged_events(database, operation_event, ids, by_ms=60 * DAY_MS)
     arguments = ["collect", "--older-than-seconds", "3600", "--dry-run"]
     env = {"DATABASE_URL": backlog, "DATA_DIR": str(tmp_path)}
 
@@ -61,6 +70,8 @@ async def test_collect__dry_run_counts_what_would_go_and_deletes_nothing(
 
     assert result.exit_code == 0, result.output
     assert f"would collect {BACKLOG} finished operations, 1 expired pending auth" in result.output
+    assert "1 operation events, 0 watch events (dry run: nothing deleted)" in result.output
+    assert await store.events.count_collectable_operation_events(0) == 1
     assert (
         await store.retention.count_finished_operations(2**53 - 1, failed_older_than=2**53 - 1)
         == BACKLOG

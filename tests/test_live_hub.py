@@ -48,11 +48,6 @@ class FakeEvents:
 
     watch_events_head = operation_events_head
 
-    async def operation_events_collected(self, after: str) -> bool:
-        return False
-
-    watch_events_collected = operation_events_collected
-
 
 class FakeStore:
     """The hub needs only a clock and (unused here) the event logs' readers."""

@@ -44,8 +44,25 @@ def test_retention__settings_reach_the_sweep(monkeypatch) -> None:
 
     day = 24 * 3600
     assert Retention.of(Settings()) == Retention(
-        finished_ms=7 * day * 1000, failed_ms=30 * day * 1000, keys_ms=90 * day * 1000
+        finished_ms=7 * day * 1000,
+        failed_ms=30 * day * 1000,
+        keys_ms=90 * day * 1000,
+        events_ms=30 * day * 1000,
     )
     monkeypatch.setenv("RETAIN_FAILED_SECONDS", "60")
     monkeypatch.setenv("RETAIN_KEYS_SECONDS", "120")
-    assert Retention.of(Settings()) == Retention(failed_ms=60_000, keys_ms=120_000)
+    assert Retention.of(Settings()) == Retention(
+        failed_ms=60_000, keys_ms=120_000, events_ms=7 * day * 1000
+    )
+    monkeypatch.setenv("RETAIN_EVENTS_SECONDS", str(8 * day))
+    assert Retention.of(Settings()).events_ms == 8 * day * 1000
+
+
+def test_settings__events_kept_less_than_an_operation_is_refused(monkeypatch) -> None:
+    monkeypatch.setenv("RETAIN_FINISHED_SECONDS", "600")
+    monkeypatch.setenv("RETAIN_FAILED_SECONDS", "60")
+    monkeypatch.setenv("RETAIN_EVENTS_SECONDS", "599")
+    with pytest.raises(ValidationError, match="RETAIN_EVENTS_SECONDS must be at least"):
+        Settings()
+    monkeypatch.setenv("RETAIN_EVENTS_SECONDS", "600")
+    assert Settings().events_retention_seconds == 600

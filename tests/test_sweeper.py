@@ -6,13 +6,21 @@ import asyncio
 import logging
 
 import pytest
+import sqlalchemy as sa
 
 from server.app import create_app, sweeping
 from server.settings import Settings
 from server.sweeper import Retention, Sweeper
 from store import ConnectorStore
 from store.database import Database
-from tests.factories import bulk_finished_operations, claimed_operation, created_pending_auth
+from store.tables import event_collected, operation_event, watch_event
+from tests.factories import (
+    aged_events,
+    bulk_finished_operations,
+    claimed_operation,
+    created_pending_auth,
+    pending_watch,
+)
 
 DAY_MS = 24 * 3600 * 1000
 SWEEP_LOG = "connector_store.sweeper"
@@ -52,7 +60,7 @@ async def test_sweep__deletes_old_finished_and_expired_in_batches_and_logs(
     assert await store.pending_auth.get_pending_auth("at-now") is not None
     assert sweep_lines(caplog) == [
         "sweep: deleted 25 finished operations, 1 expired pending auth, 0 expired tombstones, "
-        "1 ended sign-ins"
+        "0 operation events, 0 watch events, 1 ended sign-ins"
     ]
 
 
@@ -105,7 +113,7 @@ async def test_sweep__deletes_tombstones_past_retain_keys_in_batches(
     assert await store.retention.count_expired_tombstones(2**53 - 1) == 0
     assert sweep_lines(caplog)[-1] == (
         "sweep: deleted 0 finished operations, 0 expired pending auth, 5 expired tombstones, "
-        "0 ended sign-ins"
+        "0 operation events, 0 watch events, 0 ended sign-ins"
     )
 
 
@@ -256,7 +264,7 @@ async def test_sweeper__stop_mid_sweep_ends_after_current_batch(store, database,
     )
     assert sweep_lines(caplog) == [
         "sweep: deleted 10 finished operations, 0 expired pending auth, 0 expired tombstones, "
-        "0 ended sign-ins"
+        "0 operation events, 0 watch events, 0 ended sign-ins"
     ]
     assert "cancelling" not in caplog.text
 
@@ -271,6 +279,50 @@ async def test_sweeper__start_logs_its_interval_and_retention_in_human_units(sto
     ]
     assert started == (
         "sweeper: every 0:05:00, finished operations kept 7 days, 0:00:00 (failed 30 days, "
-        "0:00:00), tombstones of their keys 90 days, 0:00:00, batches of 1000"
+        "0:00:00), tombstones of their keys 90 days, 0:00:00, events 30 days, 0:00:00, "
+        "batches of 1000"
     )
     assert str(7 * DAY_MS) not in started
+
+
+async def event_ids(database, table):
+    rows = await database.fetch_all(sa.select(table.c.id).order_by(table.c.tx, table.c.id))
+    return [row["id"] for row in rows]
+
+
+async def test_sweep__collects_both_event_logs_by_age_as_a_prefix_in_batches(
+    store, database, clock, caplog
+):
+    """Watch events are collected as operation events are: the oldest first, in batches,
+    up to the first event younger than RETAIN_EVENTS_SECONDS (an older one after it stays,
+    so what is kept is the log from some event on)."""
+    caplog.set_level(logging.INFO, logger=SWEEP_LOG)
+    for n in range(5):
+        await pending_watch(store, operation_id=f"op-{n}", source_id=f"evt-{n}")
+    watches = await event_ids(database, watch_event)
+    operations = await event_ids(database, operation_event)
+    assert len(watches) == 5 and len(operations) > 5
+    await aged_events(database, watch_event, [i for i in watches if i != watches[3]])
+    await aged_events(database, operation_event, operations[:-1])
+
+    result = await Sweeper(
+        store,
+        interval_s=60,
+        retention=Retention(finished_ms=DAY_MS, failed_ms=DAY_MS, events_ms=DAY_MS),
+        batch=2,
+    ).sweep()
+
+    assert result is not None
+    assert (result.operation_events, result.watch_events) == (len(operations) - 1, 3)
+    assert await event_ids(database, watch_event) == watches[3:]
+    assert await event_ids(database, operation_event) == operations[-1:]
+    frontier = await database.fetch_all(
+        sa.select(event_collected.c.log, event_collected.c.id).order_by(event_collected.c.log)
+    )
+    assert [(row["log"], row["id"]) for row in frontier] == [
+        (operation_event.name, operations[-2]),
+        (watch_event.name, watches[2]),
+    ]
+    assert sweep_lines(caplog)[-1].endswith(
+        f"{len(operations) - 1} operation events, 3 watch events"
+    )

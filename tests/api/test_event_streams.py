@@ -14,9 +14,10 @@ import websockets
 
 from resolvers.codes import BAD_USER_INPUT, EVENTS_COLLECTED, UNAUTHENTICATED
 from server.settings import Settings
-from store.events import drop_operation_events
+from store.records import OperationKey
+from store.tables import operation_event, watch_event
 from tests.api.live_client import PROTOCOL, Served, Socket, served, socket
-from tests.factories import claimed_operation, committed_operation, marked
+from tests.factories import aged_events, claimed_operation, committed_operation, marked
 from tests.tokens import mint
 
 OPERATION_EVENTS = (
@@ -33,6 +34,7 @@ LARGE_EVENTS = (
     "operation { operationID reissueIntent } } }"
 )
 TENANT = "did:key:tenant-a"
+DAY_MS = 24 * 3600 * 1000
 OTHER = "did:key:tenant-b"
 
 
@@ -154,21 +156,112 @@ async def test_operation_events__a_tenant_filtering_by_another_viewer_gets_nothi
     assert message == {"id": "1", "type": "complete"}
 
 
-async def test_operation_events__after_older_than_the_log_keeps_is_events_collected(store):
+def event_ids(events: list[dict[str, Any]]) -> list[int]:
+    """The log ids of streamed events (the low half of each ``sequence``)."""
+    return [int(e["sequence"][16:], 16) for e in events]
+
+
+async def test_operation_events__after_below_what_was_collected_is_events_collected(store):
+    """The log is collected oldest first: a resume below the newest event collected would
+    miss some, and is refused; one at it (the last event collected: its reader saw
+    everything up to it) or above reads on with no gap."""
     async with served(store) as server, socket(server) as sock:
         await sock.init()
         await opened(sock, "1")
-        gone = await claimed_operation(store, operation_id="op-gone")
-        seen = await event(sock, "1")
-        await claimed_operation(store, operation_id="op-kept")
-        await event(sock, "1")
-        # As the sweeper leaves the log: the events of a collected operation go with it.
-        await drop_operation_events(store.db, [(gone.caller_did, gone.operation_id)])
+        for n in range(3):
+            await claimed_operation(store, operation_id=f"op-{n}", source_id=f"s-{n}")
+        seen = [await event(sock, "1") for _ in range(3)]
+        await aged_events(store.db, operation_event, event_ids(seen[:2]))
+        assert await store.events.collect_operation_events(DAY_MS, 10) == 2
 
-        await sock.subscribe("2", OPERATION_EVENTS, after=seen["sequence"])
-        message = await sock.receive()
+        await sock.subscribe("2", OPERATION_EVENTS, after=seen[0]["sequence"])
+        refused = await sock.receive()
+        assert await sock.receive() == {"id": "2", "type": "complete"}
+        await sock.subscribe("3", OPERATION_EVENTS, after=seen[1]["sequence"])
+        resumed = await event(sock, "3")
 
-    assert codes_of(message) == [EVENTS_COLLECTED]
+    assert codes_of(refused) == [EVENTS_COLLECTED]
+    assert refused["payload"]["errors"][0]["extensions"]["field"] == "after"
+    assert resumed == seen[2]
+
+
+async def test_operation_events__a_collected_operation_leaves_its_events_operation_null(
+    store, clock
+):
+    """Collecting an operation leaves its events in the log: a resume reads them, with
+    ``operation`` null (the row is gone)."""
+    async with served(store) as server, socket(server) as sock:
+        await sock.init()
+        await opened(sock, "1")
+        kept = await claimed_operation(store, operation_id="op-kept", source_id="s-kept")
+        first = await event(sock, "1")
+        done = await committed_operation(store, operation_id="op-done", source_id="s-done")
+        history = await store.events.operation_events(
+            OperationKey(caller_did=done.caller_did, operation_id=done.operation_id)
+        )
+        live = [await event(sock, "1") for _ in history]
+        clock.advance(1)
+        assert (
+            await store.retention.collect_finished_operations(
+                clock.now, failed_older_than=clock.now
+            )
+            == 1
+        )
+
+        await sock.subscribe("2", OPERATION_EVENTS, after=first["sequence"])
+        replayed = [await event(sock, "2") for _ in history]
+
+    assert [e["sequence"] for e in replayed] == [e["sequence"] for e in live]
+    assert [e["action"] for e in replayed] == [e.action.upper() for e in history]
+    assert replayed[-1]["action"] == "FINALIZED"
+    assert {e["operation"] is None for e in replayed} == {True}
+    assert {e["operation"]["operationID"] for e in live} == {done.operation_id}
+    assert first["operation"]["operationID"] == kept.operation_id
+
+
+async def test_operation_events__the_newest_collected_its_sequence_stays_valid(store):
+    """Collecting the newest events does not move the log's head back: a reader that saw
+    the newest event resumes there and gets what commits next; one past it is refused."""
+    async with served(store) as server, socket(server) as sock:
+        await sock.init()
+        await opened(sock, "1")
+        await claimed_operation(store)
+        newest = await event(sock, "1")
+        await sock.send({"id": "1", "type": "complete"})
+        await aged_events(store.db, operation_event, event_ids([newest]))
+        assert await store.events.collect_operation_events(DAY_MS, 10) == 1
+        assert await store.events.operation_events_after(None, 10) == []
+
+        past = newest["sequence"][:16] + f"{int(newest['sequence'][16:], 16) + 1:016x}"
+        await sock.subscribe("2", OPERATION_EVENTS, after=past)
+        refused = await sock.receive()
+        assert await sock.receive() == {"id": "2", "type": "complete"}
+        await sock.subscribe("3", OPERATION_EVENTS, after=newest["sequence"])
+        later = await claimed_operation(store, operation_id="op-2", source_id="s-2")
+        streamed = await event(sock, "3")
+
+    assert codes_of(refused) == [BAD_USER_INPUT]
+    assert streamed["operation"]["operationID"] == later.operation_id
+
+
+async def test_watch_events__after_below_what_was_collected_is_events_collected(store):
+    async with served(store) as server, socket(server) as sock:
+        await sock.init()
+        await opened(sock, "1", WATCH_EVENTS)
+        for n in range(3):
+            await committed_operation(store, operation_id=f"op-{n}", source_id=f"s-{n}")
+        seen = [await event(sock, "1", "watchEvents") for _ in range(3)]
+        await aged_events(store.db, watch_event, event_ids(seen[:2]))
+        assert await store.events.collect_watch_events(DAY_MS, 10) == 2
+
+        await sock.subscribe("2", WATCH_EVENTS, after=seen[0]["sequence"])
+        refused = await sock.receive()
+        assert await sock.receive() == {"id": "2", "type": "complete"}
+        await sock.subscribe("3", WATCH_EVENTS, after=seen[1]["sequence"])
+        resumed = await event(sock, "3", "watchEvents")
+
+    assert codes_of(refused) == [EVENTS_COLLECTED]
+    assert resumed == seen[2]
 
 
 @pytest.mark.parametrize("field", ["updatedAfter", "updatedBefore", "nodeKey", "documentIDs"])

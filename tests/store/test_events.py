@@ -9,8 +9,9 @@ import pytest
 import sqlalchemy as sa
 
 from store.context import acting_as
-from store.errors import InvalidInput
+from store.errors import EventsCollected, InvalidInput
 from store.events import (
+    EVENT_CLOCK_POSTGRESQL,
     MAX_ERROR_BYTES,
     OperationEventFilter,
     WatchEventFilter,
@@ -21,11 +22,12 @@ from store.operations import Finalize, SendMark
 from store.operations import OperationFilter as Filter
 from store.operator import MARKED_NOTE
 from store.records import OperationKey
-from store.tables import operation_event, watch_event
+from store.tables import event_collected, operation_event, watch_event
 from store.watches import Verification, WatchFilter
 from tests.factories import (
     LEASE_MS,
     VERIFY_DUE_MS,
+    aged_events,
     claim,
     claimed_operation,
     claimed_watch,
@@ -66,6 +68,15 @@ async def event_count(store):
     return counted[0] + watches[0]
 
 
+async def database_clock(store):
+    """What an event written now would carry as ``at``: PostgreSQL's statement clock, or the
+    store's (a test's ``FrozenClock``) on SQLite."""
+    if not store.db.is_postgres:
+        return store.clock()
+    row = await store.db.fetch_one(sa.select(sa.literal_column(EVENT_CLOCK_POSTGRESQL)))
+    return row[0]
+
+
 async def log_after(store, after, expected, **filters):
     """The operations log after ``after`` once it holds ``expected`` events (bounded wait
     for the safe horizon, never a timed assertion)."""
@@ -83,6 +94,7 @@ async def log_after(store, after, expected, **filters):
 
 
 async def test_operation_lifecycle__one_event_per_write_in_order(store, clock):
+    before = await database_clock(store)
     with acting_as(ACTOR):
         record = await claimed_operation(store)
         clock.advance(1)
@@ -110,7 +122,11 @@ async def test_operation_lifecycle__one_event_per_write_in_order(store, clock):
     assert [event.from_state for event in events] == [None, "attempted", "attempted"]
     assert [event.to_state for event in events] == ["attempted", "attempted", "committed"]
     assert [event.attempts for event in events] == [0, 0, 1]
-    assert [event.at for event in events] == [record.created_at, clock.now - 1, clock.now]
+    times = [event.at for event in events]
+    if store.db.is_postgres:
+        assert before <= times[0] <= times[1] <= times[2] <= await database_clock(store)
+    else:
+        assert times == [record.created_at, clock.now - 1, clock.now]
     assert {event.actor_did for event in events} == {ACTOR}
     assert [e.sequence for e in events] == sorted(e.sequence for e in events)
     watch_events = await store.events.watch_events(done.watch.identity)
@@ -118,6 +134,49 @@ async def test_operation_lifecycle__one_event_per_write_in_order(store, clock):
         ("opened", 1, None, "pending_verification")
     ]
     assert watch_events[0].actor_did == ACTOR
+
+
+async def test_event_at__a_write_late_in_a_long_transaction_is_later_than_its_start(store, clock):
+    """The store's time read as a transaction starts (what a method that reads "now" once
+    carries), a pause, then a write: the event's ``at`` is when the write was applied,
+    past the pause, not the transaction's start. PostgreSQL's clock; SQLite stamps with
+    the store's (``test_event_at__never_before_an_event_already_in_the_log``)."""
+    if not store.db.is_postgres:
+        pytest.skip("SQLite stamps events with the store's clock")
+    record = await claimed_operation(store)
+    start = sa.literal_column("floor(extract(epoch FROM now()) * 1000)::bigint")
+    async with store.db.write_transaction():
+        started = (await store.db.fetch_one(sa.select(start)))[0]
+        clock.now = started
+        await store.db.fetch_one(sa.select(sa.func.pg_sleep(0.2)))
+        await store.operations.release_lease(record.caller_did, record.operation_id, "lease-A")
+        assert (await store.db.fetch_one(sa.select(start)))[0] == started
+
+    claimed, released = await store.events.operation_events(key_of(record))
+    assert released.action == "released"
+    assert released.at >= started + 200 > claimed.at
+
+
+async def test_event_at__never_before_an_event_already_in_the_log(store, clock):
+    """A write whose time was read before another write took effect (it waited for the
+    write lock meanwhile) is stamped no earlier than that write's event, in each log: a
+    timeline rebuilt from the log in its order never runs backwards."""
+    one = await claimed_operation(store)
+    two = await claimed_operation(store, operation_id="op-2", source_id="evt-2")
+    early = clock.now
+    clock.advance(1000)
+    await store.operations.release_lease(one.caller_did, one.operation_id, "lease-A")
+    await pending_watch(store, operation_id="op-3", source_id="evt-3")
+    clock.now = early + 500
+    await store.operations.release_lease(two.caller_did, two.operation_id, "lease-A")
+    await pending_watch(store, operation_id="op-4", source_id="evt-4")
+
+    operations = await log_after(store, None, 10)
+    watches = await store.events.watch_events_after(None, 500)
+    assert len(operations) == 10 and len(watches) == 2
+    for events in (operations, watches):
+        times = [event.at for event in events]
+        assert times == sorted(times)
 
 
 async def test_operation_events__system_writes_have_no_actor(store):
@@ -508,18 +567,124 @@ async def test_watch_events_after__filters_by_status(store, clock):
     assert [(e.action, e.from_status) for e in verified] == [("verified", "pending_verification")]
 
 
-async def test_operation_events_collected__after_older_than_oldest_kept(store, clock):
-    record = await claimed_operation(store)
-    await store.operations.release_lease(record.caller_did, record.operation_id, "lease-A")
-    first, second = await store.events.operation_events(key_of(record))
-    await store.db.write_all(
-        sa.delete(operation_event)
-        .where(operation_event.c.id == position("after", first.sequence)[1])
-        .returning(operation_event.c.id)
+DAY_MS = 24 * 3600 * 1000
+
+
+def sequences(events):
+    return [event.sequence for event in events]
+
+
+async def lifecycles(store, count):
+    """``count`` operations, each claimed then released: two events each, in log order."""
+    for n in range(count):
+        await released(store, f"op-{n}", f"evt-{n}")
+    return await log_after(store, None, 2 * count)
+
+
+async def test_collect_operation_events__a_prefix_by_age_stops_at_the_first_young_event(store):
+    every = await lifecycles(store, 3)
+    ids = [position("after", event.sequence)[1] for event in every]
+    await aged_events(store.db, operation_event, ids[:2] + ids[3:])
+    assert await store.events.count_collectable_operation_events(DAY_MS) == 2
+    assert await store.events.count_collectable_operation_events(3 * DAY_MS) == 0
+
+    assert await store.events.collect_operation_events(DAY_MS, 500) == 2
+    assert await store.events.count_collectable_operation_events(DAY_MS) == 0
+    assert await store.events.collect_operation_events(DAY_MS, 500) == 0
+    assert sequences(await log_after(store, None, 4)) == sequences(every[2:])
+
+
+async def test_collect_operation_events__after_below_what_was_collected_is_events_collected(
+    store,
+):
+    every = await lifecycles(store, 3)
+    await aged_events(
+        store.db, operation_event, [position("after", e.sequence)[1] for e in every[:3]]
+    )
+    assert await store.events.collect_operation_events(DAY_MS, 2) == 2
+    assert await store.events.collect_operation_events(DAY_MS, 2) == 1
+    first_kept = every[3]
+
+    for gone in every[:2]:
+        assert await store.events.operation_events_collected(gone.sequence)
+        with pytest.raises(EventsCollected):
+            await store.events.operation_events_after(gone.sequence, 500)
+    # The last event collected: a reader that saw it missed nothing.
+    for seen in (every[2], first_kept, every[4]):
+        assert not await store.events.operation_events_collected(seen.sequence)
+        start = every.index(seen) + 1
+        read = await store.events.operation_events_after(seen.sequence, 500)
+        assert sequences(read) == sequences(every[start:])
+
+
+async def test_collect_finished_operations__leaves_its_events_readable_by_after(store, clock):
+    done = await committed_operation(store)
+    kept = await claimed_operation(store, operation_id="op-2", source_id="evt-2")
+    every = await log_after(store, None, 4)
+    clock.advance(1)
+
+    collected = await store.retention.collect_finished_operations(
+        clock.now, failed_older_than=clock.now
     )
 
-    assert await store.events.operation_events_collected(first.sequence)
-    assert not await store.events.operation_events_collected(second.sequence)
+    assert collected == 1
+    assert await store.operations.get_operation(done.caller_did, done.operation_id) is None
+    assert [e.action for e in every if e.operation_id == done.operation_id] == await actions(
+        store, done
+    )
+    assert await actions(store, kept) == ["claimed"]
+    assert await store.events.operation_events_after(every[0].sequence, 500) == every[1:]
+    assert not await store.events.operation_events_collected(every[0].sequence)
+
+
+async def test_collect_events__newest_collected_the_head_stays_where_it_was(store):
+    """Collecting every event leaves the log empty, and its head, the newest sequence ever
+    handed out, where it was: a reader that saw the newest event resumes there; before
+    collection a reader sees no head past it."""
+    every = await lifecycles(store, 2)
+    newest = every[-1].sequence
+    assert await store.events.operation_events_head() == newest
+    await aged_events(store.db, operation_event, [position("after", e.sequence)[1] for e in every])
+
+    assert await store.events.collect_operation_events(DAY_MS, 500) == 4
+
+    assert await log_after(store, None, 0) == []
+    assert await store.events.operation_events_head() == newest
+    assert not await store.events.operation_events_collected(newest)
+    assert await store.events.operation_events_after(newest, 500) == []
+    with pytest.raises(EventsCollected):
+        await store.events.operation_events_after(every[-2].sequence, 500)
+    after = await released(store, "op-9", "evt-9")
+    later = await log_after(store, newest, 2)
+    assert [(e.operation_id, e.action) for e in later] == [
+        (after.operation_id, "claimed"),
+        (after.operation_id, "released"),
+    ]
+    assert await store.events.operation_events_head() == later[-1].sequence
+
+
+async def test_collect_watch_events__a_prefix_by_age_with_its_own_frontier(store, clock):
+    for n in range(3):
+        await pending_watch(store, operation_id=f"op-{n}", source_id=f"evt-{n}")
+    every = await store.events.watch_events_after(None, 500)
+    assert len(every) == 3
+    await aged_events(store.db, watch_event, [position("after", e.sequence)[1] for e in every[:2]])
+    assert await store.events.count_collectable_watch_events(DAY_MS) == 2
+
+    assert await store.events.collect_watch_events(DAY_MS, 500) == 2
+
+    assert sequences(await store.events.watch_events_after(None, 500)) == sequences(every[2:])
+    assert await store.events.watch_events_collected(every[0].sequence)
+    assert not await store.events.watch_events_collected(every[1].sequence)
+    assert not await store.events.operation_events_collected(every[0].sequence)
+    assert await store.events.watch_events_head() == every[2].sequence
+
+
+async def test_collect_events__bad_age_or_limit_names_the_field(store):
+    with pytest.raises(InvalidInput, match="olderThanMs"):
+        await store.events.collect_operation_events(-1, 10)
+    with pytest.raises(InvalidInput, match="limit"):
+        await store.events.collect_watch_events(0, 0)
 
 
 # --- commit order ------------------------------------------------------------------------
@@ -704,15 +869,77 @@ async def test_resume_account__spread_operations_resumed(store, clock):
     assert await actions(store, record) == ["claimed", "released", "resumed"]
 
 
-async def test_collect_finished_operations__events_go_with_the_operation(store, clock):
-    done = await committed_operation(store)
-    kept = await claimed_operation(store, operation_id="op-2", source_id="evt-2")
-    clock.advance(1)
+async def test_collect_events__concurrent_writers_collector_and_resuming_reader(store, clock):
+    """Writers append, a collector collects the log's prefix as fast as it can, and a
+    reader resumes with ``after`` page by page, all at once: the reader gets the log in
+    order with no repeat, every event still kept at the end, and never steps silently
+    over a collected one (each position a collection reached lies behind a page the
+    reader read or behind an ``EventsCollected``, after which it starts again from the
+    oldest kept)."""
+    writing = asyncio.Event()
+    rounds = [asyncio.Event()]
+    frontiers: list[str] = []
+    received: list[str] = []
+    restarts: list[int] = []
 
-    collected = await store.retention.collect_finished_operations(
-        clock.now, failed_older_than=clock.now
-    )
+    async def writer(w: int) -> None:
+        for n in range(15):
+            await released(store, f"op-{w}-{n}", f"evt-{w}-{n}")
 
-    assert collected == 1
-    assert await actions(store, done) == []
-    assert await actions(store, kept) == ["claimed"]
+    async def collector() -> None:
+        while writing.is_set():
+            clock.advance(1)
+            await store.events.collect_operation_events(0, 4)
+            row = await store.db.fetch_one(
+                sa.select(event_collected.c.tx, event_collected.c.id).where(
+                    event_collected.c.log == operation_event.name
+                )
+            )
+            if row is not None:
+                frontiers.append(sequence_of(row["tx"], row["id"]))
+            done, rounds[0] = rounds[0], asyncio.Event()
+            done.set()
+            await asyncio.sleep(0)
+        rounds[0].set()
+
+    async def read_on(cursor: str | None, size: int = 500) -> tuple[str | None, int]:
+        try:
+            page = await store.events.operation_events_after(cursor, size)
+        except EventsCollected:
+            restarts.append(len(received))
+            return None, -1
+        received.extend(event.sequence for event in page)
+        return (page[-1].sequence if page else cursor), len(page)
+
+    async def reader() -> str | None:
+        cursor = None
+        while writing.is_set():
+            cursor, _ = await read_on(cursor, 2)
+            # A slow reader: one short page per round of the collector, which passes it.
+            await rounds[0].wait()
+        return cursor
+
+    writing.set()
+    tasks = [asyncio.create_task(collector()), asyncio.create_task(reader())]
+    try:
+        await asyncio.gather(*(writer(w) for w in range(3)))
+    finally:
+        writing.clear()
+    _, cursor = await asyncio.gather(*tasks)
+    for _ in range(int(LOG_WAIT_S / 0.05)):
+        cursor, read = await read_on(cursor)
+        kept = [e.sequence for e in await store.events.operation_events_after(None, 500)]
+        stored = await store.db.fetch_one(sa.select(sa.func.count()).select_from(operation_event))
+        if read == 0 and len(kept) == stored[0]:
+            break
+        await asyncio.sleep(0.05)
+
+    assert received == sorted(set(received)), "in log order, none repeated"
+    assert set(kept) <= set(received), "every kept event read"
+    assert frontiers, "the collector ran"
+    restarted_at = set(restarts)
+    for i in range(1, len(received)):
+        if i in restarted_at:
+            continue
+        stepped_over = [f for f in frontiers if received[i - 1] < f < received[i]]
+        assert not stepped_over, (received[i - 1], received[i], stepped_over)

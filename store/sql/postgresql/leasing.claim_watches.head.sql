@@ -182,13 +182,13 @@ appended_changed AS (
     changed.model AS model,
     changed.account_key AS account_key,
     changed.source_id AS source_id,
-    changed.updated_at AS updated_at,
-    :param_1::VARCHAR AS anon_2,
-    :p_actor::VARCHAR AS anon_3,
+    floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS anon_2,
+    :param_1::VARCHAR AS anon_3,
+    :p_actor::VARCHAR AS anon_4,
     changed.repair_generation AS repair_generation,
     changed.verification_status AS verification_status,
     changed.verification_attempts AS verification_attempts,
-    NULL AS anon_4
+    NULL AS anon_5
   FROM changed
 )
 SELECT changed.owner_did,

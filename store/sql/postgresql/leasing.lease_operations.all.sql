@@ -292,12 +292,12 @@ appended_leased AS (
   SELECT pg_current_xact_id()::text::bigint AS anon_2,
     leased.caller_did AS caller_did,
     leased.operation_id AS operation_id,
-    leased.updated_at AS updated_at,
-    CASE WHEN (leased.prior_token IS NOT NULL AND leased.prior_token != leased.lease_token) THEN :param_9::VARCHAR ELSE :param_10::VARCHAR END AS anon_3,
-    :p_actor::VARCHAR AS anon_4,
+    floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS anon_3,
+    CASE WHEN (leased.prior_token IS NOT NULL AND leased.prior_token != leased.lease_token) THEN :param_9::VARCHAR ELSE :param_10::VARCHAR END AS anon_4,
+    :p_actor::VARCHAR AS anon_5,
     leased.state AS state,
     leased.attempts AS attempts,
-    NULL AS anon_5,
+    NULL AS anon_6,
     NULL AS anon__1,
     NULL AS anon__2
   FROM leased

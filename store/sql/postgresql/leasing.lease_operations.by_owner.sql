@@ -415,12 +415,12 @@ appended_leased AS (
   SELECT pg_current_xact_id()::text::bigint AS anon_6,
     leased.caller_did AS caller_did,
     leased.operation_id AS operation_id,
-    leased.updated_at AS updated_at,
-    CASE WHEN (leased.prior_token IS NOT NULL AND leased.prior_token != leased.lease_token) THEN :param_10::VARCHAR ELSE :param_11::VARCHAR END AS anon_7,
-    :p_actor::VARCHAR AS anon_8,
+    floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS anon_7,
+    CASE WHEN (leased.prior_token IS NOT NULL AND leased.prior_token != leased.lease_token) THEN :param_10::VARCHAR ELSE :param_11::VARCHAR END AS anon_8,
+    :p_actor::VARCHAR AS anon_9,
     leased.state AS state,
     leased.attempts AS attempts,
-    NULL AS anon_9,
+    NULL AS anon_10,
     NULL AS anon__1,
     NULL AS anon__2
   FROM leased

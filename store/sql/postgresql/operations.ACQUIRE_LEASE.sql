@@ -68,7 +68,7 @@ WITH changed AS (
         AND (entity_other.created_at, entity_other.caller_did, entity_other.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
     ))
     AND NOT (EXISTS (
-      SELECT :param_4::INTEGER AS anon_5
+      SELECT :param_4::INTEGER AS anon_6
       FROM kubun_connector_operation AS entity_other
       WHERE entity_other.state = 'attempted'
         AND entity_other.owner_did = kubun_connector_operation.owner_did
@@ -122,12 +122,12 @@ appended_changed AS (
   SELECT pg_current_xact_id()::text::bigint AS anon_1,
     changed.caller_did AS caller_did,
     changed.operation_id AS operation_id,
-    changed.updated_at AS updated_at,
-    CASE WHEN (changed.prior_token IS NOT NULL AND changed.lease_token != changed.prior_token) THEN :param_1::VARCHAR ELSE :param_2::VARCHAR END AS anon_2,
-    :p_actor::VARCHAR AS anon_3,
+    floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS anon_2,
+    CASE WHEN (changed.prior_token IS NOT NULL AND changed.lease_token != changed.prior_token) THEN :param_1::VARCHAR ELSE :param_2::VARCHAR END AS anon_3,
+    :p_actor::VARCHAR AS anon_4,
     changed.state AS state,
     changed.attempts AS attempts,
-    NULL AS anon_4,
+    NULL AS anon_5,
     NULL AS anon__1,
     NULL AS anon__2
   FROM changed

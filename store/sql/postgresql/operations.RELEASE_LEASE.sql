@@ -51,12 +51,12 @@ appended_changed AS (
   SELECT pg_current_xact_id()::text::bigint AS anon_1,
     changed.caller_did AS caller_did,
     changed.operation_id AS operation_id,
-    changed.updated_at AS updated_at,
-    :param_1::VARCHAR AS anon_2,
-    :p_actor::VARCHAR AS anon_3,
+    floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS anon_2,
+    :param_1::VARCHAR AS anon_3,
+    :p_actor::VARCHAR AS anon_4,
     changed.state AS state,
     changed.attempts AS attempts,
-    NULL AS anon_4,
+    NULL AS anon_5,
     NULL AS anon__1,
     NULL AS anon__2
   FROM changed

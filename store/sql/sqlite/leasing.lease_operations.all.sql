@@ -386,6 +386,12 @@ RETURNING caller_did,
   :param_9 + coalesce(length(CAST(caller_did AS BLOB)), :coalesce_26) + coalesce(length(CAST(operation_id AS BLOB)), :coalesce_27) + coalesce(length(CAST(node_key AS BLOB)), :coalesce_28) + coalesce(length(CAST(owner_did AS BLOB)), :coalesce_29) + coalesce(length(CAST(connector_name AS BLOB)), :coalesce_30) + coalesce(length(CAST(model AS BLOB)), :coalesce_31) + coalesce(length(CAST(op AS BLOB)), :coalesce_32) + coalesce(length(CAST(account_key AS BLOB)), :coalesce_33) + coalesce(length(CAST(target AS BLOB)), :coalesce_34) + coalesce(length(CAST(source_id AS BLOB)), :coalesce_35) + coalesce(length(CAST(deterministic_event_id AS BLOB)), :coalesce_36) + coalesce(length(CAST(payload_hash AS BLOB)), :coalesce_37) + coalesce(length(CAST(reissue_intent AS BLOB)), :coalesce_38) + coalesce(length(CAST(provider_etag AS BLOB)), :coalesce_39) + coalesce(length(CAST(document_id AS BLOB)), :coalesce_40) + coalesce(length(CAST(result_entity AS BLOB)), :coalesce_41) + coalesce(length(CAST(state AS BLOB)), :coalesce_42) + coalesce(length(CAST(defer_reason AS BLOB)), :coalesce_43) + coalesce(length(CAST(last_kind AS BLOB)), :coalesce_44) + coalesce(length(CAST(last_error AS BLOB)), :coalesce_45) + coalesce(length(CAST(send_marker AS BLOB)), :coalesce_46) + coalesce(length(CAST(incarnation AS BLOB)), :coalesce_47) + coalesce(length(CAST(lease_token AS BLOB)), :coalesce_48) + coalesce(length(CAST(reissued_from AS BLOB)), :coalesce_49) + coalesce(length(CAST(reissued_as AS BLOB)), :coalesce_50) AS row_bytes;
 
 -- 3. then, once per row the write returned (one executemany): that row's event
--- bound when built: param_1 = 'taken_over', param_2 = 'leased'
+-- bound when built: param_1 = 1, param_2 = 0, param_3 = 'taken_over', param_4 = 'leased'
 INSERT INTO kubun_connector_operation_event (tx, caller_did, operation_id, at, action, actor_did, to_state, attempts, kind, http_status, message)
-VALUES (0, :e_caller_did, :e_operation_id, :e_updated_at, CASE WHEN (:e_prior_token IS NOT NULL AND :e_prior_token != :e_lease_token) THEN :param_1 ELSE :param_2 END, :p_actor, :e_state, :e_attempts, NULL, NULL, NULL);
+VALUES (0, :e_caller_did, :e_operation_id, max(:e_updated_at, coalesce((
+  SELECT newest.at
+  FROM kubun_connector_operation_event AS newest
+  ORDER BY newest.id DESC
+  LIMIT :param_1
+  OFFSET :param_2
+), :e_updated_at)), CASE WHEN (:e_prior_token IS NOT NULL AND :e_prior_token != :e_lease_token) THEN :param_3 ELSE :param_4 END, :p_actor, :e_state, :e_attempts, NULL, NULL, NULL);

@@ -114,6 +114,12 @@ RETURNING caller_did,
   :p_prior_token AS prior_token;
 
 -- 2. then, once per row the write returned (one executemany): that row's event
--- bound when built: param_1 = 'taken_over', param_2 = 'leased'
+-- bound when built: param_1 = 1, param_2 = 0, param_3 = 'taken_over', param_4 = 'leased'
 INSERT INTO kubun_connector_operation_event (tx, caller_did, operation_id, at, action, actor_did, to_state, attempts, kind, http_status, message)
-VALUES (0, :e_caller_did, :e_operation_id, :e_updated_at, CASE WHEN (:e_prior_token IS NOT NULL AND :e_prior_token != :e_lease_token) THEN :param_1 ELSE :param_2 END, :p_actor, :e_state, :e_attempts, NULL, NULL, NULL);
+VALUES (0, :e_caller_did, :e_operation_id, max(:e_updated_at, coalesce((
+  SELECT newest.at
+  FROM kubun_connector_operation_event AS newest
+  ORDER BY newest.id DESC
+  LIMIT :param_1
+  OFFSET :param_2
+), :e_updated_at)), CASE WHEN (:e_prior_token IS NOT NULL AND :e_prior_token != :e_lease_token) THEN :param_3 ELSE :param_4 END, :p_actor, :e_state, :e_attempts, NULL, NULL, NULL);

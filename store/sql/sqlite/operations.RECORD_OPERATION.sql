@@ -57,6 +57,12 @@ RETURNING caller_did,
   reissued_as;
 
 -- 2. then, once per row the write returned (one executemany): that row's event
--- bound when built: action = 'recorded'
+-- bound when built: action = 'recorded', param_1 = 1, param_2 = 0
 INSERT INTO kubun_connector_operation_event (tx, caller_did, operation_id, at, action, actor_did, to_state, attempts, kind, http_status, message)
-VALUES (0, :e_caller_did, :e_operation_id, :e_updated_at, :action, :p_actor, :e_state, :e_attempts, :e_last_kind, :e_last_http_status, :e_last_error);
+VALUES (0, :e_caller_did, :e_operation_id, max(:e_updated_at, coalesce((
+  SELECT newest.at
+  FROM kubun_connector_operation_event AS newest
+  ORDER BY newest.id DESC
+  LIMIT :param_1
+  OFFSET :param_2
+), :e_updated_at)), :action, :p_actor, :e_state, :e_attempts, :e_last_kind, :e_last_http_status, :e_last_error);

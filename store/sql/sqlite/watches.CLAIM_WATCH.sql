@@ -51,6 +51,12 @@ RETURNING owner_did,
   updated_at;
 
 -- 2. then, once per row the write returned (one executemany): that row's event
--- bound when built: action = 'claimed'
+-- bound when built: action = 'claimed', param_1 = 1, param_2 = 0
 INSERT INTO kubun_connector_watch_event (tx, owner_did, connector_name, model, account_key, source_id, at, action, actor_did, generation, to_status, verification_attempts, message)
-VALUES (0, :e_owner_did, :e_connector_name, :e_model, :e_account_key, :e_source_id, :e_updated_at, :action, :p_actor, :e_repair_generation, :e_verification_status, :e_verification_attempts, NULL);
+VALUES (0, :e_owner_did, :e_connector_name, :e_model, :e_account_key, :e_source_id, max(:e_updated_at, coalesce((
+  SELECT newest.at
+  FROM kubun_connector_watch_event AS newest
+  ORDER BY newest.id DESC
+  LIMIT :param_1
+  OFFSET :param_2
+), :e_updated_at)), :action, :p_actor, :e_repair_generation, :e_verification_status, :e_verification_attempts, NULL);

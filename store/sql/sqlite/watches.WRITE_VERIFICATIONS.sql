@@ -56,7 +56,13 @@ RETURNING owner_did,
   updated_at;
 
 -- 2. then, once per row the write returned (one executemany): that row's event
--- bound when built: param_1 = 'verified', param_2 = 'verified', param_3 = 'repair_failed',
---   param_4 = 'repair_failed', param_5 = 'pending'
+-- bound when built: param_1 = 1, param_2 = 0, param_3 = 'verified', param_4 = 'verified',
+--   param_5 = 'repair_failed', param_6 = 'repair_failed', param_7 = 'pending'
 INSERT INTO kubun_connector_watch_event (tx, owner_did, connector_name, model, account_key, source_id, at, action, actor_did, generation, to_status, verification_attempts, message)
-VALUES (0, :e_owner_did, :e_connector_name, :e_model, :e_account_key, :e_source_id, :e_updated_at, CASE WHEN (:e_verification_status = :param_1) THEN :param_2 WHEN (:e_verification_status = :param_3) THEN :param_4 ELSE :param_5 END, :p_actor, :e_repair_generation, :e_verification_status, :e_verification_attempts, :e_last_error);
+VALUES (0, :e_owner_did, :e_connector_name, :e_model, :e_account_key, :e_source_id, max(:e_updated_at, coalesce((
+  SELECT newest.at
+  FROM kubun_connector_watch_event AS newest
+  ORDER BY newest.id DESC
+  LIMIT :param_1
+  OFFSET :param_2
+), :e_updated_at)), CASE WHEN (:e_verification_status = :param_3) THEN :param_4 WHEN (:e_verification_status = :param_5) THEN :param_6 ELSE :param_7 END, :p_actor, :e_repair_generation, :e_verification_status, :e_verification_attempts, :e_last_error);
