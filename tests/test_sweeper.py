@@ -324,5 +324,5 @@ async def test_sweep__collects_both_event_logs_by_age_as_a_prefix_in_batches(
         (watch_event.name, watches[2]),
     ]
     assert sweep_lines(caplog)[-1].endswith(
-        f"{len(operations) - 1} operation events, 3 watch events"
+        f"{len(operations) - 1} operation events, 3 watch events, 0 ended sign-ins"
     )
