@@ -43,7 +43,7 @@ async def main():
     connection = await asyncpg.connect(sys.argv[1])
     ready()
     await connection.fetchval({QUERY!r})
-    done({{"backend": connection.get_server_pid()}})
+    done({{}})
     await connection.close()
 asyncio.run(main())
 """
