@@ -11,20 +11,17 @@ did, on the same two cores.
 
 The spec (JSON): ``scenario`` (a name in ``SCENARIOS``), ``port``, ``count`` (lifecycles, or
 requests for the ``*_time`` scenarios), ``connections`` (the workers, each with its own
-connection), ``batch`` (lifecycles per request, default 1), ``server_pid`` and optionally
-``token`` (sent as ``Authorization: Bearer``). After a warm-up (one call per connection), it
-runs ``count`` lifecycles and prints one JSON line: ``lifecycles``, ``per_s``,
-``requests_per_lifecycle``, and the CPU (user + system) per lifecycle in ms of this process
-(``client_cpu_ms``, from ``time.process_time``) and of the server's process tree
-(``server_cpu_ms``, from ``/proc``, so ``serve --workers N`` counts its workers), both over
-the timed interval only.
+connection), ``batch`` (lifecycles per request, default 1) and optionally ``token`` (sent as
+``Authorization: Bearer``). It is a measured child of ``benchmarks.cpu``: after a warm-up
+(one call per connection) it says it is ready, and when told to go runs ``count``
+lifecycles and prints one JSON line, ``lifecycles``, ``per_s`` and
+``requests_per_lifecycle``; the CPU of its window (its own, the server's, PostgreSQL's) is
+counted by whoever runs it (``benchmarks.side_by_side``).
 """
 
 import asyncio
-import contextlib
 import itertools
 import json
-import os
 import secrets
 import sys
 import time
@@ -35,6 +32,8 @@ from typing import Any
 
 import orjson
 import uvloop
+
+from benchmarks.cpu import done, ready
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER_DOCUMENT = (ROOT / "graphql" / "operations" / "worker.graphql").read_text()
@@ -369,33 +368,6 @@ SCENARIOS: dict[str, Callable[[dict[str, Any]], Scenario]] = {
 }
 
 
-def tree_cpu_s(pid: int) -> float:
-    """CPU seconds of ``pid`` and its descendants: each thread's run time in
-    ``/proc/<pid>/task/<tid>/schedstat`` (ns; what ``utime + stime`` of ``/proc/<pid>/stat``
-    counts, there in 10 ms ticks, too coarse for a short row)."""
-    parents: dict[int, int] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_bytes()
-        except OSError:
-            continue
-        parents[int(entry.name)] = int(stat[stat.rindex(b")") + 2 :].split()[1])
-    tree, frontier = {pid}, [pid]
-    while frontier:
-        parent = frontier.pop()
-        children = [child for child, of in parents.items() if of == parent]
-        tree.update(children)
-        frontier += children
-    nanoseconds = 0
-    for process in tree:
-        with contextlib.suppress(OSError):
-            for task in os.scandir(f"/proc/{process}/task"):
-                nanoseconds += int(Path(task.path, "schedstat").read_bytes().split()[0])
-    return nanoseconds / 1e9
-
-
 async def drive(scenario: Scenario, connections: list[Connection], count: int, batch: int) -> int:
     """``count`` lifecycles over the connections, each call taking up to ``batch``; returns
     how many ran."""
@@ -417,7 +389,9 @@ async def drive(scenario: Scenario, connections: list[Connection], count: int, b
     return sum(await asyncio.gather(*(worker(connection) for connection in connections)))
 
 
-async def measure(spec: dict[str, Any]) -> dict[str, float]:
+async def measure(spec: dict[str, Any]) -> None:
+    """Runs ``spec`` as a measured child (``benchmarks.cpu``): connects and warms up, then
+    times ``count`` lifecycles in the window it is given and prints its result."""
     scenario = SCENARIOS[spec["scenario"]](spec)
     batch = spec.get("batch", 1)
     connections = [
@@ -429,25 +403,21 @@ async def measure(spec: dict[str, Any]) -> dict[str, float]:
         await asyncio.gather(*(scenario(connection, 1) for connection in connections))
         for connection in connections:
             connection.requests = 0
-        # Reading /proc costs this process CPU: both reads stay outside its own interval.
-        server_cpu = tree_cpu_s(spec["server_pid"])
-        client_cpu = time.process_time()
+        ready()
         started = time.perf_counter()
         lifecycles = await drive(scenario, connections, spec["count"], batch)
         seconds = time.perf_counter() - started
-        client_cpu = time.process_time() - client_cpu
-        server_cpu = tree_cpu_s(spec["server_pid"]) - server_cpu
+        done(
+            {
+                "lifecycles": lifecycles,
+                "per_s": lifecycles / seconds,
+                "requests_per_lifecycle": sum(c.requests for c in connections) / lifecycles,
+            }
+        )
     finally:
         for connection in connections:
             connection.close()
-    return {
-        "lifecycles": lifecycles,
-        "per_s": lifecycles / seconds,
-        "requests_per_lifecycle": sum(c.requests for c in connections) / lifecycles,
-        "client_cpu_ms": client_cpu * 1000 / lifecycles,
-        "server_cpu_ms": server_cpu * 1000 / lifecycles,
-    }
 
 
 if __name__ == "__main__":
-    print(json.dumps(uvloop.run(measure(json.loads(sys.argv[1])))))
+    uvloop.run(measure(json.loads(sys.argv[1])))

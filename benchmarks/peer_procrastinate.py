@@ -3,25 +3,28 @@ no-op task and concurrency 16 runs them all.
 
     .venv/bin/python -m benchmarks.peer_procrastinate <conninfo> <jobs> <concurrency>
 
-Prints one JSON line: jobs per second for the whole job (defer, then fetch, run and finish:
-the counterpart of our claim → markSendStarted → finalize) and for each half, and this
-process's CPU (user + system) per job over both halves. The schema is
-applied to the database given if it is not there yet (make bench creates the database and
-drops it after). procrastinate is in the ``bench`` extra (``pip install -e '.[dev,bench]'``).
+A measured child of ``benchmarks.cpu``: after the warm-up it says it is ready, and when told
+to go runs both halves and prints one JSON line: jobs per second for the whole job (defer,
+then fetch, run and finish: the counterpart of our claim → markSendStarted → finalize) and
+for each half. The CPU of its window (its own and PostgreSQL's) is counted by whoever runs
+it (``benchmarks.side_by_side``). The schema is applied to the database given if it is not
+there yet (make bench creates the database and drops it after). procrastinate is in the
+``bench`` extra (``pip install -e '.[dev,bench]'``).
 """
 
 import asyncio
-import json
 import logging
 import sys
 import time
 
 import procrastinate
 
+from benchmarks import cpu
+
 QUEUE = "bench"
 
 
-async def main(conninfo: str, jobs: int, concurrency: int) -> dict[str, float]:
+async def main(conninfo: str, jobs: int, concurrency: int) -> None:
     app = procrastinate.App(
         connector=procrastinate.PsycopgConnector(
             conninfo=conninfo, min_size=concurrency, max_size=concurrency
@@ -64,23 +67,23 @@ async def main(conninfo: str, jobs: int, concurrency: int) -> dict[str, float]:
         await work()
         done = 0
 
-        cpu = time.process_time()
+        cpu.ready()
         t0 = time.perf_counter()
         await defer_all(jobs)
         t1 = time.perf_counter()
         await work()
         t2 = time.perf_counter()
-        cpu = time.process_time() - cpu
-    if done != jobs:
-        raise SystemExit(f"ran {done} of {jobs} jobs")
-    return {
-        "jobs": jobs,
-        "concurrency": concurrency,
-        "jobs_per_s": jobs / (t2 - t0),
-        "defer_per_s": jobs / (t1 - t0),
-        "work_per_s": jobs / (t2 - t1),
-        "cpu_ms_per_job": cpu * 1000 / jobs,
-    }
+        if done != jobs:
+            raise SystemExit(f"ran {done} of {jobs} jobs")
+        cpu.done(
+            {
+                "jobs": jobs,
+                "concurrency": concurrency,
+                "jobs_per_s": jobs / (t2 - t0),
+                "defer_per_s": jobs / (t1 - t0),
+                "work_per_s": jobs / (t2 - t1),
+            }
+        )
 
 
 if __name__ == "__main__":
@@ -88,4 +91,4 @@ if __name__ == "__main__":
     # Its note that the app lives in __main__ (fine for a one-file benchmark).
     logging.getLogger("procrastinate.blueprints").setLevel(logging.ERROR)
     conninfo, jobs, concurrency = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    print(json.dumps(asyncio.run(main(conninfo, jobs, concurrency))))
+    asyncio.run(main(conninfo, jobs, concurrency))

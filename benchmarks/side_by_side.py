@@ -5,12 +5,14 @@
 Rows (lifecycles/s = claim → markSendStarted → finalize, each on a fresh operation id):
 the store's recorded statements on raw asyncpg (pool, prepared statements) and our store
 in process on PostgreSQL, 1 and 16 tasks; the same on raw ``sqlite3`` (WAL) and our store
-on SQLite. Over HTTP, 16 workers driven by ``benchmarks/load.py`` in a process of its own
-(its CPU and the server's reported per lifecycle): our server at batch 1 beside pg-boss at
-batch 1 and a minimal Starlette + asyncpg service (``benchmarks/floor_service.py``); our
-server at batch 50 (claiming, and leasing) beside pg-boss at batch 50; procrastinate;
-``{ serverTime }`` beside stock Strawberry (``benchmarks/stock_strawberry.py``) and a plain
-Starlette endpoint. Rounds interleave every row; each number is the median over rounds. Then
+on SQLite. Over HTTP, 16 workers driven by ``benchmarks/load.py`` in a process of its own:
+our server at batch 1 beside pg-boss at batch 1 and a minimal Starlette + asyncpg service
+(``benchmarks/floor_service.py``); our server at batch 50 (claiming, and leasing) beside
+pg-boss at batch 50; procrastinate; ``{ serverTime }`` beside stock Strawberry
+(``benchmarks/stock_strawberry.py``) and a plain Starlette endpoint. Each of those rows,
+peers included, reports the CPU per lifecycle of the server, of the PostgreSQL backends
+serving it and of the client (``benchmarks/cpu.py``), and ours beside pg-boss's against the
+targets (``CPU_PEERS``). Rounds interleave every row; each number is the median over rounds. Then
 ``dueOperations``/``dueWatches``/``operations(filter)``/``leaseOperations`` latency at 10k
 and 100k operations (1M with ``--million``), and the server's peak RSS.
 """
@@ -38,6 +40,7 @@ import httpx
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+from benchmarks.cpu import Backends, measured
 from benchmarks.load import LEASE_MS, OWNERS, claim_input
 from benchmarks.seed import seed_statements
 from benchmarks.template import dumps, groups, record, recording_ids, values_for
@@ -229,23 +232,38 @@ def memory_mib(pid: int) -> dict[str, float]:
     return fields
 
 
-async def load(spec: dict[str, Any]) -> dict[str, float]:
+CPU_GROUPS = ("server", "postgres", "client")
+"""The groups of processes whose CPU each measured row reports (``benchmarks.cpu.measured``)."""
+
+
+def cpu_per_item(spent: dict[str, dict[str, float]], items: float) -> dict[str, float]:
+    """A window's CPU (``benchmarks.cpu.Window.close``) in ms per lifecycle (job, request):
+    ``server_cpu_ms``, ``postgres_cpu_ms`` and ``client_cpu_ms``, each only if the window
+    counted a process of it (a peer has no server; PostgreSQL's backends are counted only
+    when they are processes here), with ``postgres_backends``, how many backends it
+    counted; ``outside_cpu_ms``, all but PostgreSQL's; ``all_cpu_ms``, all."""
+    measures = {
+        f"{group}_cpu_ms": spent[group]["cpu_ms"] / items
+        for group in CPU_GROUPS
+        if group in spent and spent[group]["processes"]
+    }
+    measures["outside_cpu_ms"] = measures.get("server_cpu_ms", 0) + measures["client_cpu_ms"]
+    measures["all_cpu_ms"] = measures["outside_cpu_ms"] + measures.get("postgres_cpu_ms", 0)
+    if "postgres" in spent:
+        measures["postgres_backends"] = spent["postgres"]["processes"]
+    return measures
+
+
+async def load(
+    spec: dict[str, Any], server_pid: int, backends: Backends | None
+) -> dict[str, float]:
     """One HTTP row: ``benchmarks.load`` in a child process with ``spec`` (16 connections
-    unless it says otherwise); its JSON line (lifecycles/s, requests and both CPUs per
-    lifecycle)."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "benchmarks.load",
-        json.dumps({"connections": TASKS} | spec),
-        cwd=ROOT,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    out, _ = await process.communicate()
-    if process.returncode != 0:
-        raise SystemExit(f"the load of {spec['scenario']} failed with {process.returncode}")
-    result: dict[str, float] = json.loads(out.decode().strip().splitlines()[-1])
-    return result
+    unless it says otherwise) against the server ``server_pid``; its JSON line
+    (lifecycles/s, requests per lifecycle) and ``cpu_per_item`` of its window (the server's
+    process tree, its PostgreSQL backends, the load generator)."""
+    command = [sys.executable, "-m", "benchmarks.load", json.dumps({"connections": TASKS} | spec)]
+    result, spent = await measured(command, [server_pid], backends)
+    return result | cpu_per_item(spent, result["lifecycles"])
 
 
 def worker_token(command: list[str], env: dict[str, str]) -> str:
@@ -266,19 +284,13 @@ def worker_token(command: list[str], env: dict[str, str]) -> str:
 # --- peers ----------------------------------------------------------------------------------
 
 
-async def peer_rate(command: list[str]) -> dict[str, float]:
+async def peer_rate(command: list[str], backends: Backends | None) -> dict[str, float]:
     """A peer's benchmark in a child process (``command`` ends with the job count and the
-    concurrency, and for pg-boss the batch size); it prints one JSON line with
-    ``jobs_per_s`` and ``cpu_ms_per_job`` (its own process's CPU): enqueue, then fetch, run
-    and complete, N jobs, 16 at a time."""
-    process = await asyncio.create_subprocess_exec(
-        *command, cwd=ROOT, stdout=asyncio.subprocess.PIPE
-    )
-    out, _ = await process.communicate()
-    if process.returncode != 0:
-        raise SystemExit(f"{command[:2]} failed with {process.returncode}")
-    result = json.loads(out.decode().strip().splitlines()[-1])
-    return {"per_s": float(result["jobs_per_s"]), "server_cpu_ms": result["cpu_ms_per_job"]}
+    concurrency, and for pg-boss the batch size): enqueue, then fetch, run and complete, N
+    jobs, 16 at a time. Its ``jobs_per_s`` and ``cpu_per_item`` of its window (its own
+    process, as the client, and its PostgreSQL backends)."""
+    result, spent = await measured(command, [], backends)
+    return {"per_s": float(result["jobs_per_s"])} | cpu_per_item(spent, result["jobs"])
 
 
 def pgboss_command(dsn: str, count: int, batch: int) -> list[str]:
@@ -382,7 +394,9 @@ async def queries_at_size(url: str, sizes: list[int]) -> list[dict[str, float]]:
     return results
 
 
-async def soak_server(spec: dict[str, Any], pid: int, minutes: float) -> list[dict[str, float]]:
+async def soak_server(
+    spec: dict[str, Any], pid: int, backends: Backends | None, minutes: float
+) -> list[dict[str, float]]:
     """The HTTP lifecycle load of ``spec`` (16 workers) on the server for ``minutes``, in
     batches of about 30 s: after each batch, the elapsed minutes, the batch's lifecycles/s
     and the server's VmRSS/VmHWM (MiB)."""
@@ -390,7 +404,7 @@ async def soak_server(spec: dict[str, Any], pid: int, minutes: float) -> list[di
     samples = []
     batch = 300
     while time.monotonic() - started < minutes * 60:
-        per_s = (await load(spec | {"count": batch}))["per_s"]
+        per_s = (await load(spec | {"count": batch}, pid, backends))["per_s"]
         batch = max(50, int(per_s * 30))
         sample = {"minutes": (time.monotonic() - started) / 60, "per_s": per_s}
         samples.append(sample | memory_mib(pid))
@@ -454,6 +468,10 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         procrastinate_name, procrastinate_dsn = await create_database(admin_url)
         names.append(procrastinate_name)
 
+        # PostgreSQL's backends serving each measured row, when they are processes here.
+        backends = await Backends.connect(admin_url)
+        if backends is not None:
+            closers.append(backends.close)
         pg_steps = await record_steps(pg_url)
         sqlite_steps = await record_steps(sqlite_url)
         template = folder / "steps.json"
@@ -511,10 +529,18 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             return {"per_s": per_s}
 
         count, batch_count = args.lifecycles, args.lifecycles * BATCH_JOBS
-        ours = {"port": SERVER_PORT, "server_pid": server.pid, "token": token}
+        ours = {"port": SERVER_PORT, "token": token}
 
-        async def ours_batch(scenario: str) -> dict[str, float]:
-            return await load(ours | {"scenario": scenario, "count": batch_count, "batch": BATCH})
+        def http(
+            spec: dict[str, Any], on: subprocess.Popen[bytes]
+        ) -> Callable[[], Awaitable[dict[str, float]]]:
+            return lambda: load(spec, on.pid, backends)
+
+        def peer(command: list[str]) -> Callable[[], Awaitable[dict[str, float]]]:
+            return lambda: peer_rate(command, backends)
+
+        def ours_batch(scenario: str) -> Callable[[], Awaitable[dict[str, float]]]:
+            return http(ours | {"scenario": scenario, "count": batch_count, "batch": BATCH}, server)
 
         lifecycle_spec = ours | {"scenario": "lifecycle", "count": count}
         rows: dict[str, Callable[[], Awaitable[dict[str, float]]]] = {
@@ -537,25 +563,24 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             "store_sqlite_16_nolog": lambda: unlogged(
                 lambda: rate(store_run(sqlite_store, "nsq"), count, TASKS)
             ),
-            "pgboss_1": lambda: peer_rate(pgboss_command(pgboss_dsn, count, 1)),
-            "server_http_1": lambda: load(lifecycle_spec),
-            "floor_http_1": lambda: load(
-                {"scenario": "floor_lifecycle", "port": FLOOR_PORT, "server_pid": floor.pid}
-                | {"count": count, "steps": len(pg_steps)}
+            "pgboss_1": peer(pgboss_command(pgboss_dsn, count, 1)),
+            "server_http_1": http(lifecycle_spec, server),
+            "floor_http_1": http(
+                {"scenario": "floor_lifecycle", "port": FLOOR_PORT}
+                | {"count": count, "steps": len(pg_steps)},
+                floor,
             ),
-            "pgboss_50": lambda: peer_rate(pgboss_command(pgboss_dsn, batch_count, BATCH)),
-            "server_http_50": lambda: ours_batch("claimed_batch"),
-            "server_lease_50": lambda: ours_batch("leased_batch"),
-            "procrastinate_16": lambda: peer_rate(procrastinate_command(procrastinate_dsn, count)),
-            "plain_time_16": lambda: load(
-                {"scenario": "plain_time", "port": FLOOR_PORT, "server_pid": floor.pid}
-                | {"count": count * 5}
+            "pgboss_50": peer(pgboss_command(pgboss_dsn, batch_count, BATCH)),
+            "server_http_50": ours_batch("claimed_batch"),
+            "server_lease_50": ours_batch("leased_batch"),
+            "procrastinate_16": peer(procrastinate_command(procrastinate_dsn, count)),
+            "plain_time_16": http(
+                {"scenario": "plain_time", "port": FLOOR_PORT, "count": count * 5}, floor
             ),
-            "stock_time_16": lambda: load(
-                {"scenario": "server_time", "port": STOCK_PORT, "server_pid": stock.pid}
-                | {"count": count * 5}
+            "stock_time_16": http(
+                {"scenario": "server_time", "port": STOCK_PORT, "count": count * 5}, stock
             ),
-            "server_time_16": lambda: load(ours | {"scenario": "server_time", "count": count * 5}),
+            "server_time_16": http(ours | {"scenario": "server_time", "count": count * 5}, server),
         }
         chosen = args.rows or list(rows)
         measured: dict[str, list[dict[str, float]]] = {key: [] for key in chosen}
@@ -567,7 +592,7 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             print(f"round {round_number + 1}: {json.dumps(measured)}", file=sys.stderr)
         soak = []
         if args.minutes:
-            soak = await soak_server(lifecycle_spec, server.pid, args.minutes)
+            soak = await soak_server(lifecycle_spec, server.pid, backends, args.minutes)
         for close in reversed(closers):
             await close()
         closers.clear()
@@ -703,8 +728,67 @@ EXTRA_RATIOS = [
 ]
 
 
+CPU_PEERS = [
+    ("at batch 1", "server_http_1", "pgboss_1", {"postgres": 1.5, "server": 2.5}),
+    (
+        f"at batch {BATCH}, claiming",
+        "server_http_50",
+        "pgboss_50",
+        {"postgres": 0.25, "server": 0.25},
+    ),
+    (
+        f"at batch {BATCH}, leasing",
+        "server_lease_50",
+        "pgboss_50",
+        {"postgres": 0.25, "server": 0.25},
+    ),
+]
+"""Our HTTP rows beside pg-boss's, and the targets of their CPU per lifecycle in ms
+(PostgreSQL's: issue 38; the server's: issue 41)."""
+CPU_MEASURES = [
+    ("postgres", "PostgreSQL's backends"),
+    ("server", "the server"),
+    ("outside", "outside PostgreSQL (ours: server + load generator; pg-boss: its process)"),
+    ("all", "all (server, PostgreSQL, client)"),
+]
+
+
 def cell(measure: dict[str, float], field: str, form: str) -> str:
     return format(measure[field], form) if field in measure else ""
+
+
+def cpu_report(medians: dict[str, dict[str, float]]) -> list[str]:
+    """The report's lines on CPU: ours beside pg-boss and the targets (``CPU_PEERS``), per
+    lifecycle (pg-boss: per job), and each HTTP row's load generator over its server."""
+    lines = [
+        "",
+        "CPU ms per lifecycle (pg-boss: per job), ours beside pg-boss in the same run, and the"
+        " targets (PostgreSQL: issue 38; the server: issue 41):",
+        "",
+        "| CPU of | ours | pg-boss | ours ÷ pg-boss | target | held |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for measure, whose in CPU_MEASURES:
+        for label, key, peer, targets in CPU_PEERS:
+            field = f"{measure}_cpu_ms"
+            if key not in medians or field not in medians[key]:
+                continue
+            ours = medians[key][field]
+            theirs = medians.get(peer, {}).get(field)
+            target = targets.get(measure)
+            lines.append(
+                f"| {whose}, {label} | {ours:.3f}"
+                + (f" | {theirs:.3f} | {ours / theirs:.2f}" if theirs else " | | ")
+                + (f" | ≤ {target} | {'yes' if ours <= target else 'no'} |" if target else " | | |")
+            )
+    shares = [
+        f"{key} {measure['client_cpu_ms'] / measure['server_cpu_ms']:.2f}"
+        for key, measure in medians.items()
+        if measure.get("server_cpu_ms")
+    ]
+    if shares:
+        lines += ["", "The load generator's CPU ÷ the server's, per HTTP row: " + ", ".join(shares)]
+    return lines
 
 
 def sized_report(sizes: list[dict[str, float]]) -> list[str]:
@@ -749,12 +833,14 @@ def report(results: dict[str, Any], args: argparse.Namespace, elapsed: float) ->
         f" ({args.lifecycles * BATCH_JOBS} at batch {BATCH}), median of {args.rounds}"
         f" interleaved rounds, {elapsed:.0f} s in all",
         "",
-        "CPU: user + system ms per lifecycle (per job, per request) over the timed interval;"
-        " server: our server's (or the HTTP peer's) process tree, or a peer's own process;"
-        " load: the load generator's process.",
+        "CPU: user + system ms per lifecycle (per job, per request) over the timed window"
+        " (benchmarks/cpu.py); server: the HTTP server's process tree; PostgreSQL: the"
+        " backends connected from the server or the client; client: the load generator's"
+        " process, or a peer's own (the library with its workers).",
         "",
-        "| row | per second | ratio | to | server CPU ms | load CPU ms | requests |",
-        "| --- | ---: | ---: | --- | ---: | ---: | ---: |",
+        "| row | per second | ratio | to | server CPU ms | PostgreSQL CPU ms | client CPU ms"
+        " | requests |",
+        "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
     ]
     for key, title, to in RATIOS:
         if key not in medians:
@@ -768,13 +854,14 @@ def report(results: dict[str, Any], args: argparse.Namespace, elapsed: float) ->
             ratio = f"{measure['per_s'] / medians[to]['per_s']:.2f}"
         lines.append(
             f"| {title} | {measure['per_s']:.0f} | {ratio} | {to}"
-            f" | {cell(measure, 'server_cpu_ms', '.3f')} | {cell(measure, 'client_cpu_ms', '.3f')}"
-            f" | {cell(measure, 'requests_per_lifecycle', '.2f')} |"
+            + "".join(f" | {cell(measure, f'{group}_cpu_ms', '.3f')}" for group in CPU_GROUPS)
+            + f" | {cell(measure, 'requests_per_lifecycle', '.2f')} |"
         )
     for title, key, to in EXTRA_RATIOS:
         if key in medians and to in medians:
             ratio = medians[key]["per_s"] / medians[to]["per_s"]
-            lines.append(f"| {title} | | {ratio:.2f} | {to} | | | |")
+            lines.append(f"| {title} | | {ratio:.2f} | {to} | | | | |")
+    lines += cpu_report(medians)
     sizes = results["sizes"]
     if sizes:
         lines += sized_report(sizes)

@@ -4,11 +4,17 @@
 //
 //   node pgboss.mjs <connection string> <jobs> <concurrency> [<batch size, default 1>]
 //
-// Prints one JSON line: jobs per second for the whole job (enqueue, fetch, complete: the
-// counterpart of our claim → markSendStarted → finalize) and for each half, and this
-// process's CPU (user + system) per job over both halves. pg-boss creates its schema in
-// the database given (make bench creates it and drops it after).
+// A measured child of benchmarks/cpu.py, keeping its protocol: after the warm-up it prints
+// `ready` and waits for a line on stdin; then it runs both halves and prints one JSON line,
+// jobs per second for the whole job (enqueue, fetch, complete: the counterpart of our claim →
+// markSendStarted → finalize) and for each half; then it holds its connections until its
+// stdin closes. The CPU of that window (this process's and PostgreSQL's) is counted by
+// whoever runs it (benchmarks/side_by_side.py). pg-boss creates its schema in the database
+// given (make bench creates it and drops it after).
+import { createInterface } from "node:readline";
 import { PgBoss } from "pg-boss";
+
+const stdin = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 
 const [url, jobsArg, concurrencyArg, batchArg = "1"] = process.argv.slice(2);
 const jobs = Number(jobsArg);
@@ -66,14 +72,13 @@ await enqueue(5);
 await drain();
 completed = 0;
 
-const cpu = process.cpuUsage();
+console.log("ready");
+await stdin.next();
 const t0 = performance.now();
 await enqueue(jobs);
 const t1 = performance.now();
 await drain();
 const t2 = performance.now();
-const used = process.cpuUsage(cpu);
-await boss.stop({ graceful: false, close: true });
 if (completed !== jobs) throw new Error(`completed ${completed} of ${jobs}`);
 console.log(
   JSON.stringify({
@@ -83,6 +88,7 @@ console.log(
     jobs_per_s: (jobs * 1000) / (t2 - t0),
     send_per_s: (jobs * 1000) / (t1 - t0),
     fetch_complete_per_s: (jobs * 1000) / (t2 - t1),
-    cpu_ms_per_job: (used.user + used.system) / 1000 / jobs,
   }),
 );
+while (!(await stdin.next()).done);
+await boss.stop({ graceful: false, close: true });
