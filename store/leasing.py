@@ -33,7 +33,7 @@ from store.events import (
     current_actor_value,
     run_logged,
 )
-from store.items import operation_keys
+from store.items import keys_in, operation_keys
 from store.operations import (
     NOW,
     ROW_BYTES,
@@ -126,12 +126,6 @@ def _duration(field: str, value: Any) -> int:
 
 def _batch(value: Any) -> int:
     return check.count("limit", value, minimum=1, maximum=MAX_BATCH)
-
-
-def _in_keys(keys: Sequence[tuple[str, str]]) -> sa.ColumnElement[bool]:
-    return sa.tuple_(op.c.caller_did, op.c.operation_id).in_(
-        [sa.tuple_(caller, operation) for caller, operation in keys]
-    )
 
 
 @dataclass
@@ -408,7 +402,11 @@ class LeasingStore:
         now = self._ctx.clock()
         update = (
             sa.update(op)
-            .where(_in_keys(wanted), held_by(token), op.c.lease_expires_at >= now)
+            .where(
+                keys_in(op, wanted, self._db.is_postgres),
+                held_by(token),
+                op.c.lease_expires_at >= now,
+            )
             .values(lease_expires_at=now + duration, updated_at=now)
             .returning(op, ROW_BYTES.label(SIZE))
         )
@@ -432,7 +430,7 @@ class LeasingStore:
         now = self._ctx.clock()
         update = (
             sa.update(op)
-            .where(_in_keys(wanted), releasable_by(token))
+            .where(keys_in(op, wanted, self._db.is_postgres), releasable_by(token))
             .values(lease_token=None, lease_expires_at=None, updated_at=now)
             .returning(op, ROW_BYTES.label(SIZE))
         )
