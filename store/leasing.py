@@ -90,6 +90,10 @@ HEAD_ROUNDS = 3
 leased none (peers' statements held them all): each is a new snapshot, which counts the
 leases peers have committed since."""
 
+HEAD_SKIPS = 31
+"""How many calls after a head that held too few owners skip the head (``LeasingStore``):
+the head is read again after them, in case the backlog that filled it is gone."""
+
 Filters = tuple[Any, list[str] | None, Any]
 """``lease_operations``' connector, account keys and caller (each None: any; the connector
 and the caller a value or a ``param``)."""
@@ -167,6 +171,11 @@ class LeasingStore:
         """How many owners had attempted operations at the last ``lease_operations``
         statement (PostgreSQL): the next one's walk depth is chosen from it, so the depth is
         a constant the planner sees (``_ranked_by_owner``)."""
+        self._head_skips = 0
+        """How many more calls go straight to the ``BY_OWNER`` walk (PostgreSQL): set to
+        ``HEAD_SKIPS`` when the head of the due order held too few owners (a blocked
+        account's backlog due first fills it), so such a backlog costs the head's read once
+        in ``HEAD_SKIPS + 1`` calls, not every call."""
 
     async def lease_operations(
         self,
@@ -202,7 +211,8 @@ class LeasingStore:
 
         On PostgreSQL each round is one statement, no transaction around it. When the
         owners with attempted operations that the last ``BY_OWNER`` walk counted (the first
-        call counts them first) are at least ``limit``, it first reads the head of the due
+        call counts them first) are at least ``limit``, and no head of the last
+        ``HEAD_SKIPS`` calls held too few owners, it first reads the head of the due
         order (``_ranked_head``: ``HEAD_ROWS`` times ``limit`` rows) and, when the head
         holds ``limit`` owners of which ``limit`` have room in their accounts' caps, leases
         each owner's first in due order; a call that leases some so is done (fewer than
@@ -266,7 +276,9 @@ class LeasingStore:
         if self._owners is None:
             counted = await self._db.fetch_one(_count_owners())
             self._owners = int(counted["n"]) if counted else 0
-        if self._owners >= size:
+        if self._head_skips:
+            self._head_skips -= 1
+        elif self._owners >= size:
             for _ in range(HEAD_ROUNDS):
                 firsts, _ = await self._lease(now, lease, size, where, HEAD, HEAD_ROWS * size)
                 if lease.leased:
@@ -274,6 +286,7 @@ class LeasingStore:
                     # round would rank this call's owners without what it just leased.
                     return lease.in_fair_order()
                 if not firsts:
+                    self._head_skips = HEAD_SKIPS
                     break
         depth = max(1, -(-2 * size // max(self._owners, 1)))
         owners, stale = await self._lease(now, lease, size, where, BY_OWNER, depth)
