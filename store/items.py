@@ -10,7 +10,10 @@ from typing import Any, Protocol, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
 
 from store import validation as check
 from store.errors import InvalidInput
@@ -26,6 +29,50 @@ class Inputs(Protocol):
     (``item_rows``), or checked values; the guarded writes are functions of them."""
 
     def __getitem__(self, name: str, /) -> Any: ...
+
+
+class unindexed(FunctionElement[Any]):
+    """``column`` where no index may serve its comparison: ``+column`` on SQLite, the column
+    itself elsewhere. For a guard column of a statement that finds its rows by a batch's
+    keys (``UPDATE … FROM`` the items): SQLite, knowing no sizes, may otherwise read the
+    table through an index on the guard (``state = 'attempted'``: every live row) and scan
+    the items once per row found, a cost that grows with the table; so its only index left
+    is the key's, one probe per item (``tests/store/test_batches.py``)."""
+
+    inherit_cache = True
+    name = "unindexed"
+
+    def __init__(self, column: sa.ColumnElement[Any]) -> None:
+        super().__init__(column)
+        self.type = column.type
+
+
+@compiles(unindexed)
+def _unindexed(element: unindexed, compiler: SQLCompiler, **kw: Any) -> str:
+    return compiler.process(element.clauses, **kw)
+
+
+@compiles(unindexed, "sqlite")
+def _unindexed_sqlite(element: unindexed, compiler: SQLCompiler, **kw: Any) -> str:
+    return "+" + compiler.process(element.clauses, **kw)
+
+
+def keys_in(
+    table: sa.FromClause, keys: Sequence[tuple[str, str]], is_postgres: bool
+) -> sa.ColumnElement[bool]:
+    """``table``'s operation key ``(caller_did, operation_id)`` is one of ``keys``: on
+    PostgreSQL an ``IN`` list of pairs, on SQLite an ``IN`` over one JSON array of them
+    (``json_each``), which SQLite answers with one probe of the primary key per pair where it
+    scans the whole table for a list of pairs (``tests/store/test_leasing.py``)."""
+    key = sa.tuple_(table.c.caller_did, table.c.operation_id)
+    if is_postgres:
+        return key.in_([sa.tuple_(caller, operation) for caller, operation in keys])
+    each = sa.func.json_each(sa.literal(json.dumps(list(keys)), sa.Text)).table_valued("value")
+    parts = [
+        sa.func.json_extract(each.c.value, sa.literal_column(f"'$[{index}]'"), type_=sa.Text)
+        for index in (0, 1)
+    ]
+    return key.in_(sa.select(*parts).select_from(each))
 
 
 _Item = TypeVar("_Item")

@@ -20,6 +20,9 @@ operation table's ``c`` collection, or the parameters of a claim's new row).
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
 
 from store.records import ATTEMPTED, WATCH_IDENTITY
 from store.tables import account, paused_connector
@@ -27,6 +30,10 @@ from store.tables import operation as op
 
 ORDER_COLUMNS = ("created_at", "caller_did", "operation_id")
 """The claim order of operations (``listTrackedOperations``): which of an entity's is oldest."""
+
+ENTITY_ORDER = (*WATCH_IDENTITY, *ORDER_COLUMNS)
+"""The columns of the entity index (``kubun_connector_operation_entity_idx``), in order: the
+entity, then the claim order."""
 
 
 def live(table: Any = op) -> sa.ColumnElement[bool]:
@@ -134,14 +141,76 @@ def entity_taken(subject: Any, now: Any, key: tuple[Any, Any] | None) -> sa.Colu
     return probe(other, *conditions, live_lease(now, other))
 
 
+ENTITY_ORDER = (*WATCH_IDENTITY, *ORDER_COLUMNS)
+"""The columns of the entity index (``kubun_connector_operation_entity_idx``), in order: the
+entity, then the claim order."""
+
+
 def older_in_entity(subject: Any, key: tuple[Any, Any] | None) -> sa.ColumnElement[bool]:
     """``subject`` is not the oldest attempted operation of its entity (by claim order); for
-    a row not yet written (``key`` None), the entity has any attempted operation at all."""
+    a row not yet written (``key`` None), the entity has any attempted operation at all.
+
+    On PostgreSQL asked of the first attempted operation at or after the subject's entity in
+    the entity index's order (one row: the entity's oldest when the entity has any): an
+    ordered read of that index that stops at its first row, so no other plan is cheap
+    whatever the planner guesses of the rows. Asked column by column, an index on the
+    account's columns serves the equalities too, and a planner that thinks an account's
+    live rows few (statistics older than a burst) reads every live row of the account for
+    each subject. SQLite, which reads a correlated subquery in FROM by sorting, is asked
+    column by column: it reads the entity index for the equalities."""
+    return by_backend(_older_first(subject, key), _older_any(subject, key))
+
+
+def _older_any(subject: Any, key: tuple[Any, Any] | None) -> sa.ColumnElement[bool]:
+    """``older_in_entity`` as an ``EXISTS`` over the entity's columns (SQLite)."""
     other, conditions = _other_of_entity(subject, key)
     if key is not None:
         order = [getattr(subject, name) for name in ORDER_COLUMNS]
         conditions.append(sa.tuple_(*(other.c[n] for n in ORDER_COLUMNS)) < sa.tuple_(*order))
     return sa.exists().where(*conditions)
+
+
+def _older_first(subject: Any, key: tuple[Any, Any] | None) -> sa.ColumnElement[bool]:
+    """``older_in_entity`` asked of the entity's first attempted operation (PostgreSQL)."""
+    other = op.alias("entity_first_of")
+    entity = [getattr(subject, name) for name in WATCH_IDENTITY]
+    in_order = [other.c[name] for name in ENTITY_ORDER]
+    first = (
+        sa.select(*in_order)
+        .where(live(other), sa.tuple_(*in_order[: len(entity)]) >= sa.tuple_(*entity))
+        .order_by(*in_order)
+        .limit(1)
+        # The subject's columns name the statement's row, not a table of the subquery's own.
+        .correlate_except(other)
+        .subquery("entity_first")
+    )
+    conditions = [
+        first.c[name] == value for name, value in zip(WATCH_IDENTITY, entity, strict=True)
+    ]
+    if key is not None:
+        order = [getattr(subject, name) for name in ORDER_COLUMNS]
+        conditions.append(sa.tuple_(*(first.c[n] for n in ORDER_COLUMNS)) < sa.tuple_(*order))
+    return sa.exists().select_from(first).where(*conditions)
+
+
+class by_backend(FunctionElement[Any]):
+    """One condition written two ways: the first for PostgreSQL, the second for SQLite.
+    Untyped, so SQLite (no boolean type) does not compare it with 1, which would hide its
+    comparisons from the planner."""
+
+    type: Any = sa.types.NullType()
+    inherit_cache = True
+    name = "by_backend"
+
+
+@compiles(by_backend)
+def _by_backend(element: by_backend, compiler: SQLCompiler, **kw: Any) -> str:
+    return str(compiler.process(element.clauses.clauses[0], **kw))
+
+
+@compiles(by_backend, "sqlite")
+def _by_backend_sqlite(element: by_backend, compiler: SQLCompiler, **kw: Any) -> str:
+    return str(compiler.process(element.clauses.clauses[1], **kw))
 
 
 def lease_allowed(

@@ -33,7 +33,8 @@ from store.events import (
     current_actor_value,
     run_logged,
 )
-from store.items import operation_keys
+from store.items import keys_in, operation_keys
+from store.lease_guards import by_backend
 from store.operations import (
     NOW,
     ROW_BYTES,
@@ -89,6 +90,10 @@ HEAD_ROUNDS = 3
 leased none (peers' statements held them all): each is a new snapshot, which counts the
 leases peers have committed since."""
 
+HEAD_SKIPS = 31
+"""How many calls after a head that held too few owners skip the head (``LeasingStore``):
+the head is read again after them, in case the backlog that filled it is gone."""
+
 Filters = tuple[Any, list[str] | None, Any]
 """``lease_operations``' connector, account keys and caller (each None: any; the connector
 and the caller a value or a ``param``)."""
@@ -126,12 +131,6 @@ def _duration(field: str, value: Any) -> int:
 
 def _batch(value: Any) -> int:
     return check.count("limit", value, minimum=1, maximum=MAX_BATCH)
-
-
-def _in_keys(keys: Sequence[tuple[str, str]]) -> sa.ColumnElement[bool]:
-    return sa.tuple_(op.c.caller_did, op.c.operation_id).in_(
-        [sa.tuple_(caller, operation) for caller, operation in keys]
-    )
 
 
 @dataclass
@@ -172,6 +171,11 @@ class LeasingStore:
         """How many owners had attempted operations at the last ``lease_operations``
         statement (PostgreSQL): the next one's walk depth is chosen from it, so the depth is
         a constant the planner sees (``_ranked_by_owner``)."""
+        self._head_skips = 0
+        """How many more calls go straight to the ``BY_OWNER`` walk (PostgreSQL): set to
+        ``HEAD_SKIPS`` when the head of the due order held too few owners (a blocked
+        account's backlog due first fills it), so such a backlog costs the head's read once
+        in ``HEAD_SKIPS + 1`` calls, not every call."""
 
     async def lease_operations(
         self,
@@ -207,7 +211,8 @@ class LeasingStore:
 
         On PostgreSQL each round is one statement, no transaction around it. When the
         owners with attempted operations that the last ``BY_OWNER`` walk counted (the first
-        call counts them first) are at least ``limit``, it first reads the head of the due
+        call counts them first) are at least ``limit``, and no head of the last
+        ``HEAD_SKIPS`` calls held too few owners, it first reads the head of the due
         order (``_ranked_head``: ``HEAD_ROWS`` times ``limit`` rows) and, when the head
         holds ``limit`` owners of which ``limit`` have room in their accounts' caps, leases
         each owner's first in due order; a call that leases some so is done (fewer than
@@ -228,7 +233,10 @@ class LeasingStore:
         waiting) and goes again; and while some owner may have more to give, it goes again
         twice as deep (``_deeper``). For a tenant (``caller_did`` given) one statement ranks
         every qualifying operation it called (``_ranked_all``, found by the key's leading
-        column); so it does on SQLite, in a ``BEGIN IMMEDIATE`` transaction. Raises
+        column). On SQLite one ``BEGIN IMMEDIATE`` transaction counts the owners with
+        attempted operations and runs the ``BY_OWNER`` walk (``_ranked_by_owner_sqlite``)
+        and its deeper rounds (a tenant's: ``_ranked_all``); no plan of either reads the
+        due operations of an owner past the ones it hands out. Raises
         ``InvalidInput`` naming ``leaseToken``, ``leaseMs``, ``limit``, ``connectorName``,
         ``accountKeys`` or ``maxBytes``; ``DatabaseBusy`` (a lock waited for past the lock
         timeout) only when no round of the call has leased anything yet: else the call
@@ -252,7 +260,14 @@ class LeasingStore:
         now = self._ctx.clock()
         if not self._db.is_postgres:
             async with self._db.write_transaction():
-                await self._lease(now, lease, size, where, ALL, None)
+                if caller is not None:
+                    await self._lease(now, lease, size, where, ALL, None)
+                    return lease.in_fair_order()
+                counted = await self._db.fetch_one(_count_owners())
+                self._owners = int(counted["n"]) if counted else 0
+                depth = max(1, -(-2 * size // max(self._owners, 1)))
+                owners, _ = await self._lease(now, lease, size, where, BY_OWNER, depth)
+                await self._deeper(now, lease, where, size, owners, depth)
             return lease.in_fair_order()
         if caller is not None:
             # A tenant's calls are found through the key's leading column, the caller.
@@ -261,7 +276,9 @@ class LeasingStore:
         if self._owners is None:
             counted = await self._db.fetch_one(_count_owners())
             self._owners = int(counted["n"]) if counted else 0
-        if self._owners >= size:
+        if self._head_skips:
+            self._head_skips -= 1
+        elif self._owners >= size:
             for _ in range(HEAD_ROUNDS):
                 firsts, _ = await self._lease(now, lease, size, where, HEAD, HEAD_ROWS * size)
                 if lease.leased:
@@ -269,6 +286,7 @@ class LeasingStore:
                     # round would rank this call's owners without what it just leased.
                     return lease.in_fair_order()
                 if not firsts:
+                    self._head_skips = HEAD_SKIPS
                     break
         depth = max(1, -(-2 * size // max(self._owners, 1)))
         owners, stale = await self._lease(now, lease, size, where, BY_OWNER, depth)
@@ -330,12 +348,13 @@ class LeasingStore:
             # SQLite returns no column of ``kept``: the tokens found are read first, in the
             # same ``BEGIN IMMEDIATE`` transaction, so the update leases exactly those rows.
             if accounts is None:
-                choose, write = _prepared_sqlite_lease(*shape)
+                choose, write = _prepared_sqlite_lease(walk, *shape)
                 found = await self._db.fetch_prepared_all(choose, values)
                 rows = await self._db.write_prepared_all(write, values)
             else:
+                ranked = _ranked(walk, now, where, depth, size, False)
                 update, kept, _ = _lease_update(
-                    now, size, _ranked_all(now, where), bounds, lease.token, expires_at, False
+                    now, size, ranked, bounds, lease.token, expires_at, False
                 )
                 found = await self._db.fetch_all(sa.select(kept))
                 rows = await self._db.write_all(update.returning(op, ROW_BYTES.label(SIZE)))
@@ -351,7 +370,7 @@ class LeasingStore:
                 (PRIOR_TOKEN,),
             )
             lease.add(rows)
-            return 0, False
+            return (self._owners or 0) if walk == BY_OWNER else 0, False
         if accounts is None:
             statement = _prepared_lease(walk, *shape)
             if walk == HEAD:
@@ -408,7 +427,11 @@ class LeasingStore:
         now = self._ctx.clock()
         update = (
             sa.update(op)
-            .where(_in_keys(wanted), held_by(token), op.c.lease_expires_at >= now)
+            .where(
+                keys_in(op, wanted, self._db.is_postgres),
+                held_by(token),
+                op.c.lease_expires_at >= now,
+            )
             .values(lease_expires_at=now + duration, updated_at=now)
             .returning(op, ROW_BYTES.label(SIZE))
         )
@@ -432,7 +455,7 @@ class LeasingStore:
         now = self._ctx.clock()
         update = (
             sa.update(op)
-            .where(_in_keys(wanted), releasable_by(token))
+            .where(keys_in(op, wanted, self._db.is_postgres), releasable_by(token))
             .values(lease_token=None, lease_expires_at=None, updated_at=now)
             .returning(op, ROW_BYTES.label(SIZE))
         )
@@ -753,20 +776,51 @@ def _count_owners() -> sa.Select[Any]:
 
 
 def _due_walk(
-    now: Any, where: Filters, depth: Any, never_deferred: bool, *narrowed: Any, guarded: bool
+    now: Any, where: Filters, depth: Any, never_deferred: bool, owner: Any, *, guarded: bool
 ) -> LateralFromClause:
-    """The first ``depth`` operations due at ``now`` with their leases free (``narrowed``
-    further when given; qualifying, with ``lease_guards.lease_allowed`` but the cap, when
-    ``guarded``) among those never deferred (due at ``created_at``) or those with a next
-    attempt (due at ``next_attempt_at``), in due order: one due index read in order,
-    stopping at ``depth`` (lateral, so ``narrowed`` may name an outer row). Each row names
-    its key, its entity and claim order (``lease_guards``' subject) and ``due_at``."""
+    """``_due_select`` as a lateral subquery (PostgreSQL)."""
+    return _due_select(now, where, depth, never_deferred, owner, guarded=guarded).lateral()
+
+
+def _due_select(
+    now: Any, where: Filters, depth: Any, never_deferred: bool, owner: Any, *, guarded: bool
+) -> sa.Select[Any]:
+    """The first ``depth`` operations due at ``now`` with their leases free (of ``owner``
+    when not None, a column of an outer row; qualifying, with ``lease_guards.lease_allowed``
+    but the cap, when ``guarded``) among those never deferred (due at ``created_at``) or
+    those with a next attempt (due at ``next_attempt_at``), in due order: one due index read
+    in order, stopping at ``depth`` (``owner`` may name an outer row). Each row names its
+    key, its entity and claim order (``lease_guards``' subject) and ``due_at``.
+
+    Of an owner, the walk asks for the owner's range in the order of the per-owner due
+    index (owner, then due order) rather than the owner by equality: with an equality the
+    global due index gives the same order, and a planner that thinks the owner's rows few
+    (statistics older than a burst) reads it, filtering every due row of every other owner
+    for each owner; so no plan but the per-owner index's is cheap, whatever the
+    statistics."""
     due_at = op.c.created_at if never_deferred else op.c.next_attempt_at
-    due = (
-        op.c.next_attempt_at.is_(None)
-        if never_deferred
-        else sa.and_(op.c.next_attempt_at.is_not(None), op.c.next_attempt_at <= now)
-    )
+    in_order = [due_at, op.c.caller_did, op.c.operation_id]
+    narrowed = []
+    if owner is not None:
+        narrowed = [
+            by_backend(
+                sa.and_(op.c.owner_did >= owner, op.c.owner_did <= owner), op.c.owner_did == owner
+            )
+        ]
+        in_order.insert(0, op.c.owner_did)
+    if never_deferred:
+        due: sa.ColumnElement[bool] = op.c.next_attempt_at.is_(None)
+    elif owner is None:
+        # Due as a row value in the due index's order (keys are never empty, so before
+        # ``(now + 1, '', '')`` is at most ``now``): only that index serves it, read in
+        # order up to ``depth``; as a bare bound on ``next_attempt_at``, an index that holds
+        # the column further in serves it too, read whole and sorted.
+        due = sa.and_(
+            op.c.next_attempt_at.is_not(None),
+            sa.tuple_(*in_order) < sa.tuple_(now + 1, sa.literal(""), sa.literal("")),
+        )
+    else:
+        due = sa.and_(op.c.next_attempt_at.is_not(None), op.c.next_attempt_at <= now)
     conditions = [*narrowed, guards.live(), due, lease_free(now)]
     if guarded:
         conditions.append(guards.lease_allowed(op.c, now, guards.own_key(), cap=False))
@@ -783,10 +837,10 @@ def _due_walk(
             due_at.label("due_at"),
         )
         .where(*conditions)
-        .order_by(due_at, op.c.caller_did, op.c.operation_id)
+        .order_by(*in_order)
         .limit(depth)
     )
-    return _filtered(query, *where).lateral()
+    return _filtered(query, *where)
 
 
 def _ranked_head(now: Any, where: Filters, depth: Any, size: Any) -> sa.Subquery:
@@ -803,7 +857,8 @@ def _ranked_head(now: Any, where: Filters, depth: Any, size: Any) -> sa.Subquery
     order whatever it guesses of the guards. The cost follows ``depth``, not the owners or
     the operations due."""
     sides = [
-        sa.select(_due_walk(now, where, depth, never, guarded=False)) for never in (True, False)
+        sa.select(_due_walk(now, where, depth, never, None, guarded=False))
+        for never in (True, False)
     ]
     both = sa.union_all(*sides).subquery("gathered")
     in_order = [both.c.due_at, both.c.caller_did, both.c.operation_id]
@@ -839,13 +894,15 @@ def _ranked_head(now: Any, where: Filters, depth: Any, size: Any) -> sa.Subquery
     )
 
 
-def _ranked(walk: str, now: Any, where: Filters, depth: Any, size: Any) -> sa.Subquery:
-    """The candidates of one ``walk`` (``ALL``, ``BY_OWNER`` or ``HEAD``), ranked within
-    their owner."""
+def _ranked(
+    walk: str, now: Any, where: Filters, depth: Any, size: Any, postgres: bool = True
+) -> sa.Subquery:
+    """The candidates of one ``walk`` (``ALL``, ``BY_OWNER`` or ``HEAD``; on SQLite ``ALL``
+    or ``BY_OWNER``), ranked within their owner."""
     if walk == HEAD:
         return _ranked_head(now, where, depth, size)
     if walk == BY_OWNER:
-        return _ranked_by_owner(now, where, depth)
+        return (_ranked_by_owner if postgres else _ranked_by_owner_sqlite)(now, where, depth)
     return _ranked_all(now, where)
 
 
@@ -859,9 +916,7 @@ def _ranked_by_owner(now: Any, where: Filters, depth: Any) -> sa.Subquery:
     count = sa.select(sa.func.count()).where(owners.c.owner_did.is_not(None)).scalar_subquery()
     sides = []
     for never_deferred in (True, False):
-        side = _due_walk(
-            now, where, depth, never_deferred, op.c.owner_did == owners.c.owner_did, guarded=True
-        )
+        side = _due_walk(now, where, depth, never_deferred, owners.c.owner_did, guarded=True)
         sides.append(sa.select(side).select_from(owners.join(side, sa.true())))
     both = sa.union_all(*sides).subquery("gathered")
     owner_rank = sa.func.row_number().over(
@@ -882,6 +937,49 @@ def _ranked_by_owner(now: Any, where: Filters, depth: Any) -> sa.Subquery:
         .where(ranked.c.owner_rank <= depth)
         .subquery("candidate")
     )
+
+
+def _ranked_by_owner_sqlite(now: Any, where: Filters, depth: Any) -> sa.Subquery:
+    """``_ranked_by_owner`` on SQLite, which has no lateral join: for each owner (``_owners``)
+    the operations whose keys are among the owner's first ``depth`` of each due walk
+    (``_due_select``, a correlated ``IN`` subquery that SQLite runs once per owner, probing
+    the key for each key it gives), ranked within the owner; ``OWNERS`` is 0 (the caller
+    counts the owners)."""
+    owners = _owners()
+    found = op.alias("walked")
+    sides = []
+    for never_deferred in (True, False):
+        keys = (
+            _due_select(now, where, depth, never_deferred, owners.c.owner_did, guarded=True)
+            .with_only_columns(op.c.caller_did, op.c.operation_id)
+            .correlate(owners)
+        )
+        sides.append(
+            sa.select(
+                found.c.caller_did,
+                found.c.operation_id,
+                found.c.owner_did,
+                found.c.connector_name,
+                found.c.account_key,
+                sa.func.coalesce(found.c.next_attempt_at, found.c.created_at).label("due_at"),
+            ).select_from(
+                owners.join(found, sa.tuple_(found.c.caller_did, found.c.operation_id).in_(keys))
+            )
+        )
+    both = sa.union_all(*sides).subquery("gathered")
+    owner_rank = sa.func.row_number().over(
+        partition_by=both.c.owner_did,
+        order_by=[both.c.due_at, both.c.caller_did, both.c.operation_id],
+    )
+    return sa.select(
+        both.c.caller_did,
+        both.c.operation_id,
+        both.c.connector_name,
+        both.c.account_key,
+        both.c.due_at,
+        owner_rank.label("owner_rank"),
+        sa.literal(0).label(OWNERS),
+    ).subquery("candidate")
 
 
 def _lease_update(
@@ -947,7 +1045,7 @@ def _lease_parts(
     )
     depth = sa.bindparam("p_depth", type_=sa.Integer)
     size = sa.bindparam("p_size", type_=sa.Integer)
-    candidate = _ranked(walk, NOW, where, depth, size)
+    candidate = _ranked(walk, NOW, where, depth, size, postgres)
     max_bytes = sa.bindparam("p_max_bytes", type_=sa.BigInteger) if bounded else None
     return _lease_update(
         NOW,
@@ -972,12 +1070,12 @@ def _prepared_lease(
 
 @functools.cache
 def _prepared_sqlite_lease(
-    connector: bool, caller: bool, bounded: bool, may_pass: bool
+    walk: str, connector: bool, caller: bool, bounded: bool, may_pass: bool
 ) -> tuple[Prepared, Prepared]:
-    """SQLite's two statements of a lease (no ``accountKeys``), built once per shape (16 at
+    """SQLite's two statements of a lease (no ``accountKeys``), built once per shape (32 at
     most; ``_lease_parts`` names their values): the chosen keys with their prior tokens,
     and the update returning the leased rows with their sizes."""
-    shape = (ALL, connector, caller, bounded, may_pass, False)
+    shape = (walk, connector, caller, bounded, may_pass, False)
     return (
         Prepared(lambda _: sa.select(_lease_parts(*shape)[1])),
         Prepared(lambda _: _lease_parts(*shape)[0].returning(op, ROW_BYTES.label(SIZE))),

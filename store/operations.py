@@ -31,7 +31,7 @@ from store.events import (
     Logged,
     checked_message,
 )
-from store.items import Inputs
+from store.items import Inputs, unindexed
 from store.records import (
     ATTEMPTED,
     COMMITTED,
@@ -342,7 +342,7 @@ def mark_send_started_update(item: Inputs, now: Any) -> sa.Update:
         sa.update(op)
         .where(
             by_key(item["caller"], item["operation"]),
-            op.c.state == ATTEMPTED,
+            unindexed(op.c.state) == ATTEMPTED,
             op.c.lease_token == item["token"],
         )
         .values(
@@ -371,7 +371,7 @@ def finalize_update(item: Inputs, now: Any) -> sa.Update:
         sa.update(op)
         .where(
             by_key(item["caller"], item["operation"]),
-            op.c.state == ATTEMPTED,
+            unindexed(op.c.state) == ATTEMPTED,
             op.c.version == item["version"],
             op.c.lease_token == item["token"],
         )
@@ -516,7 +516,7 @@ def record_operation_update(item: Inputs, now: Any) -> sa.Update:
         sa.update(op)
         .where(
             by_key(item["caller"], item["operation"]),
-            op.c.state == item["from_state"],
+            unindexed(op.c.state) == item["from_state"],
             op.c.version == item["version"],
             op.c.lease_token == item["token"],
             sa.or_(mode != "refund", refundable),

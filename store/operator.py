@@ -30,7 +30,7 @@ from store.events import (
     LoggedItems,
     run_logged,
 )
-from store.items import ItemStatement, operation_keys
+from store.items import ItemStatement, keys_in, operation_keys
 from store.operations import (
     ABANDONED_SEND_MARKER,
     ORDER,
@@ -687,9 +687,7 @@ class OperatorStore:
         wanted = operation_keys(keys, fewest=1)
         counted = unrecorded_send()
         held = [
-            sa.tuple_(op.c.caller_did, op.c.operation_id).in_(
-                [sa.tuple_(caller, ident) for caller, ident in wanted]
-            ),
+            keys_in(op, wanted, self._db.is_postgres),
             op.c.state == ATTEMPTED,
             op.c.lease_token.is_not(None),
         ]

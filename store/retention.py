@@ -12,7 +12,7 @@ from store import lease_guards as guards
 from store import validation as check
 from store.context import StoreContext
 from store.operations import due_operation, lease_free
-from store.records import FAILED, TERMINAL_STATES, OperationRecord
+from store.records import ATTEMPTED, FAILED, TERMINAL_STATES, OperationRecord
 from store.sizes import Measured, measured, row_bytes, sized_rows, within_bytes
 from store.statements import Prepared, param
 from store.tables import operation as op
@@ -66,10 +66,14 @@ def _finished_before(older_than: Any, failed_older_than: Any) -> sa.ColumnElemen
     """A terminal operation past its retention: committed or superseded and last updated
     before ``older_than``, or failed and last updated before ``failed_older_than`` (epoch
     ms, strict; values or ``param``s). Each arm is a range of the ``(state, updated_at)``
-    index."""
-    return sa.or_(
-        sa.and_(_state_is(*(TERMINAL_STATES - {FAILED})), op.c.updated_at < older_than),
-        sa.and_(_state_is(FAILED), op.c.updated_at < failed_older_than),
+    index of finished operations, whose condition (not attempted) it names."""
+    finished = op.c.state != sa.literal_column(f"'{ATTEMPTED}'")
+    return sa.and_(
+        finished,
+        sa.or_(
+            sa.and_(_state_is(*(TERMINAL_STATES - {FAILED})), op.c.updated_at < older_than),
+            sa.and_(_state_is(FAILED), op.c.updated_at < failed_older_than),
+        ),
     )
 
 

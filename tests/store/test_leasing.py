@@ -3,7 +3,9 @@ both backends: what qualifies, the fair order, caps, throttles, one lease per pr
 entity, takeovers, and every refusal."""
 
 import pytest
+import sqlalchemy as sa
 
+from benchmarks.capped import capped_statements
 from store.errors import InvalidInput
 from store.leasing import fair_order
 from store.operations import Finalize, OperationFilter, SendMark
@@ -808,3 +810,27 @@ async def test_lease_operations__what_passes_max_bytes_ends_the_answer(store):
     leased = await lease(store, limit=2, max_bytes=2 * min(stored.sizes) + 200)
 
     assert ids(leased) == ["op-0"]
+
+
+async def test_lease_operations__a_capped_accounts_backlog_leaves_every_call_full(store):
+    """One account at its cap (5 leases held) with 300 operations due before everyone else's,
+    and 300 due across 30 other owners, written at once with no ``ANALYZE`` after: each call
+    leases a full batch of the others in fair order (each owner's k-th before any owner's
+    (k+1)-th), none of the capped account, until the others have no due work left."""
+    now = store.clock()
+    for statement in capped_statements(store.db.is_postgres, now, due=300, owners=30):
+        await store.db.write_all(sa.text(statement))
+    taken: dict[str, int] = {}
+    for _ in range(30):
+        leased = await store.leasing.lease_operations("worker", 60_000, limit=10)
+        assert len(leased) == 10
+        assert {record.account_key for record in leased}.isdisjoint({"capped"})
+        for record in leased:
+            taken[record.owner_did] = taken.get(record.owner_did, 0) + 1
+        assert max(taken.values()) - min(taken.values()) <= 1, taken
+    assert sorted(taken.values()) == [10] * 30
+    assert await store.leasing.lease_operations("worker", 60_000, limit=10) == []
+    capped = await store.accounts.list_accounts("bench")
+    assert [(a.account.account_key, a.in_flight) for a in capped if a.account.max_in_flight] == [
+        ("capped", 5)
+    ]

@@ -177,3 +177,36 @@ async def test_plan__the_work_timer_reads_walk_indexes(seeded: ConnectorStore):
     ]
     for plan in plans:
         assert_no_table_scan(plan, "kubun_connector_operation")
+
+
+async def plan_of_update(database: Database, run: Any) -> str:
+    """The plan of the first ``UPDATE`` of operations ``run`` sends on SQLite, as the store's
+    statement observer saw it."""
+    sent: list[tuple[str, Any]] = []
+    database.statement_observer = lambda sql, values, _: sent.append((sql, values))
+    try:
+        await run()
+    finally:
+        database.statement_observer = None
+    sql, values = next(
+        (sql, values) for sql, values in sent if "UPDATE kubun_connector_operation " in sql
+    )
+    rows = await database._execute("EXPLAIN QUERY PLAN " + sql, values, one=False)
+    return "\n".join(" ".join(str(value) for value in row.values()) for row in rows)
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_plan__writes_of_named_keys_probe_the_primary_key(seeded: ConnectorStore):
+    """On SQLite ``renewLeases``, ``releaseLeases`` and ``forceReleaseLeases`` find the
+    operations they name by their keys, one probe each, never by reading the table (as it
+    does for an ``IN`` list of pairs). PostgreSQL probes its primary key for such a list."""
+    keys = [("did:seed:caller", f"seed-{number}") for number in range(10, 510, 10)]
+    leasing = seeded.leasing
+    plans = [
+        await plan_of_update(seeded.db, lambda: leasing.renew_leases("token", 60_000, keys)),
+        await plan_of_update(seeded.db, lambda: leasing.release_leases("token", keys)),
+        await plan_of_update(seeded.db, lambda: seeded.operator.force_release_leases(keys)),
+    ]
+    for plan in plans:
+        assert_no_table_scan(plan, "kubun_connector_operation")
+        assert "sqlite_autoindex_kubun_connector_operation_1" in plan, plan
