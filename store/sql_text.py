@@ -134,6 +134,11 @@ LEASE_SHAPE = (
     "(p_max_bytes) with the first row allowed past it. The other shapes drop or add those "
     "filters."
 )
+WALKS = {
+    HEAD: "The head of the due order (PostgreSQL only; SQLite walks by owner).",
+    BY_OWNER: "Each owner's first due operations, as deep as the call asks.",
+    ALL: "Every due operation ranked at once (a tenant's call ranks so, with p_caller).",
+}
 CLAIM_SHAPE = (
     "Built per shape of the call; shown for the API's service call: connectorName given, no "
     "ownerDID (p_owner), maxBytes given (p_max_bytes) with the first watch allowed past it."
@@ -144,25 +149,16 @@ def _shapes() -> Iterator[Named]:
     """The statements built per shape of a call (``SHAPES``), each for one shape."""
     connector, caller, bounded, may_pass = True, False, True, True
     shape = (connector, caller, bounded, may_pass)
-    for walk in (HEAD, BY_OWNER):
-        yield Named(
-            f"leasing.lease_operations.{walk}",
-            {"postgresql": [("", _prepared_lease(walk, *shape))]},
-            f"{LEASE_SHAPE} On SQLite every call ranks all (lease_operations.all).",
-        )
-    choose, write = _prepared_sqlite_lease(*shape)
-    yield Named(
-        f"leasing.lease_operations.{ALL}",
-        {
-            "postgresql": [("", _prepared_lease(ALL, *shape))],
-            "sqlite": [
+    for walk in (HEAD, BY_OWNER, ALL):
+        statements = {"postgresql": [("", _prepared_lease(walk, *shape))]}
+        if walk != HEAD:
+            choose, write = _prepared_sqlite_lease(walk, *shape)
+            statements["sqlite"] = [
                 ("the chosen keys, each with the lease token it found", choose),
                 ("then, in the same transaction, the update that leases them", write),
                 (EVENT_PER_ROW, event_insert(OPERATIONS, LEASE_ACTION, (PRIOR_TOKEN,))),
-            ],
-        },
-        f"{LEASE_SHAPE} On PostgreSQL a tenant's call (p_caller given) walks so.",
-    )
+            ]
+        yield Named(f"leasing.lease_operations.{walk}", statements, f"{LEASE_SHAPE} {WALKS[walk]}")
     for head in (True, False):
         claim = _claim_watches(connector, caller, bounded, may_pass, head=head)
         yield Named(

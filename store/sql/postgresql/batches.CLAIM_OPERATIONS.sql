@@ -3,17 +3,17 @@
 -- Parameters are shown by name (:p_now); the driver gets them by position.
 
 -- the driver's parameters: $1 param_1, $2 p_actor, $3 entity_rank_1, $4 p_now, $5 param_2,
---   $6 entity_rank_2, $7 param_3, $8 param_4, $9 b_caller_did, $10 b_operation_id,
---   $11 b_node_key, $12 b_owner_did, $13 b_connector_name, $14 b_model, $15 b_op,
---   $16 b_account_key, $17 b_target, $18 b_source_id, $19 b_deterministic_event_id,
---   $20 b_payload_hash, $21 b_reissue_intent, $22 b_provider_etag, $23 b_document_id,
---   $24 b_result_entity, $25 b_state, $26 b_attempts, $27 b_next_attempt_at,
---   $28 b_defer_reason, $29 b_last_kind, $30 b_last_http_status, $31 b_last_error,
---   $32 b_send_marker, $33 b_version, $34 b_incarnation, $35 b_lease_token,
---   $36 b_lease_expires_at, $37 b_created_at, $38 b_updated_at, $39 b_reissued_from,
---   $40 b_reissued_as
+--   $6 entity_rank_2, $7 param_3, $8 param_4, $9 param_5, $10 b_caller_did, $11 b_operation_id,
+--   $12 b_node_key, $13 b_owner_did, $14 b_connector_name, $15 b_model, $16 b_op,
+--   $17 b_account_key, $18 b_target, $19 b_source_id, $20 b_deterministic_event_id,
+--   $21 b_payload_hash, $22 b_reissue_intent, $23 b_provider_etag, $24 b_document_id,
+--   $25 b_result_entity, $26 b_state, $27 b_attempts, $28 b_next_attempt_at,
+--   $29 b_defer_reason, $30 b_last_kind, $31 b_last_http_status, $32 b_last_error,
+--   $33 b_send_marker, $34 b_version, $35 b_incarnation, $36 b_lease_token,
+--   $37 b_lease_expires_at, $38 b_created_at, $39 b_updated_at, $40 b_reissued_from,
+--   $41 b_reissued_as
 -- bound when built: entity_rank_1 = 1, entity_rank_2 = 1, param_1 = 'claimed', param_2 = 1,
---   param_3 = 1, param_4 = 0
+--   param_3 = 1, param_4 = 1, param_5 = 0
 WITH changed AS (
   INSERT INTO kubun_connector_operation (caller_did, operation_id, node_key, owner_did, connector_name, model, op, account_key, target, source_id, deterministic_event_id, payload_hash, reissue_intent, provider_etag, document_id, result_entity, state, attempts, next_attempt_at, defer_reason, last_kind, last_http_status, last_error, send_marker, version, incarnation, lease_token, lease_expires_at, created_at, updated_at, reissued_from, reissued_as)
   SELECT placed.caller_did AS caller_did,
@@ -142,17 +142,30 @@ WITH changed AS (
           WHERE kubun_connector_account.connector_name = item.connector_name
             AND kubun_connector_account.account_key = item.account_key
             AND kubun_connector_account.throttled_until > :p_now::BIGINT
-        )) AND NOT (EXISTS (
+        )) AND NOT EXISTS (
           SELECT *
-          FROM kubun_connector_operation AS entity_other
-          WHERE entity_other.state = 'attempted'
-            AND entity_other.owner_did = item.owner_did
-            AND entity_other.connector_name = item.connector_name
-            AND entity_other.model = item.model
-            AND entity_other.account_key = item.account_key
-            AND entity_other.source_id = item.source_id
-        )) AND NOT (EXISTS (
-          SELECT :param_3::INTEGER AS anon_6
+          FROM (
+            SELECT entity_first_of.owner_did AS owner_did,
+              entity_first_of.connector_name AS connector_name,
+              entity_first_of.model AS model,
+              entity_first_of.account_key AS account_key,
+              entity_first_of.source_id AS source_id,
+              entity_first_of.created_at AS created_at,
+              entity_first_of.caller_did AS caller_did,
+              entity_first_of.operation_id AS operation_id
+            FROM kubun_connector_operation AS entity_first_of
+            WHERE entity_first_of.state = 'attempted'
+              AND (entity_first_of.owner_did, entity_first_of.connector_name, entity_first_of.model, entity_first_of.account_key, entity_first_of.source_id) >= (item.owner_did, item.connector_name, item.model, item.account_key, item.source_id)
+            ORDER BY entity_first_of.owner_did, entity_first_of.connector_name, entity_first_of.model, entity_first_of.account_key, entity_first_of.source_id, entity_first_of.created_at, entity_first_of.caller_did, entity_first_of.operation_id
+            LIMIT :param_3::INTEGER
+          ) AS entity_first
+          WHERE entity_first.owner_did = item.owner_did
+            AND entity_first.connector_name = item.connector_name
+            AND entity_first.model = item.model
+            AND entity_first.account_key = item.account_key
+            AND entity_first.source_id = item.source_id
+        ) AND NOT (EXISTS (
+          SELECT :param_4::INTEGER AS anon_6
           FROM kubun_connector_operation AS entity_other
           WHERE entity_other.state = 'attempted'
             AND entity_other.owner_did = item.owner_did
@@ -164,7 +177,7 @@ WITH changed AS (
             AND entity_other.lease_token IS NOT NULL
             AND entity_other.lease_expires_at >= :p_now::BIGINT
           LIMIT ALL
-          OFFSET :param_4::INTEGER
+          OFFSET :param_5::INTEGER
         )) AS allowed,
         row_number() OVER (PARTITION BY item.owner_did, item.connector_name, item.model, item.account_key, item.source_id ORDER BY item.caller_did, item.operation_id) AS entity_rank
       FROM unnest(:b_caller_did::TEXT[], :b_operation_id::TEXT[], :b_node_key::TEXT[], :b_owner_did::TEXT[], :b_connector_name::TEXT[], :b_model::TEXT[], :b_op::TEXT[], :b_account_key::TEXT[], :b_target::TEXT[], :b_source_id::TEXT[], :b_deterministic_event_id::TEXT[], :b_payload_hash::TEXT[], :b_reissue_intent::TEXT[], :b_provider_etag::TEXT[], :b_document_id::TEXT[], :b_result_entity::TEXT[], :b_state::TEXT[], :b_attempts::INTEGER[], :b_next_attempt_at::BIGINT[], :b_defer_reason::TEXT[], :b_last_kind::TEXT[], :b_last_http_status::INTEGER[], :b_last_error::TEXT[], :b_send_marker::TEXT[], :b_version::INTEGER[], :b_incarnation::TEXT[], :b_lease_token::TEXT[], :b_lease_expires_at::BIGINT[], :b_created_at::BIGINT[], :b_updated_at::BIGINT[], :b_reissued_from::TEXT[], :b_reissued_as::TEXT[]) AS item(caller_did, operation_id, node_key, owner_did, connector_name, model, op, account_key, target, source_id, deterministic_event_id, payload_hash, reissue_intent, provider_etag, document_id, result_entity, state, attempts, next_attempt_at, defer_reason, last_kind, last_http_status, last_error, send_marker, version, incarnation, lease_token, lease_expires_at, created_at, updated_at, reissued_from, reissued_as)

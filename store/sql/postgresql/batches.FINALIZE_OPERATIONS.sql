@@ -5,9 +5,9 @@
 -- the driver's parameters: $1 param_1, $2 p_actor, $3 param_2, $4 attempts_1, $5 param_3,
 --   $6 param_4, $7 param_5, $8 version_1, $9 p_now, $10 b_caller, $11 b_operation,
 --   $12 b_version, $13 b_token, $14 b_result_entity, $15 b_provider_etag, $16 b_document_id,
---   $17 state_1
+--   $17 param_6
 -- bound when built: attempts_1 = 1, param_1 = 'finalized', param_2 = 'committed',
---   param_3 = None, param_4 = None, param_5 = None, state_1 = 'attempted', version_1 = 1
+--   param_3 = None, param_4 = None, param_5 = None, param_6 = 'attempted', version_1 = 1
 WITH changed AS (
   UPDATE kubun_connector_operation
   SET provider_etag=coalesce(item.provider_etag, kubun_connector_operation.provider_etag),
@@ -23,7 +23,7 @@ WITH changed AS (
   FROM unnest(:b_caller::TEXT[], :b_operation::TEXT[], :b_version::INTEGER[], :b_token::TEXT[], :b_result_entity::TEXT[], :b_provider_etag::TEXT[], :b_document_id::TEXT[]) AS item(caller, operation, version, token, result_entity, provider_etag, document_id)
   WHERE kubun_connector_operation.caller_did = item.caller
     AND kubun_connector_operation.operation_id = item.operation
-    AND kubun_connector_operation.state = :state_1::VARCHAR
+    AND kubun_connector_operation.state = :param_6::VARCHAR
     AND kubun_connector_operation.version = item.version
     AND kubun_connector_operation.lease_token = item.token
   RETURNING kubun_connector_operation.caller_did,

@@ -3,8 +3,8 @@
 -- Parameters are shown by name (:p_now); the driver gets them by position.
 
 -- the driver's parameters: $1 param_1, $2 p_actor, $3 param_2, $4 p_now, $5 b_caller,
---   $6 b_operation, $7 b_token, $8 b_marker, $9 state_1
--- bound when built: param_1 = 'send_marked', param_2 = '*contested*', state_1 = 'attempted'
+--   $6 b_operation, $7 b_token, $8 b_marker, $9 param_3
+-- bound when built: param_1 = 'send_marked', param_2 = '*contested*', param_3 = 'attempted'
 WITH changed AS (
   UPDATE kubun_connector_operation
   SET send_marker=CASE WHEN (kubun_connector_operation.send_marker IS NULL OR kubun_connector_operation.send_marker = item.marker) THEN item.marker ELSE :param_2::VARCHAR END,
@@ -12,7 +12,7 @@ WITH changed AS (
   FROM unnest(:b_caller::TEXT[], :b_operation::TEXT[], :b_token::TEXT[], :b_marker::TEXT[]) AS item(caller, operation, token, marker)
   WHERE kubun_connector_operation.caller_did = item.caller
     AND kubun_connector_operation.operation_id = item.operation
-    AND kubun_connector_operation.state = :state_1::VARCHAR
+    AND kubun_connector_operation.state = :param_3::VARCHAR
     AND kubun_connector_operation.lease_token = item.token
   RETURNING kubun_connector_operation.caller_did,
     kubun_connector_operation.operation_id,

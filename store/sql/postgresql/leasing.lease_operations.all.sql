@@ -4,7 +4,7 @@
 -- Built per shape of the call; shown for the API's service call: connectorName given, no
 -- callerDID (p_caller), no accountKeys (an IN list, compiled per call), maxBytes given
 -- (p_max_bytes) with the first row allowed past it. The other shapes drop or add those filters.
--- On PostgreSQL a tenant's call (p_caller given) walks so.
+-- Every due operation ranked at once (a tenant's call ranks so, with p_caller).
 
 -- the driver's parameters: $1 p_token, $2 p_now, $3 send_marker_1, $4 attempts_1, $5 param_1,
 --   $6 p_expires, $7 param_2, $8 coalesce_1, $9 coalesce_2, $10 coalesce_3, $11 coalesce_4,
@@ -13,14 +13,14 @@
 --   $22 coalesce_15, $23 coalesce_16, $24 coalesce_17, $25 coalesce_18, $26 coalesce_19,
 --   $27 coalesce_20, $28 send_marker_2, $29 param_3, $30 coalesce_21, $31 coalesce_22,
 --   $32 coalesce_23, $33 coalesce_24, $34 coalesce_25, $35 coalesce_26, $36 param_4,
---   $37 param_5, $38 param_6, $39 param_7, $40 p_connector, $41 p_size, $42 position_1,
---   $43 p_max_bytes, $44 param_8, $45 coalesce_27, $46 coalesce_28, $47 coalesce_29,
---   $48 coalesce_30, $49 coalesce_31, $50 coalesce_32, $51 coalesce_33, $52 coalesce_34,
---   $53 coalesce_35, $54 coalesce_36, $55 coalesce_37, $56 coalesce_38, $57 coalesce_39,
---   $58 coalesce_40, $59 coalesce_41, $60 coalesce_42, $61 coalesce_43, $62 coalesce_44,
---   $63 coalesce_45, $64 coalesce_46, $65 coalesce_47, $66 coalesce_48, $67 coalesce_49,
---   $68 coalesce_50, $69 coalesce_51, $70 param_9, $71 param_10, $72 p_actor, $73 param_11,
---   $74 coalesce_52, $75 coalesce_53
+--   $37 param_5, $38 param_6, $39 param_7, $40 param_8, $41 p_connector, $42 p_size,
+--   $43 position_1, $44 p_max_bytes, $45 param_9, $46 coalesce_27, $47 coalesce_28,
+--   $48 coalesce_29, $49 coalesce_30, $50 coalesce_31, $51 coalesce_32, $52 coalesce_33,
+--   $53 coalesce_34, $54 coalesce_35, $55 coalesce_36, $56 coalesce_37, $57 coalesce_38,
+--   $58 coalesce_39, $59 coalesce_40, $60 coalesce_41, $61 coalesce_42, $62 coalesce_43,
+--   $63 coalesce_44, $64 coalesce_45, $65 coalesce_46, $66 coalesce_47, $67 coalesce_48,
+--   $68 coalesce_49, $69 coalesce_50, $70 coalesce_51, $71 param_10, $72 param_11, $73 p_actor,
+--   $74 param_12, $75 coalesce_52, $76 coalesce_53
 -- bound when built: attempts_1 = 1, coalesce_1 = 0, coalesce_10 = 0, coalesce_11 = 0,
 --   coalesce_12 = 0, coalesce_13 = 0, coalesce_14 = 0, coalesce_15 = 0, coalesce_16 = 0,
 --   coalesce_17 = 0, coalesce_18 = 0, coalesce_19 = 0, coalesce_2 = 0, coalesce_20 = 0,
@@ -32,9 +32,9 @@
 --   coalesce_44 = 0, coalesce_45 = 0, coalesce_46 = 0, coalesce_47 = 0, coalesce_48 = 0,
 --   coalesce_49 = 0, coalesce_5 = 0, coalesce_50 = 0, coalesce_51 = 0, coalesce_52 = 0,
 --   coalesce_53 = False, coalesce_6 = 0, coalesce_7 = 0, coalesce_8 = 0, coalesce_9 = 0,
---   param_1 = '*abandoned*', param_10 = 'leased', param_11 = 0, param_2 = 512,
---   param_3 = '*abandoned*', param_4 = 0, param_5 = 0, param_6 = 1, param_7 = 0, param_8 = 512,
---   param_9 = 'taken_over', position_1 = 1, send_marker_1 = '*abandoned*',
+--   param_1 = '*abandoned*', param_10 = 'taken_over', param_11 = 'leased', param_12 = 0,
+--   param_2 = 512, param_3 = '*abandoned*', param_4 = 0, param_5 = 0, param_6 = 1, param_7 = 1,
+--   param_8 = 0, param_9 = 512, position_1 = 1, send_marker_1 = '*abandoned*',
 --   send_marker_2 = '*abandoned*'
 WITH candidates AS (
   SELECT candidate.caller_did AS caller_did,
@@ -85,20 +85,32 @@ WITH candidates AS (
           AND kubun_connector_account.account_key = kubun_connector_operation.account_key
           AND kubun_connector_account.throttled_until > :p_now::BIGINT
       ))
-      AND NOT (EXISTS (
+      AND NOT EXISTS (
         SELECT *
-        FROM kubun_connector_operation AS entity_other
-        WHERE entity_other.state = 'attempted'
-          AND entity_other.owner_did = kubun_connector_operation.owner_did
-          AND entity_other.connector_name = kubun_connector_operation.connector_name
-          AND entity_other.model = kubun_connector_operation.model
-          AND entity_other.account_key = kubun_connector_operation.account_key
-          AND entity_other.source_id = kubun_connector_operation.source_id
-          AND (entity_other.caller_did, entity_other.operation_id) != (kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
-          AND (entity_other.created_at, entity_other.caller_did, entity_other.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
-      ))
+        FROM (
+          SELECT entity_first_of.owner_did AS owner_did,
+            entity_first_of.connector_name AS connector_name,
+            entity_first_of.model AS model,
+            entity_first_of.account_key AS account_key,
+            entity_first_of.source_id AS source_id,
+            entity_first_of.created_at AS created_at,
+            entity_first_of.caller_did AS caller_did,
+            entity_first_of.operation_id AS operation_id
+          FROM kubun_connector_operation AS entity_first_of
+          WHERE entity_first_of.state = 'attempted'
+            AND (entity_first_of.owner_did, entity_first_of.connector_name, entity_first_of.model, entity_first_of.account_key, entity_first_of.source_id) >= (kubun_connector_operation.owner_did, kubun_connector_operation.connector_name, kubun_connector_operation.model, kubun_connector_operation.account_key, kubun_connector_operation.source_id)
+          ORDER BY entity_first_of.owner_did, entity_first_of.connector_name, entity_first_of.model, entity_first_of.account_key, entity_first_of.source_id, entity_first_of.created_at, entity_first_of.caller_did, entity_first_of.operation_id
+          LIMIT :param_6::INTEGER
+        ) AS entity_first
+        WHERE entity_first.owner_did = kubun_connector_operation.owner_did
+          AND entity_first.connector_name = kubun_connector_operation.connector_name
+          AND entity_first.model = kubun_connector_operation.model
+          AND entity_first.account_key = kubun_connector_operation.account_key
+          AND entity_first.source_id = kubun_connector_operation.source_id
+          AND (entity_first.created_at, entity_first.caller_did, entity_first.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
+      )
       AND NOT (EXISTS (
-        SELECT :param_6::INTEGER AS anon_1
+        SELECT :param_7::INTEGER AS anon_1
         FROM kubun_connector_operation AS entity_other
         WHERE entity_other.state = 'attempted'
           AND entity_other.owner_did = kubun_connector_operation.owner_did
@@ -111,7 +123,7 @@ WITH candidates AS (
           AND entity_other.lease_token IS NOT NULL
           AND entity_other.lease_expires_at >= :p_now::BIGINT
         LIMIT ALL
-        OFFSET :param_7::INTEGER
+        OFFSET :param_8::INTEGER
       ))
       AND kubun_connector_operation.connector_name = :p_connector::VARCHAR COLLATE "C"
   ) AS candidate
@@ -273,7 +285,7 @@ leased AS (
     kubun_connector_operation.updated_at,
     kubun_connector_operation.reissued_from,
     kubun_connector_operation.reissued_as,
-    :param_8::INTEGER + coalesce(octet_length(kubun_connector_operation.caller_did), :coalesce_27::INTEGER) + coalesce(octet_length(kubun_connector_operation.operation_id), :coalesce_28::INTEGER) + coalesce(octet_length(kubun_connector_operation.node_key), :coalesce_29::INTEGER) + coalesce(octet_length(kubun_connector_operation.owner_did), :coalesce_30::INTEGER) + coalesce(octet_length(kubun_connector_operation.connector_name), :coalesce_31::INTEGER) + coalesce(octet_length(kubun_connector_operation.model), :coalesce_32::INTEGER) + coalesce(octet_length(kubun_connector_operation.op), :coalesce_33::INTEGER) + coalesce(octet_length(kubun_connector_operation.account_key), :coalesce_34::INTEGER) + coalesce(octet_length(kubun_connector_operation.target), :coalesce_35::INTEGER) + coalesce(octet_length(kubun_connector_operation.source_id), :coalesce_36::INTEGER) + coalesce(octet_length(kubun_connector_operation.deterministic_event_id), :coalesce_37::INTEGER) + coalesce(octet_length(kubun_connector_operation.payload_hash), :coalesce_38::INTEGER) + coalesce(octet_length(kubun_connector_operation.reissue_intent), :coalesce_39::INTEGER) + coalesce(octet_length(kubun_connector_operation.provider_etag), :coalesce_40::INTEGER) + coalesce(octet_length(kubun_connector_operation.document_id), :coalesce_41::INTEGER) + coalesce(octet_length(kubun_connector_operation.result_entity), :coalesce_42::INTEGER) + coalesce(octet_length(kubun_connector_operation.state), :coalesce_43::INTEGER) + coalesce(octet_length(kubun_connector_operation.defer_reason), :coalesce_44::INTEGER) + coalesce(octet_length(kubun_connector_operation.last_kind), :coalesce_45::INTEGER) + coalesce(octet_length(kubun_connector_operation.last_error), :coalesce_46::INTEGER) + coalesce(octet_length(kubun_connector_operation.send_marker), :coalesce_47::INTEGER) + coalesce(octet_length(kubun_connector_operation.incarnation), :coalesce_48::INTEGER) + coalesce(octet_length(kubun_connector_operation.lease_token), :coalesce_49::INTEGER) + coalesce(octet_length(kubun_connector_operation.reissued_from), :coalesce_50::INTEGER) + coalesce(octet_length(kubun_connector_operation.reissued_as), :coalesce_51::INTEGER) AS row_bytes,
+    :param_9::INTEGER + coalesce(octet_length(kubun_connector_operation.caller_did), :coalesce_27::INTEGER) + coalesce(octet_length(kubun_connector_operation.operation_id), :coalesce_28::INTEGER) + coalesce(octet_length(kubun_connector_operation.node_key), :coalesce_29::INTEGER) + coalesce(octet_length(kubun_connector_operation.owner_did), :coalesce_30::INTEGER) + coalesce(octet_length(kubun_connector_operation.connector_name), :coalesce_31::INTEGER) + coalesce(octet_length(kubun_connector_operation.model), :coalesce_32::INTEGER) + coalesce(octet_length(kubun_connector_operation.op), :coalesce_33::INTEGER) + coalesce(octet_length(kubun_connector_operation.account_key), :coalesce_34::INTEGER) + coalesce(octet_length(kubun_connector_operation.target), :coalesce_35::INTEGER) + coalesce(octet_length(kubun_connector_operation.source_id), :coalesce_36::INTEGER) + coalesce(octet_length(kubun_connector_operation.deterministic_event_id), :coalesce_37::INTEGER) + coalesce(octet_length(kubun_connector_operation.payload_hash), :coalesce_38::INTEGER) + coalesce(octet_length(kubun_connector_operation.reissue_intent), :coalesce_39::INTEGER) + coalesce(octet_length(kubun_connector_operation.provider_etag), :coalesce_40::INTEGER) + coalesce(octet_length(kubun_connector_operation.document_id), :coalesce_41::INTEGER) + coalesce(octet_length(kubun_connector_operation.result_entity), :coalesce_42::INTEGER) + coalesce(octet_length(kubun_connector_operation.state), :coalesce_43::INTEGER) + coalesce(octet_length(kubun_connector_operation.defer_reason), :coalesce_44::INTEGER) + coalesce(octet_length(kubun_connector_operation.last_kind), :coalesce_45::INTEGER) + coalesce(octet_length(kubun_connector_operation.last_error), :coalesce_46::INTEGER) + coalesce(octet_length(kubun_connector_operation.send_marker), :coalesce_47::INTEGER) + coalesce(octet_length(kubun_connector_operation.incarnation), :coalesce_48::INTEGER) + coalesce(octet_length(kubun_connector_operation.lease_token), :coalesce_49::INTEGER) + coalesce(octet_length(kubun_connector_operation.reissued_from), :coalesce_50::INTEGER) + coalesce(octet_length(kubun_connector_operation.reissued_as), :coalesce_51::INTEGER) AS row_bytes,
     kept.prior_token
 ),
 touched AS (
@@ -293,7 +305,7 @@ appended_leased AS (
     leased.caller_did AS caller_did,
     leased.operation_id AS operation_id,
     floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS anon_3,
-    CASE WHEN (leased.prior_token IS NOT NULL AND leased.prior_token != leased.lease_token) THEN :param_9::VARCHAR ELSE :param_10::VARCHAR END AS anon_4,
+    CASE WHEN (leased.prior_token IS NOT NULL AND leased.prior_token != leased.lease_token) THEN :param_10::VARCHAR ELSE :param_11::VARCHAR END AS anon_4,
     :p_actor::VARCHAR AS anon_5,
     leased.state AS state,
     leased.attempts AS attempts,
@@ -339,7 +351,7 @@ SELECT leased.caller_did,
   facts.owners,
   facts.stale
 FROM (
-  SELECT coalesce(max(CASE WHEN capacity.whole THEN capacity.walked ELSE :param_11::INTEGER END), :coalesce_52::INTEGER) AS owners,
+  SELECT coalesce(max(CASE WHEN capacity.whole THEN capacity.walked ELSE :param_12::INTEGER END), :coalesce_52::INTEGER) AS owners,
     coalesce(bool_or(capacity.stale), :coalesce_53::BOOLEAN) AS stale
   FROM capacity
 ) AS facts

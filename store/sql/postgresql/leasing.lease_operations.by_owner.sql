@@ -4,7 +4,7 @@
 -- Built per shape of the call; shown for the API's service call: connectorName given, no
 -- callerDID (p_caller), no accountKeys (an IN list, compiled per call), maxBytes given
 -- (p_max_bytes) with the first row allowed past it. The other shapes drop or add those filters.
--- On SQLite every call ranks all (lease_operations.all).
+-- Each owner's first due operations, as deep as the call asks.
 
 -- the driver's parameters: $1 p_token, $2 p_now, $3 send_marker_1, $4 attempts_1, $5 param_1,
 --   $6 p_expires, $7 param_2, $8 coalesce_1, $9 coalesce_2, $10 coalesce_3, $11 coalesce_4,
@@ -13,14 +13,14 @@
 --   $22 coalesce_15, $23 coalesce_16, $24 coalesce_17, $25 coalesce_18, $26 coalesce_19,
 --   $27 coalesce_20, $28 send_marker_2, $29 param_3, $30 coalesce_21, $31 coalesce_22,
 --   $32 coalesce_23, $33 coalesce_24, $34 coalesce_25, $35 coalesce_26, $36 param_4,
---   $37 param_5, $38 param_6, $39 p_connector, $40 p_depth, $41 param_7, $42 param_8,
---   $43 p_size, $44 position_1, $45 p_max_bytes, $46 param_9, $47 coalesce_27, $48 coalesce_28,
---   $49 coalesce_29, $50 coalesce_30, $51 coalesce_31, $52 coalesce_32, $53 coalesce_33,
---   $54 coalesce_34, $55 coalesce_35, $56 coalesce_36, $57 coalesce_37, $58 coalesce_38,
---   $59 coalesce_39, $60 coalesce_40, $61 coalesce_41, $62 coalesce_42, $63 coalesce_43,
---   $64 coalesce_44, $65 coalesce_45, $66 coalesce_46, $67 coalesce_47, $68 coalesce_48,
---   $69 coalesce_49, $70 coalesce_50, $71 coalesce_51, $72 param_10, $73 param_11, $74 p_actor,
---   $75 param_12, $76 coalesce_52, $77 coalesce_53
+--   $37 param_5, $38 param_6, $39 param_7, $40 p_connector, $41 p_depth, $42 param_8,
+--   $43 param_9, $44 param_10, $45 p_size, $46 position_1, $47 p_max_bytes, $48 param_11,
+--   $49 coalesce_27, $50 coalesce_28, $51 coalesce_29, $52 coalesce_30, $53 coalesce_31,
+--   $54 coalesce_32, $55 coalesce_33, $56 coalesce_34, $57 coalesce_35, $58 coalesce_36,
+--   $59 coalesce_37, $60 coalesce_38, $61 coalesce_39, $62 coalesce_40, $63 coalesce_41,
+--   $64 coalesce_42, $65 coalesce_43, $66 coalesce_44, $67 coalesce_45, $68 coalesce_46,
+--   $69 coalesce_47, $70 coalesce_48, $71 coalesce_49, $72 coalesce_50, $73 coalesce_51,
+--   $74 param_12, $75 param_13, $76 p_actor, $77 param_14, $78 coalesce_52, $79 coalesce_53
 -- bound when built: attempts_1 = 1, coalesce_1 = 0, coalesce_10 = 0, coalesce_11 = 0,
 --   coalesce_12 = 0, coalesce_13 = 0, coalesce_14 = 0, coalesce_15 = 0, coalesce_16 = 0,
 --   coalesce_17 = 0, coalesce_18 = 0, coalesce_19 = 0, coalesce_2 = 0, coalesce_20 = 0,
@@ -32,10 +32,10 @@
 --   coalesce_44 = 0, coalesce_45 = 0, coalesce_46 = 0, coalesce_47 = 0, coalesce_48 = 0,
 --   coalesce_49 = 0, coalesce_5 = 0, coalesce_50 = 0, coalesce_51 = 0, coalesce_52 = 0,
 --   coalesce_53 = False, coalesce_6 = 0, coalesce_7 = 0, coalesce_8 = 0, coalesce_9 = 0,
---   param_1 = '*abandoned*', param_10 = 'taken_over', param_11 = 'leased', param_12 = 0,
---   param_2 = 512, param_3 = '*abandoned*', param_4 = 0, param_5 = 1, param_6 = 0, param_7 = 1,
---   param_8 = 0, param_9 = 512, position_1 = 1, send_marker_1 = '*abandoned*',
---   send_marker_2 = '*abandoned*'
+--   param_1 = '*abandoned*', param_10 = 0, param_11 = 512, param_12 = 'taken_over',
+--   param_13 = 'leased', param_14 = 0, param_2 = 512, param_3 = '*abandoned*', param_4 = 0,
+--   param_5 = 1, param_6 = 1, param_7 = 0, param_8 = 1, param_9 = 1, position_1 = 1,
+--   send_marker_1 = '*abandoned*', send_marker_2 = '*abandoned*'
 WITH RECURSIVE owners(owner_did) AS (
   SELECT min(kubun_connector_operation.owner_did) AS owner_did
   FROM kubun_connector_operation
@@ -99,7 +99,8 @@ candidates AS (
             kubun_connector_operation.created_at AS created_at,
             kubun_connector_operation.created_at AS due_at
           FROM kubun_connector_operation
-          WHERE kubun_connector_operation.owner_did = owners.owner_did
+          WHERE kubun_connector_operation.owner_did >= owners.owner_did
+            AND kubun_connector_operation.owner_did <= owners.owner_did
             AND kubun_connector_operation.state = 'attempted'
             AND kubun_connector_operation.next_attempt_at IS NULL
             AND (kubun_connector_operation.lease_token IS NULL OR kubun_connector_operation.lease_expires_at < :p_now::BIGINT)
@@ -122,20 +123,32 @@ candidates AS (
                 AND kubun_connector_account.account_key = kubun_connector_operation.account_key
                 AND kubun_connector_account.throttled_until > :p_now::BIGINT
             ))
-            AND NOT (EXISTS (
+            AND NOT EXISTS (
               SELECT *
-              FROM kubun_connector_operation AS entity_other
-              WHERE entity_other.state = 'attempted'
-                AND entity_other.owner_did = kubun_connector_operation.owner_did
-                AND entity_other.connector_name = kubun_connector_operation.connector_name
-                AND entity_other.model = kubun_connector_operation.model
-                AND entity_other.account_key = kubun_connector_operation.account_key
-                AND entity_other.source_id = kubun_connector_operation.source_id
-                AND (entity_other.caller_did, entity_other.operation_id) != (kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
-                AND (entity_other.created_at, entity_other.caller_did, entity_other.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
-            ))
+              FROM (
+                SELECT entity_first_of.owner_did AS owner_did,
+                  entity_first_of.connector_name AS connector_name,
+                  entity_first_of.model AS model,
+                  entity_first_of.account_key AS account_key,
+                  entity_first_of.source_id AS source_id,
+                  entity_first_of.created_at AS created_at,
+                  entity_first_of.caller_did AS caller_did,
+                  entity_first_of.operation_id AS operation_id
+                FROM kubun_connector_operation AS entity_first_of
+                WHERE entity_first_of.state = 'attempted'
+                  AND (entity_first_of.owner_did, entity_first_of.connector_name, entity_first_of.model, entity_first_of.account_key, entity_first_of.source_id) >= (kubun_connector_operation.owner_did, kubun_connector_operation.connector_name, kubun_connector_operation.model, kubun_connector_operation.account_key, kubun_connector_operation.source_id)
+                ORDER BY entity_first_of.owner_did, entity_first_of.connector_name, entity_first_of.model, entity_first_of.account_key, entity_first_of.source_id, entity_first_of.created_at, entity_first_of.caller_did, entity_first_of.operation_id
+                LIMIT :param_5::INTEGER
+              ) AS entity_first
+              WHERE entity_first.owner_did = kubun_connector_operation.owner_did
+                AND entity_first.connector_name = kubun_connector_operation.connector_name
+                AND entity_first.model = kubun_connector_operation.model
+                AND entity_first.account_key = kubun_connector_operation.account_key
+                AND entity_first.source_id = kubun_connector_operation.source_id
+                AND (entity_first.created_at, entity_first.caller_did, entity_first.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
+            )
             AND NOT (EXISTS (
-              SELECT :param_5::INTEGER AS anon_3
+              SELECT :param_6::INTEGER AS anon_3
               FROM kubun_connector_operation AS entity_other
               WHERE entity_other.state = 'attempted'
                 AND entity_other.owner_did = kubun_connector_operation.owner_did
@@ -148,10 +161,10 @@ candidates AS (
                 AND entity_other.lease_token IS NOT NULL
                 AND entity_other.lease_expires_at >= :p_now::BIGINT
               LIMIT ALL
-              OFFSET :param_6::INTEGER
+              OFFSET :param_7::INTEGER
             ))
             AND kubun_connector_operation.connector_name = :p_connector::VARCHAR COLLATE "C"
-          ORDER BY kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
+          ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
           LIMIT :p_depth::INTEGER
         ) AS anon_2 ON true
         UNION ALL
@@ -176,7 +189,8 @@ candidates AS (
             kubun_connector_operation.created_at AS created_at,
             kubun_connector_operation.next_attempt_at AS due_at
           FROM kubun_connector_operation
-          WHERE kubun_connector_operation.owner_did = owners.owner_did
+          WHERE kubun_connector_operation.owner_did >= owners.owner_did
+            AND kubun_connector_operation.owner_did <= owners.owner_did
             AND kubun_connector_operation.state = 'attempted'
             AND kubun_connector_operation.next_attempt_at IS NOT NULL
             AND kubun_connector_operation.next_attempt_at <= :p_now::BIGINT
@@ -200,20 +214,32 @@ candidates AS (
                 AND kubun_connector_account.account_key = kubun_connector_operation.account_key
                 AND kubun_connector_account.throttled_until > :p_now::BIGINT
             ))
-            AND NOT (EXISTS (
+            AND NOT EXISTS (
               SELECT *
-              FROM kubun_connector_operation AS entity_other
-              WHERE entity_other.state = 'attempted'
-                AND entity_other.owner_did = kubun_connector_operation.owner_did
-                AND entity_other.connector_name = kubun_connector_operation.connector_name
-                AND entity_other.model = kubun_connector_operation.model
-                AND entity_other.account_key = kubun_connector_operation.account_key
-                AND entity_other.source_id = kubun_connector_operation.source_id
-                AND (entity_other.caller_did, entity_other.operation_id) != (kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
-                AND (entity_other.created_at, entity_other.caller_did, entity_other.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
-            ))
+              FROM (
+                SELECT entity_first_of.owner_did AS owner_did,
+                  entity_first_of.connector_name AS connector_name,
+                  entity_first_of.model AS model,
+                  entity_first_of.account_key AS account_key,
+                  entity_first_of.source_id AS source_id,
+                  entity_first_of.created_at AS created_at,
+                  entity_first_of.caller_did AS caller_did,
+                  entity_first_of.operation_id AS operation_id
+                FROM kubun_connector_operation AS entity_first_of
+                WHERE entity_first_of.state = 'attempted'
+                  AND (entity_first_of.owner_did, entity_first_of.connector_name, entity_first_of.model, entity_first_of.account_key, entity_first_of.source_id) >= (kubun_connector_operation.owner_did, kubun_connector_operation.connector_name, kubun_connector_operation.model, kubun_connector_operation.account_key, kubun_connector_operation.source_id)
+                ORDER BY entity_first_of.owner_did, entity_first_of.connector_name, entity_first_of.model, entity_first_of.account_key, entity_first_of.source_id, entity_first_of.created_at, entity_first_of.caller_did, entity_first_of.operation_id
+                LIMIT :param_8::INTEGER
+              ) AS entity_first
+              WHERE entity_first.owner_did = kubun_connector_operation.owner_did
+                AND entity_first.connector_name = kubun_connector_operation.connector_name
+                AND entity_first.model = kubun_connector_operation.model
+                AND entity_first.account_key = kubun_connector_operation.account_key
+                AND entity_first.source_id = kubun_connector_operation.source_id
+                AND (entity_first.created_at, entity_first.caller_did, entity_first.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
+            )
             AND NOT (EXISTS (
-              SELECT :param_7::INTEGER AS anon_5
+              SELECT :param_9::INTEGER AS anon_5
               FROM kubun_connector_operation AS entity_other
               WHERE entity_other.state = 'attempted'
                 AND entity_other.owner_did = kubun_connector_operation.owner_did
@@ -226,10 +252,10 @@ candidates AS (
                 AND entity_other.lease_token IS NOT NULL
                 AND entity_other.lease_expires_at >= :p_now::BIGINT
               LIMIT ALL
-              OFFSET :param_8::INTEGER
+              OFFSET :param_10::INTEGER
             ))
             AND kubun_connector_operation.connector_name = :p_connector::VARCHAR COLLATE "C"
-          ORDER BY kubun_connector_operation.next_attempt_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
+          ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.next_attempt_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
           LIMIT :p_depth::INTEGER
         ) AS anon_4 ON true
       ) AS gathered
@@ -396,7 +422,7 @@ leased AS (
     kubun_connector_operation.updated_at,
     kubun_connector_operation.reissued_from,
     kubun_connector_operation.reissued_as,
-    :param_9::INTEGER + coalesce(octet_length(kubun_connector_operation.caller_did), :coalesce_27::INTEGER) + coalesce(octet_length(kubun_connector_operation.operation_id), :coalesce_28::INTEGER) + coalesce(octet_length(kubun_connector_operation.node_key), :coalesce_29::INTEGER) + coalesce(octet_length(kubun_connector_operation.owner_did), :coalesce_30::INTEGER) + coalesce(octet_length(kubun_connector_operation.connector_name), :coalesce_31::INTEGER) + coalesce(octet_length(kubun_connector_operation.model), :coalesce_32::INTEGER) + coalesce(octet_length(kubun_connector_operation.op), :coalesce_33::INTEGER) + coalesce(octet_length(kubun_connector_operation.account_key), :coalesce_34::INTEGER) + coalesce(octet_length(kubun_connector_operation.target), :coalesce_35::INTEGER) + coalesce(octet_length(kubun_connector_operation.source_id), :coalesce_36::INTEGER) + coalesce(octet_length(kubun_connector_operation.deterministic_event_id), :coalesce_37::INTEGER) + coalesce(octet_length(kubun_connector_operation.payload_hash), :coalesce_38::INTEGER) + coalesce(octet_length(kubun_connector_operation.reissue_intent), :coalesce_39::INTEGER) + coalesce(octet_length(kubun_connector_operation.provider_etag), :coalesce_40::INTEGER) + coalesce(octet_length(kubun_connector_operation.document_id), :coalesce_41::INTEGER) + coalesce(octet_length(kubun_connector_operation.result_entity), :coalesce_42::INTEGER) + coalesce(octet_length(kubun_connector_operation.state), :coalesce_43::INTEGER) + coalesce(octet_length(kubun_connector_operation.defer_reason), :coalesce_44::INTEGER) + coalesce(octet_length(kubun_connector_operation.last_kind), :coalesce_45::INTEGER) + coalesce(octet_length(kubun_connector_operation.last_error), :coalesce_46::INTEGER) + coalesce(octet_length(kubun_connector_operation.send_marker), :coalesce_47::INTEGER) + coalesce(octet_length(kubun_connector_operation.incarnation), :coalesce_48::INTEGER) + coalesce(octet_length(kubun_connector_operation.lease_token), :coalesce_49::INTEGER) + coalesce(octet_length(kubun_connector_operation.reissued_from), :coalesce_50::INTEGER) + coalesce(octet_length(kubun_connector_operation.reissued_as), :coalesce_51::INTEGER) AS row_bytes,
+    :param_11::INTEGER + coalesce(octet_length(kubun_connector_operation.caller_did), :coalesce_27::INTEGER) + coalesce(octet_length(kubun_connector_operation.operation_id), :coalesce_28::INTEGER) + coalesce(octet_length(kubun_connector_operation.node_key), :coalesce_29::INTEGER) + coalesce(octet_length(kubun_connector_operation.owner_did), :coalesce_30::INTEGER) + coalesce(octet_length(kubun_connector_operation.connector_name), :coalesce_31::INTEGER) + coalesce(octet_length(kubun_connector_operation.model), :coalesce_32::INTEGER) + coalesce(octet_length(kubun_connector_operation.op), :coalesce_33::INTEGER) + coalesce(octet_length(kubun_connector_operation.account_key), :coalesce_34::INTEGER) + coalesce(octet_length(kubun_connector_operation.target), :coalesce_35::INTEGER) + coalesce(octet_length(kubun_connector_operation.source_id), :coalesce_36::INTEGER) + coalesce(octet_length(kubun_connector_operation.deterministic_event_id), :coalesce_37::INTEGER) + coalesce(octet_length(kubun_connector_operation.payload_hash), :coalesce_38::INTEGER) + coalesce(octet_length(kubun_connector_operation.reissue_intent), :coalesce_39::INTEGER) + coalesce(octet_length(kubun_connector_operation.provider_etag), :coalesce_40::INTEGER) + coalesce(octet_length(kubun_connector_operation.document_id), :coalesce_41::INTEGER) + coalesce(octet_length(kubun_connector_operation.result_entity), :coalesce_42::INTEGER) + coalesce(octet_length(kubun_connector_operation.state), :coalesce_43::INTEGER) + coalesce(octet_length(kubun_connector_operation.defer_reason), :coalesce_44::INTEGER) + coalesce(octet_length(kubun_connector_operation.last_kind), :coalesce_45::INTEGER) + coalesce(octet_length(kubun_connector_operation.last_error), :coalesce_46::INTEGER) + coalesce(octet_length(kubun_connector_operation.send_marker), :coalesce_47::INTEGER) + coalesce(octet_length(kubun_connector_operation.incarnation), :coalesce_48::INTEGER) + coalesce(octet_length(kubun_connector_operation.lease_token), :coalesce_49::INTEGER) + coalesce(octet_length(kubun_connector_operation.reissued_from), :coalesce_50::INTEGER) + coalesce(octet_length(kubun_connector_operation.reissued_as), :coalesce_51::INTEGER) AS row_bytes,
     kept.prior_token
 ),
 touched AS (
@@ -416,7 +442,7 @@ appended_leased AS (
     leased.caller_did AS caller_did,
     leased.operation_id AS operation_id,
     floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS anon_7,
-    CASE WHEN (leased.prior_token IS NOT NULL AND leased.prior_token != leased.lease_token) THEN :param_10::VARCHAR ELSE :param_11::VARCHAR END AS anon_8,
+    CASE WHEN (leased.prior_token IS NOT NULL AND leased.prior_token != leased.lease_token) THEN :param_12::VARCHAR ELSE :param_13::VARCHAR END AS anon_8,
     :p_actor::VARCHAR AS anon_9,
     leased.state AS state,
     leased.attempts AS attempts,
@@ -462,7 +488,7 @@ SELECT leased.caller_did,
   facts.owners,
   facts.stale
 FROM (
-  SELECT coalesce(max(CASE WHEN capacity.whole THEN capacity.walked ELSE :param_12::INTEGER END), :coalesce_52::INTEGER) AS owners,
+  SELECT coalesce(max(CASE WHEN capacity.whole THEN capacity.walked ELSE :param_14::INTEGER END), :coalesce_52::INTEGER) AS owners,
     coalesce(bool_or(capacity.stale), :coalesce_53::BOOLEAN) AS stale
   FROM capacity
 ) AS facts

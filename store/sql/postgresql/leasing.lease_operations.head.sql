@@ -4,7 +4,7 @@
 -- Built per shape of the call; shown for the API's service call: connectorName given, no
 -- callerDID (p_caller), no accountKeys (an IN list, compiled per call), maxBytes given
 -- (p_max_bytes) with the first row allowed past it. The other shapes drop or add those filters.
--- On SQLite every call ranks all (lease_operations.all).
+-- The head of the due order (PostgreSQL only; SQLite walks by owner).
 
 -- the driver's parameters: $1 p_token, $2 p_now, $3 send_marker_1, $4 attempts_1, $5 param_1,
 --   $6 p_expires, $7 param_2, $8 coalesce_1, $9 coalesce_2, $10 coalesce_3, $11 coalesce_4,
@@ -13,14 +13,15 @@
 --   $22 coalesce_15, $23 coalesce_16, $24 coalesce_17, $25 coalesce_18, $26 coalesce_19,
 --   $27 coalesce_20, $28 send_marker_2, $29 param_3, $30 coalesce_21, $31 coalesce_22,
 --   $32 coalesce_23, $33 coalesce_24, $34 coalesce_25, $35 p_size, $36 coalesce_26,
---   $37 param_4, $38 p_connector, $39 p_depth, $40 param_5, $41 param_6, $42 owner_rank_1,
---   $43 position_1, $44 p_max_bytes, $45 param_7, $46 coalesce_27, $47 coalesce_28,
---   $48 coalesce_29, $49 coalesce_30, $50 coalesce_31, $51 coalesce_32, $52 coalesce_33,
---   $53 coalesce_34, $54 coalesce_35, $55 coalesce_36, $56 coalesce_37, $57 coalesce_38,
---   $58 coalesce_39, $59 coalesce_40, $60 coalesce_41, $61 coalesce_42, $62 coalesce_43,
---   $63 coalesce_44, $64 coalesce_45, $65 coalesce_46, $66 coalesce_47, $67 coalesce_48,
---   $68 coalesce_49, $69 coalesce_50, $70 coalesce_51, $71 param_8, $72 param_9, $73 p_actor,
---   $74 param_10, $75 coalesce_52, $76 coalesce_53
+--   $37 param_4, $38 p_connector, $39 p_depth, $40 param_5, $41 param_6, $42 param_7,
+--   $43 param_8, $44 param_9, $45 param_10, $46 owner_rank_1, $47 position_1, $48 p_max_bytes,
+--   $49 param_11, $50 coalesce_27, $51 coalesce_28, $52 coalesce_29, $53 coalesce_30,
+--   $54 coalesce_31, $55 coalesce_32, $56 coalesce_33, $57 coalesce_34, $58 coalesce_35,
+--   $59 coalesce_36, $60 coalesce_37, $61 coalesce_38, $62 coalesce_39, $63 coalesce_40,
+--   $64 coalesce_41, $65 coalesce_42, $66 coalesce_43, $67 coalesce_44, $68 coalesce_45,
+--   $69 coalesce_46, $70 coalesce_47, $71 coalesce_48, $72 coalesce_49, $73 coalesce_50,
+--   $74 coalesce_51, $75 param_12, $76 param_13, $77 p_actor, $78 param_14, $79 coalesce_52,
+--   $80 coalesce_53
 -- bound when built: attempts_1 = 1, coalesce_1 = 0, coalesce_10 = 0, coalesce_11 = 0,
 --   coalesce_12 = 0, coalesce_13 = 0, coalesce_14 = 0, coalesce_15 = 0, coalesce_16 = 0,
 --   coalesce_17 = 0, coalesce_18 = 0, coalesce_19 = 0, coalesce_2 = 0, coalesce_20 = 0,
@@ -32,10 +33,10 @@
 --   coalesce_44 = 0, coalesce_45 = 0, coalesce_46 = 0, coalesce_47 = 0, coalesce_48 = 0,
 --   coalesce_49 = 0, coalesce_5 = 0, coalesce_50 = 0, coalesce_51 = 0, coalesce_52 = 0,
 --   coalesce_53 = False, coalesce_6 = 0, coalesce_7 = 0, coalesce_8 = 0, coalesce_9 = 0,
---   owner_rank_1 = 1, param_1 = '*abandoned*', param_10 = 0, param_2 = 512,
---   param_3 = '*abandoned*', param_4 = 0, param_5 = 1, param_6 = 0, param_7 = 512,
---   param_8 = 'taken_over', param_9 = 'leased', position_1 = 1, send_marker_1 = '*abandoned*',
---   send_marker_2 = '*abandoned*'
+--   owner_rank_1 = 1, param_1 = '*abandoned*', param_10 = 0, param_11 = 512,
+--   param_12 = 'taken_over', param_13 = 'leased', param_14 = 0, param_2 = 512,
+--   param_3 = '*abandoned*', param_4 = 0, param_5 = 1, param_6 = '', param_7 = '', param_8 = 1,
+--   param_9 = 1, position_1 = 1, send_marker_1 = '*abandoned*', send_marker_2 = '*abandoned*'
 WITH candidates AS (
   SELECT candidate.caller_did AS caller_did,
     candidate.operation_id AS operation_id,
@@ -132,7 +133,7 @@ WITH candidates AS (
               FROM kubun_connector_operation
               WHERE kubun_connector_operation.state = 'attempted'
                 AND kubun_connector_operation.next_attempt_at IS NOT NULL
-                AND kubun_connector_operation.next_attempt_at <= :p_now::BIGINT
+                AND (kubun_connector_operation.next_attempt_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id) < (:p_now::BIGINT + :param_5::BIGINT, :param_6::VARCHAR, :param_7::VARCHAR)
                 AND (kubun_connector_operation.lease_token IS NULL OR kubun_connector_operation.lease_expires_at < :p_now::BIGINT)
                 AND kubun_connector_operation.connector_name = :p_connector::VARCHAR COLLATE "C"
               ORDER BY kubun_connector_operation.next_attempt_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
@@ -161,20 +162,32 @@ WITH candidates AS (
               AND kubun_connector_account.account_key = head.account_key
               AND kubun_connector_account.throttled_until > :p_now::BIGINT
           ))
-          AND NOT (EXISTS (
+          AND NOT EXISTS (
             SELECT *
-            FROM kubun_connector_operation AS entity_other
-            WHERE entity_other.state = 'attempted'
-              AND entity_other.owner_did = head.owner_did
-              AND entity_other.connector_name = head.connector_name
-              AND entity_other.model = head.model
-              AND entity_other.account_key = head.account_key
-              AND entity_other.source_id = head.source_id
-              AND (entity_other.caller_did, entity_other.operation_id) != (head.caller_did, head.operation_id)
-              AND (entity_other.created_at, entity_other.caller_did, entity_other.operation_id) < (head.created_at, head.caller_did, head.operation_id)
-          ))
+            FROM (
+              SELECT entity_first_of.owner_did AS owner_did,
+                entity_first_of.connector_name AS connector_name,
+                entity_first_of.model AS model,
+                entity_first_of.account_key AS account_key,
+                entity_first_of.source_id AS source_id,
+                entity_first_of.created_at AS created_at,
+                entity_first_of.caller_did AS caller_did,
+                entity_first_of.operation_id AS operation_id
+              FROM kubun_connector_operation AS entity_first_of
+              WHERE entity_first_of.state = 'attempted'
+                AND (entity_first_of.owner_did, entity_first_of.connector_name, entity_first_of.model, entity_first_of.account_key, entity_first_of.source_id) >= (head.owner_did, head.connector_name, head.model, head.account_key, head.source_id)
+              ORDER BY entity_first_of.owner_did, entity_first_of.connector_name, entity_first_of.model, entity_first_of.account_key, entity_first_of.source_id, entity_first_of.created_at, entity_first_of.caller_did, entity_first_of.operation_id
+              LIMIT :param_8::INTEGER
+            ) AS entity_first
+            WHERE entity_first.owner_did = head.owner_did
+              AND entity_first.connector_name = head.connector_name
+              AND entity_first.model = head.model
+              AND entity_first.account_key = head.account_key
+              AND entity_first.source_id = head.source_id
+              AND (entity_first.created_at, entity_first.caller_did, entity_first.operation_id) < (head.created_at, head.caller_did, head.operation_id)
+          )
           AND NOT (EXISTS (
-            SELECT :param_5::INTEGER AS anon_3
+            SELECT :param_9::INTEGER AS anon_3
             FROM kubun_connector_operation AS entity_other
             WHERE entity_other.state = 'attempted'
               AND entity_other.owner_did = head.owner_did
@@ -187,7 +200,7 @@ WITH candidates AS (
               AND entity_other.lease_token IS NOT NULL
               AND entity_other.lease_expires_at >= :p_now::BIGINT
             LIMIT ALL
-            OFFSET :param_6::INTEGER
+            OFFSET :param_10::INTEGER
           ))
       ) AS ranked
       WHERE ranked.owner_rank = :owner_rank_1::INTEGER
@@ -354,7 +367,7 @@ leased AS (
     kubun_connector_operation.updated_at,
     kubun_connector_operation.reissued_from,
     kubun_connector_operation.reissued_as,
-    :param_7::INTEGER + coalesce(octet_length(kubun_connector_operation.caller_did), :coalesce_27::INTEGER) + coalesce(octet_length(kubun_connector_operation.operation_id), :coalesce_28::INTEGER) + coalesce(octet_length(kubun_connector_operation.node_key), :coalesce_29::INTEGER) + coalesce(octet_length(kubun_connector_operation.owner_did), :coalesce_30::INTEGER) + coalesce(octet_length(kubun_connector_operation.connector_name), :coalesce_31::INTEGER) + coalesce(octet_length(kubun_connector_operation.model), :coalesce_32::INTEGER) + coalesce(octet_length(kubun_connector_operation.op), :coalesce_33::INTEGER) + coalesce(octet_length(kubun_connector_operation.account_key), :coalesce_34::INTEGER) + coalesce(octet_length(kubun_connector_operation.target), :coalesce_35::INTEGER) + coalesce(octet_length(kubun_connector_operation.source_id), :coalesce_36::INTEGER) + coalesce(octet_length(kubun_connector_operation.deterministic_event_id), :coalesce_37::INTEGER) + coalesce(octet_length(kubun_connector_operation.payload_hash), :coalesce_38::INTEGER) + coalesce(octet_length(kubun_connector_operation.reissue_intent), :coalesce_39::INTEGER) + coalesce(octet_length(kubun_connector_operation.provider_etag), :coalesce_40::INTEGER) + coalesce(octet_length(kubun_connector_operation.document_id), :coalesce_41::INTEGER) + coalesce(octet_length(kubun_connector_operation.result_entity), :coalesce_42::INTEGER) + coalesce(octet_length(kubun_connector_operation.state), :coalesce_43::INTEGER) + coalesce(octet_length(kubun_connector_operation.defer_reason), :coalesce_44::INTEGER) + coalesce(octet_length(kubun_connector_operation.last_kind), :coalesce_45::INTEGER) + coalesce(octet_length(kubun_connector_operation.last_error), :coalesce_46::INTEGER) + coalesce(octet_length(kubun_connector_operation.send_marker), :coalesce_47::INTEGER) + coalesce(octet_length(kubun_connector_operation.incarnation), :coalesce_48::INTEGER) + coalesce(octet_length(kubun_connector_operation.lease_token), :coalesce_49::INTEGER) + coalesce(octet_length(kubun_connector_operation.reissued_from), :coalesce_50::INTEGER) + coalesce(octet_length(kubun_connector_operation.reissued_as), :coalesce_51::INTEGER) AS row_bytes,
+    :param_11::INTEGER + coalesce(octet_length(kubun_connector_operation.caller_did), :coalesce_27::INTEGER) + coalesce(octet_length(kubun_connector_operation.operation_id), :coalesce_28::INTEGER) + coalesce(octet_length(kubun_connector_operation.node_key), :coalesce_29::INTEGER) + coalesce(octet_length(kubun_connector_operation.owner_did), :coalesce_30::INTEGER) + coalesce(octet_length(kubun_connector_operation.connector_name), :coalesce_31::INTEGER) + coalesce(octet_length(kubun_connector_operation.model), :coalesce_32::INTEGER) + coalesce(octet_length(kubun_connector_operation.op), :coalesce_33::INTEGER) + coalesce(octet_length(kubun_connector_operation.account_key), :coalesce_34::INTEGER) + coalesce(octet_length(kubun_connector_operation.target), :coalesce_35::INTEGER) + coalesce(octet_length(kubun_connector_operation.source_id), :coalesce_36::INTEGER) + coalesce(octet_length(kubun_connector_operation.deterministic_event_id), :coalesce_37::INTEGER) + coalesce(octet_length(kubun_connector_operation.payload_hash), :coalesce_38::INTEGER) + coalesce(octet_length(kubun_connector_operation.reissue_intent), :coalesce_39::INTEGER) + coalesce(octet_length(kubun_connector_operation.provider_etag), :coalesce_40::INTEGER) + coalesce(octet_length(kubun_connector_operation.document_id), :coalesce_41::INTEGER) + coalesce(octet_length(kubun_connector_operation.result_entity), :coalesce_42::INTEGER) + coalesce(octet_length(kubun_connector_operation.state), :coalesce_43::INTEGER) + coalesce(octet_length(kubun_connector_operation.defer_reason), :coalesce_44::INTEGER) + coalesce(octet_length(kubun_connector_operation.last_kind), :coalesce_45::INTEGER) + coalesce(octet_length(kubun_connector_operation.last_error), :coalesce_46::INTEGER) + coalesce(octet_length(kubun_connector_operation.send_marker), :coalesce_47::INTEGER) + coalesce(octet_length(kubun_connector_operation.incarnation), :coalesce_48::INTEGER) + coalesce(octet_length(kubun_connector_operation.lease_token), :coalesce_49::INTEGER) + coalesce(octet_length(kubun_connector_operation.reissued_from), :coalesce_50::INTEGER) + coalesce(octet_length(kubun_connector_operation.reissued_as), :coalesce_51::INTEGER) AS row_bytes,
     kept.prior_token
 ),
 touched AS (
@@ -374,7 +387,7 @@ appended_leased AS (
     leased.caller_did AS caller_did,
     leased.operation_id AS operation_id,
     floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS anon_5,
-    CASE WHEN (leased.prior_token IS NOT NULL AND leased.prior_token != leased.lease_token) THEN :param_8::VARCHAR ELSE :param_9::VARCHAR END AS anon_6,
+    CASE WHEN (leased.prior_token IS NOT NULL AND leased.prior_token != leased.lease_token) THEN :param_12::VARCHAR ELSE :param_13::VARCHAR END AS anon_6,
     :p_actor::VARCHAR AS anon_7,
     leased.state AS state,
     leased.attempts AS attempts,
@@ -420,7 +433,7 @@ SELECT leased.caller_did,
   facts.owners,
   facts.stale
 FROM (
-  SELECT coalesce(max(CASE WHEN capacity.whole THEN capacity.walked ELSE :param_10::INTEGER END), :coalesce_52::INTEGER) AS owners,
+  SELECT coalesce(max(CASE WHEN capacity.whole THEN capacity.walked ELSE :param_14::INTEGER END), :coalesce_52::INTEGER) AS owners,
     coalesce(bool_or(capacity.stale), :coalesce_53::BOOLEAN) AS stale
   FROM capacity
 ) AS facts

@@ -4,10 +4,10 @@
 
 -- the driver's parameters: $1 param_1, $2 param_2, $3 p_actor, $4 p_token, $5 p_now,
 --   $6 send_marker_1, $7 attempts_1, $8 param_3, $9 p_expires_at, $10 p_caller,
---   $11 p_operation, $12 state_1, $13 param_4, $14 param_5, $15 p_prior_token
+--   $11 p_operation, $12 state_1, $13 param_4, $14 param_5, $15 param_6, $16 p_prior_token
 -- bound when built: attempts_1 = 1, param_1 = 'taken_over', param_2 = 'leased',
---   param_3 = '*abandoned*', param_4 = 1, param_5 = 0, send_marker_1 = '*abandoned*',
---   state_1 = 'attempted'
+--   param_3 = '*abandoned*', param_4 = 1, param_5 = 1, param_6 = 0,
+--   send_marker_1 = '*abandoned*', state_1 = 'attempted'
 WITH changed AS (
   UPDATE kubun_connector_operation
   SET attempts=CASE WHEN (kubun_connector_operation.lease_token IS NOT NULL AND kubun_connector_operation.lease_token != :p_token::VARCHAR AND kubun_connector_operation.lease_expires_at < :p_now::BIGINT AND kubun_connector_operation.send_marker IS NOT NULL AND kubun_connector_operation.send_marker != :send_marker_1::VARCHAR) THEN kubun_connector_operation.attempts + :attempts_1::INTEGER ELSE kubun_connector_operation.attempts END,
@@ -55,20 +55,32 @@ WITH changed AS (
             AND (leased.caller_did, leased.operation_id) != (kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
         )
     ))
-    AND NOT (EXISTS (
+    AND NOT EXISTS (
       SELECT *
-      FROM kubun_connector_operation AS entity_other
-      WHERE entity_other.state = 'attempted'
-        AND entity_other.owner_did = kubun_connector_operation.owner_did
-        AND entity_other.connector_name = kubun_connector_operation.connector_name
-        AND entity_other.model = kubun_connector_operation.model
-        AND entity_other.account_key = kubun_connector_operation.account_key
-        AND entity_other.source_id = kubun_connector_operation.source_id
-        AND (entity_other.caller_did, entity_other.operation_id) != (kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
-        AND (entity_other.created_at, entity_other.caller_did, entity_other.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
-    ))
+      FROM (
+        SELECT entity_first_of.owner_did AS owner_did,
+          entity_first_of.connector_name AS connector_name,
+          entity_first_of.model AS model,
+          entity_first_of.account_key AS account_key,
+          entity_first_of.source_id AS source_id,
+          entity_first_of.created_at AS created_at,
+          entity_first_of.caller_did AS caller_did,
+          entity_first_of.operation_id AS operation_id
+        FROM kubun_connector_operation AS entity_first_of
+        WHERE entity_first_of.state = 'attempted'
+          AND (entity_first_of.owner_did, entity_first_of.connector_name, entity_first_of.model, entity_first_of.account_key, entity_first_of.source_id) >= (kubun_connector_operation.owner_did, kubun_connector_operation.connector_name, kubun_connector_operation.model, kubun_connector_operation.account_key, kubun_connector_operation.source_id)
+        ORDER BY entity_first_of.owner_did, entity_first_of.connector_name, entity_first_of.model, entity_first_of.account_key, entity_first_of.source_id, entity_first_of.created_at, entity_first_of.caller_did, entity_first_of.operation_id
+        LIMIT :param_4::INTEGER
+      ) AS entity_first
+      WHERE entity_first.owner_did = kubun_connector_operation.owner_did
+        AND entity_first.connector_name = kubun_connector_operation.connector_name
+        AND entity_first.model = kubun_connector_operation.model
+        AND entity_first.account_key = kubun_connector_operation.account_key
+        AND entity_first.source_id = kubun_connector_operation.source_id
+        AND (entity_first.created_at, entity_first.caller_did, entity_first.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
+    )
     AND NOT (EXISTS (
-      SELECT :param_4::INTEGER AS anon_6
+      SELECT :param_5::INTEGER AS anon_6
       FROM kubun_connector_operation AS entity_other
       WHERE entity_other.state = 'attempted'
         AND entity_other.owner_did = kubun_connector_operation.owner_did
@@ -81,7 +93,7 @@ WITH changed AS (
         AND entity_other.lease_token IS NOT NULL
         AND entity_other.lease_expires_at >= :p_now::BIGINT
       LIMIT ALL
-      OFFSET :param_5::INTEGER
+      OFFSET :param_6::INTEGER
     ))
   RETURNING kubun_connector_operation.caller_did,
     kubun_connector_operation.operation_id,

@@ -8,10 +8,10 @@
 --   $15 p_reissue_intent, $16 p_provider_etag, $17 p_document_id, $18 p_result_entity,
 --   $19 p_state, $20 p_attempts, $21 p_next_attempt_at, $22 p_defer_reason, $23 p_last_kind,
 --   $24 p_last_http_status, $25 p_last_error, $26 p_send_marker, $27 p_version,
---   $28 p_incarnation, $29 p_now, $30 param_2, $31 param_3, $32 p_lease_token,
---   $33 p_lease_expires_at, $34 param_4, $35 p_created_at, $36 p_updated_at,
---   $37 p_reissued_from, $38 p_reissued_as, $39 p_key_digest
--- bound when built: param_1 = 'claimed', param_2 = 1, param_3 = 0, param_4 = 1
+--   $28 p_incarnation, $29 p_now, $30 param_2, $31 param_3, $32 param_4, $33 p_lease_token,
+--   $34 p_lease_expires_at, $35 param_5, $36 p_created_at, $37 p_updated_at,
+--   $38 p_reissued_from, $39 p_reissued_as, $40 p_key_digest
+-- bound when built: param_1 = 'claimed', param_2 = 1, param_3 = 1, param_4 = 0, param_5 = 1
 WITH changed AS (
   INSERT INTO kubun_connector_operation (caller_did, operation_id, node_key, owner_did, connector_name, model, op, account_key, target, source_id, deterministic_event_id, payload_hash, reissue_intent, provider_etag, document_id, result_entity, state, attempts, next_attempt_at, defer_reason, last_kind, last_http_status, last_error, send_marker, version, incarnation, lease_token, lease_expires_at, created_at, updated_at, reissued_from, reissued_as)
   SELECT :p_caller_did::VARCHAR COLLATE "C" AS caller_did,
@@ -71,17 +71,30 @@ WITH changed AS (
             AND leased.lease_token IS NOT NULL
             AND leased.lease_expires_at >= :p_now::BIGINT
         )
-    )) AND NOT (EXISTS (
+    )) AND NOT EXISTS (
       SELECT *
-      FROM kubun_connector_operation AS entity_other
-      WHERE entity_other.state = 'attempted'
-        AND entity_other.owner_did = :p_owner_did::VARCHAR COLLATE "C"
-        AND entity_other.connector_name = :p_connector_name::VARCHAR COLLATE "C"
-        AND entity_other.model = :p_model::VARCHAR COLLATE "C"
-        AND entity_other.account_key = :p_account_key::VARCHAR COLLATE "C"
-        AND entity_other.source_id = :p_source_id::VARCHAR COLLATE "C"
-    )) AND NOT (EXISTS (
-      SELECT :param_2::INTEGER AS anon_6
+      FROM (
+        SELECT entity_first_of.owner_did AS owner_did,
+          entity_first_of.connector_name AS connector_name,
+          entity_first_of.model AS model,
+          entity_first_of.account_key AS account_key,
+          entity_first_of.source_id AS source_id,
+          entity_first_of.created_at AS created_at,
+          entity_first_of.caller_did AS caller_did,
+          entity_first_of.operation_id AS operation_id
+        FROM kubun_connector_operation AS entity_first_of
+        WHERE entity_first_of.state = 'attempted'
+          AND (entity_first_of.owner_did, entity_first_of.connector_name, entity_first_of.model, entity_first_of.account_key, entity_first_of.source_id) >= (:p_owner_did::VARCHAR COLLATE "C", :p_connector_name::VARCHAR COLLATE "C", :p_model::VARCHAR COLLATE "C", :p_account_key::VARCHAR COLLATE "C", :p_source_id::VARCHAR COLLATE "C")
+        ORDER BY entity_first_of.owner_did, entity_first_of.connector_name, entity_first_of.model, entity_first_of.account_key, entity_first_of.source_id, entity_first_of.created_at, entity_first_of.caller_did, entity_first_of.operation_id
+        LIMIT :param_2::INTEGER
+      ) AS entity_first
+      WHERE entity_first.owner_did = :p_owner_did::VARCHAR COLLATE "C"
+        AND entity_first.connector_name = :p_connector_name::VARCHAR COLLATE "C"
+        AND entity_first.model = :p_model::VARCHAR COLLATE "C"
+        AND entity_first.account_key = :p_account_key::VARCHAR COLLATE "C"
+        AND entity_first.source_id = :p_source_id::VARCHAR COLLATE "C"
+    ) AND NOT (EXISTS (
+      SELECT :param_3::INTEGER AS anon_6
       FROM kubun_connector_operation AS entity_other
       WHERE entity_other.state = 'attempted'
         AND entity_other.owner_did = :p_owner_did::VARCHAR COLLATE "C"
@@ -93,7 +106,7 @@ WITH changed AS (
         AND entity_other.lease_token IS NOT NULL
         AND entity_other.lease_expires_at >= :p_now::BIGINT
       LIMIT ALL
-      OFFSET :param_3::INTEGER
+      OFFSET :param_4::INTEGER
     ))) THEN :p_lease_token::VARCHAR ELSE NULL END AS lease_token,
     CASE WHEN (NOT (EXISTS (
       SELECT *
@@ -126,17 +139,30 @@ WITH changed AS (
             AND leased.lease_token IS NOT NULL
             AND leased.lease_expires_at >= :p_now::BIGINT
         )
-    )) AND NOT (EXISTS (
+    )) AND NOT EXISTS (
       SELECT *
-      FROM kubun_connector_operation AS entity_other
-      WHERE entity_other.state = 'attempted'
-        AND entity_other.owner_did = :p_owner_did::VARCHAR COLLATE "C"
-        AND entity_other.connector_name = :p_connector_name::VARCHAR COLLATE "C"
-        AND entity_other.model = :p_model::VARCHAR COLLATE "C"
-        AND entity_other.account_key = :p_account_key::VARCHAR COLLATE "C"
-        AND entity_other.source_id = :p_source_id::VARCHAR COLLATE "C"
-    )) AND NOT (EXISTS (
-      SELECT :param_2::INTEGER AS anon_6
+      FROM (
+        SELECT entity_first_of.owner_did AS owner_did,
+          entity_first_of.connector_name AS connector_name,
+          entity_first_of.model AS model,
+          entity_first_of.account_key AS account_key,
+          entity_first_of.source_id AS source_id,
+          entity_first_of.created_at AS created_at,
+          entity_first_of.caller_did AS caller_did,
+          entity_first_of.operation_id AS operation_id
+        FROM kubun_connector_operation AS entity_first_of
+        WHERE entity_first_of.state = 'attempted'
+          AND (entity_first_of.owner_did, entity_first_of.connector_name, entity_first_of.model, entity_first_of.account_key, entity_first_of.source_id) >= (:p_owner_did::VARCHAR COLLATE "C", :p_connector_name::VARCHAR COLLATE "C", :p_model::VARCHAR COLLATE "C", :p_account_key::VARCHAR COLLATE "C", :p_source_id::VARCHAR COLLATE "C")
+        ORDER BY entity_first_of.owner_did, entity_first_of.connector_name, entity_first_of.model, entity_first_of.account_key, entity_first_of.source_id, entity_first_of.created_at, entity_first_of.caller_did, entity_first_of.operation_id
+        LIMIT :param_2::INTEGER
+      ) AS entity_first
+      WHERE entity_first.owner_did = :p_owner_did::VARCHAR COLLATE "C"
+        AND entity_first.connector_name = :p_connector_name::VARCHAR COLLATE "C"
+        AND entity_first.model = :p_model::VARCHAR COLLATE "C"
+        AND entity_first.account_key = :p_account_key::VARCHAR COLLATE "C"
+        AND entity_first.source_id = :p_source_id::VARCHAR COLLATE "C"
+    ) AND NOT (EXISTS (
+      SELECT :param_3::INTEGER AS anon_6
       FROM kubun_connector_operation AS entity_other
       WHERE entity_other.state = 'attempted'
         AND entity_other.owner_did = :p_owner_did::VARCHAR COLLATE "C"
@@ -148,8 +174,8 @@ WITH changed AS (
         AND entity_other.lease_token IS NOT NULL
         AND entity_other.lease_expires_at >= :p_now::BIGINT
       LIMIT ALL
-      OFFSET :param_3::INTEGER
-    ))) THEN :p_lease_expires_at::BIGINT ELSE :p_now::BIGINT - :param_4::BIGINT END AS lease_expires_at,
+      OFFSET :param_4::INTEGER
+    ))) THEN :p_lease_expires_at::BIGINT ELSE :p_now::BIGINT - :param_5::BIGINT END AS lease_expires_at,
     :p_created_at::BIGINT AS created_at,
     :p_updated_at::BIGINT AS updated_at,
     :p_reissued_from::VARCHAR COLLATE "C" AS reissued_from,

@@ -4,10 +4,10 @@
 
 -- the driver's parameters: $1 param_1, $2 p_actor, $3 p_provider_etag, $4 p_document_id,
 --   $5 p_result_entity, $6 param_2, $7 attempts_1, $8 param_3, $9 param_4, $10 param_5,
---   $11 version_1, $12 p_now, $13 p_caller, $14 p_operation, $15 state_1, $16 p_version,
+--   $11 version_1, $12 p_now, $13 p_caller, $14 p_operation, $15 param_6, $16 p_version,
 --   $17 p_token
 -- bound when built: attempts_1 = 1, param_1 = 'finalized', param_2 = 'committed',
---   param_3 = None, param_4 = None, param_5 = None, state_1 = 'attempted', version_1 = 1
+--   param_3 = None, param_4 = None, param_5 = None, param_6 = 'attempted', version_1 = 1
 WITH changed AS (
   UPDATE kubun_connector_operation
   SET provider_etag=coalesce(:p_provider_etag::VARCHAR, kubun_connector_operation.provider_etag),
@@ -22,7 +22,7 @@ WITH changed AS (
     updated_at=:p_now::BIGINT
   WHERE kubun_connector_operation.caller_did = :p_caller::VARCHAR COLLATE "C"
     AND kubun_connector_operation.operation_id = :p_operation::VARCHAR COLLATE "C"
-    AND kubun_connector_operation.state = :state_1::VARCHAR
+    AND kubun_connector_operation.state = :param_6::VARCHAR
     AND kubun_connector_operation.version = :p_version::INTEGER
     AND kubun_connector_operation.lease_token = :p_token::VARCHAR
   RETURNING kubun_connector_operation.caller_did,

@@ -3,15 +3,15 @@
 -- Parameters are shown by name (:p_now); the driver gets them by position.
 
 -- the driver's parameters: $1 param_1, $2 p_actor, $3 p_marker, $4 param_2, $5 p_now,
---   $6 p_caller, $7 p_operation, $8 state_1, $9 p_token
--- bound when built: param_1 = 'send_marked', param_2 = '*contested*', state_1 = 'attempted'
+--   $6 p_caller, $7 p_operation, $8 param_3, $9 p_token
+-- bound when built: param_1 = 'send_marked', param_2 = '*contested*', param_3 = 'attempted'
 WITH changed AS (
   UPDATE kubun_connector_operation
   SET send_marker=CASE WHEN (kubun_connector_operation.send_marker IS NULL OR kubun_connector_operation.send_marker = :p_marker::VARCHAR) THEN :p_marker::VARCHAR ELSE :param_2::VARCHAR END,
     updated_at=:p_now::BIGINT
   WHERE kubun_connector_operation.caller_did = :p_caller::VARCHAR COLLATE "C"
     AND kubun_connector_operation.operation_id = :p_operation::VARCHAR COLLATE "C"
-    AND kubun_connector_operation.state = :state_1::VARCHAR
+    AND kubun_connector_operation.state = :param_3::VARCHAR
     AND kubun_connector_operation.lease_token = :p_token::VARCHAR
   RETURNING kubun_connector_operation.caller_did,
     kubun_connector_operation.operation_id,

@@ -5,7 +5,5 @@
 -- the driver's parameters: $1 p_older_than, $2 p_failed_older_than
 SELECT count(*) AS n
 FROM kubun_connector_operation
-WHERE (kubun_connector_operation.state = 'committed' OR kubun_connector_operation.state = 'superseded')
-  AND kubun_connector_operation.updated_at < :p_older_than::BIGINT
-  OR kubun_connector_operation.state = 'failed'
-  AND kubun_connector_operation.updated_at < :p_failed_older_than::BIGINT;
+WHERE kubun_connector_operation.state != 'attempted'
+  AND ((kubun_connector_operation.state = 'committed' OR kubun_connector_operation.state = 'superseded') AND kubun_connector_operation.updated_at < :p_older_than::BIGINT OR kubun_connector_operation.state = 'failed' AND kubun_connector_operation.updated_at < :p_failed_older_than::BIGINT);

@@ -132,7 +132,7 @@ FROM (
         WHERE kubun_connector_account.connector_name = item.connector_name
           AND kubun_connector_account.account_key = item.account_key
           AND kubun_connector_account.throttled_until > :p_now
-      )) AND NOT (EXISTS (
+      )) AND NOT EXISTS (
         SELECT *
         FROM kubun_connector_operation AS entity_other
         WHERE entity_other.state = 'attempted'
@@ -141,7 +141,7 @@ FROM (
           AND entity_other.model = item.model
           AND entity_other.account_key = item.account_key
           AND entity_other.source_id = item.source_id
-      )) AND NOT (EXISTS (
+      ) AND NOT (EXISTS (
         SELECT :param_2 AS anon_1
         FROM kubun_connector_operation AS entity_other
         WHERE entity_other.state = 'attempted'

@@ -3,7 +3,7 @@
 -- Parameters are shown by name (:p_now); the driver gets them by position.
 
 -- 1. the write
--- bound when built: param_1 = '*contested*', state_1 = 'attempted'
+-- bound when built: param_1 = '*contested*', param_2 = 'attempted'
 UPDATE kubun_connector_operation
 SET send_marker=CASE WHEN (kubun_connector_operation.send_marker IS NULL OR kubun_connector_operation.send_marker = item.marker) THEN item.marker ELSE :param_1 END,
   updated_at=:p_now
@@ -16,7 +16,7 @@ FROM (
 ) AS item
 WHERE kubun_connector_operation.caller_did = item.caller
   AND kubun_connector_operation.operation_id = item.operation
-  AND kubun_connector_operation.state = :state_1
+  AND +kubun_connector_operation.state = :param_2
   AND kubun_connector_operation.lease_token = item.token
 RETURNING caller_did,
   operation_id,

@@ -36,7 +36,7 @@ FROM (
 ) AS item
 WHERE kubun_connector_operation.caller_did = item.caller
   AND kubun_connector_operation.operation_id = item.operation
-  AND kubun_connector_operation.state = item.from_state
+  AND +kubun_connector_operation.state = item.from_state
   AND kubun_connector_operation.version = item.version
   AND kubun_connector_operation.lease_token = item.token
   AND (item.attempts != :attempts_6 OR kubun_connector_operation.attempts > :attempts_7 AND (kubun_connector_operation.send_marker IS NULL OR kubun_connector_operation.send_marker = item.marker))

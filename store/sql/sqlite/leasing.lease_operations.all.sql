@@ -4,7 +4,7 @@
 -- Built per shape of the call; shown for the API's service call: connectorName given, no
 -- callerDID (p_caller), no accountKeys (an IN list, compiled per call), maxBytes given
 -- (p_max_bytes) with the first row allowed past it. The other shapes drop or add those filters.
--- On PostgreSQL a tenant's call (p_caller given) walks so.
+-- Every due operation ranked at once (a tenant's call ranks so, with p_caller).
 
 -- 1. the chosen keys, each with the lease token it found
 -- bound when built: coalesce_1 = 0, coalesce_10 = 0, coalesce_11 = 0, coalesce_12 = 0,
@@ -63,7 +63,7 @@ WITH candidates AS (
           AND kubun_connector_account.account_key = kubun_connector_operation.account_key
           AND kubun_connector_account.throttled_until > :p_now
       ))
-      AND NOT (EXISTS (
+      AND NOT EXISTS (
         SELECT *
         FROM kubun_connector_operation AS entity_other
         WHERE entity_other.state = 'attempted'
@@ -74,7 +74,7 @@ WITH candidates AS (
           AND entity_other.source_id = kubun_connector_operation.source_id
           AND (entity_other.caller_did, entity_other.operation_id) != (kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
           AND (entity_other.created_at, entity_other.caller_did, entity_other.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
-      ))
+      )
       AND NOT (EXISTS (
         SELECT :param_4 AS anon_1
         FROM kubun_connector_operation AS entity_other
@@ -229,7 +229,7 @@ WITH candidates AS (
           AND kubun_connector_account.account_key = kubun_connector_operation.account_key
           AND kubun_connector_account.throttled_until > :p_now
       ))
-      AND NOT (EXISTS (
+      AND NOT EXISTS (
         SELECT *
         FROM kubun_connector_operation AS entity_other
         WHERE entity_other.state = 'attempted'
@@ -240,7 +240,7 @@ WITH candidates AS (
           AND entity_other.source_id = kubun_connector_operation.source_id
           AND (entity_other.caller_did, entity_other.operation_id) != (kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
           AND (entity_other.created_at, entity_other.caller_did, entity_other.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
-      ))
+      )
       AND NOT (EXISTS (
         SELECT :param_5 AS anon_1
         FROM kubun_connector_operation AS entity_other

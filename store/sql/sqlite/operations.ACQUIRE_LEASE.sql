@@ -51,7 +51,7 @@ WHERE kubun_connector_operation.caller_did = :p_caller
           AND (leased.caller_did, leased.operation_id) != (kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
       )
   ))
-  AND NOT (EXISTS (
+  AND NOT EXISTS (
     SELECT *
     FROM kubun_connector_operation AS entity_other
     WHERE entity_other.state = 'attempted'
@@ -62,7 +62,7 @@ WHERE kubun_connector_operation.caller_did = :p_caller
       AND entity_other.source_id = kubun_connector_operation.source_id
       AND (entity_other.caller_did, entity_other.operation_id) != (kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
       AND (entity_other.created_at, entity_other.caller_did, entity_other.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
-  ))
+  )
   AND NOT (EXISTS (
     SELECT :param_2 AS anon_1
     FROM kubun_connector_operation AS entity_other

@@ -62,7 +62,7 @@ SELECT :p_caller_did AS caller_did,
           AND leased.lease_token IS NOT NULL
           AND leased.lease_expires_at >= :p_now
       )
-  )) AND NOT (EXISTS (
+  )) AND NOT EXISTS (
     SELECT *
     FROM kubun_connector_operation AS entity_other
     WHERE entity_other.state = 'attempted'
@@ -71,7 +71,7 @@ SELECT :p_caller_did AS caller_did,
       AND entity_other.model = :p_model
       AND entity_other.account_key = :p_account_key
       AND entity_other.source_id = :p_source_id
-  )) AND NOT (EXISTS (
+  ) AND NOT (EXISTS (
     SELECT :param_1 AS anon_1
     FROM kubun_connector_operation AS entity_other
     WHERE entity_other.state = 'attempted'
@@ -117,7 +117,7 @@ SELECT :p_caller_did AS caller_did,
           AND leased.lease_token IS NOT NULL
           AND leased.lease_expires_at >= :p_now
       )
-  )) AND NOT (EXISTS (
+  )) AND NOT EXISTS (
     SELECT *
     FROM kubun_connector_operation AS entity_other
     WHERE entity_other.state = 'attempted'
@@ -126,7 +126,7 @@ SELECT :p_caller_did AS caller_did,
       AND entity_other.model = :p_model
       AND entity_other.account_key = :p_account_key
       AND entity_other.source_id = :p_source_id
-  )) AND NOT (EXISTS (
+  ) AND NOT (EXISTS (
     SELECT :param_1 AS anon_1
     FROM kubun_connector_operation AS entity_other
     WHERE entity_other.state = 'attempted'

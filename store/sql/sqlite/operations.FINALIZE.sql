@@ -4,7 +4,7 @@
 
 -- 1. the write
 -- bound when built: attempts_1 = 1, defer_reason = None, next_attempt_at = None,
---   send_marker = None, state = 'committed', state_1 = 'attempted', version_1 = 1
+--   param_1 = 'attempted', send_marker = None, state = 'committed', version_1 = 1
 UPDATE kubun_connector_operation
 SET provider_etag=coalesce(:p_provider_etag, kubun_connector_operation.provider_etag),
   document_id=coalesce(:p_document_id, kubun_connector_operation.document_id),
@@ -18,7 +18,7 @@ SET provider_etag=coalesce(:p_provider_etag, kubun_connector_operation.provider_
   updated_at=:p_now
 WHERE kubun_connector_operation.caller_did = :p_caller
   AND kubun_connector_operation.operation_id = :p_operation
-  AND kubun_connector_operation.state = :state_1
+  AND +kubun_connector_operation.state = :param_1
   AND kubun_connector_operation.version = :p_version
   AND kubun_connector_operation.lease_token = :p_token
 RETURNING caller_did,

@@ -3,13 +3,13 @@
 -- Parameters are shown by name (:p_now); the driver gets them by position.
 
 -- 1. the write
--- bound when built: param_1 = '*contested*', state_1 = 'attempted'
+-- bound when built: param_1 = '*contested*', param_2 = 'attempted'
 UPDATE kubun_connector_operation
 SET send_marker=CASE WHEN (kubun_connector_operation.send_marker IS NULL OR kubun_connector_operation.send_marker = :p_marker) THEN :p_marker ELSE :param_1 END,
   updated_at=:p_now
 WHERE kubun_connector_operation.caller_did = :p_caller
   AND kubun_connector_operation.operation_id = :p_operation
-  AND kubun_connector_operation.state = :state_1
+  AND +kubun_connector_operation.state = :param_2
   AND kubun_connector_operation.lease_token = :p_token
 RETURNING caller_did,
   operation_id,

@@ -19,7 +19,7 @@ SET provider_etag=:p_provider_etag,
   updated_at=:p_now
 WHERE kubun_connector_operation.caller_did = :p_caller
   AND kubun_connector_operation.operation_id = :p_operation
-  AND kubun_connector_operation.state = :p_from_state
+  AND +kubun_connector_operation.state = :p_from_state
   AND kubun_connector_operation.version = :p_version
   AND kubun_connector_operation.lease_token = :p_token
   AND (:p_attempts != :param_4 OR kubun_connector_operation.attempts > :attempts_3 AND (kubun_connector_operation.send_marker IS NULL OR kubun_connector_operation.send_marker = :p_marker))
