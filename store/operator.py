@@ -33,6 +33,7 @@ from store.events import (
 from store.items import ItemStatement, operation_keys
 from store.operations import (
     ABANDONED_SEND_MARKER,
+    CANCELLED_KIND,
     ORDER,
     OperationFilter,
     by_key,
@@ -72,12 +73,10 @@ MAX_FILTER_DOCUMENTS = 500
 """The most ``documentIDs`` a bulk call's filter names (one IN list, never chunked)."""
 MAX_REASON_BYTES = 2048
 """The longest cancel reason, in bytes of UTF-8."""
-CANCELLED_KIND = "cancelled"
-"""The ``last_kind`` of an operation an operator cancelled."""
 REISSUE_PREFIX = "reissue:"
 CANCELLED_RISK = "cancelled"
 """A reissue risk: an operator cancelled the operation (its ``last_kind`` is
-``CANCELLED_KIND``, as only ``cancel_operations`` writes it on a failed operation)."""
+``CANCELLED_KIND``, which only ``cancel_operations`` writes: ``record_operation`` refuses it)."""
 OUTCOME_UNKNOWN_RISK = "outcome_unknown"
 """A reissue risk: the operation failed with its send marker still set, so its last send was
 marked and no answer was recorded for it (every write that records an attempt's answer
