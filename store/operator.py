@@ -362,6 +362,24 @@ def cancel_message(reason: str | None, marked: bool) -> str | None:
     return MARKED_NOTE if reason is None else f"{reason} ({MARKED_NOTE})"
 
 
+def _first_fresh(
+    fresh: list[dict[str, Any]],
+    collected: list[dict[str, Any]],
+    items: list[dict[str, Any]],
+    wanted: int,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+    """What one round of a reissue writes when it read more originals (``items``, sorted
+    into ``fresh`` and ``collected`` by ``_sort_reissues``) than it may reissue: the first
+    ``wanted`` fresh ones and the collected ones before the last of them, and how many of
+    ``items`` that uses up (all of them when fewer than ``wanted`` are fresh)."""
+    if len(fresh) < wanted:
+        return fresh, collected, len(items)
+    position = {item["new_operation"]: index for index, item in enumerate(items)}
+    used = position[fresh[wanted - 1]["new_operation"]] + 1
+    kept = [item for item in collected if position[item["new_operation"]] < used]
+    return fresh[:wanted], kept, used
+
+
 def _records(rows: Sequence[Row]) -> list[OperationRecord]:
     """Operations in ``listTrackedOperations``' order."""
     return sorted((OperationRecord.from_row(row) for row in rows), key=lambda r: r.order_key)
@@ -465,8 +483,11 @@ class OperatorStore:
         for it) is linked to that key and not made again. Returns the new operations in
         their originals' ``listTrackedOperations`` order; ``count_reissue`` says what the
         filter still matches. One transaction: pick the originals (locked), sort out the
-        taken keys, insert the reissues, link the originals; again from the last original
-        picked while passed-over ones left the ``limit`` unfilled. Raises ``InvalidInput``
+        taken keys, insert the reissues, link the originals; again after the last original
+        used while passed-over ones left the ``limit`` unfilled, each round reading twice
+        as many originals as the last (at most 1,000; the ones read are locked on
+        PostgreSQL), so a long run of blocked originals costs a few rounds, not one per
+        original. Raises ``InvalidInput``
         naming ``filter`` when ``where`` names no field, ``filter.<field>`` for a malformed
         one, ``include`` or ``limit``."""
         size = _limit(limit)
@@ -489,23 +510,26 @@ class OperatorStore:
         tombstones``), this raises ``Tombstoned``, rolling back."""
         created: list[OperationRecord] = []
         after: tuple[Any, ...] | None = None
+        reach = 0
         async with self._db.write_transaction():
             now = self._ctx.clock()
             while len(created) < size:
                 wanted = size - len(created)
+                reach = min(max(wanted, reach * 2), MAX_LIMIT)
                 later = [] if after is None else [sa.tuple_(*ORDER) > sa.tuple_(*after)]
                 originals = await self._db.fetch_all(
-                    self._chosen([*conditions, *later], ORDER, wanted)
+                    self._chosen([*conditions, *later], ORDER, reach)
                 )
                 if not originals:
                     break
-                after = tuple(originals[-1][column.name] for column in ORDER)
                 items = [
                     _reissue_item(row["caller_did"], row["operation_id"])
                     | {"node_key": self._ctx.new_id(), "incarnation": self._ctx.new_id()}
                     for row in originals
                 ]
-                fresh, collected = await self._sort_reissues(items)
+                sorted_out = await self._sort_reissues(items)
+                fresh, collected, used = _first_fresh(*sorted_out, items, wanted)
+                after = tuple(originals[used - 1][column.name] for column in ORDER)
                 inserted = await self._write(REISSUE, fresh, p_now=now) if fresh else []
                 made = [OperationRecord.from_row(row) for row in inserted]
                 found = await find_tombstones(
@@ -520,7 +544,7 @@ class OperatorStore:
                     await self._write(LINK_REISSUED, linked, p_now=now)
                 place = {row["operation_id"]: index for index, row in enumerate(originals)}
                 created += sorted(made, key=lambda record: place[record.reissued_from or ""])
-                if len(originals) < wanted:
+                if used == len(originals) < reach:
                     break
         return created
 
