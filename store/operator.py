@@ -259,6 +259,10 @@ GET_AT_KEYS = ItemStatement(
 (or one JSON array) whatever their number, each found by its primary key."""
 
 
+SortedReissues = tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]
+"""``_sort_reissues``' answer: the ``fresh``, ``collected`` and ``blocked`` reissue items."""
+
+
 def reissue_envelope(original: OperationRecord, new_operation: str) -> OperationEnvelope:
     """The envelope of ``original``'s reissue at ``new_operation``: its caller and envelope
     under the new key (what ``COPIED`` takes)."""
@@ -527,8 +531,8 @@ class OperatorStore:
                     | {"node_key": self._ctx.new_id(), "incarnation": self._ctx.new_id()}
                     for row in originals
                 ]
-                sorted_out = await self._sort_reissues(items)
-                fresh, collected, used = _first_fresh(*sorted_out, items, wanted)
+                fresh, collected, _ = await self._sort_reissues(items)
+                fresh, collected, used = _first_fresh(fresh, collected, items, wanted)
                 after = tuple(originals[used - 1][column.name] for column in ORDER)
                 inserted = await self._write(REISSUE, fresh, p_now=now) if fresh else []
                 made = [OperationRecord.from_row(row) for row in inserted]
@@ -548,18 +552,20 @@ class OperatorStore:
                     break
         return created
 
-    async def _sort_reissues(
-        self, items: Sequence[dict[str, Any]]
-    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    async def _sort_reissues(self, items: Sequence[dict[str, Any]]) -> SortedReissues:
         """Sort reissue items (``_reissue_item``) by their new key: ``fresh`` ones (free:
-        no operation, no tombstone) and ``collected`` ones (a tombstone of the reissue's own
+        no operation, no tombstone), ``collected`` ones (a tombstone of the reissue's own
         envelope, by ``envelope_digest``: it was made, finished and collected, so its
-        original is linked to that key); the rest are blocked (another operation holds the
-        key, or a tombstone of another envelope). Returns ``(fresh, collected)``, each in
-        the order of ``items``. One read of the operations at the new keys, one of the
-        tombstones per 500 keys, and one of the originals of tombstoned keys."""
+        original is linked to that key) and ``blocked`` ones (another operation holds the
+        key, or a tombstone of another envelope). An item whose original is gone by the time
+        its key's tombstone is compared (collected meanwhile; only outside a reissue's own
+        transaction, which holds its originals) is in none of them. Returns
+        ``(fresh, collected, blocked)``, the first two in the order of ``items``. One read of the
+        operations at the new keys, one of the tombstones per 500 keys, and one of the
+        originals of tombstoned keys."""
         taken = await self._existing([(item["caller"], item["new_operation"]) for item in items])
         free = [item for item in items if (item["caller"], item["new_operation"]) not in taken]
+        blocked = [item for item in items if (item["caller"], item["new_operation"]) in taken]
         digests = [key_digest(item["caller"], item["new_operation"]) for item in free]
         tombstones = await find_tombstones(self._db, digests)
         fresh = [
@@ -571,22 +577,21 @@ class OperatorStore:
             if digest in tombstones
         ]
         if not replayed:
-            return fresh, []
+            return fresh, [], blocked
         originals = await self._existing(
             [(item["caller"], item["operation"]) for item, _ in replayed]
         )
-        collected = [
-            item
-            for item, tombstone in replayed
-            if envelope_digest(
-                reissue_envelope(
-                    OperationRecord.from_row(originals[(item["caller"], item["operation"])]),
-                    item["new_operation"],
-                )
-            )
-            == tombstone.envelope_digest
-        ]
-        return fresh, collected
+        collected = []
+        for item, tombstone in replayed:
+            original = originals.get((item["caller"], item["operation"]))
+            if original is None:
+                continue
+            envelope = reissue_envelope(OperationRecord.from_row(original), item["new_operation"])
+            if envelope_digest(envelope) == tombstone.envelope_digest:
+                collected.append(item)
+            else:
+                blocked.append(item)
+        return fresh, collected, blocked
 
     async def _existing(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Row]:
         """The operations at ``keys`` (``(caller_did, operation_id)``) that exist, by key:
@@ -628,16 +633,17 @@ class OperatorStore:
                 *conditions, *UNREISSUED, *risks_allowed(risks)
             )
         )
-        blocked = 0
+        blocked = remaining = 0
         for chunk in chunked(rows, COUNT_CHUNK):
             items = [_reissue_item(row["caller_did"], row["operation_id"]) for row in chunk]
-            fresh, collected = await self._sort_reissues(items)
-            blocked += len(items) - len(fresh) - len(collected)
+            fresh, collected, taken = await self._sort_reissues(items)
+            blocked += len(taken)
+            remaining += len(fresh) + len(collected)
         return ReissueCounts(
             cancelled=int(counted["cancelled"]),
             outcome_unknown=int(counted["unknown"]),
             blocked=blocked,
-            remaining=len(rows) - blocked,
+            remaining=remaining,
         )
 
     async def rearm_watches(
