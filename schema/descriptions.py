@@ -129,7 +129,8 @@ BY_NAME: dict[str, str] = {
     "countAttempt": "Count this attempt (default true).",
     "refundAttempt": "Take one counted attempt back instead of counting one (only when "
     "attempts > 0 and the marker is absent or `sendMarker`; default false).",
-    "kind": "The kind of outcome, in the worker's words (kept as `lastKind`).",
+    "kind": "The kind of outcome, in the worker's words (kept as `lastKind`); `cancelled` is "
+    "refused: it is cancelOperations' own.",
     "httpStatus": "The provider's HTTP status of this attempt.",
     "dueAt": "When the watch's next verification is due (epoch ms).",
     "triggeringWinner": "The digest of the document state that triggered the arm; null when none.",

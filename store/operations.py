@@ -69,6 +69,9 @@ ABANDONED_SEND_MARKER = "*abandoned*"
 marker, so no refund takes the counted attempt back, the next run's mark makes the attempt
 contested, and a later takeover counts again only when a run marked since."""
 RESERVED_SEND_MARKERS = frozenset({CONTESTED_SEND_MARKER, ABANDONED_SEND_MARKER})
+CANCELLED_KIND = "cancelled"
+"""The ``last_kind`` of an operation an operator cancelled (``store.operator``): reserved, so
+no recorded attempt's kind reads as a cancel."""
 
 ClaimStatus = Literal["claimed", "exists", "conflict", "collected"]
 OrderKey = tuple[int, str, str]
@@ -633,13 +636,15 @@ def mark_item(mark: SendMark) -> dict[str, Any]:
 def record_item(change: OperationTransition) -> dict[str, Any]:
     """The inputs of ``record_operation_update`` for ``change``, checked. Raises
     ``InvalidInput`` for ``to_state`` committed and any malformed field, ``ReservedValue``
-    for a reserved ``send_marker``."""
+    for a reserved ``send_marker`` or the ``kind`` ``CANCELLED_KIND``."""
     check.choice("fromState", change.from_state, OPERATION_STATES)
     if change.to_state == COMMITTED:
         raise InvalidInput("toState", "committed is reached only through finalizeOperation")
     check.choice("toState", change.to_state, OPERATION_STATES)
     check.optional_key("sendMarker", change.send_marker)
     _reject_reserved_marker("sendMarker", change.send_marker)
+    if change.kind == CANCELLED_KIND:
+        raise ReservedValue("kind", f"{CANCELLED_KIND!r} is reserved for cancelOperations")
     attempts: AttemptsMode = (
         "refund" if change.refund_attempt else "count" if change.count_attempt else "keep"
     )

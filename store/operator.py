@@ -33,6 +33,7 @@ from store.events import (
 from store.items import ItemStatement, keys_in, operation_keys
 from store.operations import (
     ABANDONED_SEND_MARKER,
+    CANCELLED_KIND,
     ORDER,
     OperationFilter,
     by_key,
@@ -72,12 +73,10 @@ MAX_FILTER_DOCUMENTS = 500
 """The most ``documentIDs`` a bulk call's filter names (one IN list, never chunked)."""
 MAX_REASON_BYTES = 2048
 """The longest cancel reason, in bytes of UTF-8."""
-CANCELLED_KIND = "cancelled"
-"""The ``last_kind`` of an operation an operator cancelled."""
 REISSUE_PREFIX = "reissue:"
 CANCELLED_RISK = "cancelled"
 """A reissue risk: an operator cancelled the operation (its ``last_kind`` is
-``CANCELLED_KIND``, as only ``cancel_operations`` writes it on a failed operation)."""
+``CANCELLED_KIND``, which only ``cancel_operations`` writes: ``record_operation`` refuses it)."""
 OUTCOME_UNKNOWN_RISK = "outcome_unknown"
 """A reissue risk: the operation failed with its send marker still set, so its last send was
 marked and no answer was recorded for it (every write that records an attempt's answer
@@ -260,6 +259,10 @@ GET_AT_KEYS = ItemStatement(
 (or one JSON array) whatever their number, each found by its primary key."""
 
 
+SortedReissues = tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]
+"""``_sort_reissues``' answer: the ``fresh``, ``collected`` and ``blocked`` reissue items."""
+
+
 def reissue_envelope(original: OperationRecord, new_operation: str) -> OperationEnvelope:
     """The envelope of ``original``'s reissue at ``new_operation``: its caller and envelope
     under the new key (what ``COPIED`` takes)."""
@@ -361,6 +364,24 @@ def cancel_message(reason: str | None, marked: bool) -> str | None:
     if not marked:
         return reason
     return MARKED_NOTE if reason is None else f"{reason} ({MARKED_NOTE})"
+
+
+def _first_fresh(
+    fresh: list[dict[str, Any]],
+    collected: list[dict[str, Any]],
+    items: list[dict[str, Any]],
+    wanted: int,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+    """What one round of a reissue writes when it read more originals (``items``, sorted
+    into ``fresh`` and ``collected`` by ``_sort_reissues``) than it may reissue: the first
+    ``wanted`` fresh ones and the collected ones before the last of them, and how many of
+    ``items`` that uses up (all of them when fewer than ``wanted`` are fresh)."""
+    if len(fresh) < wanted:
+        return fresh, collected, len(items)
+    position = {item["new_operation"]: index for index, item in enumerate(items)}
+    used = position[fresh[wanted - 1]["new_operation"]] + 1
+    kept = [item for item in collected if position[item["new_operation"]] < used]
+    return fresh[:wanted], kept, used
 
 
 def _records(rows: Sequence[Row]) -> list[OperationRecord]:
@@ -466,8 +487,11 @@ class OperatorStore:
         for it) is linked to that key and not made again. Returns the new operations in
         their originals' ``listTrackedOperations`` order; ``count_reissue`` says what the
         filter still matches. One transaction: pick the originals (locked), sort out the
-        taken keys, insert the reissues, link the originals; again from the last original
-        picked while passed-over ones left the ``limit`` unfilled. Raises ``InvalidInput``
+        taken keys, insert the reissues, link the originals; again after the last original
+        used while passed-over ones left the ``limit`` unfilled, each round reading twice
+        as many originals as the last (at most 1,000; the ones read are locked on
+        PostgreSQL), so a long run of blocked originals costs a few rounds, not one per
+        original. Raises ``InvalidInput``
         naming ``filter`` when ``where`` names no field, ``filter.<field>`` for a malformed
         one, ``include`` or ``limit``."""
         size = _limit(limit)
@@ -490,23 +514,26 @@ class OperatorStore:
         tombstones``), this raises ``Tombstoned``, rolling back."""
         created: list[OperationRecord] = []
         after: tuple[Any, ...] | None = None
+        reach = 0
         async with self._db.write_transaction():
             now = self._ctx.clock()
             while len(created) < size:
                 wanted = size - len(created)
+                reach = min(max(wanted, reach * 2), MAX_LIMIT)
                 later = [] if after is None else [sa.tuple_(*ORDER) > sa.tuple_(*after)]
                 originals = await self._db.fetch_all(
-                    self._chosen([*conditions, *later], ORDER, wanted)
+                    self._chosen([*conditions, *later], ORDER, reach)
                 )
                 if not originals:
                     break
-                after = tuple(originals[-1][column.name] for column in ORDER)
                 items = [
                     _reissue_item(row["caller_did"], row["operation_id"])
                     | {"node_key": self._ctx.new_id(), "incarnation": self._ctx.new_id()}
                     for row in originals
                 ]
-                fresh, collected = await self._sort_reissues(items)
+                fresh, collected, _ = await self._sort_reissues(items)
+                fresh, collected, used = _first_fresh(fresh, collected, items, wanted)
+                after = tuple(originals[used - 1][column.name] for column in ORDER)
                 inserted = await self._write(REISSUE, fresh, p_now=now) if fresh else []
                 made = [OperationRecord.from_row(row) for row in inserted]
                 found = await find_tombstones(
@@ -521,22 +548,24 @@ class OperatorStore:
                     await self._write(LINK_REISSUED, linked, p_now=now)
                 place = {row["operation_id"]: index for index, row in enumerate(originals)}
                 created += sorted(made, key=lambda record: place[record.reissued_from or ""])
-                if len(originals) < wanted:
+                if used == len(originals) < reach:
                     break
         return created
 
-    async def _sort_reissues(
-        self, items: Sequence[dict[str, Any]]
-    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    async def _sort_reissues(self, items: Sequence[dict[str, Any]]) -> SortedReissues:
         """Sort reissue items (``_reissue_item``) by their new key: ``fresh`` ones (free:
-        no operation, no tombstone) and ``collected`` ones (a tombstone of the reissue's own
+        no operation, no tombstone), ``collected`` ones (a tombstone of the reissue's own
         envelope, by ``envelope_digest``: it was made, finished and collected, so its
-        original is linked to that key); the rest are blocked (another operation holds the
-        key, or a tombstone of another envelope). Returns ``(fresh, collected)``, each in
-        the order of ``items``. One read of the operations at the new keys, one of the
-        tombstones per 500 keys, and one of the originals of tombstoned keys."""
+        original is linked to that key) and ``blocked`` ones (another operation holds the
+        key, or a tombstone of another envelope). An item whose original is gone by the time
+        its key's tombstone is compared (collected meanwhile; only outside a reissue's own
+        transaction, which holds its originals) is in none of them. Returns
+        ``(fresh, collected, blocked)``, the first two in the order of ``items``. One read of the
+        operations at the new keys, one of the tombstones per 500 keys, and one of the
+        originals of tombstoned keys."""
         taken = await self._existing([(item["caller"], item["new_operation"]) for item in items])
         free = [item for item in items if (item["caller"], item["new_operation"]) not in taken]
+        blocked = [item for item in items if (item["caller"], item["new_operation"]) in taken]
         digests = [key_digest(item["caller"], item["new_operation"]) for item in free]
         tombstones = await find_tombstones(self._db, digests)
         fresh = [
@@ -548,22 +577,21 @@ class OperatorStore:
             if digest in tombstones
         ]
         if not replayed:
-            return fresh, []
+            return fresh, [], blocked
         originals = await self._existing(
             [(item["caller"], item["operation"]) for item, _ in replayed]
         )
-        collected = [
-            item
-            for item, tombstone in replayed
-            if envelope_digest(
-                reissue_envelope(
-                    OperationRecord.from_row(originals[(item["caller"], item["operation"])]),
-                    item["new_operation"],
-                )
-            )
-            == tombstone.envelope_digest
-        ]
-        return fresh, collected
+        collected = []
+        for item, tombstone in replayed:
+            original = originals.get((item["caller"], item["operation"]))
+            if original is None:
+                continue
+            envelope = reissue_envelope(OperationRecord.from_row(original), item["new_operation"])
+            if envelope_digest(envelope) == tombstone.envelope_digest:
+                collected.append(item)
+            else:
+                blocked.append(item)
+        return fresh, collected, blocked
 
     async def _existing(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Row]:
         """The operations at ``keys`` (``(caller_did, operation_id)``) that exist, by key:
@@ -605,16 +633,17 @@ class OperatorStore:
                 *conditions, *UNREISSUED, *risks_allowed(risks)
             )
         )
-        blocked = 0
+        blocked = remaining = 0
         for chunk in chunked(rows, COUNT_CHUNK):
             items = [_reissue_item(row["caller_did"], row["operation_id"]) for row in chunk]
-            fresh, collected = await self._sort_reissues(items)
-            blocked += len(items) - len(fresh) - len(collected)
+            fresh, collected, taken = await self._sort_reissues(items)
+            blocked += len(taken)
+            remaining += len(fresh) + len(collected)
         return ReissueCounts(
             cancelled=int(counted["cancelled"]),
             outcome_unknown=int(counted["unknown"]),
             blocked=blocked,
-            remaining=len(rows) - blocked,
+            remaining=remaining,
         )
 
     async def rearm_watches(

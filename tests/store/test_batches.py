@@ -531,6 +531,16 @@ async def test_mark_sends_started__reserved_marker_keeps_its_type(store, clock):
     assert refused.value.field == "items[1].marker"
 
 
+async def test_record_operations__kind_cancelled_refuses_whole_batch(store, clock):
+    _, inputs = await settle_inputs(store, clock)
+    items = [inputs["record"][0], replace(inputs["record"][1], kind="cancelled")]
+    before = await database_rows(store)
+    with pytest.raises(ReservedValue) as refused:
+        await store.batches.record_operations(items)
+    assert refused.value.field == "items[1].kind"
+    assert await database_rows(store) == before
+
+
 @pytest.mark.parametrize("write", sorted(BATCH_WRITE))
 async def test_settle_batches__repeated_key_refuses_whole_batch(store, clock, write):
     _, inputs = await settle_inputs(store, clock)

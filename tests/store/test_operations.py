@@ -934,6 +934,22 @@ async def test_record_operation__reserved_send_marker_rejected_nothing_written(
     await assert_unchanged(store, record)
 
 
+@pytest.mark.parametrize("to_state", ["failed", "attempted"])
+async def test_record_operation__kind_cancelled_rejected_nothing_written(store, clock, to_state):
+    # A worker's "cancelled" would read as an operator's cancel: reissueOperations would
+    # count it as one and skip it.
+    record = await marked_operation(store)
+    clock.advance(1)
+
+    with pytest.raises(ReservedValue) as raised:
+        await store.operations.record_operation(
+            transition(record, to_state=to_state, kind="cancelled")
+        )
+
+    assert raised.value.field == "kind"
+    await assert_unchanged(store, record)
+
+
 async def test_record_operation__count_attempt_false_leaves_attempts_and_marker(store, clock):
     record = await marked_operation(store, "run-1")
     clock.advance(1)

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from store.errors import InvalidInput
 from store.operations import Finalize, OperationFilter
-from store.operator import COPIED, ReissueCounts, reissue_columns, reissue_key
+from store.operator import COPIED, OperatorStore, ReissueCounts, reissue_columns, reissue_key
 from store.records import OPERATION_FIELDS
 from store.tables import operation
 from store.watches import WatchFilter
@@ -402,6 +402,36 @@ async def test_reissue_operations__a_blocked_one_takes_no_place_of_the_limit(sto
     assert third == []
     blocked = await store.operations.get_operation("did:key:caller", "op-0")
     assert blocked is not None and blocked.reissued_as is None
+
+
+async def test_reissue_operations__blocked_run_read_in_few_rounds(store, monkeypatch):
+    # 600 blocked originals, then one free: a press of limit 1 reissues the free one,
+    # reading the blocked ones in rounds of growing size, not one round per original.
+    await failed_operations(store, 601)
+    taken = [
+        due_record(
+            store,
+            1_000 + n,
+            operation_id=reissue_key("did:key:caller", f"op-{n}"),
+            connector_name="other",
+        )
+        for n in range(600)
+    ]
+    await insert_operations(store, taken)
+    rounds = []
+    sort_reissues = OperatorStore._sort_reissues
+
+    async def counted(self, items):
+        rounds.append(len(items))
+        return await sort_reissues(self, items)
+
+    monkeypatch.setattr(OperatorStore, "_sort_reissues", counted)
+
+    made = await store.operator.reissue_operations(CONNECTOR, limit=1)
+
+    assert [record.reissued_from for record in made] == ["op-600"]
+    assert len(rounds) <= 11
+    assert await store.operator.count_reissue(CONNECTOR) == counts(blocked=600)
 
 
 async def test_reissue_operations__remaining_exact_past_the_limit(store):

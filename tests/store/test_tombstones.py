@@ -12,12 +12,13 @@ import sqlalchemy as sa
 
 from store import batches as batches_module
 from store import operations as operations_module
+from store import operator as operator_module
 from store.database import Database
 from store.errors import InvalidInput
 from store.operations import OperationFilter
 from store.operator import ReissueCounts, reissue_key
 from store.retention import MAX_COLLECT_LIMIT
-from store.tables import account, operation_tombstone
+from store.tables import account, operation, operation_tombstone
 from store.tombstones import envelope_digest, key_digest
 from tests.factories import (
     LEASE_MS,
@@ -512,6 +513,30 @@ async def test_reissue_operations__a_collected_reissue_is_not_made_again(store, 
     assert (linked.reissued_as, linked.updated_at) == (key, clock.now)
     assert linked.version == again.version
     assert (before.blocked, before.remaining, after.remaining) == (0, 1, 0)
+
+
+async def test_count_reissue__an_original_collected_while_counting_is_left_out(
+    store, clock, monkeypatch
+):
+    # The count reads outside any transaction: the original of a collected reissue may be
+    # collected between the read of its key and the comparison with the tombstone.
+    await reissued_and_collected(store, clock)
+    find = operator_module.find_tombstones
+
+    async def collected_meanwhile(db, digests):
+        found = await find(db, digests)
+        await store.db.write_all(
+            sa.delete(operation)
+            .where(operation.c.operation_id == "op-1")
+            .returning(operation.c.operation_id)
+        )
+        return found
+
+    monkeypatch.setattr(operator_module, "find_tombstones", collected_meanwhile)
+
+    counted = await store.operator.count_reissue(OperationFilter(connector_name="calendar"))
+
+    assert counted == ReissueCounts(cancelled=0, outcome_unknown=0, blocked=0, remaining=0)
 
 
 async def test_reissue_operations__a_collected_reissue_of_another_envelope_is_left(store, clock):
