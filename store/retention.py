@@ -13,7 +13,7 @@ from store import validation as check
 from store.context import StoreContext
 from store.events import drop_operation_events
 from store.operations import due_operation, lease_free
-from store.records import FAILED, TERMINAL_STATES, OperationRecord
+from store.records import ATTEMPTED, FAILED, TERMINAL_STATES, OperationRecord
 from store.sizes import Measured, measured, row_bytes, sized_rows, within_bytes
 from store.statements import Prepared, param
 from store.tables import operation as op
@@ -64,11 +64,22 @@ def _state_is(*states: str) -> sa.ColumnElement[bool]:
 def _finished_before(older_than: Any, failed_older_than: Any) -> sa.ColumnElement[bool]:
     """A terminal operation past its retention: committed or superseded and last updated
     before ``older_than``, or failed and last updated before ``failed_older_than`` (epoch
-    ms, strict; values or ``param``s). Each arm is a range of the ``(state, updated_at)``
-    index."""
-    return sa.or_(
-        sa.and_(_state_is(*(TERMINAL_STATES - {FAILED})), op.c.updated_at < older_than),
-        sa.and_(_state_is(FAILED), op.c.updated_at < failed_older_than),
+    ms, strict; values or ``param``s). No index holds ``updated_at`` (every write sets it, and
+    an update that changes no indexed column is HOT): each arm is a range of the partial
+    ``(state, created_at)`` index of terminal rows, ``created_at`` bounded by the same cutoff
+    (an operation is created before it is last updated), ``updated_at`` checked on the rows
+    in it. The index's own condition is repeated, so SQLite uses it too."""
+    return sa.and_(
+        op.c.state != sa.literal_column(f"'{ATTEMPTED}'"),
+        sa.or_(
+            *(
+                sa.and_(_state_is(*states), op.c.created_at < cutoff, op.c.updated_at < cutoff)
+                for states, cutoff in (
+                    (TERMINAL_STATES - {FAILED}, older_than),
+                    ({FAILED}, failed_older_than),
+                )
+            )
+        ),
     )
 
 

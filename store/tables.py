@@ -55,8 +55,25 @@ operation = sa.Table(
     sa.Index("kubun_connector_operation_owner_idx", "owner_did", "created_at"),
     sa.Index("kubun_connector_operation_connector_state_idx", "connector_name", "state"),
     sa.Index("kubun_connector_operation_state_due_idx", "state", "next_attempt_at"),
-    sa.Index("kubun_connector_operation_defer_idx", "defer_reason", "owner_did", "connector_name"),
-    sa.Index("kubun_connector_operation_finished_idx", "state", "updated_at"),
+    # No index holds ``updated_at``, which every write sets: an update that changes no
+    # indexed column is HOT on PostgreSQL (no index entry written), given room on its page
+    # (``fillfactor`` below). Deferred rows only: every query of it names a reason.
+    sa.Index(
+        "kubun_connector_operation_defer_idx",
+        "defer_reason",
+        "owner_did",
+        "connector_name",
+        postgresql_where=sa.text("defer_reason IS NOT NULL"),
+        sqlite_where=sa.text("defer_reason IS NOT NULL"),
+    ),
+    # Terminal operations by state, oldest first (collection, ``store.retention``).
+    sa.Index(
+        "kubun_connector_operation_finished_idx",
+        "state",
+        "created_at",
+        postgresql_where=sa.text("state <> 'attempted'"),
+        sqlite_where=sa.text("state <> 'attempted'"),
+    ),
     # The due list, in due order, over live rows only (``store.retention``): one index for
     # operations never deferred (due at creation), one for those with a next attempt.
     sa.Index(
@@ -142,6 +159,8 @@ operation = sa.Table(
         postgresql_where=sa.text("state = 'attempted' AND lease_token IS NOT NULL"),
         sqlite_where=sa.text("state = 'attempted' AND lease_token IS NOT NULL"),
     ),
+    # A fifth of each page kept free for the new versions of its rows' updates (HOT).
+    postgresql_with={"fillfactor": 80},
 )
 
 account = sa.Table(
