@@ -352,6 +352,19 @@ async def stats(dsn: str) -> tuple[dict[str, tuple[int, int, int]], dict[str, tu
     return tables, indexes
 
 
+async def table_pages(dsn: str) -> int:
+    """The operations table's heap, in pages."""
+    connection = await asyncpg.connect(dsn)
+    try:
+        pages: int = await connection.fetchval(
+            "SELECT pg_relation_size('kubun_connector_operation')"
+            " / current_setting('block_size')::int"
+        )
+    finally:
+        await connection.close()
+    return pages
+
+
 async def wait_for_exits(dsn: str) -> None:
     """Until no other backend is connected to the database (each flushed its counters)."""
     connection = await asyncpg.connect(dsn)
@@ -393,6 +406,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                     "updates": upd / total,
                     "hot": hot / upd if upd else None,
                 }
+        heap = await table_pages(dsn)
         unread = sorted(
             index
             for index, (table, scans) in after[1].items()
@@ -408,6 +422,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "tables": tables,
             "indexes": indexes,
             "unread": unread,
+            "heap_pages_per_1000": heap * 1000 / total,
             "statements": statements,
         }
     finally:
@@ -442,6 +457,10 @@ def report(results: dict[str, Any]) -> str:
             f"| {table} | {results['indexes'][table]} | {row['inserts']:.2f} |"
             f" {row['updates']:.2f} | {hot} |"
         )
+    lines += [
+        "",
+        f"Operations heap: {results['heap_pages_per_1000']:.0f} pages per 1,000 lifecycles.",
+    ]
     lines += ["", "Indexes no lifecycle read: " + (", ".join(results["unread"]) or "none")]
     for shape, statements in results["statements"].items():
         lines += [

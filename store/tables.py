@@ -159,8 +159,8 @@ operation = sa.Table(
         postgresql_where=sa.text("state = 'attempted' AND lease_token IS NOT NULL"),
         sqlite_where=sa.text("state = 'attempted' AND lease_token IS NOT NULL"),
     ),
-    # A fifth of each page kept free for the new versions of its rows' updates (HOT).
-    postgresql_with={"fillfactor": 80},
+    # Half of each page kept free for the new versions of its rows' updates (HOT).
+    postgresql_with={"fillfactor": 50},
 )
 
 account = sa.Table(
