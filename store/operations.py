@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from store import lease_guards as guards
 from store import validation as check
-from store.accounts import ENSURE_ACCOUNT, LOCK_ACCOUNT, touch
+from store.accounts import ENSURE_ACCOUNT, ENSURE_AND_LOCK_ACCOUNT, touch
 from store.context import ReadWinner, StoreContext
 from store.database import chunked, fetch_in_chunks
 from store.errors import InvalidInput, ReservedValue
@@ -752,12 +752,12 @@ class OperationsStore:
         params |= {"p_now": fresh.created_at, "p_key_digest": digest}
         try:
             async with self._db.write_transaction():
-                await self._db.write_ahead(ENSURE_ACCOUNT, params)
                 if not self._db.is_postgres:
+                    await self._db.write_ahead(ENSURE_ACCOUNT, params)
                     with self._db.last_statement():
                         inserted = await CLAIM.run_one(self._db, params)
                 else:
-                    await self._db.fetch_prepared(LOCK_ACCOUNT, params)
+                    await self._db.fetch_prepared_all(ENSURE_AND_LOCK_ACCOUNT, params)
                     inserted = await CLAIM.run_one(self._db, params)
                     if inserted is not None:
                         tombstone = await get_tombstone(self._db, digest)
