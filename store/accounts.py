@@ -2,13 +2,13 @@
 live leases, a throttle and a pause (docs/worker-protocol.md, 'Accounts: caps and throttles'); no
 seed counterpart.
 
-An account's row is created the first time a claim names it (``ENSURE_ACCOUNT``, inside the
-claim's transaction), or by ``set_account_limit``/``throttle_account`` or a pause
-(``store.pauses``). Every path that takes a lease of a capped account locks its row first by
-writing it unchanged (``touch``), so in-flight counts taken after the lock are exact, and a
-``leaseOperations`` statement that began before that write sees the account as changed and
-leases none of it (``store.leasing``). The pause itself is a guard of ``store.lease_guards``
-(``unpaused``).
+An account's row is created the first time a claim names it (``ensure``, inside the claim's
+transaction, which on PostgreSQL locks it in the same statement), or by
+``set_account_limit``/``throttle_account`` or a pause (``store.pauses``). Every path that takes a
+lease of a capped account locks its row first by writing it unchanged (``touch``), so in-flight
+counts taken after the lock are exact, and a ``leaseOperations`` statement that began before that
+write sees the account as changed and leases none of it (``store.leasing``). The pause itself is a
+guard of ``store.lease_guards`` (``unpaused``).
 """
 
 from typing import Any
@@ -36,23 +36,51 @@ ACCOUNT_KEY = sa.and_(
 )
 """One account, its key as the parameters ``p_connector_name`` and ``p_account_key``."""
 
-ENSURE_ACCOUNT = Prepared(
-    lambda insert: (
-        insert(account)
-        .from_select(
-            ["connector_name", "account_key", "updated_at"],
-            sa.select(
-                param("p_connector_name", account.c.connector_name),
-                param("p_account_key", account.c.account_key),
-                param("p_updated_at", account.c.updated_at),
-            ).where(NOT_COLLECTED),
+ACCOUNT_PKEY = [account.c.connector_name, account.c.account_key]
+
+
+def ensure(insert: Any, rows: sa.Select[Any], lock: bool) -> Any:
+    """``insert`` of the accounts ``rows`` selects (``connector_name``, ``account_key``,
+    ``updated_at``) that are absent (no cap, no throttle); with ``lock`` (PostgreSQL), an
+    account that exists is written unchanged instead, as ``touch`` does, in the same
+    statement: either way the row is locked until the transaction ends (a concurrent
+    claimant of an account being created waits for its creator's commit, then writes it).
+    Returns the accounts' keys."""
+    insert = insert(account).from_select(["connector_name", "account_key", "updated_at"], rows)
+    if lock:
+        insert = insert.on_conflict_do_update(
+            index_elements=ACCOUNT_PKEY, set_={"max_in_flight": account.c.max_in_flight}
         )
-        .on_conflict_do_nothing(index_elements=[account.c.connector_name, account.c.account_key])
-        .returning(account.c.account_key)
+    else:
+        insert = insert.on_conflict_do_nothing(index_elements=ACCOUNT_PKEY)
+    return insert.returning(account.c.account_key)
+
+
+CLAIMED_ACCOUNT = sa.select(
+    param("p_connector_name", account.c.connector_name),
+    param("p_account_key", account.c.account_key),
+    param("p_updated_at", account.c.updated_at),
+)
+"""A claim's account, its key as the parameters ``p_connector_name`` and ``p_account_key``."""
+
+ENSURE_ACCOUNT = Prepared(
+    lambda insert: ensure(insert, CLAIMED_ACCOUNT.where(NOT_COLLECTED), lock=False)
+)
+"""A claim's account (SQLite, whose transaction holds the write lock): create its row unless
+it exists or the claim's key was collected (``NOT_COLLECTED``, ``p_key_digest``), so such a
+claim writes nothing."""
+
+ENSURE_AND_LOCK_ACCOUNT = Prepared(
+    lambda insert: ensure(
+        insert,
+        CLAIMED_ACCOUNT.where(sa.or_(NOT_COLLECTED, sa.exists().where(ACCOUNT_KEY))),
+        lock=True,
     )
 )
-"""A claim's account: create its row (no cap, no throttle) unless it exists or the claim's
-key was collected (``NOT_COLLECTED``, ``p_key_digest``), so such a claim writes nothing."""
+"""A claim's account (PostgreSQL), in one statement: lock it by writing it unchanged, or
+create its row when absent, unless the claim's key was collected (``NOT_COLLECTED``,
+``p_key_digest``): such a claim creates no account (an account that exists is locked all the
+same, so a claim that finds the key's tombstone expired by its insert is still serialized)."""
 
 
 def touch(where: sa.ColumnElement[bool]) -> sa.Update:
@@ -65,10 +93,6 @@ def touch(where: sa.ColumnElement[bool]) -> sa.Update:
         .values(max_in_flight=account.c.max_in_flight)
         .returning(account.c.account_key)
     )
-
-
-LOCK_ACCOUNT = Prepared(lambda _: touch(ACCOUNT_KEY))
-"""Lock (``touch``) the account's row until the transaction ends (PostgreSQL)."""
 
 
 def _with_in_flight(now: Any) -> sa.Select[Any]:

@@ -19,7 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from store import lease_guards as guards
-from store.accounts import touch
+from store.accounts import ensure
 from store.context import ReadWinner, StoreContext
 from store.database import Row
 from store.events import (
@@ -131,41 +131,27 @@ FINALIZE_OPERATIONS = LoggedItems(
 
 ACCOUNTS = {"connector_name": account.c.connector_name, "account_key": account.c.account_key}
 
-ENSURE_ACCOUNTS = ItemStatement(
-    ACCOUNTS,
-    lambda insert, rows: (
-        insert(account)
-        .from_select(
-            ["connector_name", "account_key", "updated_at"],
-            sa.select(rows.c.connector_name, rows.c.account_key, NOW).where(sa.true()),
-        )
-        .on_conflict_do_nothing(index_elements=[account.c.connector_name, account.c.account_key])
-        .returning(account.c.account_key)
-    ),
-)
-"""``ENSURE_ACCOUNT`` of every item (one per account): create the rows that are absent."""
 
-LOCK_ACCOUNTS = ItemStatement(
-    ACCOUNTS,
-    lambda _, rows: touch(
-        sa.tuple_(account.c.connector_name, account.c.account_key).in_(
-            sa.select(account.c.connector_name, account.c.account_key)
-            .select_from(
-                account.join(
-                    rows,
-                    sa.and_(
-                        account.c.connector_name == rows.c.connector_name,
-                        account.c.account_key == rows.c.account_key,
-                    ),
-                )
-            )
-            .order_by(account.c.connector_name, account.c.account_key)
-            .with_for_update(of=account)
-        )
-    ),
-)
-"""``LOCK_ACCOUNT`` of every item's account: locked in key order (no deadlock between claims),
-then written unchanged (``touch``)."""
+def _ensure_accounts(lock: bool) -> ItemStatement:
+    """``accounts.ensure`` of every item's account (one item per account), in key order: so
+    with ``lock`` two claims lock their accounts in the same order (no deadlock)."""
+    return ItemStatement(
+        ACCOUNTS,
+        lambda insert, rows: ensure(
+            insert,
+            sa.select(rows.c.connector_name, rows.c.account_key, NOW)
+            .where(sa.true())
+            .order_by(rows.c.connector_name, rows.c.account_key),
+            lock,
+        ),
+    )
+
+
+ENSURE_ACCOUNTS = _ensure_accounts(lock=False)
+"""Create every item's account that is absent (SQLite)."""
+ENSURE_AND_LOCK_ACCOUNTS = _ensure_accounts(lock=True)
+"""Create every item's account that is absent, and lock every one (PostgreSQL), in one
+statement."""
 
 
 def _claims_insert(insert: Any, rows: sa.FromClause) -> Any:
@@ -333,18 +319,17 @@ class BatchesStore:
 
     async def claim_operations(self, claims: Sequence[OperationClaim]) -> list[ClaimResult]:
         """``claim_operation`` of each claim, in input order. One transaction: one statement
-        creates every distinct account of the claims that is absent, one (PostgreSQL) locks
-        them all in key order, one inserts every fresh row if absent (``_claims_insert``:
-        each keeps the claimant's lease only where ``claim_operation`` would grant it,
-        counting the items before it in the batch), one looks up the tombstones of the
-        keys it inserted (``store.tombstones``); then one read of the keys that were
-        taken. When an inserted key has a tombstone (its operation was collected), the
-        transaction is rolled back and run again without that claim, which answers
-        ``collected`` or ``conflict`` (``claim_after_collection``), so a collected key is
-        never claimed afresh and takes no rank from the batch's other claims; so does a claim
-        whose key's row was collected between the insert and the read of the stored rows.
-        Raises ``InvalidInput`` (naming ``items[i].<field>``) for a bad claim or a key
-        named twice."""
+        creates every distinct account of the claims that is absent (on PostgreSQL the same
+        statement locks them all, in key order), one inserts every fresh row if absent
+        (``_claims_insert``: each keeps the claimant's lease only where ``claim_operation`` would
+        grant it, counting the items before it in the batch), one looks up the tombstones of the
+        keys it inserted (``store.tombstones``); then one read of the keys that were taken. When an
+        inserted key has a tombstone (its operation was collected), the transaction is rolled back
+        and run again without that claim, which answers ``collected`` or ``conflict``
+        (``claim_after_collection``), so a collected key is never claimed afresh and takes no rank
+        from the batch's other claims; so does a claim whose key's row was collected between the
+        insert and the read of the stored rows. Raises ``InvalidInput`` (naming
+        ``items[i].<field>``) for a bad claim or a key named twice."""
         fresh = each_item(claims, lambda claim: claim_row(claim, self._ctx))
         keys = [(row.caller_did, row.operation_id) for row in fresh]
         refuse_repeats(keys, "operationID")
@@ -392,12 +377,11 @@ class BatchesStore:
         ]
         now = self._ctx.clock()
         async with self._db.write_transaction():
-            await self._db.write_ahead(
-                *ENSURE_ACCOUNTS.bind(self._db.is_postgres, accounts, p_now=now)
-            )
             if self._db.is_postgres:
-                prepared, values = LOCK_ACCOUNTS.bind(True, accounts)
+                prepared, values = ENSURE_AND_LOCK_ACCOUNTS.bind(True, accounts, p_now=now)
                 await self._db.fetch_prepared_all(prepared, values)
+            else:
+                await self._db.write_ahead(*ENSURE_ACCOUNTS.bind(False, accounts, p_now=now))
             inserted = _by_key(await self._write(CLAIM_OPERATIONS, rows, p_now=now))
             wanted = [digest for digest, key in digests.items() if key in inserted]
             found = await find_tombstones(self._db, wanted)

@@ -50,7 +50,7 @@ class ConnectorStore:
         self.winners = WinnersStore(context)
         read = read_winner or self.winners.read_winner
         self.watches = WatchesStore(context, read)
-        self.operations = OperationsStore(context, self.watches, read)
+        self.operations = OperationsStore(context, self.watches, read_winner)
         self.batches = BatchesStore(
             context, self.watches, None if read_winner is None else one_reader(read_winner)
         )

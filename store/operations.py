@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from store import lease_guards as guards
 from store import validation as check
-from store.accounts import ENSURE_ACCOUNT, LOCK_ACCOUNT, touch
+from store.accounts import ENSURE_ACCOUNT, ENSURE_AND_LOCK_ACCOUNT, touch
 from store.context import ReadWinner, StoreContext
 from store.database import chunked, fetch_in_chunks
 from store.errors import InvalidInput, ReservedValue
@@ -708,10 +708,15 @@ def finalize_item(final: Finalize) -> dict[str, Any]:
 
 
 class OperationsStore:
-    """The operation methods of the seed's ``createOperationsMethods``."""
+    """The operation methods of the seed's ``createOperationsMethods``.
+
+    ``read_winner``: an injected ``ReadWinner``, or None for the
+    ``kubun_connector_document_winner`` table, which a finalize reads in its watch's
+    statement (``WatchesStore.open_generation_observing_winner``).
+    """
 
     def __init__(
-        self, context: StoreContext, watches: WatchesStore, read_winner: ReadWinner
+        self, context: StoreContext, watches: WatchesStore, read_winner: ReadWinner | None
     ) -> None:
         self._ctx = context
         self._db = context.db
@@ -757,12 +762,12 @@ class OperationsStore:
         params |= {"p_now": fresh.created_at, "p_key_digest": digest}
         try:
             async with self._db.write_transaction():
-                await self._db.write_ahead(ENSURE_ACCOUNT, params)
                 if not self._db.is_postgres:
+                    await self._db.write_ahead(ENSURE_ACCOUNT, params)
                     with self._db.last_statement():
                         inserted = await CLAIM.run_one(self._db, params)
                 else:
-                    await self._db.fetch_prepared(LOCK_ACCOUNT, params)
+                    await self._db.fetch_prepared_all(ENSURE_AND_LOCK_ACCOUNT, params)
                     inserted = await CLAIM.run_one(self._db, params)
                     if inserted is not None:
                         tombstone = await get_tombstone(self._db, digest)
@@ -1028,9 +1033,9 @@ class OperationsStore:
         ``document_id`` replaced when given, send marker, next attempt and defer reason
         cleared, the lease kept. Then the watch of the operation's identity is created or
         opens its next generation, due at ``due_at`` (epoch ms), observing the document's
-        current winner. Returns both records, or None (and writes nothing) when the CAS
-        refused or the operation is absent. Ports ``finalizeOperationAndArmWatch``. Raises
-        ``InvalidInput`` for a malformed field.
+        current winner (with the default reader, read in the watch's statement). Returns both
+        records, or None (and writes nothing) when the CAS refused or the operation is absent.
+        Ports ``finalizeOperationAndArmWatch``. Raises ``InvalidInput`` for a malformed field.
         """
         item = finalize_item(final)
         params = prefixed(item)
@@ -1039,14 +1044,20 @@ class OperationsStore:
             if row is None:
                 return None
             committed = OperationRecord.from_row(row)
-            winner = await self._read_winner(committed.document_id)
-            with self._db.last_statement():
-                armed = await self._watches.open_generation(
-                    committed.identity,
-                    document_id=committed.document_id,
-                    observed_winner=winner,
-                    due_at=final.due_at,
-                )
+            if self._read_winner is None:
+                with self._db.last_statement():
+                    armed = await self._watches.open_generation_observing_winner(
+                        committed.identity, document_id=committed.document_id, due_at=final.due_at
+                    )
+            else:
+                winner = await self._read_winner(committed.document_id)
+                with self._db.last_statement():
+                    armed = await self._watches.open_generation(
+                        committed.identity,
+                        document_id=committed.document_id,
+                        observed_winner=winner,
+                        due_at=final.due_at,
+                    )
         return Finalization(committed, armed)
 
     async def list_operations(

@@ -62,17 +62,25 @@ def _state_is(*states: str) -> sa.ColumnElement[bool]:
     return sa.or_(*(op.c.state == sa.literal_column(f"'{state}'") for state in sorted(states)))
 
 
-def _finished_before(older_than: Any, failed_older_than: Any) -> sa.ColumnElement[bool]:
+def finished_before(older_than: Any, failed_older_than: Any) -> sa.ColumnElement[bool]:
     """A terminal operation past its retention: committed or superseded and last updated
     before ``older_than``, or failed and last updated before ``failed_older_than`` (epoch
-    ms, strict; values or ``param``s). Each arm is a range of the ``(state, updated_at)``
-    index of finished operations, whose condition (not attempted) it names."""
-    finished = op.c.state != sa.literal_column(f"'{ATTEMPTED}'")
+    ms, strict; values or ``param``s). No index holds ``updated_at`` (every write sets it, and
+    an update that changes no indexed column is HOT): each arm is a ``created_at`` range,
+    bounded by the same cutoff (an operation is created before it is last updated), with
+    ``updated_at`` checked on the rows in it; the partial ``(state, created_at)`` index of
+    terminal rows holds it (its own condition repeated, so SQLite may use it too), or the
+    order index where the planner prefers that."""
     return sa.and_(
-        finished,
+        op.c.state != sa.literal_column(f"'{ATTEMPTED}'"),
         sa.or_(
-            sa.and_(_state_is(*(TERMINAL_STATES - {FAILED})), op.c.updated_at < older_than),
-            sa.and_(_state_is(FAILED), op.c.updated_at < failed_older_than),
+            *(
+                sa.and_(_state_is(*states), op.c.created_at < cutoff, op.c.updated_at < cutoff)
+                for states, cutoff in (
+                    (TERMINAL_STATES - {FAILED}, older_than),
+                    ({FAILED}, failed_older_than),
+                )
+            )
         ),
     )
 
@@ -113,7 +121,7 @@ COUNT_FINISHED = Prepared(
         sa.select(sa.func.count().label("n"))
         .select_from(op)
         .where(
-            _finished_before(
+            finished_before(
                 param("p_older_than", op.c.updated_at),
                 param("p_failed_older_than", op.c.updated_at),
             )
@@ -230,7 +238,7 @@ class RetentionStore:
         ``limit`` is 1 to 10,000. Raises ``InvalidInput`` naming ``olderThan``,
         ``failedOlderThan`` or ``limit``.
         """
-        finished = _finished_before(
+        finished = finished_before(
             check.epoch_ms("olderThan", older_than),
             check.epoch_ms("failedOlderThan", failed_older_than),
         )

@@ -50,7 +50,7 @@ from store.sizes import (
 from store.statements import Prepared, param
 from store.tables import operation as op
 from store.tables import projection_watch as watch
-from store.winners import RECORD_WINNER, winner_params
+from store.winners import RECORD_WINNER, winner_of, winner_params
 
 ReadWinners = Callable[[Sequence[str]], Awaitable[dict[str, str]]]
 """The current winner digest of each of these documents (those that have one), read
@@ -354,6 +354,20 @@ def _open_generation(insert: Any) -> Any:
 
 OPEN_GENERATION = Logged(WATCHES, events.OPENED, _open_generation)
 """``open_generation``'s upsert (the finalize half), logged."""
+
+
+def _open_generation_observing(insert: Any) -> Any:
+    values: dict[str, Any] = {
+        name: param(f"p_{name}", watch.c[name]) for name in OPEN_GENERATION_COLUMNS
+    }
+    values["observed_winner_digest"] = winner_of(values["document_id"]).scalar_subquery()
+    return open_generation_upsert(insert(watch).values(values))
+
+
+OPEN_GENERATION_OBSERVING = Logged(WATCHES, events.OPENED, _open_generation_observing)
+"""``OPEN_GENERATION`` whose observed winner is read in the statement (``winner_of`` of
+``p_document_id``: share-locked on PostgreSQL before the upsert locks the watch row, the
+order finalize and ingress take them)."""
 
 IDENTITY = sa.and_(*(column == param(f"p_{column.name}", column) for column in IDENTITY_COLUMNS))
 """One watch, its identity as the parameters ``p_owner_did`` … ``p_source_id``."""
@@ -759,6 +773,25 @@ class WatchesStore:
         )
         params = {f"p_{name}": values[name] for name in OPEN_GENERATION_COLUMNS}
         row = await OPEN_GENERATION.run_one(self._db, params)
+        assert row is not None, "an upsert always returns its row"
+        return WatchRecord.from_row(row)
+
+    async def open_generation_observing_winner(
+        self, identity: WatchIdentity, *, document_id: str | None, due_at: int
+    ) -> WatchRecord:
+        """``open_generation`` observing the document's current winner in the
+        ``kubun_connector_document_winner`` table (the default ``read_winner``), read in the
+        same statement: one statement where ``read_winner`` and ``open_generation`` are two.
+        Raises ``InvalidInput`` for a bad ``due_at``."""
+        values = opening_row(
+            identity,
+            document_id=document_id,
+            observed_winner=None,
+            due_at=due_at,
+            now=self._ctx.clock(),
+        )
+        params = {f"p_{name}": values[name] for name in OPEN_GENERATION_COLUMNS}
+        row = await OPEN_GENERATION_OBSERVING.run_one(self._db, params)
         assert row is not None, "an upsert always returns its row"
         return WatchRecord.from_row(row)
 

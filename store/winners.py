@@ -29,13 +29,18 @@ RECORD_WINNER = Prepared(_record_winner)
 """Set a document's winner (insert or replace) at ``p_now`` (epoch ms), returning its
 document id; ``record_winner`` and ``record_ingress`` run it with ``winner_params``."""
 
-READ_WINNER = Prepared(
-    lambda _: (
+
+def winner_of(document_id: Any) -> sa.Select[Any]:
+    """The winner digest of ``document_id`` (a value, column or ``param``), share-locked on
+    PostgreSQL until the transaction ends."""
+    return (
         sa.select(winner.c.winner_digest)
-        .where(winner.c.document_id == param("p_document_id", winner.c.document_id))
+        .where(winner.c.document_id == document_id)
         .with_for_update(read=True)
     )
-)
+
+
+READ_WINNER = Prepared(lambda _: winner_of(param("p_document_id", winner.c.document_id)))
 """``read_winner``'s read (a share lock on PostgreSQL)."""
 
 

@@ -668,7 +668,7 @@ async def test_sqlite__a_claim_is_one_hop_with_its_account_and_commit(database, 
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
-async def test_sqlite__a_finalize_is_three_hops_its_commit_with_the_watch(
+async def test_sqlite__a_finalize_is_two_hops_its_commit_with_the_watch(
     database, clock, monkeypatch
 ):
     store = ConnectorStore(database, clock=clock)
@@ -687,8 +687,8 @@ async def test_sqlite__a_finalize_is_three_hops_its_commit_with_the_watch(
     monkeypatch.undo()
 
     assert done is not None and done.watch.repair_generation == 1
-    # The finalize with its event, the winner's read, the watch with its event and COMMIT.
-    assert len(hops) == 3
+    # The finalize with its event; the watch reading the winner, with its event and COMMIT.
+    assert len(hops) == 2
     assert (await reread(store, record)).state == "committed"
 
 

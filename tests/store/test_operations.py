@@ -484,6 +484,26 @@ async def test_lease__invalid_input_refused_nothing_written(store, clock, method
 # --- mark_send_started -----------------------------------------------------------------------
 
 
+async def test_mark_send_started__postgres_update_is_hot(store, database, clock):
+    """Marking a send writes no indexed column (no index holds ``updated_at``), and a fresh
+    row's page has room (the table's fillfactor): PostgreSQL updates the row without a new
+    entry in any of the table's indexes (a HOT update)."""
+    if not database.is_postgres:
+        pytest.skip("HOT updates are PostgreSQL's")
+    async with database.write_transaction():
+        await claimed_operation(store)
+        clock.advance(1)
+        marked = await store.operations.mark_send_started(CALLER, "op-1", "lease-A", "run-1")
+        (counts,) = await database.fetch_all(
+            sa.text(
+                "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables"
+                " WHERE relname = 'kubun_connector_operation'"
+            )
+        )
+    assert marked is not None and (marked.send_marker, marked.updated_at) == ("run-1", clock.now)
+    assert (counts[0], counts[1]) == (1, 1)
+
+
 async def test_mark_send_started__unmarked_takes_marker(store, clock):
     record = await claimed_operation(store)
     clock.advance(1)

@@ -1,7 +1,7 @@
 """Signing in: one-time sign-in codes and the sessions they open.
 
 Revision ID: 0013
-Revises: 0011
+Revises: 0012
 Create Date: 2026-12-06 05:00:00
 
 A person signs in to the dashboard or GraphiQL with a link ``connector-store serve`` (or

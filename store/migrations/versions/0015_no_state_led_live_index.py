@@ -1,7 +1,7 @@
 """No index leads with ``state`` over live operations.
 
 Revision ID: 0015
-Revises: 0011
+Revises: 0013
 Create Date: 2026-12-06 05:40:00
 
 SQLite plans without statistics until someone runs ``ANALYZE``, and then takes an equality

@@ -9,5 +9,6 @@ SELECT item.connector_name,
   :p_now::BIGINT AS anon_1
 FROM unnest(:b_connector_name::TEXT[], :b_account_key::TEXT[]) AS item(connector_name, account_key)
 WHERE true
+ORDER BY item.connector_name, item.account_key
 ON CONFLICT (connector_name, account_key) DO NOTHING
 RETURNING kubun_connector_account.account_key;

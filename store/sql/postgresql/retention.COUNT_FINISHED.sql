@@ -6,4 +6,4 @@
 SELECT count(*) AS n
 FROM kubun_connector_operation
 WHERE kubun_connector_operation.state != 'attempted'
-  AND ((kubun_connector_operation.state = 'committed' OR kubun_connector_operation.state = 'superseded') AND kubun_connector_operation.updated_at < :p_older_than::BIGINT OR kubun_connector_operation.state = 'failed' AND kubun_connector_operation.updated_at < :p_failed_older_than::BIGINT);
+  AND ((kubun_connector_operation.state = 'committed' OR kubun_connector_operation.state = 'superseded') AND kubun_connector_operation.created_at < :p_older_than::BIGINT AND kubun_connector_operation.updated_at < :p_older_than::BIGINT OR kubun_connector_operation.state = 'failed' AND kubun_connector_operation.created_at < :p_failed_older_than::BIGINT AND kubun_connector_operation.updated_at < :p_failed_older_than::BIGINT);

@@ -12,5 +12,6 @@ FROM (
   FROM json_each(:b_rows) AS anon_2
 ) AS item
 WHERE 1 = 1
+ORDER BY item.connector_name, item.account_key
 ON CONFLICT (connector_name, account_key) DO NOTHING
 RETURNING account_key;

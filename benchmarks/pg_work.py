@@ -1,0 +1,503 @@
+"""PostgreSQL's work per lifecycle (claim → markSendStarted → finalize), statement by statement.
+
+    .venv/bin/python -m benchmarks.pg_work [--lifecycles N] [--explains K] [--json]
+
+On a fresh database (``pgwork_<random>`` on the server of ``--postgres-url``, migrated by
+``store.migrate``, dropped at the end), through ``ConnectorStore`` in process on one pooled
+connection, so one backend serves every statement:
+
+- **CPU per lifecycle** at batch 1 (``claim_operation`` → ``mark_send_started`` →
+  ``finalize_operation_and_arm_watch``) and at batch 50 (``claim_operations`` →
+  ``mark_sends_started`` → ``finalize_operations``): the backend's user + system CPU
+  (``/proc/<pid>/stat``, the pid from ``pg_backend_pid()``) over the timed lifecycles, after
+  warm-up ones, divided by the lifecycles; beside it the statements sent per lifecycle.
+- **Rows and indexes**: from ``pg_stat_user_tables`` and ``pg_stat_user_indexes``, over both
+  runs (the backend's counters are read after it exits, when it has flushed them): the rows
+  inserted and updated per lifecycle, the share of updates that were HOT (no index entry
+  written), and every index the lifecycles never read (``idx_scan`` 0).
+- **Per statement**: one lifecycle of each shape is recorded
+  (``Database.statement_observer``) and replayed ``--explains`` times on fresh ids, each
+  statement as ``EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)`` in the transaction it ran in; the
+  median planning, execution and trigger ms and shared buffers touched of each.
+
+``pg_stat_statements`` needs a server restart to load; this needs none and measures the same
+backend CPU, ``EXPLAIN`` standing in for the per-statement split.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import secrets
+import statistics
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import asyncpg
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from benchmarks.load import CALLER, LEASE_MS, claim_input, tenant_of
+from store import ConnectorStore
+from store.database import Database
+from store.migrate import upgrade
+from store.operations import Finalize, OperationClaim, SendMark
+
+BATCH = 50
+WARM_UP = 20
+"""Lifecycles run before the timed ones (plans cached, the backend's caches filled)."""
+TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
+
+Lifecycle = Callable[[str, str, Callable[[], Any]], Awaitable[None]]
+"""``(id prefix, lease token, step_done)``: one batch of lifecycles on operation ids that
+start with the prefix, ``step_done`` called after each step."""
+
+
+def claim(operation_id: str, token: str, now: int) -> OperationClaim:
+    """The HTTP rows' claim (``benchmarks.load.claim_input``), each operation's owner and
+    account one of ``load.OWNERS``."""
+    given = claim_input(operation_id, token, now + LEASE_MS, tenant_of(operation_id))
+    return OperationClaim(
+        caller_did=given["callerDID"],
+        operation_id=given["operationID"],
+        owner_did=given["ownerDID"],
+        connector_name=given["connectorName"],
+        model=given["model"],
+        op=given["op"],
+        account_key=given["accountKey"],
+        target=given["target"],
+        source_id=given["sourceID"],
+        deterministic_event_id=given["deterministicEventID"],
+        payload_hash=given["payloadHash"],
+        lease_token=given["leaseToken"],
+        lease_expires_at=given["leaseExpiresAt"],
+        document_id=given["documentID"],
+    )
+
+
+def single(store: ConnectorStore) -> Lifecycle:
+    """One lifecycle through the single methods."""
+    operations = store.operations
+
+    async def lifecycle(prefix: str, token: str, step_done: Callable[[], Any]) -> None:
+        operation_id = f"{prefix}0"
+        claimed = await operations.claim_operation(claim(operation_id, token, store.clock()))
+        assert claimed.status == "claimed" and claimed.operation is not None, claimed
+        assert claimed.operation.lease_token == token, claimed
+        step_done()
+        marked = await operations.mark_send_started(CALLER, operation_id, token, f"run-{token}")
+        assert marked is not None
+        step_done()
+        done = await operations.finalize_operation_and_arm_watch(
+            Finalize(
+                CALLER,
+                operation_id,
+                version=marked.version,
+                lease_token=token,
+                due_at=store.clock() + LEASE_MS,
+                result_entity={"id": operation_id},
+                provider_etag="etag-1",
+            )
+        )
+        assert done is not None and done.operation.state == "committed"
+        step_done()
+
+    return lifecycle
+
+
+def batched(store: ConnectorStore) -> Lifecycle:
+    """``BATCH`` lifecycles through the batch methods."""
+    batches = store.batches
+
+    async def lifecycle(prefix: str, token: str, step_done: Callable[[], Any]) -> None:
+        ids = [f"{prefix}{i:03}" for i in range(BATCH)]
+        now = store.clock()
+        claimed = await batches.claim_operations([claim(i, token, now) for i in ids])
+        assert all(c.status == "claimed" and c.operation is not None for c in claimed), claimed
+        assert all(c.operation is not None and c.operation.lease_token == token for c in claimed)
+        step_done()
+        marked = await batches.mark_sends_started(
+            [SendMark(CALLER, i, token, f"run-{token}") for i in ids]
+        )
+        step_done()
+        finals = []
+        for i, record in zip(ids, marked, strict=True):
+            assert record is not None
+            finals.append(
+                Finalize(
+                    CALLER,
+                    i,
+                    version=record.version,
+                    lease_token=token,
+                    due_at=store.clock() + LEASE_MS,
+                    result_entity={"id": i},
+                    provider_etag="etag-1",
+                )
+            )
+        done = await batches.finalize_operations(finals)
+        assert all(d is not None and d.operation.state == "committed" for d in done)
+        step_done()
+
+    return lifecycle
+
+
+def cpu_ms(pid: int) -> float:
+    """User + system CPU of process ``pid`` so far, in ms."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * TICK_MS
+
+
+async def backend_pid(db: Database) -> int:
+    """The pid of the pool's one backend."""
+    row = await db.fetch_one(sa.select(sa.func.pg_backend_pid()))
+    assert row is not None
+    return int(row[0])
+
+
+async def timed(
+    url: str, shape: Callable[[ConnectorStore], Lifecycle], count: int, size: int
+) -> dict[str, float]:
+    """``count`` lifecycles (``count // size`` calls of ``shape``) on one connection, after
+    ``WARM_UP``: the backend's CPU ms and the statements sent, per lifecycle."""
+    db = Database(url, pool_size=1)
+    await db.connect()
+    try:
+        store = ConnectorStore(db)
+        lifecycle = shape(store)
+        run = secrets.token_hex(4)
+        for i in range(max(1, WARM_UP // size)):
+            await lifecycle(f"w{run}{i}-", secrets.token_hex(8), int)
+        pid = await backend_pid(db)
+        sent = 0
+
+        def counting(sql: str, values: Sequence[Any], transaction: object | None) -> None:
+            nonlocal sent
+            sent += 1
+
+        calls = max(1, count // size)
+        db.statement_observer = counting
+        cpu, wall = cpu_ms(pid), time.perf_counter()
+        for i in range(calls):
+            await lifecycle(f"t{run}{i}-", secrets.token_hex(8), int)
+        cpu, wall = cpu_ms(pid) - cpu, time.perf_counter() - wall
+        db.statement_observer = None
+        lifecycles = calls * size
+        plans = [
+            {"statement": label(0, row[0]).split(": ", 1)[1], "generic": row[1], "custom": row[2]}
+            for row in await db.fetch_all(PLANS)
+        ]
+        return {
+            "lifecycles": lifecycles,
+            "cpu_ms": cpu / lifecycles,
+            "wall_ms": wall * 1000 / lifecycles,
+            "statements": sent / lifecycles,
+            "plans": plans,
+        }
+    finally:
+        await db.disconnect()
+
+
+PLANS = sa.text(
+    "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+    " WHERE custom_plans > 0 OR generic_plans > 0 ORDER BY custom_plans DESC"
+)
+"""The backend's prepared statements and how often each was planned for its values
+(custom) or ran its cached plan (generic)."""
+
+
+def median_row(measures: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median of each measure over rounds (the last round's plans)."""
+    numbers = ("lifecycles", "cpu_ms", "wall_ms", "statements")
+    return {name: statistics.median(m[name] for m in measures) for name in numbers} | {
+        "plans": measures[-1]["plans"]
+    }
+
+
+Recorded = list[tuple[int, int | None, str, list[Any]]]
+"""(step, transaction number or None, SQL, values)."""
+
+
+async def record(url: str, shape: Callable[[ConnectorStore], Lifecycle]) -> tuple[Recorded, str]:
+    """The statements of one call of ``shape`` (after warm-up) and the id prefix and token
+    it ran with (one string, ``RECORDED``)."""
+    db = Database(url, pool_size=1)
+    await db.connect()
+    try:
+        lifecycle = shape(ConnectorStore(db, new_id=lambda: f"{RECORDED}{secrets.token_hex(8)}"))
+        await lifecycle(f"rw{secrets.token_hex(4)}-", secrets.token_hex(8), int)
+        statements: Recorded = []
+        step = 0
+        numbers: dict[object, int] = {}
+
+        def recording(sql: str, values: Sequence[Any], transaction: object | None) -> None:
+            number = None if transaction is None else numbers.setdefault(transaction, len(numbers))
+            statements.append((step, number, sql, list(values)))
+
+        def next_step() -> None:
+            nonlocal step
+            step += 1
+
+        db.statement_observer = recording
+        await lifecycle(RECORDED, RECORDED, next_step)
+        db.statement_observer = None
+        return statements, RECORDED
+    finally:
+        await db.disconnect()
+
+
+RECORDED = "recordedxyzzy"
+
+
+def substituted(value: Any, fresh: str) -> Any:
+    """``value`` with every ``RECORDED`` in its strings (in lists too) replaced by ``fresh``."""
+    if isinstance(value, str):
+        return value.replace(RECORDED, fresh)
+    if isinstance(value, list):
+        return [substituted(item, fresh) for item in value]
+    return value
+
+
+STEPS = ("claim", "mark", "finalize")
+
+
+def label(step: int, sql: str) -> str:
+    """A short name of a statement: its step, then what it writes or reads."""
+    text = " ".join(sql.split())
+    writes = re.findall(r"(INSERT INTO|UPDATE|DELETE FROM) (\w+)", text)
+    if writes:
+        verb, table = writes[-1] if text.startswith("WITH") else writes[0]
+        what = f"{verb.split()[0]} {table.removeprefix('kubun_connector_')}"
+        if re.search(r"INSERT INTO kubun_connector_\w+_event", text):
+            what += " +events"
+    else:
+        table = re.search(r"FROM (\w+)", text)
+        what = f"SELECT {table.group(1).removeprefix('kubun_connector_') if table else ''}"
+        if "FOR UPDATE" in text or "FOR SHARE" in text:
+            what += " (lock)"
+    return f"{STEPS[step] if step < len(STEPS) else step}: {what}"
+
+
+def plan_totals(plan: dict[str, Any]) -> dict[str, float]:
+    """The planning, execution and trigger ms and shared buffers of one ``EXPLAIN`` result."""
+    top = plan["Plan"]
+    buffers = top.get("Shared Hit Blocks", 0) + top.get("Shared Read Blocks", 0)
+    return {
+        "plan_ms": plan.get("Planning Time", 0.0),
+        "exec_ms": plan.get("Execution Time", 0.0),
+        "trigger_ms": sum(t.get("Time", 0.0) for t in plan.get("Triggers", [])),
+        "buffers": buffers + plan.get("Planning", {}).get("Shared Hit Blocks", 0),
+    }
+
+
+async def explained(dsn: str, statements: Recorded, times: int) -> list[dict[str, Any]]:
+    """Each recorded statement replayed ``times`` on fresh ids as ``EXPLAIN (ANALYZE,
+    BUFFERS)``, in its transaction: its median measures."""
+    connection = await asyncpg.connect(dsn)
+    measures: list[list[dict[str, float]]] = [[] for _ in statements]
+    try:
+        for _ in range(times):
+            fresh = f"x{secrets.token_hex(6)}"
+            transaction = None
+            open_tx: int | None = None
+            for index, (_, number, sql, values) in enumerate(statements):
+                if number != open_tx:
+                    if transaction is not None:
+                        await transaction.commit()
+                        transaction = None
+                    if number is not None:
+                        transaction = connection.transaction()
+                        await transaction.start()
+                    open_tx = number
+                rows = await connection.fetch(
+                    f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}",
+                    *(substituted(v, fresh) for v in values),
+                )
+                plan = rows[0][0]
+                plan = json.loads(plan) if isinstance(plan, str) else plan
+                measures[index].append(plan_totals(plan[0]))
+            if transaction is not None:
+                await transaction.commit()
+    finally:
+        await connection.close()
+    return [
+        {
+            "statement": label(step, sql),
+            **{
+                field: statistics.median(m[field] for m in measures[index])
+                for field in ("plan_ms", "exec_ms", "trigger_ms", "buffers")
+            },
+        }
+        for index, (step, _, sql, _) in enumerate(statements)
+    ]
+
+
+TABLE_STATS = """
+SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
+"""
+INDEX_STATS = """
+SELECT relname, indexrelname, idx_scan FROM pg_stat_user_indexes
+"""
+
+
+async def stats(dsn: str) -> tuple[dict[str, tuple[int, int, int]], dict[str, tuple[str, int]]]:
+    connection = await asyncpg.connect(dsn)
+    try:
+        tables = {r[0]: (r[1], r[2], r[3]) for r in await connection.fetch(TABLE_STATS)}
+        indexes = {r[1]: (r[0], r[2]) for r in await connection.fetch(INDEX_STATS)}
+    finally:
+        await connection.close()
+    return tables, indexes
+
+
+async def table_pages(dsn: str) -> int:
+    """The operations table's heap, in pages."""
+    connection = await asyncpg.connect(dsn)
+    try:
+        pages: int = await connection.fetchval(
+            "SELECT pg_relation_size('kubun_connector_operation')"
+            " / current_setting('block_size')::int"
+        )
+    finally:
+        await connection.close()
+    return pages
+
+
+async def wait_for_exits(dsn: str) -> None:
+    """Until no other backend is connected to the database (each flushed its counters)."""
+    connection = await asyncpg.connect(dsn)
+    try:
+        while await connection.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid()"
+        ):
+            await asyncio.sleep(0.05)
+    finally:
+        await connection.close()
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    admin_url = make_url(args.postgres_url).set(drivername="postgresql").render_as_string(False)
+    name = f"pgwork_{secrets.token_hex(5)}"
+    admin = await asyncpg.connect(admin_url)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    dsn = make_url(admin_url).set(database=name).render_as_string(False)
+    url = dsn.replace("postgresql://", "postgresql+asyncpg://", 1)
+    try:
+        await asyncio.to_thread(upgrade, url)
+        await wait_for_exits(dsn)
+        before = await stats(dsn)
+        rounds: dict[str, list[dict[str, Any]]] = {"batch 1": [], f"batch {BATCH}": []}
+        for _ in range(args.rounds):
+            rounds["batch 1"].append(await timed(url, single, args.lifecycles, 1))
+            rounds[f"batch {BATCH}"].append(await timed(url, batched, args.lifecycles * 5, BATCH))
+        rows = {name: median_row(measures) for name, measures in rounds.items()}
+        await wait_for_exits(dsn)
+        after = await stats(dsn)
+        total = (sum(int(row["lifecycles"]) for row in rows.values()) + WARM_UP * 2) * args.rounds
+        tables = {}
+        for table, counts in after[0].items():
+            ins, upd, hot = (a - b for a, b in zip(counts, before[0][table], strict=True))
+            if ins or upd:
+                tables[table] = {
+                    "inserts": ins / total,
+                    "updates": upd / total,
+                    "hot": hot / upd if upd else None,
+                }
+        heap = await table_pages(dsn)
+        unread = sorted(
+            index
+            for index, (table, scans) in after[1].items()
+            if table in tables and scans == before[1][index][1]
+        )
+        indexes = {table: sum(1 for t, _ in after[1].values() if t == table) for table in tables}
+        statements = {}
+        for shape_name, shape in (("batch 1", single), (f"batch {BATCH}", batched)):
+            recorded, _ = await record(url, shape)
+            statements[shape_name] = await explained(dsn, recorded, args.explains)
+        return {
+            "rows": rows,
+            "tables": tables,
+            "indexes": indexes,
+            "unread": unread,
+            "heap_pages_per_1000": heap * 1000 / total,
+            "statements": statements,
+        }
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+def report(results: dict[str, Any]) -> str:
+    lines = [
+        "| lifecycle | PostgreSQL CPU ms / lifecycle | wall ms / lifecycle |"
+        " statements / lifecycle |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for name, row in results["rows"].items():
+        lines.append(
+            f"| {name} ({row['lifecycles']:.0f}) | {row['cpu_ms']:.3f} | {row['wall_ms']:.3f} |"
+            f" {row['statements']:.2f} |"
+        )
+    for name, row in results["rows"].items():
+        lines += ["", f"{name}, plans (runs of a cached plan / plans made for the call):", ""]
+        lines += [
+            f"- {plan['statement']}: {plan['generic']} / {plan['custom']}" for plan in row["plans"]
+        ]
+    lines += [
+        "",
+        "| table | indexes | rows inserted / lifecycle | rows updated / lifecycle | HOT |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for table, row in results["tables"].items():
+        hot = "" if row["hot"] is None else f"{row['hot']:.0%}"
+        lines.append(
+            f"| {table} | {results['indexes'][table]} | {row['inserts']:.2f} |"
+            f" {row['updates']:.2f} | {hot} |"
+        )
+    lines += [
+        "",
+        f"Operations heap: {results['heap_pages_per_1000']:.0f} pages per 1,000 lifecycles.",
+    ]
+    lines += ["", "Indexes no lifecycle read: " + (", ".join(results["unread"]) or "none")]
+    for shape, statements in results["statements"].items():
+        lines += [
+            "",
+            f"{shape}, per statement (median of EXPLAIN ANALYZE runs):",
+            "",
+            "| statement | planning ms | execution ms | of it triggers ms | buffers |",
+            "| --- | ---: | ---: | ---: | ---: |",
+        ]
+        for s in statements:
+            lines.append(
+                f"| {s['statement']} | {s['plan_ms']:.3f} | {s['exec_ms']:.3f} |"
+                f" {s['trigger_ms']:.3f} | {s['buffers']:.0f} |"
+            )
+        lines.append(
+            f"| total | {sum(s['plan_ms'] for s in statements):.3f} |"
+            f" {sum(s['exec_ms'] for s in statements):.3f} |"
+            f" {sum(s['trigger_ms'] for s in statements):.3f} |"
+            f" {sum(s['buffers'] for s in statements):.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--lifecycles", type=int, default=1000, help="at batch 1; 5x at 50")
+    parser.add_argument("--rounds", type=int, default=3, help="medians over rounds")
+    parser.add_argument("--explains", type=int, default=9)
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"),
+    )
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    results = asyncio.run(main_async(args))
+    print(json.dumps(results, indent=1) if args.json else report(results))
+
+
+if __name__ == "__main__":
+    main()
