@@ -67,8 +67,8 @@ _SHOWN = {"postgresql": "PostgreSQL (asyncpg)", "sqlite": "SQLite (aiosqlite)"}
 
 POSTGRESQL_ONLY = frozenset(
     {
-        "accounts.LOCK_ACCOUNT",
-        "batches.LOCK_ACCOUNTS",
+        "accounts.ENSURE_AND_LOCK_ACCOUNT",
+        "batches.ENSURE_AND_LOCK_ACCOUNTS",
         "database.CUSTOM_PLANS",
         "operations.LOCK_ACCOUNT_OF_OPERATION",
         "retention.SWEEP_UNLOCK",
