@@ -54,6 +54,7 @@ from store.context import current_actor
 from store.database import Database, Row, chunked
 from store.errors import InvalidInput
 from store.items import ItemStatement
+from store.pages import MAX_PAGE, read_limit
 from store.records import (
     OperationEventRecord,
     OperationKey,
@@ -123,7 +124,7 @@ MAX_ERROR_BYTES: Final = 2048
 _Event = TypeVar("_Event", OperationEventRecord, WatchEventRecord)
 
 DEFAULT_EVENTS = 50
-MAX_EVENTS = 500
+MAX_EVENTS = MAX_PAGE
 
 
 def checked_message(value: Any) -> str | None:
@@ -692,7 +693,7 @@ def _pages(
     size = row_bytes(page.c[column.name] for column in event.c)
     chosen = query(page).add_columns(size.label(SIZE))
     # A page and one more event, which tells the caller whether more follow.
-    most = check.count("limit", limit, minimum=1, maximum=MAX_EVENTS + 1)
+    most = read_limit(limit)
     return chosen.where(page.c.place <= most).order_by(
         *(page.c[name] for name in log.row), page.c.id
     )
