@@ -204,8 +204,9 @@ class Database:
     ``url``: a database URL (see ``parse_url``; raises ``InvalidInput`` for one the store
     cannot use). ``pool_size``: the most PostgreSQL connections held at once.
     ``wait_timeout_s``: the longest a call waits, in seconds, for a pooled connection
-    (PostgreSQL) or for the write lock (SQLite: the in-process writer queue, and the busy
-    timeout for other processes' writers) before it fails with ``DatabaseBusy``.
+    (PostgreSQL; each new connection's connect too, then ``DatabaseUnavailable``) or for the
+    write lock (SQLite: the in-process writer queue, and the busy timeout for other
+    processes' writers) before it fails with ``DatabaseBusy``.
     ``lock_timeout_s`` (PostgreSQL): the longest one statement waits for a row or table lock
     held by another session (PostgreSQL's ``lock_timeout``) before it fails with
     ``DatabaseBusy``; by default half of ``wait_timeout_s``, so calls stalled behind a stuck
@@ -260,6 +261,10 @@ class Database:
             {
                 "min_size": 1,
                 "max_size": pool_size,
+                # Each new connection's connect: a server that accepts and never answers
+                # (a host going down, a full backlog) fails it past the wait, not after
+                # asyncpg's own 60 s.
+                "timeout": wait_timeout_s,
                 "reset": self._reset_connection,
                 "server_settings": {
                     name: f"{_ms(seconds)}ms" for name, seconds in timeouts.items() if seconds

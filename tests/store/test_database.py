@@ -3,9 +3,11 @@ percent-encoded URLs; on both backends."""
 
 import asyncio
 import shutil
+import socket
 import sqlite3
 import time
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 
 import asyncpg
 import pytest
@@ -736,3 +738,26 @@ async def test_custom_plans__the_block_plans_each_statement_with_its_values(data
 
     assert inside["plan_cache_mode"] == nested["plan_cache_mode"] == "force_custom_plan"
     assert after["plan_cache_mode"] == "auto"
+
+
+# --- connecting ------------------------------------------------------------------------------
+
+
+@contextmanager
+def silent_server() -> Iterator[int]:
+    """A port of 127.0.0.1 whose connections are accepted (by the kernel's backlog) and
+    never answered: a database host that hangs rather than refuses."""
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(8)
+        yield int(listening.getsockname()[1])
+
+
+async def test_connect__a_server_that_never_answers_is_unavailable_past_the_wait():
+    with silent_server() as port:
+        db = Database(f"postgresql+asyncpg://postgres@127.0.0.1:{port}/x", wait_timeout_s=0.5)
+        started = time.monotonic()
+        with pytest.raises(DatabaseUnavailable):
+            await db.connect()
+    # asyncpg's own connect timeout is 60 s: well past this bound for a busy machine.
+    assert time.monotonic() - started < 30
