@@ -4,7 +4,9 @@
 ones last updated more than ``finished_ms`` ago, failed ones more than ``failed_ms`` ago;
 each leaves a tombstone of its key), deletes the tombstones collected more than ``keys_ms``
 ago, each in batches of ``batch`` until a batch comes back short, and deletes pending
-authorizations whose ``expires_at`` is before now, all under the sweep lock: on PostgreSQL
+authorizations whose ``expires_at`` is before now, then on SQLite cuts the write-ahead log
+to zero bytes when no reader or writer is in the way (``Database.truncate_wal``), all under
+the sweep lock: on PostgreSQL
 an advisory lock makes one replica (or ``connector-store collect``) sweep at a time; the
 others skip. It yields to the event loop between batches, so requests keep being answered
 during a long sweep. The ``Sweeper`` runs it every ``interval_s`` and logs what it deleted.
@@ -119,6 +121,9 @@ async def sweep(
                 break
             await asyncio.sleep(0)
         pending_auth = await store.pending_auth.delete_expired_pending_auth(now)
+        # The log of the writes above, and of any behind a reader that held an old
+        # snapshot, would otherwise wait for the next write to be cut back.
+        await store.db.truncate_wal()
     return SweepResult(operations, pending_auth, batches, tombstones)
 
 

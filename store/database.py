@@ -35,7 +35,7 @@ from sqlalchemy.sql import ClauseElement
 
 from store.driver_errors import driver_errors
 from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput
-from store.sqlite_pool import SQLiteConnection, SQLiteConnections, open_connection
+from store.sqlite_pool import SQLiteConnection, SQLiteConnections, open_connection, truncate_wal
 from store.statements import CompiledStatements, Prepared
 from store.urls import normalize_url, shown_url, sqlite_path
 
@@ -654,6 +654,16 @@ class Database:
                 async with self._db.connection() as connection:
                     self._pinned.add(connection.raw_connection.get_server_pid())
                     yield
+
+    async def truncate_wal(self) -> bool | None:
+        """SQLite: checkpoint the write-ahead log and cut it to zero bytes if nothing is in
+        the way (``sqlite_pool.truncate_wal``: never waits for a reader or another process's
+        writer; this process's writers it queues behind, as a write). Whether it was cut;
+        None on PostgreSQL. Raises ``DatabaseUnavailable`` as a write does."""
+        if self._sqlite is None:
+            return None
+        async with self._writer():
+            return await self._on_sqlite(truncate_wal)
 
     async def ping(self) -> None:
         """Raise ``DatabaseUnavailable`` unless the database answers ``SELECT 1`` (and, on

@@ -12,6 +12,7 @@ from server.settings import Settings
 from server.sweeper import Retention, Sweeper
 from store import ConnectorStore
 from store.database import Database
+from store.urls import sqlite_path
 from tests.factories import bulk_finished_operations, claimed_operation, created_pending_auth
 
 DAY_MS = 24 * 3600 * 1000
@@ -267,3 +268,16 @@ async def test_sweeper__start_logs_its_interval_and_retention_in_human_units(sto
         "0:00:00), tombstones of their keys 90 days, 0:00:00, batches of 1000"
     )
     assert str(7 * DAY_MS) not in started
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_sweep__sqlite_cuts_the_write_ahead_log_to_zero(store, database, clock):
+    await bulk_finished_operations(database, 25, updated_at=clock.now - DAY_MS - 1)
+    path = sqlite_path(database.url)
+    assert path is not None
+    wal = path.with_name(path.name + "-wal")
+    assert wal.stat().st_size > 0
+
+    await sweeper(store).sweep()
+
+    assert wal.stat().st_size == 0
