@@ -4,6 +4,8 @@
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +14,7 @@ import httpx
 import pytest
 
 from server.settings import Settings
-from server.workers import RESTART_DELAYS, restart_delay, worker_env
+from server.workers import RESTART_DELAYS, restart_delay, stopped_within, worker_env
 from tests.faults.harness import Server, kill_started
 from tests.ports import free_port
 from tests.tokens import SERVICE_TOKEN, bearer
@@ -147,3 +149,28 @@ def test_workers__workers_that_keep_dying_at_start_make_serve_give_up_with_one_e
     output = running.output()
     errors = [line for line in output.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, output
+
+
+def test_stopped_within__a_worker_that_ignores_sigterm_is_killed_past_the_bound(caplog):
+    ignoring = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, sys, time\n"
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(600)\n",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert ignoring.stdout is not None and ignoring.stdout.readline() == b"ready\n"
+        ignoring.send_signal(signal.SIGTERM)
+        stopped_within([ignoring], 0.5)
+        assert ignoring.returncode == -signal.SIGKILL
+        assert f"pid {ignoring.pid}" in caplog.text
+    finally:
+        if ignoring.poll() is None:
+            ignoring.kill()
+            ignoring.wait()
+        ignoring.stdout.close()
