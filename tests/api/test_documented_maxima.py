@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 from graphql import GraphQLInputObjectType, GraphQLObjectType
 
+from resolvers.budget import MAX_ROWS_PER_REQUEST
 from resolvers.strawberry_internals import graphql_schema
 from server.graph import build_schema
+from store.validation import MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_KEY_LENGTH, MAX_LIST_ITEMS
 from tests.api.conftest import GraphQLClient, claim_input, error_codes
 
 CALLER = "did:key:caller"
@@ -306,6 +308,76 @@ CASES: dict[str, Case] = {
         "errorMessage",
     ),
 }
+
+
+def nested(depth: int) -> Any:
+    """A JSON object nested ``depth`` deep (an object holding lists)."""
+    value: Any = []
+    for _ in range(depth - 2):
+        value = [value]
+    return {"f": value}
+
+
+def claim_with(**overrides: Any) -> dict[str, Any]:
+    return {"input": claim_input(operationID="op-new", sourceID="evt-new", **overrides)}
+
+
+def rows(n: int) -> str:
+    """A request listing ``n`` rows in all over three pages (500, 499, the rest)."""
+    return (
+        f"{{ a: operations(first: 500) {{ edges {{ cursor }} }} "
+        f"b: operations(first: 499) {{ edges {{ cursor }} }} "
+        f"c: operations(first: {n - 999}) {{ edges {{ cursor }} }} }}"
+    )
+
+
+CLAIM = mutation("claimOperation", "ClaimOperationInput")
+README_CASES: dict[str, tuple[int, Case]] = {
+    "a key (1 to 1024 characters)": (
+        MAX_KEY_LENGTH,
+        Case(CLAIM, lambda n: claim_with(callerDID="d" * n), "callerDID"),
+    ),
+    "a JSON value (at most 64 KiB as ASCII JSON)": (
+        MAX_JSON_BYTES,
+        Case(CLAIM, lambda n: claim_with(reissueIntent={"f": "x" * (n - 8)}), "reissueIntent"),
+    ),
+    "a JSON value (32 levels deep)": (
+        MAX_JSON_DEPTH,
+        Case(CLAIM, lambda n: claim_with(reissueIntent=nested(n)), "reissueIntent"),
+    ),
+    "an id list (at most 10,000 items)": (
+        MAX_LIST_ITEMS,
+        Case(
+            "query($ids: [String!]) { operations(filter: {documentIDs: $ids}, first: 1) "
+            "{ edges { cursor } } }",
+            lambda n: {"ids": [f"doc-{i}" for i in range(n)]},
+            # Too long a list variable is refused before it is coerced, naming the variable
+            # the client sent.
+            "ids",
+        ),
+    ),
+    "one request (at most 1000 rows across its lists)": (
+        MAX_ROWS_PER_REQUEST,
+        Case("", lambda n: {"rows": n}, "first"),
+    ),
+}
+"""The maxima README.md gives for every input of a kind, each with one field it bounds."""
+
+
+@pytest.mark.parametrize("at", sorted(README_CASES))
+async def test_readme_maximum__accepted_and_one_more_refused_naming_the_field(gql, at):
+    maximum, case = README_CASES[at]
+    for value, accepted in ((maximum, True), (maximum + 1, False)):
+        variables = case.variables(value)
+        if "rows" in variables:
+            body = await gql.query(rows(variables["rows"]))
+        else:
+            body = await gql.query(case.document, variables)
+        if accepted:
+            assert "errors" not in body, body
+        else:
+            assert error_codes(body) == ["BAD_USER_INPUT"], body
+            assert body["errors"][0]["extensions"]["field"] == case.field, body
 
 
 def test_every_documented_maximum_has_a_case():
