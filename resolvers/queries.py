@@ -25,12 +25,12 @@ from schema.watch import Watch
 from store import operations as ops
 from store import watches as wat
 from store.errors import InvalidInput
+from store.pages import MAX_PAGE
 from store.records import OperationRecord, SyncStateRecord, WatchIdentity, WatchRecord
 from store.sizes import Measured
 
 DEFAULT_PAGE = 50
 DEFAULT_LIMIT = 100
-MAX_PAGE = 500
 
 
 def page_size(field: str, value: int | None, default: int) -> int:

@@ -27,7 +27,7 @@ from server.workers import WorkersFailing, reuse_port_socket, supervise
 from store import ConnectorStore
 from store import validation as check
 from store.database import shown_url, sqlite_path
-from store.errors import DatabaseUnavailable, InvalidInput, StoreError
+from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput, StoreError
 from store.migrate import upgrade
 from store.tables import metadata
 
@@ -105,7 +105,11 @@ def serve(
     require_database_folder(settings)
     auth = authenticator(settings)
     if migrate:
-        upgrade(settings.database_url, announce=announce_migration)
+        upgrade(
+            settings.database_url,
+            announce=announce_migration,
+            lock_timeout_s=settings.migrate_lock_timeout_seconds,
+        )
     asyncio.run(check_database(settings))
     typer.echo(f"database: {shown_url(settings.database_url)}")
     base = base_url(bind_host, bind_port)
@@ -256,7 +260,11 @@ def migrate_command() -> None:
         changed.append(current != head)
         announce_migration(current, head)
 
-    upgrade(settings.database_url, announce=announce)
+    upgrade(
+        settings.database_url,
+        announce=announce,
+        lock_timeout_s=settings.migrate_lock_timeout_seconds,
+    )
     if any(changed):
         typer.echo(f"migrated {shown_url(settings.database_url)}")
 
@@ -380,6 +388,8 @@ def main() -> None:
     except (InvalidInput, AuthError) as error:
         fail(f"bad setting: {error}")
     except (PortUnavailable, WorkersFailing) as error:
+        fail(str(error))
+    except DatabaseBusy as error:
         fail(str(error))
     except DatabaseUnavailable as error:
         fail(f"{error}\n  check DATABASE_URL, that the database exists and that its server runs")

@@ -8,6 +8,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from resolvers.budget import DEFAULT_MAX_RESPONSE_BYTES
 from store.database import Database
+from store.migrate import LOCK_TIMEOUT_S
 from store.retention import RETAIN_FAILED_S, RETAIN_FINISHED_S, RETAIN_KEYS_S
 
 
@@ -36,6 +37,13 @@ class Settings(BaseSettings):
         ge=0,
         description="PostgreSQL: the longest one statement runs (0: the role's or database's "
         "own setting).",
+    )
+    migrate_lock_timeout_seconds: float = Field(
+        default=LOCK_TIMEOUT_S,
+        gt=0,
+        description="The longest a migration (migrate, serve) waits for each lock another "
+        "process holds (another migration's, a table's, SQLite's write lock), saying what it "
+        "waits on; past it the migration gives up and the command exits 1.",
     )
     graphiql: bool = True
     dashboard: bool = True

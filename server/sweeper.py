@@ -7,7 +7,8 @@ ago, and collects each event log (operations' and watches') as a prefix of the e
 than ``events_ms`` (``store.events``), each in batches of ``batch`` until a batch comes back
 short, and deletes pending authorizations whose ``expires_at`` is before now and the sign-ins
 that can no longer be used (codes expired unused, sessions past their end:
-``store.sign_in``), all under the
+``store.sign_in``), then on SQLite cuts the write-ahead log to zero bytes when no reader or
+writer is in the way (``Database.truncate_wal``), all under the
 sweep lock: on PostgreSQL
 an advisory lock makes one replica (or ``connector-store collect``) sweep at a time; the
 others skip. It yields to the event loop between batches, so requests keep being answered
@@ -144,6 +145,9 @@ async def sweep(
                 await asyncio.sleep(0)
         pending_auth = await store.pending_auth.delete_expired_pending_auth(now)
         sign_ins = await store.sign_in.delete_ended(now)
+        # The log of the writes above, and of any behind a reader that held an old
+        # snapshot, would otherwise wait for the next write to be cut back.
+        await store.db.truncate_wal()
     return SweepResult(
         operations,
         pending_auth,

@@ -16,7 +16,8 @@ the same app over the same bounded HTTP protocol as a single process does
   worker (a setting, the database, the port that breaks every start) it stops the others
   and gives up (``WorkersFailing``: one ``error:`` line, exit status 1);
 - on SIGTERM or SIGINT sends
-  SIGTERM to every worker and waits for them (each has ``SHUTDOWN_GRACE_SECONDS``); a
+  SIGTERM to every worker and waits for them (each has ``SHUTDOWN_GRACE_SECONDS``; one
+  still running ``STOP_MARGIN_S`` past it is killed, with a WARNING); a
   supervisor that dies without a word (SIGKILL) takes its workers with it
   (``die_with_supervisor``).
 
@@ -51,6 +52,9 @@ RESTART_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 one for any further)."""
 MAX_QUICK_EXITS = 4
 """Quick exits in a row of one worker after which the supervisor gives up."""
+STOP_MARGIN_S = 5.0
+"""Beyond a worker's own ``SHUTDOWN_GRACE_SECONDS``, how long the supervisor waits for it to
+exit after SIGTERM before it kills it."""
 
 
 class WorkersFailing(Exception):
@@ -89,6 +93,24 @@ def die_with_supervisor() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def stopped_within(processes: list[subprocess.Popen[bytes]], timeout_s: float) -> None:
+    """Wait for ``processes`` (already sent SIGTERM) to exit, ``timeout_s`` seconds in all;
+    kill each still running past it, with a WARNING naming it: a worker stuck in its
+    shutdown never keeps ``serve`` from exiting."""
+    deadline = time.monotonic() + timeout_s
+    for process in processes:
+        try:
+            process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            log.warning(
+                "worker (pid %d) did not exit within %g s of SIGTERM: killing it",
+                process.pid,
+                timeout_s,
+            )
+            process.kill()
+            process.wait()
+
+
 def worker_env(settings: Settings, index: int, metrics_dir: str) -> dict[str, str]:
     """The environment of worker ``index``: the supervisor's, with the metrics folder and,
     on SQLite, the sweeper in the first worker only."""
@@ -103,6 +125,7 @@ def supervise(settings: Settings, host: str, port: int, workers: int) -> int:
     status is 0 after a clean stop. Raises ``WorkersFailing`` (the other workers stopped)
     when one worker has exited ``MAX_QUICK_EXITS`` times in a row right after starting."""
     metrics_dir = tempfile.mkdtemp(prefix="connector-store-metrics-")
+    stop_timeout_s = settings.shutdown_grace_seconds + STOP_MARGIN_S
     command = [sys.executable, "-m", "server", "serve-worker", "--host", host, "--port", str(port)]
     stopping = False
 
@@ -147,8 +170,7 @@ def supervise(settings: Settings, host: str, port: int, workers: int) -> int:
                 quick_exits[index] = quick_exits[index] + 1 if quick else 0
                 if quick_exits[index] >= MAX_QUICK_EXITS:
                     stop(signal.SIGTERM, None)
-                    for other in running:
-                        other.wait()
+                    stopped_within(running, stop_timeout_s)
                     raise WorkersFailing(
                         f"worker {index} exited {quick_exits[index]} times in a row within "
                         f"{QUICK_EXIT_S:g} s of starting (last status {process.returncode}); "
@@ -164,8 +186,7 @@ def supervise(settings: Settings, host: str, port: int, workers: int) -> int:
                 )
                 restart_at[index] = now + delay
             time.sleep(POLL_S)
-        for process in running:
-            process.wait()
+        stopped_within(running, stop_timeout_s)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -19,6 +19,7 @@ from store import lease_guards as guards
 from store import validation as check
 from store.context import StoreContext
 from store.database import Row
+from store.pages import read_limit
 from store.records import ACCOUNT_FIELDS, AccountLoad, AccountRecord
 from store.statements import Prepared, param
 from store.tables import account, paused_connector
@@ -28,7 +29,6 @@ MAX_RETRY_AFTER_MS = 86_400_000
 """The longest throttle, in ms: one day."""
 
 DEFAULT_LIST_LIMIT = 100
-MAX_LIST_LIMIT = 500
 
 ACCOUNT_KEY = sa.and_(
     account.c.connector_name == param("p_connector_name", account.c.connector_name),
@@ -195,14 +195,15 @@ class AccountsStore:
         self, connector_name: str, *, after: str | None = None, limit: int = DEFAULT_LIST_LIMIT
     ) -> list[AccountLoad]:
         """The accounts of ``connector_name`` in ``account_key`` order (byte-wise), after the
-        account key ``after``, at most ``limit`` (1 to 500), each with its live leases now
+        account key ``after``, at most ``limit`` (1 to 501: a page and one to tell whether more
+        follow, ``store.pages``), each with its live leases now
         (``in_flight``). One statement. Raises ``InvalidInput`` naming ``connectorName``,
         ``after`` or ``limit``."""
         query = (
             _with_in_flight(self._ctx.clock())
             .where(account.c.connector_name == check.key("connectorName", connector_name))
             .order_by(account.c.account_key)
-            .limit(check.count("limit", limit, minimum=1, maximum=MAX_LIST_LIMIT))
+            .limit(read_limit(limit))
         )
         if after is not None:
             query = query.where(account.c.account_key > check.key("after", after))

@@ -34,7 +34,7 @@ from sqlalchemy.sql import ClauseElement
 
 from store.driver_errors import driver_errors
 from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput
-from store.sqlite_pool import SQLiteConnection, SQLiteConnections, open_connection
+from store.sqlite_pool import SQLiteConnection, SQLiteConnections, open_connection, truncate_wal
 from store.statements import CompiledStatements, Prepared
 from store.urls import dialect_of, normalize_url, shown_url, sqlite_path
 
@@ -203,8 +203,9 @@ class Database:
     ``url``: a database URL (see ``parse_url``; raises ``InvalidInput`` for one the store
     cannot use). ``pool_size``: the most PostgreSQL connections held at once.
     ``wait_timeout_s``: the longest a call waits, in seconds, for a pooled connection
-    (PostgreSQL) or for the write lock (SQLite: the in-process writer queue, and the busy
-    timeout for other processes' writers) before it fails with ``DatabaseBusy``.
+    (PostgreSQL; each new connection's connect too, then ``DatabaseUnavailable``) or for the
+    write lock (SQLite: the in-process writer queue, and the busy timeout for other
+    processes' writers) before it fails with ``DatabaseBusy``.
     ``lock_timeout_s`` (PostgreSQL): the longest one statement waits for a row or table lock
     held by another session (PostgreSQL's ``lock_timeout``) before it fails with
     ``DatabaseBusy``; by default half of ``wait_timeout_s``, so calls stalled behind a stuck
@@ -259,6 +260,10 @@ class Database:
             {
                 "min_size": 1,
                 "max_size": pool_size,
+                # Each new connection's connect: a server that accepts and never answers
+                # (a host going down, a full backlog) fails it past the wait, not after
+                # asyncpg's own 60 s.
+                "timeout": wait_timeout_s,
                 "reset": self._reset_connection,
                 "server_settings": {
                     name: f"{_ms(seconds)}ms" for name, seconds in timeouts.items() if seconds
@@ -648,6 +653,16 @@ class Database:
                 async with self._db.connection() as connection:
                     self._pinned.add(connection.raw_connection.get_server_pid())
                     yield
+
+    async def truncate_wal(self) -> bool | None:
+        """SQLite: checkpoint the write-ahead log and cut it to zero bytes if nothing is in
+        the way (``sqlite_pool.truncate_wal``: never waits for a reader or another process's
+        writer; this process's writers it queues behind, as a write). Whether it was cut;
+        None on PostgreSQL. Raises ``DatabaseUnavailable`` as a write does."""
+        if self._sqlite is None:
+            return None
+        async with self._writer():
+            return await self._on_sqlite(truncate_wal)
 
     async def ping(self) -> None:
         """Raise ``DatabaseUnavailable`` unless the database answers ``SELECT 1`` (and, on

@@ -70,6 +70,11 @@ def translate_driver_error(error: BaseException) -> StoreError | None:
             return DatabaseBusy(f"another migration holds {current.lock_file}")
         if isinstance(current, POSTGRES_BUSY):
             return DatabaseBusy(f"the database is busy: {current}")
+        if isinstance(current, TimeoutError):  # an OSError whose text is empty
+            return DatabaseUnavailable(
+                "the database did not answer in time (its host accepts connections but "
+                "does not reply: down, overloaded or not a database server)"
+            )
         if isinstance(current, (*POSTGRES_UNAVAILABLE, OSError)):
             return DatabaseUnavailable(f"the database is unavailable: {current}")
         if isinstance(current, sqlite3.Error):

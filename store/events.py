@@ -61,6 +61,7 @@ from store.context import current_actor
 from store.database import Database, Row, chunked
 from store.errors import EventsCollected, InvalidInput
 from store.items import ItemStatement
+from store.pages import MAX_PAGE, read_limit
 from store.records import (
     OperationEventRecord,
     OperationKey,
@@ -130,7 +131,7 @@ MAX_ERROR_BYTES: Final = 2048
 _Event = TypeVar("_Event", OperationEventRecord, WatchEventRecord)
 
 DEFAULT_EVENTS = 50
-MAX_EVENTS = 500
+MAX_EVENTS = MAX_PAGE
 MAX_COLLECT_EVENTS = 10_000
 """The most events one collect statement deletes."""
 
@@ -752,7 +753,7 @@ def _pages(
     size = row_bytes(page.c[column.name] for column in event.c)
     chosen = query(page).add_columns(size.label(SIZE))
     # A page and one more event, which tells the caller whether more follow.
-    most = check.count("limit", limit, minimum=1, maximum=MAX_EVENTS + 1)
+    most = read_limit(limit)
     return chosen.where(page.c.place <= most).order_by(
         *(page.c[name] for name in log.row), page.c.id
     )

@@ -20,10 +20,12 @@ _T = TypeVar("_T")
 WAL_AUTOCHECKPOINT_PAGES = 1000
 """A commit that leaves the write-ahead log longer than this many pages checkpoints it
 (SQLite's default, set explicitly: a connection that turned it off would let the log grow)."""
-WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
+WAL_SIZE_LIMIT_BYTES = 4 * 1024 * 1024
 """The size the write-ahead log is cut back to when it is reset after a checkpoint: without
 ``journal_size_limit`` SQLite reuses the file but never shrinks it, so one large transaction
-would leave it at its largest for good."""
+(or the writes behind a reader that held an old snapshot for long: no checkpoint passes it)
+would leave it at its largest for good. Four autocheckpoints' worth of 4 KiB pages: the log
+a busy server's writes fill between checkpoints is not cut and grown again at each one."""
 
 
 class SQLiteConnection:
@@ -76,6 +78,21 @@ def _configured(path: str, timeout: float) -> sqlite3.Connection:
     raw.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
     raw.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT_BYTES}")
     return raw
+
+
+def truncate_wal(raw: sqlite3.Connection) -> bool:
+    """Checkpoint the write-ahead log and cut it to zero bytes, without waiting: the busy
+    timeout is off for the one ``PRAGMA wal_checkpoint(TRUNCATE)``, so a writer or a reader
+    on an old snapshot in the way makes it a partial checkpoint, at once. Whether the log
+    was cut. For the idle case ``journal_size_limit`` leaves alone: the log of writes that
+    stopped is cut back only by the next write's checkpoint."""
+    (timeout_ms,) = raw.execute("PRAGMA busy_timeout").fetchone()
+    raw.execute("PRAGMA busy_timeout = 0")
+    try:
+        busy, _, _ = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    finally:
+        raw.execute(f"PRAGMA busy_timeout = {int(timeout_ms)}")
+    return not busy
 
 
 async def open_connection(path: str, timeout: float) -> SQLiteConnection:

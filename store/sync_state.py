@@ -15,13 +15,13 @@ import sqlalchemy as sa
 from store import validation as check
 from store.context import StoreContext
 from store.errors import InvalidInput
+from store.pages import read_limit
 from store.records import SYNC_IDLE, SYNC_STATUSES, SyncStateRecord
 from store.sizes import Measured, measured, row_bytes, sized_rows, within_bytes
 from store.statements import Prepared, param
 from store.tables import sync_state as ss
 
 DEFAULT_PAGE = 50
-MAX_PAGE = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +198,7 @@ class SyncStateStore:
             sa.select(ss)
             .where(ss.c.connector_name == check.key("connectorName", connector_name))
             .order_by(*order)
-            .limit(check.count("limit", limit, minimum=1, maximum=MAX_PAGE + 1))
+            .limit(read_limit(limit))
         )
         if after is not None:
             query = query.where(ss.c.owner_did > check.key("after", after))

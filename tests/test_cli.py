@@ -13,20 +13,24 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from filelock import FileLock
 
-from tests.databases import postgres_admin_url, postgres_unavailable, with_database
+from store.migrate import POSTGRES_LOCK_KEY
+from tests.databases import as_driver, postgres_admin_url, postgres_unavailable, with_database
+from tests.ports import free_port
 
 COMMAND = Path(sys.executable).with_name("connector-store")
-TIMEOUT_S = 60
+TIMEOUT_S = 300
+"""A bound for a busy machine, not the time a command is expected to take."""
 
 
-def run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+def run(*args: str, timeout_s: float = TIMEOUT_S, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(COMMAND), *args],
         env=os.environ | env,
         capture_output=True,
         text=True,
-        timeout=TIMEOUT_S,
+        timeout=timeout_s,
         check=False,
     )
 
@@ -143,6 +147,60 @@ async def drop_databases(names: list[str]) -> None:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         await admin.close()
+
+
+async def run_with_migration_lock_held(
+    url: str, *args: str, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``run(*args)`` while another connection holds the migration's advisory lock on the
+    PostgreSQL ``url``."""
+    peer = await asyncpg.connect(as_driver(url, "postgresql"))
+    try:
+        await peer.execute("SELECT pg_advisory_lock($1)", POSTGRES_LOCK_KEY)
+        return await asyncio.to_thread(run, *args, DATABASE_URL=url, **env)
+    finally:
+        await peer.close()
+
+
+@pytest.mark.parametrize("command", ["migrate", "serve"])
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_cli__a_migration_lock_held_elsewhere_is_waited_for_then_one_error_line_and_exit_1(
+    tmp_path, command, backend
+):
+    args = [command] if command == "migrate" else [command, "--port", str(free_port())]
+    env = {"MIGRATE_LOCK_TIMEOUT_SECONDS": "1", "SWEEPER": "false"}
+    if backend == "sqlite":
+        url = f"sqlite+aiosqlite:///{tmp_path}/locked.db"
+        with FileLock(tmp_path / "locked.db.migrate-lock"):
+            done = run(*args, DATABASE_URL=url, **env)
+        assert "migration waits up to 1 s for the migration lock" in done.stderr, done.stderr
+    else:
+        name = f"connector_migrate_{uuid.uuid4().hex[:10]}"
+        asyncio.run(create_databases([name]))
+        url = with_database(postgres_admin_url(), name)
+        try:
+            done = asyncio.run(run_with_migration_lock_held(url, *args, **env))
+        finally:
+            asyncio.run(drop_databases([name]))
+    assert done.returncode == 1, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "the migration gave up after 1 s" in errors[0], done.stderr
+
+
+@pytest.mark.parametrize("command", ["migrate", "serve"])
+def test_cli__a_database_host_that_never_answers_is_one_error_line_and_exit_1(command):
+    """A host that accepts the connection and never answers (going down, overloaded): the
+    connect gives up within its bound (the migration's lock timeout, serve's database
+    check) rather than asyncpg's 60 s: the command ends well before that."""
+    args = [command] if command == "migrate" else [command, "--port", str(free_port())]
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"postgresql+asyncpg://postgres@127.0.0.1:{silent.getsockname()[1]}/x"
+        done = run(*args, timeout_s=45, DATABASE_URL=url, MIGRATE_LOCK_TIMEOUT_SECONDS="1")
+    assert done.returncode == 1, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "did not answer in time" in errors[0], done.stderr
 
 
 @pytest.mark.parametrize("taken", ["PORT", "METRICS_PORT"])

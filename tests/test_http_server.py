@@ -31,7 +31,8 @@ from server.http_server import PROTOCOLS, Bounds, freeze_startup_objects, http_c
 from server.settings import Settings
 from store.migrate import upgrade
 from tests.databases import PostgresRun
-from tests.faults.harness import Server, free_port, kill_started
+from tests.faults.harness import Server, kill_started
+from tests.ports import free_port
 from tests.tokens import SERVICE_TOKEN
 
 HEADER_TIMEOUT_S = 1.0

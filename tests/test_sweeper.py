@@ -14,6 +14,7 @@ from server.sweeper import Retention, Sweeper
 from store import ConnectorStore
 from store.database import Database
 from store.tables import event_collected, operation_event, watch_event
+from store.urls import sqlite_path
 from tests.factories import (
     aged_events,
     bulk_finished_operations,
@@ -326,3 +327,16 @@ async def test_sweep__collects_both_event_logs_by_age_as_a_prefix_in_batches(
     assert sweep_lines(caplog)[-1].endswith(
         f"{len(operations) - 1} operation events, 3 watch events, 0 ended sign-ins"
     )
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_sweep__sqlite_cuts_the_write_ahead_log_to_zero(store, database, clock):
+    await bulk_finished_operations(database, 25, updated_at=clock.now - DAY_MS - 1)
+    path = sqlite_path(database.url)
+    assert path is not None
+    wal = path.with_name(path.name + "-wal")
+    assert wal.stat().st_size > 0
+
+    await sweeper(store).sweep()
+
+    assert wal.stat().st_size == 0

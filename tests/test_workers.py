@@ -4,6 +4,8 @@
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,11 +14,15 @@ import httpx
 import pytest
 
 from server.settings import Settings
-from server.workers import MAX_QUICK_EXITS, RESTART_DELAYS, restart_delay, worker_env
-from tests.faults.harness import Server, free_port, kill_started
+from server.workers import RESTART_DELAYS, restart_delay, stopped_within, worker_env
+from tests.faults.harness import Server, kill_started
+from tests.ports import free_port
 from tests.tokens import SERVICE_TOKEN, bearer
 
 REQUESTS = 20
+GIVE_UP_BOUND_S = 300.0
+"""The longest ``serve`` may take to give up on workers that keep dying: its backoff's sum
+and each worker's failed start, on a machine as busy as it gets."""
 
 
 @pytest.fixture(autouse=True)
@@ -29,7 +35,7 @@ def children(pid: int) -> list[int]:
     return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
-def wait_for(condition, timeout_s: float = 30.0) -> None:
+def wait_for(condition, timeout_s: float = 120.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, "timed out"
@@ -127,7 +133,8 @@ def test_restart_delay__at_once_after_serving_doubling_with_quick_exits_then_cap
 def test_workers__workers_that_keep_dying_at_start_make_serve_give_up_with_one_error(tmp_path):
     """The data folder removed under a running server: workers killed then cannot start
     again (each exits at startup); the supervisor backs off, then gives up: exit 1 and one
-    ``error:`` line, every worker gone."""
+    ``error:`` line. (The backoff's delays are ``restart_delay``'s, tested above; the wait
+    here is a bound for a busy machine, not the expected time.)"""
     folder = tmp_path / "data"
     folder.mkdir()
     env = {"WORKERS": "2", "SWEEPER": "false", "LOG_LEVEL": "info"}
@@ -138,11 +145,32 @@ def test_workers__workers_that_keep_dying_at_start_make_serve_give_up_with_one_e
     shutil.rmtree(folder)
     for pid in children(running.process.pid):
         os.kill(pid, signal.SIGKILL)
-    started = time.monotonic()
-    assert running.process.wait(timeout=60) == 1, running.output()
+    assert running.process.wait(timeout=GIVE_UP_BOUND_S) == 1, running.output()
     output = running.output()
-    assert time.monotonic() - started > sum(RESTART_DELAYS[: MAX_QUICK_EXITS - 1])
     errors = [line for line in output.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, output
-    assert f"exited {MAX_QUICK_EXITS} times in a row" in errors[0]
-    assert "starting it again in 2 s" in output
+
+
+def test_stopped_within__a_worker_that_ignores_sigterm_is_killed_past_the_bound(caplog):
+    ignoring = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, sys, time\n"
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(600)\n",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert ignoring.stdout is not None and ignoring.stdout.readline() == b"ready\n"
+        ignoring.send_signal(signal.SIGTERM)
+        stopped_within([ignoring], 0.5)
+        assert ignoring.returncode == -signal.SIGKILL
+        assert f"pid {ignoring.pid}" in caplog.text
+    finally:
+        if ignoring.poll() is None:
+            ignoring.kill()
+            ignoring.wait()
+        ignoring.stdout.close()

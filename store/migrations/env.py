@@ -1,9 +1,12 @@
 """Alembic environment: runs the store's migrations on the async engine of the given URL.
 
-On PostgreSQL the migration transaction first takes an advisory lock, waiting at most
-``store.migrate.LOCK_TIMEOUT_S`` for it, so concurrent migrations run one after the other
-and the later ones find nothing to do. Once the lock
-is held, the caller's ``announce`` (``store.migrate``) is told the current revision.
+On PostgreSQL the migration transaction first takes an advisory lock, so concurrent
+migrations run one after the other and the later ones find nothing to do; that wait and
+every lock wait of its statements (a table an open transaction holds) last at most the
+caller's ``lock_timeout_s`` each (``lock_timeout``), and the connection carries the
+caller's ``application_name``, by which ``store.migrate`` finds who blocks it. On SQLite
+the wait for the write lock (the busy timeout) is bounded alike. Once the lock is held, the
+caller's ``announce`` (``store.migrate``) is told the current revision.
 """
 
 import asyncio
@@ -21,8 +24,9 @@ def run(connection: Connection) -> None:
     attributes = context.config.attributes
     with context.begin_transaction():
         if connection.dialect.name == "postgresql":
-            # Bounds the wait for another migration's lock, as the lock file's timeout does
-            # on SQLite: past it, LockNotAvailableError (DatabaseBusy).
+            # Bounds the wait for another migration's lock, and for each table lock the
+            # migration's statements take, as the lock file's and the busy timeout do on
+            # SQLite: past it, LockNotAvailableError (DatabaseBusy).
             lock_timeout_ms = round(attributes["lock_timeout_s"] * 1000)
             connection.execute(text(f"SET LOCAL lock_timeout = '{lock_timeout_ms}ms'"))
             connection.execute(
@@ -39,7 +43,12 @@ def run(connection: Connection) -> None:
 async def run_online() -> None:
     url = context.config.get_main_option("sqlalchemy.url")
     assert url, "store.migrate.alembic_config sets sqlalchemy.url"
-    engine = create_async_engine(url, poolclass=pool.NullPool)
+    attributes = context.config.attributes
+    lock_timeout_s = attributes["lock_timeout_s"]
+    connect_args: dict[str, object] = {"timeout": lock_timeout_s}
+    if attributes.get("application_name") is not None:
+        connect_args["server_settings"] = {"application_name": attributes["application_name"]}
+    engine = create_async_engine(url, poolclass=pool.NullPool, connect_args=connect_args)
     try:
         async with engine.connect() as connection:
             await connection.run_sync(run)

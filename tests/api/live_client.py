@@ -15,7 +15,7 @@ from server.app import create_app
 from server.http_server import listening
 from server.settings import Settings
 from store import ConnectorStore
-from tests.e2e.live import free_port
+from tests.ports import free_port
 from tests.tokens import SERVICE_TOKEN, bearer
 
 PROTOCOL = "graphql-transport-ws"

@@ -24,7 +24,8 @@ from tests.tokens import SERVICE_TOKEN, TEST_JWT_SECRET, bearer, mint
 
 QUERY = {"query": "{ serverTime operations { edges { node { operationID } } } }"}
 NOW = int(time.time())
-UNSIGNED = jwt.encode({"sub": "x", "scope": "service", "exp": NOW + 60}, None, algorithm="none")
+"""The suite's start: only for tokens an hour or a day from it, never for a leeway's edge."""
+UNSIGNED = jwt.encode({"sub": "x", "scope": "service", "exp": NOW + 86_400}, None, algorithm="none")
 BAD_HEADERS = {
     "missing": {},
     "not bearer": {"Authorization": f"Basic {SERVICE_TOKEN}"},
@@ -69,19 +70,23 @@ async def test_bad_tokens__401_unauthenticated_and_no_data(store, headers):
 
 
 @pytest.mark.parametrize(
-    ("claims", "ok"),
+    ("claims", "expired_s_ago", "ok"),
     [
-        ({"iss": "issuer-1", "aud": "api-1"}, True),
-        ({"iss": "issuer-2", "aud": "api-1"}, False),
-        ({"aud": "api-1"}, False),
-        ({"iss": "issuer-1", "aud": "api-2"}, False),
-        ({"iss": "issuer-1"}, False),
-        ({"iss": "issuer-1", "aud": "api-1", "exp": NOW - 10}, True),  # within the leeway
-        ({"iss": "issuer-1", "aud": "api-1", "exp": NOW - 120}, False),
+        ({"iss": "issuer-1", "aud": "api-1"}, None, True),
+        ({"iss": "issuer-2", "aud": "api-1"}, None, False),
+        ({"aud": "api-1"}, None, False),
+        ({"iss": "issuer-1", "aud": "api-2"}, None, False),
+        ({"iss": "issuer-1"}, None, False),
+        ({"iss": "issuer-1", "aud": "api-1"}, 10, True),  # within the leeway
+        ({"iss": "issuer-1", "aud": "api-1"}, 120, False),
     ],
 )
-async def test_issuer_audience_and_leeway(store, claims, ok):
+async def test_issuer_audience_and_leeway(store, claims, expired_s_ago, ok):
     settings = Settings(jwt_issuer="issuer-1", jwt_audience="api-1", jwt_leeway_seconds=60)
+    # The expiry counts from this test's own now, not the module's import: a slow run
+    # must not carry a token past its leeway before the test sends it.
+    if expired_s_ago is not None:
+        claims = claims | {"exp": int(time.time()) - expired_s_ago}
     async with app_client(store, settings, token=mint(**claims)) as http:
         response = await http.post("/graphql", json=QUERY)
     if ok:
@@ -124,7 +129,8 @@ async def test_public_keys__rs256_and_eddsa(store, tmp_path, kind, as_path):
     wrong_key = mint("did:x", "service", key=other, algorithm=kind)
     # The classic confusion: an HS256 token signed with the public key's text.
     confused = hs256_by_hand(
-        {"sub": "did:x", "scope": "service", "exp": NOW + 60}, pem(private.public_key())
+        {"sub": "did:x", "scope": "service", "exp": int(time.time()) + 600},
+        pem(private.public_key()),
     )
     async with app_client(store, settings, token=good) as http:
         ok = await http.post("/graphql", json=QUERY)

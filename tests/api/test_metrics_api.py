@@ -156,7 +156,7 @@ async def test_metrics__need_a_token_with_the_metrics_or_service_scope(store, to
 
 
 async def test_metrics__on_a_separate_port_with_metrics_port(store):
-    from tests.faults.harness import free_port
+    from tests.ports import free_port
 
     port = free_port()
     app = create_app(Settings(sweeper=False, metrics_port=port), store=store)

@@ -1,12 +1,10 @@
-"""A live ``connector-store serve`` on a free port in 19100-19199, and the Node harness of
+"""A live ``connector-store serve`` on a free port (``tests.ports``), and the Node harness of
 ``tests/node`` (installed by ``make test`` with ``npm ci``)."""
 
 import contextlib
 import os
-import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,25 +15,14 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.ports import free_port
+
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 SERVE = Path(sys.executable).with_name("connector-store")
-READY_TIMEOUT_S = 30.0
+READY_TIMEOUT_S = 120.0
+"""Bounds, not expected times: generous enough for a busy 2-core machine."""
+NODE_TIMEOUT_S = 300.0
 STOP_TIMEOUT_S = 10.0
-PORTS = range(19100, 19200)
-
-
-def free_port() -> int:
-    """A free port in 19100-19199 on 127.0.0.1."""
-    ports = list(PORTS)
-    random.shuffle(ports)
-    for port in ports:
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 19100-19199")
 
 
 @dataclass
@@ -131,7 +118,9 @@ def live_server(
         server.stop()
 
 
-def node(script: str, *args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+def node(
+    script: str, *args: str, timeout_s: float = NODE_TIMEOUT_S
+) -> subprocess.CompletedProcess[str]:
     """Run ``tests/node/<script>`` with Node; skips only when Node is missing."""
     binary = shutil.which("node")
     if binary is None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 
 from tests.api.conftest import claim_input
-from tests.e2e.live import free_port, live_server, node
+from tests.e2e.live import live_server, node
 from tests.tokens import SERVICE_TOKEN, bearer
 
 CLAIM = "mutation($input: ClaimOperationInput!) { claimOperation(input: $input) { __typename } }"
@@ -27,10 +27,10 @@ def test_gateway__joins_and_resolves_operation_references(tmp_path: Path) -> Non
             headers=bearer(SERVICE_TOKEN),
         ).json()
         assert claimed == {"data": {"claimOperation": {"__typename": "OperationClaimed"}}}
-        run = node("gateway.mjs", url, str(free_port()), SERVICE_TOKEN, "did:key:caller", "op-fed")
-    print(run.stdout)
+        written = tmp_path / "gateway.json"
+        run = node("gateway.mjs", url, str(written), SERVICE_TOKEN, "did:key:caller", "op-fed")
     assert run.returncode == 0, run.stdout + run.stderr
-    result = json.loads(run.stdout.strip().splitlines()[-1])
+    result = json.loads(written.read_text())
     assert result["sdlHasKey"]
     assert result["ftv1"]["rootFields"] == ["serverTime"]
     assert result["ftv1"]["durationNs"] > 0

@@ -9,7 +9,8 @@ import httpx
 from sqlalchemy.engine import make_url
 
 from tests.databases import PostgresRun
-from tests.faults.harness import Server, free_port
+from tests.faults.harness import Server
+from tests.ports import free_port
 from tests.tokens import mint
 
 PASSWORD = "hunter2-db-secret"

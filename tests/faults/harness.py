@@ -12,7 +12,6 @@ import os
 import random
 import resource
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,7 +28,6 @@ from tests.tokens import SERVICE_TOKEN, bearer
 REPO = Path(__file__).resolve().parents[2]
 SERVE = Path(sys.executable).with_name("connector-store")
 WORKER_DOCUMENT = (REPO / "graphql" / "operations" / "worker.graphql").read_text()
-PORTS = range(19000, 19100)
 CALLER = "did:key:fault-caller"
 
 
@@ -37,22 +35,6 @@ def service_client(**options: Any) -> httpx.AsyncClient:
     """An HTTP client that sends a ``service`` token (the servers share the suite's
     ``JWT_SECRET``)."""
     return httpx.AsyncClient(headers=bearer(SERVICE_TOKEN), **options)
-
-
-def free_port(exclude: set[int] | None = None) -> int:
-    """A free port in 19000-19099 on 127.0.0.1."""
-    ports = list(PORTS)
-    random.shuffle(ports)
-    for port in ports:
-        if exclude and port in exclude:
-            continue
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 19000-19099")
 
 
 STARTED: list["Server"] = []

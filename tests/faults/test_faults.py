@@ -26,12 +26,12 @@ from tests.faults.harness import (
     WorkerPlan,
     call,
     check_exactly_once,
-    free_port,
     run_workers,
     seed,
     service_client,
     wait_all_committed,
 )
+from tests.ports import free_port
 
 pytestmark = pytest.mark.faults
 

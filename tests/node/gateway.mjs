@@ -4,19 +4,22 @@
 //   joined:     an Operation field from us beside a field the reviews subgraph adds;
 //   references: Operation references returned by the reviews subgraph, resolved by the
 //               gateway through our `_entities`.
-// Usage: node gateway.mjs STORE_URL REVIEWS_PORT TOKEN CALLER_DID OPERATION_ID
+// Usage: node gateway.mjs STORE_URL RESULT_FILE TOKEN CALLER_DID OPERATION_ID
 // And federated tracing: our ftv1 trace, decoded by Apollo's protobuf Trace.
-// Prints one JSON line: {ftv1, sdlHasKey, joined, references}; exits 1 on a failure.
+// Writes one JSON object to RESULT_FILE: {ftv1, sdlHasKey, joined, references}; exits 1 on a
+// failure. The result goes to a file, not stdout: the gateway logs there what it likes.
+// The reviews subgraph listens on a port the system chooses.
 import { ApolloServer } from '@apollo/server';
 import { startStandaloneServer } from '@apollo/server/standalone';
 import { buildSubgraphSchema } from '@apollo/subgraph';
 import { ApolloGateway, IntrospectAndCompose, RemoteGraphQLDataSource } from '@apollo/gateway';
+import { writeFileSync } from 'node:fs';
 import { parse } from 'graphql';
 import usageReporting from '@apollo/usage-reporting-protobuf';
 
 const { Trace } = usageReporting;
 
-const [storeUrl, reviewsPort, token, callerDID, operationID] = process.argv.slice(2);
+const [storeUrl, resultFile, token, callerDID, operationID] = process.argv.slice(2);
 
 const reviewsTypeDefs = parse(`
   extend schema @link(url: "https://specs.apollo.dev/federation/v2.7", import: ["@key"])
@@ -58,7 +61,7 @@ const reviews = new ApolloServer({
   schema: buildSubgraphSchema({ typeDefs: reviewsTypeDefs, resolvers: reviewsResolvers }),
 });
 const { url: reviewsUrl } = await startStandaloneServer(reviews, {
-  listen: { host: '127.0.0.1', port: Number(reviewsPort) },
+  listen: { host: '127.0.0.1', port: 0 },
 });
 
 const gateway = new ApolloGateway({
@@ -116,7 +119,8 @@ try {
     rootFields: trace.root.child.map((node) => node.responseName),
     durationNs: Number(trace.durationNs),
   };
-  console.log(
+  writeFileSync(
+    resultFile,
     JSON.stringify({
       ftv1,
       sdlHasKey: sdl.data._service.sdl.includes('@key(fields: "callerDID operationID")'),

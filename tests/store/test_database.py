@@ -3,9 +3,11 @@ percent-encoded URLs; on both backends."""
 
 import asyncio
 import shutil
+import socket
 import sqlite3
 import time
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 
 import asyncpg
 import pytest
@@ -330,6 +332,75 @@ async def terminate_backends(database_url: str) -> None:
 
 
 # --- files on disk stay bounded ------------------------------------------------------------
+
+WAL_BOUND_BYTES = 4 * 1024 * 1024
+"""What the write-ahead log must come back under once nothing holds it open."""
+
+
+async def written(store: ConnectorStore, db: Database, first: int, rows: int = 1000) -> int:
+    """Write ``rows`` winners (about 450 bytes each) in one transaction; the next index."""
+    async with db.write_transaction():
+        for n in range(first, first + rows):
+            await store.winners.record_winner(f"doc-{n}", "d" * 400)
+    return first + rows
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_sqlite__wal_grown_behind_a_long_reader_shrinks_back_once_it_ends_and_writes_go_on(
+    database_url,
+):
+    db = Database(database_url)
+    await db.connect()
+    store = ConnectorStore(db)
+    path = sqlite_path(database_url)
+    assert path is not None
+    wal = path.with_name(path.name + "-wal")
+    try:
+        with closing(sqlite3.connect(path, isolation_level=None)) as reader:
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM kubun_connector_document_winner").fetchone()
+            n = 0
+            while wal.stat().st_size <= 3 * WAL_BOUND_BYTES:  # no checkpoint passes the reader
+                n = await written(store, db, n)
+            reader.execute("COMMIT")
+        deadline = time.monotonic() + 120
+        while wal.stat().st_size > WAL_BOUND_BYTES:
+            assert time.monotonic() < deadline, f"the WAL stayed at {wal.stat().st_size} bytes"
+            n = await written(store, db, n, rows=50)
+    finally:
+        await db.disconnect()
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_sqlite__truncate_wal_cuts_it_to_zero_and_never_waits_for_a_reader(database_url):
+    db = Database(database_url, wait_timeout_s=300)
+    await db.connect()
+    store = ConnectorStore(db)
+    path = sqlite_path(database_url)
+    assert path is not None
+    wal = path.with_name(path.name + "-wal")
+    try:
+        await written(store, db, 0)
+        with closing(sqlite3.connect(path, isolation_level=None)) as reader:
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM kubun_connector_document_winner").fetchone()
+            await written(store, db, 1000)
+            # The reader's snapshot is in the way: a partial checkpoint, at once (the busy
+            # timeout of 300 s is not waited out).
+            assert await db.truncate_wal() is False
+            assert wal.stat().st_size > 0
+            reader.execute("COMMIT")
+        assert await db.truncate_wal() is True
+        assert wal.stat().st_size == 0
+        await written(store, db, 2000)
+        assert await store.winners.read_winner("doc-2999") == "d" * 400
+    finally:
+        await db.disconnect()
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_postgres__truncate_wal_is_none(database):
+    assert await database.truncate_wal() is None
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
@@ -736,3 +807,26 @@ async def test_custom_plans__the_block_plans_each_statement_with_its_values(data
 
     assert inside["plan_cache_mode"] == nested["plan_cache_mode"] == "force_custom_plan"
     assert after["plan_cache_mode"] == "auto"
+
+
+# --- connecting ------------------------------------------------------------------------------
+
+
+@contextmanager
+def silent_server() -> Iterator[int]:
+    """A port of 127.0.0.1 whose connections are accepted (by the kernel's backlog) and
+    never answered: a database host that hangs rather than refuses."""
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(8)
+        yield int(listening.getsockname()[1])
+
+
+async def test_connect__a_server_that_never_answers_is_unavailable_past_the_wait():
+    with silent_server() as port:
+        db = Database(f"postgresql+asyncpg://postgres@127.0.0.1:{port}/x", wait_timeout_s=0.5)
+        started = time.monotonic()
+        with pytest.raises(DatabaseUnavailable):
+            await db.connect()
+    # asyncpg's own connect timeout is 60 s: well past this bound for a busy machine.
+    assert time.monotonic() - started < 30

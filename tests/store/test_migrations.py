@@ -3,7 +3,8 @@
 import asyncio
 import sqlite3
 import time
-from contextlib import closing
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, closing
 from datetime import UTC, datetime
 
 import asyncpg
@@ -104,22 +105,86 @@ async def test_migration_0002__last_synced_at_epoch_ms_becomes_iso_text(database
     assert await schema_drift(database_url) == []
 
 
-async def test_migrations__another_migration_holding_the_lock_is_busy_within_the_bound(
-    database_url, monkeypatch
-):
-    monkeypatch.setattr(migrate, "LOCK_TIMEOUT_S", 0.3)
+LOCKS = ["migration lock", "write lock"]
+"""What another process holds while a migration runs: another migration's lock (the lock
+file, the advisory lock), or what the migration's own writes need (SQLite's write lock; on
+PostgreSQL a table lock of an open transaction, here on ``alembic_version``)."""
+SAYS = {
+    ("sqlite", "migration lock"): "held by another migration",
+    ("sqlite", "write lock"): "SQLite's write lock",
+    ("postgres", "migration lock"): "the migration lock (advisory lock)",
+    ("postgres", "write lock"): "table alembic_version",
+}
+
+
+@asynccontextmanager
+async def held(database_url: str, lock: str) -> AsyncIterator[int | None]:
+    """Hold ``lock`` (one of ``LOCKS``) from another connection for the block; yields the
+    holder's PostgreSQL pid (None on SQLite)."""
     path = sqlite_path(database_url)
-    started = time.monotonic()
     if path is not None:
-        with FileLock(path.with_name(path.name + ".migrate-lock")), pytest.raises(DatabaseBusy):
-            await asyncio.to_thread(upgrade, database_url)
-    else:
-        peer = await asyncpg.connect(as_driver(database_url, "postgresql"))
-        try:
+        if lock == "migration lock":
+            with FileLock(path.with_name(path.name + ".migrate-lock")):
+                yield None
+        else:
+            with closing(sqlite3.connect(path, isolation_level=None)) as peer:
+                peer.execute("BEGIN IMMEDIATE")
+                yield None
+        return
+    peer = await asyncpg.connect(as_driver(database_url, "postgresql"))
+    try:
+        if lock == "migration lock":
             await peer.execute("SELECT pg_advisory_lock($1)", migrate.POSTGRES_LOCK_KEY)
-            with pytest.raises(DatabaseBusy):
-                await asyncio.to_thread(upgrade, database_url)
-        finally:
-            await peer.close()
-    assert time.monotonic() - started < 10
+        else:
+            await peer.execute("BEGIN")
+            await peer.execute("LOCK TABLE alembic_version IN ACCESS EXCLUSIVE MODE")
+        yield await peer.fetchval("SELECT pg_backend_pid()")
+    finally:
+        await peer.close()
+
+
+def backend(database_url: str) -> str:
+    return "sqlite" if sqlite_path(database_url) is not None else "postgres"
+
+
+async def wait_until(condition, bound_s: float = 120.0) -> None:
+    deadline = time.monotonic() + bound_s
+    while not condition():
+        assert time.monotonic() < deadline, "the condition did not come true in time"
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.parametrize("lock", LOCKS)
+async def test_migrations__a_lock_another_process_holds_is_waited_for_and_said(database_url, lock):
+    await asyncio.to_thread(command.downgrade, alembic_config(database_url), "0010")
+    said: list[str] = []
+    async with held(database_url, lock) as holder:
+        migrating = asyncio.create_task(
+            asyncio.to_thread(upgrade, database_url, lock_timeout_s=300, waiting=said.append)
+        )
+        await wait_until(lambda: bool(said) or migrating.done())
+        assert not migrating.done(), "the migration did not wait for the lock"
+    await migrating
+    assert await schema_drift(database_url) == []
+    assert len(said) == 1, said
+    assert SAYS[backend(database_url), lock] in said[0]
+    assert "up to 300 s" in said[0]
+    if holder is not None:
+        assert f"pid {holder}" in said[0]
+
+
+@pytest.mark.parametrize("lock", LOCKS)
+async def test_migrations__a_lock_held_past_the_bound_gives_up_busy_saying_why(database_url, lock):
+    await asyncio.to_thread(command.downgrade, alembic_config(database_url), "0010")
+    said: list[str] = []
+    started = time.monotonic()
+    async with held(database_url, lock):
+        with pytest.raises(DatabaseBusy, match=r"the migration gave up after 0\.5 s") as busy:
+            await asyncio.to_thread(upgrade, database_url, lock_timeout_s=0.5, waiting=said.append)
+    assert time.monotonic() - started < 60
+    if said:  # on PostgreSQL the watcher may not have asked before the bound passed
+        assert said[-1] in str(busy.value)
+    if backend(database_url) == "sqlite":
+        assert SAYS["sqlite", lock] in str(busy.value)
     await asyncio.to_thread(upgrade, database_url)
+    assert await schema_drift(database_url) == []
