@@ -1,6 +1,7 @@
 """Settings reach the store: ``Settings.database`` is the one place the ``DB_*`` settings
 become a ``Database``."""
 
+import httpx
 import pytest
 from pydantic import ValidationError
 
@@ -49,3 +50,14 @@ def test_retention__settings_reach_the_sweep(monkeypatch) -> None:
     monkeypatch.setenv("RETAIN_FAILED_SECONDS", "60")
     monkeypatch.setenv("RETAIN_KEYS_SECONDS", "120")
     assert Retention.of(Settings()) == Retention(failed_ms=60_000, keys_ms=120_000)
+
+
+CLIENT_POOL_IDLE_SECONDS = {"aiohttp": 15, "node": 5, "load balancer": 60}
+"""How long common client pools keep an idle connection (aiohttp's keepalive_timeout, Node's
+agent keepAliveTimeout, a cloud load balancer's idle timeout); httpx's is read from httpx."""
+
+
+def test_keepalive_timeout__outlasts_common_client_pools() -> None:
+    idle = max([httpx.Limits().keepalive_expiry or 0, *CLIENT_POOL_IDLE_SECONDS.values()])
+
+    assert Settings().keepalive_timeout_seconds > idle
