@@ -75,6 +75,7 @@ screenshots: $(VENV)/.ui $(CHROMIUM)
 
 schema: install
 	$(BIN)/connector-store schema > graphql/schema.graphql
+	$(BIN)/connector-store schema --client > graphql/client-schema.graphql
 
 # Every path beside its floor, in one run (BENCH_ARGS=--million adds the 1M-row sizes);
 # then the live updates' latency, memory and trigger cost (benchmarks/live.py).

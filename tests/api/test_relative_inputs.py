@@ -1,5 +1,5 @@
-"""What a worker sends without the server's clock (docs/worker-protocol.md, 'Times relative to
-the store's clock'): a claim with no lease fields enqueues, ``leaseMs`` and ``delayMs`` count
+"""What a worker sends without the server's clock (docs/worker-protocol.md, 'Enqueueing, relative
+times and lease names'): a claim with no lease fields enqueues, ``leaseMs`` and ``delayMs`` count
 from the store's now, the single lease inputs name ``leaseToken`` as the batch ones do (the
 old ``token``/``expiresAt`` still work, deprecated), on both backends."""
 
