@@ -52,7 +52,8 @@ async def client(server: Server) -> AsyncIterator[Client]:
 
 
 def claims(count: int, accounts: int = 3, prefix: str = "op") -> list[dict[str, Any]]:
-    """``count`` claims without lease fields, spread over ``accounts`` accounts and owners."""
+    """``count`` claims without lease fields, spread over ``accounts`` accounts and owners
+    (the n-th of account and owner ``n % accounts``)."""
     return [
         {
             "callerDID": "did:key:caller",
@@ -92,15 +93,36 @@ async def until(condition: Any, what: str) -> None:
         await asyncio.sleep(0.1)
 
 
+def spread(items: list[dict[str, Any]], capped: str, every: int) -> list[dict[str, Any]]:
+    """``items`` with every ``every``-th in account ``capped`` and the others in ``acct-1``
+    and ``acct-2``: a capped account hands out at most its cap per lease, so it gets few."""
+    return [
+        item | {"accountKey": capped if n % every == 0 else f"acct-{1 + n % 2}"}
+        for n, item in enumerate(items)
+    ]
+
+
+async def test_worker__600_operations_committed_once_each_within_the_cap(client):
+    await committed_once_within_the_cap(client, 600, every=5)
+
+
+@pytest.mark.faults
 async def test_worker__5000_operations_committed_once_each_within_the_cap(client):
-    cap = 4
+    await committed_once_within_the_cap(client, 5_000, every=25)
+
+
+async def committed_once_within_the_cap(client: Client, count: int, every: int) -> None:
+    """``count`` operations over 3 accounts, every ``every``-th in ``acct-0`` capped at 8,
+    through 4 lessees: each is sent and committed once, and ``acct-0``'s handlers never hold
+    more than its cap at once."""
+    cap = 8
     await client.execute(
         """mutation($input: SetAccountLimitInput!) { setAccountLimit(input: $input) {
         account { maxInFlight } } }""",
         {"input": {"connectorName": "calendar", "accountKey": "acct-0", "maxInFlight": cap}},
         repeatable=True,
     )
-    items = claims(5_000)
+    items = spread(claims(count), "acct-0", every=every)
     await enqueue_all(client, items)
     sends: collections.Counter[str] = collections.Counter()
     in_handlers: collections.Counter[str] = collections.Counter()
@@ -119,9 +141,9 @@ async def test_worker__5000_operations_committed_once_each_within_the_cap(client
     worker = Worker(client, handle, batch_size=250, concurrency=4, lease_ms=60_000)
     stats = await worker.run(until_idle=True)
 
-    assert stats.committed == 5_000 and stats.lost == 0
+    assert stats.committed == count and stats.lost == 0
     assert sends == collections.Counter(item["deterministicEventID"] for item in items)
-    assert await states(client) == {"COMMITTED": 5_000}
+    assert await states(client) == {"COMMITTED": count}
     assert 0 < most["acct-0"] <= cap
 
 
