@@ -6,6 +6,7 @@ import asyncio
 import collections
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from connector_store_client import (
 )
 
 from tests.databases import PostgresRun
-from tests.e2e.live import Server, live_server
+from tests.e2e.live import NODE_DIR, Server, live_server
 from tests.tokens import SERVICE_TOKEN
 
 REPO = Path(__file__).resolve().parents[2]
@@ -312,3 +313,56 @@ async def test_the_readme_sdk_worker_commits_with_a_retry(server):
 
     assert worker.returncode == 0, worker.stderr
     assert worker.stdout.splitlines() == ["committed: 12/12", "retried: 1"]
+
+
+async def test_node_follow_events__exact_across_a_dropped_socket(client, server):
+    """tests/node/follow-events.mjs (graphql-ws, its retry off, resubscribing with after)."""
+    binary = shutil.which("node")
+    if binary is None:
+        pytest.skip("node is not installed")
+    assert (NODE_DIR / "node_modules").is_dir(), "run `make node` (npm ci in tests/node)"
+    host, port = server.url.removeprefix("http://").split(":")
+    proxy = Cuttable((host, int(port)))
+    proxied = f"ws://127.0.0.1:{await proxy.start()}/graphql"
+    follower = await asyncio.create_subprocess_exec(
+        binary,
+        "follow-events.mjs",
+        proxied,
+        SERVICE_TOKEN,
+        "calendar",
+        cwd=NODE_DIR,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert follower.stdout is not None
+    seen: list[str] = []
+
+    async def read() -> None:
+        assert follower.stdout is not None
+        while len([name for name in seen if not name.startswith("warm")]) < 60:
+            line = await follower.stdout.readline()
+            assert line, "the follower exited"
+            seen.append(json.loads(line)["operationID"])
+
+    reading = asyncio.create_task(read())
+    try:
+        warm = 0
+        while not seen:
+            await enqueue_all(client, [claims(1, prefix=f"warm{warm}")[0]])
+            warm += 1
+            await asyncio.sleep(0.1)
+        await enqueue_all(client, claims(20, prefix="a"))
+        await until(lambda: asyncio.sleep(0, "a-19" in seen), "the first 20 events")
+        proxy.cut()
+        await enqueue_all(client, claims(20, prefix="b"))
+        proxy.mend()
+        await enqueue_all(client, claims(20, prefix="c"))
+        await asyncio.wait_for(reading, WAIT_S)
+    finally:
+        reading.cancel()
+        follower.kill()
+        await follower.wait()
+        await proxy.aclose()
+
+    followed = [name for name in seen if not name.startswith("warm")]
+    assert len(followed) == len(set(followed))
+    assert set(followed) == {f"{p}-{n}" for p in "abc" for n in range(20)}
