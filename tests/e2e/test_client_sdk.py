@@ -107,11 +107,6 @@ async def test_worker__600_operations_committed_once_each_within_the_cap(client)
     await committed_once_within_the_cap(client, 600, every=5)
 
 
-@pytest.mark.faults
-async def test_worker__5000_operations_committed_once_each_within_the_cap(client):
-    await committed_once_within_the_cap(client, 5_000, every=25)
-
-
 async def committed_once_within_the_cap(client: Client, count: int, every: int) -> None:
     """``count`` operations over 3 accounts, every ``every``-th in ``acct-0`` capped at 8,
     through 4 lessees: each is sent and committed once, and ``acct-0``'s handlers never hold
