@@ -8,14 +8,14 @@ BIN := $(VENV)/bin
 
 # Two markers: `.runtime` (the server's dependencies only: what `make run` and `make token`
 # need) and `.installed` (the dev toolchain too: tests, linters; it includes the runtime).
-$(VENV)/.runtime: pyproject.toml
+$(VENV)/.runtime: pyproject.toml client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e .
+	$(BIN)/pip install --quiet --disable-pip-version-check -e . -e ./client
 	touch $@
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]' -e ./client
 	touch $@ $(VENV)/.runtime
 
 install: $(VENV)/.installed
@@ -82,6 +82,7 @@ screenshots: $(VENV)/.ui $(CHROMIUM)
 
 schema: install
 	$(BIN)/connector-store schema > graphql/schema.graphql
+	$(BIN)/connector-store schema --client > graphql/client-schema.graphql
 
 # Every named statement's SQL, per backend, as store/sql/<backend>/<name>.sql
 # (tests/test_sql_snapshot.py fails when one is stale).

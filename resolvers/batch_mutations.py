@@ -31,6 +31,7 @@ from schema.batches import (
     RecordVerificationsPayload,
 )
 from schema.results import FinalizeOperationPayload, OperationWritePayload
+from store.items import each_item
 from store.operations import CONTESTED_SEND_MARKER, SendMark
 from store.records import OperationRecord, WatchIdentity
 from store.watches import Verification
@@ -101,7 +102,8 @@ class BatchMutation:
     async def record_operations(
         self, info: Info, input: RecordOperationsInput
     ) -> RecordOperationsPayload:
-        changes = [to_transition(item) for item in input.items]
+        now = info.context.store.clock()
+        changes = each_item(input.items, lambda item: to_transition(item, now))
         records = await info.context.store.batches.record_operations(changes)
         keys = [(change.caller_did, change.operation_id) for change in changes]
         return RecordOperationsPayload(results=await write_payloads(info, keys, records))
@@ -112,7 +114,8 @@ class BatchMutation:
     async def finalize_operations(
         self, info: Info, input: FinalizeOperationsInput
     ) -> FinalizeOperationsPayload:
-        finals = [to_finalize(item) for item in input.items]
+        now = info.context.store.clock()
+        finals = each_item(input.items, lambda item: to_finalize(item, now))
         done = await info.context.store.batches.finalize_operations(finals)
         keys = [(final.caller_did, final.operation_id) for final in finals]
         refused = [key for key, result in zip(keys, done, strict=True) if result is None]

@@ -57,6 +57,8 @@ from schema.results import (
 )
 from schema.scalars import EpochMillis
 from schema.sync_state import SyncState, sync_state_or_none
+from store import validation as check
+from store.errors import InvalidInput
 from store.operations import (
     ABANDONED_SEND_MARKER,
     CONTESTED_SEND_MARKER,
@@ -103,15 +105,21 @@ def to_claim(input: ClaimOperationInput) -> OperationClaim:
 FINALIZE_FIELDS = tuple(field.name for field in dataclasses.fields(Finalize))
 
 
-def to_finalize(input: FinalizeOperationInput) -> Finalize:
+def to_finalize(input: FinalizeOperationInput, now: int) -> Finalize:
     """The store's finalize for a ``finalizeOperation`` input, field by field of the record
-    (``FinalizeOperationInput`` mirrors it): a field the input lacks raises AttributeError."""
-    return Finalize(**{name: getattr(input, name) for name in FINALIZE_FIELDS})
+    (``FinalizeOperationInput`` mirrors it), the watch due at ``dueAt`` or ``delayMs`` after
+    the store's ``now`` (epoch ms): a field the input lacks raises AttributeError; both or
+    neither of ``dueAt`` and ``delayMs`` raise ``InvalidInput`` naming ``dueAt``."""
+    fields = {name: getattr(input, name) for name in FINALIZE_FIELDS}
+    fields["due_at"] = check.at_or_delay("dueAt", input.due_at, "delayMs", input.delay_ms, now)
+    return Finalize(**fields)
 
 
-def to_transition(input: RecordOperationInput) -> OperationTransition:
+def to_transition(input: RecordOperationInput, now: int) -> OperationTransition:
     """The store's transition for a ``recordOperation`` input: attempts are counted unless
-    ``countAttempt`` is false, refunded only when ``refundAttempt`` is true."""
+    ``countAttempt`` is false, refunded only when ``refundAttempt`` is true; the next attempt
+    due at ``nextAttemptAt`` or ``delayMs`` after the store's ``now`` (epoch ms; both raise
+    ``InvalidInput`` naming ``nextAttemptAt``)."""
     return OperationTransition(
         caller_did=input.caller_did,
         operation_id=input.operation_id,
@@ -123,12 +131,42 @@ def to_transition(input: RecordOperationInput) -> OperationTransition:
         count_attempt=input.count_attempt is not False,
         refund_attempt=input.refund_attempt is True,
         send_marker=input.send_marker,
-        next_attempt_at=input.next_attempt_at,
+        next_attempt_at=check.optional_at_or_delay(
+            "nextAttemptAt", input.next_attempt_at, "delayMs", input.delay_ms, now
+        ),
         defer_reason=value_of(input.defer_reason),
         kind=input.kind,
         http_status=input.http_status,
         error_message=input.error_message,
     )
+
+
+def lease_token_of(input: AcquireLeaseInput | RenewLeaseInput | ReleaseLeaseInput) -> str:
+    """The lease token a single lease input names: ``leaseToken``, or the deprecated
+    ``token``. Raises ``InvalidInput`` naming ``leaseToken`` when neither is given, or both
+    differ."""
+    if None not in (input.lease_token, input.token) and input.lease_token != input.token:
+        raise InvalidInput("leaseToken", "token (deprecated) names another lease token")
+    token = input.lease_token if input.lease_token is not None else input.token
+    if token is None:
+        raise InvalidInput("leaseToken", "give leaseToken")
+    return token
+
+
+def lease_end_of(input: AcquireLeaseInput | RenewLeaseInput, now: int) -> int:
+    """When a single lease input's lease ends (epoch ms): ``leaseExpiresAt`` (or the
+    deprecated ``expiresAt``), or ``leaseMs`` (1,000 to 3,600,000) after the store's ``now``.
+    Raises ``InvalidInput`` naming ``leaseMs`` when none or more than one is given."""
+    given = [
+        value
+        for value in (input.lease_expires_at, input.expires_at, input.lease_ms)
+        if value is not None
+    ]
+    if len(given) != 1:
+        raise InvalidInput("leaseMs", "give exactly one of leaseMs and leaseExpiresAt")
+    if input.lease_ms is not None:
+        return now + check.lease_ms("leaseMs", input.lease_ms)
+    return check.epoch_ms("leaseExpiresAt", given[0])
 
 
 def fresh(info: Info, *records: OperationRecord | WatchRecord | None) -> None:
@@ -277,12 +315,15 @@ class Mutation:
             info,
             "lease_takeover",
             ABANDONED_SEND_MARKER,
-            input.token,
+            lease_token_of(input),
             operation_write(
                 info,
                 input,
                 lambda operations: operations.acquire_lease(
-                    input.caller_did, input.operation_id, input.token, input.expires_at
+                    input.caller_did,
+                    input.operation_id,
+                    lease_token_of(input),
+                    lease_end_of(input, info.context.store.clock()),
                 ),
             ),
         )
@@ -298,7 +339,10 @@ class Mutation:
             info,
             input,
             lambda operations: operations.renew_lease(
-                input.caller_did, input.operation_id, input.token, input.expires_at
+                input.caller_did,
+                input.operation_id,
+                lease_token_of(input),
+                lease_end_of(input, info.context.store.clock()),
             ),
         )
 
@@ -311,7 +355,7 @@ class Mutation:
             info,
             input,
             lambda operations: operations.release_lease(
-                input.caller_did, input.operation_id, input.token
+                input.caller_did, input.operation_id, lease_token_of(input)
             ),
         )
 
@@ -349,7 +393,13 @@ class Mutation:
             lambda operations: operations.defer_operation(
                 input.caller_did,
                 input.operation_id,
-                input.next_attempt_at,
+                check.at_or_delay(
+                    "nextAttemptAt",
+                    input.next_attempt_at,
+                    "delayMs",
+                    input.delay_ms,
+                    info.context.store.clock(),
+                ),
                 value_of(input.reason),
                 input.lease_token,
                 input.error_message,
@@ -366,7 +416,9 @@ class Mutation:
         return await operation_write(
             info,
             input,
-            lambda operations: operations.record_operation(to_transition(input)),
+            lambda operations: operations.record_operation(
+                to_transition(input, info.context.store.clock())
+            ),
         )
 
     @fields.mutation(
@@ -376,7 +428,7 @@ class Mutation:
     async def finalize_operation(
         self, info: Info, input: FinalizeOperationInput
     ) -> FinalizeOperationPayload:
-        final = to_finalize(input)
+        final = to_finalize(input, info.context.store.clock())
         done = await info.context.store.operations.finalize_operation_and_arm_watch(final)
         if done is not None:
             return finalize_payload(info, done)

@@ -209,7 +209,29 @@ BY_FIELD: dict[str, str] = {
     "PendingAuth.createdAt": "When the authorization began (epoch ms).",
     "DeferOperationInput.leaseToken": "The lease token, when the caller holds the lease; "
     "omitted: the lease must be free.",
-    "DeferOperationInput.nextAttemptAt": "When the operation is due again (epoch ms).",
+    "DeferOperationInput.nextAttemptAt": "When the operation is due again (epoch ms); give "
+    "this or delayMs.",
+    "DeferOperationInput.delayMs": "Due again this many ms after the store's now (0 to "
+    "2,147,483,647), instead of nextAttemptAt: no serverTime round trip.",
+    "RecordOperationInput.delayMs": "Due again this many ms after the store's now (0 to "
+    "2,147,483,647), instead of nextAttemptAt: no serverTime round trip.",
+    "FinalizeOperationInput.delayMs": "The armed watch's verification is due this many ms "
+    "after the store's now (0 to 2,147,483,647), instead of dueAt: no serverTime round trip.",
+    "ClaimOperationInput.leaseMs": "The first lease lasts this many ms from the store's now "
+    "(1,000 to 3,600,000), instead of leaseExpiresAt. Omit leaseToken, leaseExpiresAt and "
+    "leaseMs to enqueue: the operation is claimed unleased, due at once for leaseOperations.",
+    "AcquireLeaseInput.leaseToken": "The lease token to take the lease with (give this, not "
+    "the deprecated token).",
+    "AcquireLeaseInput.leaseExpiresAt": "When the lease ends (epoch ms); give this or leaseMs.",
+    "AcquireLeaseInput.leaseMs": "The lease lasts this many ms from the store's now (1,000 "
+    "to 3,600,000); give this or leaseExpiresAt.",
+    "RenewLeaseInput.leaseToken": "The lease token that holds the lease (give this, not the "
+    "deprecated token).",
+    "RenewLeaseInput.leaseExpiresAt": "When the lease now ends (epoch ms); give this or leaseMs.",
+    "RenewLeaseInput.leaseMs": "The lease now lasts this many ms from the store's now (1,000 "
+    "to 3,600,000); give this or leaseExpiresAt.",
+    "ReleaseLeaseInput.leaseToken": "The lease token that holds the lease (give this, not the "
+    "deprecated token).",
     "DeferWatchInput.nextAttemptAt": "When the attempt is due again (epoch ms).",
     "DeferWatchInput.claimedUntil": "The claim's `claimedUntil` the caller holds.",
     "RecordVerificationInput.claimedUntil": "The claim's `claimedUntil`, when the attempt "
@@ -221,12 +243,14 @@ BY_FIELD: dict[str, str] = {
     "RecordOperationInput.sendMarker": "The run that marked the attempt, when it did.",
     "FinalizeOperationInput.version": "The operation's version the caller read.",
     "FinalizeOperationInput.resultEntity": "The entity the provider returned (JSON).",
-    "FinalizeOperationInput.dueAt": "When the armed watch's verification is due (epoch ms).",
+    "FinalizeOperationInput.dueAt": "When the armed watch's verification is due (epoch ms); "
+    "give this or delayMs.",
     "FinalizeOperationInput.documentID": "The document id to record, when it became known.",
     "FinalizeOperationInput.providerEtag": "The provider's ETag after the write, if known.",
-    "ClaimOperationInput.leaseExpiresAt": "When the first lease ends (epoch ms).",
+    "ClaimOperationInput.leaseExpiresAt": "When the first lease ends (epoch ms); give this or "
+    "leaseMs with a leaseToken.",
     "ClaimOperationInput.leaseToken": "The lease token of the first attempt (the claim takes "
-    "the lease where leasing allows it).",
+    "the lease where leasing allows it); omitted (with no expiry): the claim enqueues.",
     "ClaimOperationInput.reissueIntent": "What a reissue must carry (JSON), if anything.",
     "ClaimOperationInput.providerEtag": "The provider's ETag the write starts from, if known.",
     "ClaimOperationInput.documentID": "The document the entity belongs to, if known.",

@@ -17,6 +17,10 @@ class ClaimOperationInput:
     pass
 
 
+USE_LEASE_TOKEN = "Use leaseToken, as every other input names the lease token."
+USE_LEASE_EXPIRY = "Use leaseMs (or leaseExpiresAt), as every other input names the lease's end."
+
+
 @strawberry.input(
     description="Take the lease of an ATTEMPTED operation when no lease is held, the lease "
     "expired (by the store's clock), or it is already this token's, and leasing allows it."
@@ -24,8 +28,13 @@ class ClaimOperationInput:
 class AcquireLeaseInput:
     caller_did: str
     operation_id: str
-    token: str
-    expires_at: EpochMillis
+    lease_token: str | None = None
+    lease_expires_at: EpochMillis | None = None
+    lease_ms: int | None = None
+    token: str | None = strawberry.field(default=None, deprecation_reason=USE_LEASE_TOKEN)
+    expires_at: EpochMillis | None = strawberry.field(
+        default=None, deprecation_reason=USE_LEASE_EXPIRY
+    )
 
 
 @strawberry.input(
@@ -35,8 +44,13 @@ class AcquireLeaseInput:
 class RenewLeaseInput:
     caller_did: str
     operation_id: str
-    token: str
-    expires_at: EpochMillis
+    lease_token: str | None = None
+    lease_expires_at: EpochMillis | None = None
+    lease_ms: int | None = None
+    token: str | None = strawberry.field(default=None, deprecation_reason=USE_LEASE_TOKEN)
+    expires_at: EpochMillis | None = strawberry.field(
+        default=None, deprecation_reason=USE_LEASE_EXPIRY
+    )
 
 
 @strawberry.input(
@@ -46,7 +60,8 @@ class RenewLeaseInput:
 class ReleaseLeaseInput:
     caller_did: str
     operation_id: str
-    token: str
+    lease_token: str | None = None
+    token: str | None = strawberry.field(default=None, deprecation_reason=USE_LEASE_TOKEN)
 
 
 @leaf_input
@@ -62,7 +77,8 @@ class MarkSendStartedInput:
 class DeferOperationInput:
     caller_did: str
     operation_id: str
-    next_attempt_at: EpochMillis
+    next_attempt_at: EpochMillis | None = None
+    delay_ms: int | None = None
     reason: DeferReason | None = None
     lease_token: str | None = None
     error_message: str | None = None
@@ -82,6 +98,7 @@ class RecordOperationInput:
     refund_attempt: bool | None = None
     send_marker: str | None = None
     next_attempt_at: EpochMillis | None = None
+    delay_ms: int | None = None
     defer_reason: DeferReason | None = None
     kind: str | None = None
     http_status: int | None = None
@@ -92,7 +109,8 @@ class RecordOperationInput:
 @strawberry.input(description="Commit a live operation and arm the watch of its entity.")
 @mirrors(Finalize, defaults=True)
 class FinalizeOperationInput:
-    pass
+    due_at: EpochMillis | None = None
+    delay_ms: int | None = None
 
 
 @strawberry.input(description="Which operations to list; every field given must match.")

@@ -345,11 +345,21 @@ async def collect_backlog(
 
 
 @cli.command("schema")
-def schema_command() -> None:
-    """Print the schema's SDL (the contents of graphql/schema.graphql)."""
+def schema_command(
+    client: bool = typer.Option(
+        False,
+        "--client",
+        help="Print the client SDL: no Federation directives, for clients' tools "
+        "(the contents of graphql/client-schema.graphql).",
+    ),
+) -> None:
+    """Print the schema's SDL (the contents of graphql/schema.graphql), or with --client the
+    client SDL (graphql/client-schema.graphql)."""
+    from server.client_sdl import client_sdl
     from server.graph import build_schema
 
-    typer.echo(build_schema().as_str())
+    printed = build_schema().as_str()
+    typer.echo(client_sdl(printed) if client else printed, nl=not client)
 
 
 @cli.command("sql")

@@ -79,7 +79,12 @@ class Settings(BaseSettings):
         "both with every bound above.",
     )
     keepalive_timeout_seconds: int = Field(
-        default=5, ge=1, description="Time an idle connection is kept between requests."
+        default=75,
+        ge=1,
+        description="Time an idle connection is kept between requests: longer than a "
+        "client pool keeps one idle (httpx 5 s, aiohttp 15 s, Node 5 s, a load balancer's "
+        "60 s), so the client closes first and never sends on a socket the server just "
+        "closed; MAX_CONNECTIONS closes the idlest when connections run short.",
     )
     max_connections: int = Field(
         default=0,

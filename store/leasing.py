@@ -98,8 +98,6 @@ Filters = tuple[Any, list[str] | None, Any]
 """``lease_operations``' connector, account keys and caller (each None: any; the connector
 and the caller a value or a ``param``)."""
 
-MIN_LEASE_MS = 1_000
-MAX_LEASE_MS = 3_600_000
 DEFAULT_BATCH = 10
 MAX_BATCH = 500
 """The most operations or watches one call leases, and the most account keys it names
@@ -126,7 +124,7 @@ def _due_key(record: OperationRecord) -> tuple[int, str, str]:
 
 
 def _duration(field: str, value: Any) -> int:
-    return check.count(field, value, minimum=MIN_LEASE_MS, maximum=MAX_LEASE_MS)
+    return check.lease_ms(field, value)
 
 
 def _batch(value: Any) -> int:

@@ -554,6 +554,33 @@ def _reject_reserved_marker(field: str, marker: str | None) -> None:
         raise ReservedValue(field, f"{marker!r} is reserved")
 
 
+def claim_lease_values(claim: OperationClaim, now: int) -> dict[str, Any]:
+    """The lease columns a claim asks for at the store's ``now`` (epoch ms): its token until
+    ``lease_expires_at``, or until ``now`` + ``lease_ms`` (1,000 to 3,600,000); with no lease
+    field at all (an enqueue) no token and a lease that lapsed at ``now`` - 1, as a claim
+    that leasing refuses. Raises ``InvalidInput`` naming ``leaseToken`` (an expiry without
+    a token), ``leaseMs`` (a token without an expiry), ``leaseExpiresAt`` (both an expiry
+    and ``leaseMs``) or the malformed field."""
+    if claim.lease_token is None:
+        if claim.lease_expires_at is not None or claim.lease_ms is not None:
+            raise InvalidInput("leaseToken", "a lease expiry needs a leaseToken")
+        return {"lease_token": None, "lease_expires_at": now - 1}
+    token = check.key("leaseToken", claim.lease_token)
+    if claim.lease_expires_at is not None and claim.lease_ms is not None:
+        raise InvalidInput("leaseExpiresAt", "give leaseExpiresAt or leaseMs, not both")
+    if claim.lease_expires_at is not None:
+        return {
+            "lease_token": token,
+            "lease_expires_at": check.epoch_ms("leaseExpiresAt", claim.lease_expires_at),
+        }
+    if claim.lease_ms is None:
+        raise InvalidInput("leaseMs", "a leaseToken needs leaseMs or leaseExpiresAt")
+    return {
+        "lease_token": token,
+        "lease_expires_at": now + check.lease_ms("leaseMs", claim.lease_ms),
+    }
+
+
 def claim_row(claim: OperationClaim, context: StoreContext) -> OperationRecord:
     """The row a fresh claim inserts, as stored (its JSON as text): what the claim leaves
     out takes the record's defaults (no result, no attempt, version 0, no schedule, no
@@ -574,10 +601,9 @@ def claim_row(claim: OperationClaim, context: StoreContext) -> OperationRecord:
         "reissue_intent": check.json_text("reissueIntent", claim.reissue_intent),
         "provider_etag": check.optional_key("providerEtag", claim.provider_etag),
         "document_id": check.optional_key("documentID", claim.document_id),
-        "lease_token": check.key("leaseToken", claim.lease_token),
-        "lease_expires_at": check.epoch_ms("leaseExpiresAt", claim.lease_expires_at),
     }
     now = context.clock()
+    values |= claim_lease_values(claim, now)
     return OperationRecord(
         **values,
         node_key=context.new_id(),

@@ -85,11 +85,14 @@ ENVELOPE: Final = tuple(
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OperationClaim(OperationEnvelope):
     """The input of ``claim_operation`` (seed ``ClaimOperationInput``): the key, the
-    envelope, the claimant's lease (``lease_expires_at`` epoch ms) and the optional values
-    (``reissue_intent`` any JSON value)."""
+    envelope, the claimant's lease and the optional values (``reissue_intent`` any JSON
+    value). The lease is ``lease_token`` until ``lease_expires_at`` (epoch ms) or for
+    ``lease_ms`` from the store's now (one of the two); with none of the three the claim
+    only enqueues: the operation is claimed unleased, due at once for ``leaseOperations``."""
 
-    lease_token: str
-    lease_expires_at: EpochMs
+    lease_token: str | None = None
+    lease_expires_at: EpochMs | None = None
+    lease_ms: int | None = None
     reissue_intent: JsonValue = None
     provider_etag: str | None = None
     document_id: str | None = None

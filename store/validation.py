@@ -14,6 +14,8 @@ MAX_JSON_BYTES = 64 * 1024
 MAX_JSON_DEPTH = 32
 MAX_LIST_ITEMS = 10_000
 MAX_INT32 = 2**31 - 1
+MIN_LEASE_MS = 1_000
+MAX_LEASE_MS = 3_600_000
 
 
 def key(field: str, value: Any) -> str:
@@ -63,6 +65,34 @@ def count(field: str, value: Any, *, minimum: int = 0, maximum: int = MAX_INT32)
     if not minimum <= value <= maximum:
         raise InvalidInput(field, f"must be between {minimum} and {maximum}")
     return value
+
+
+def lease_ms(field: str, value: Any) -> int:
+    """A lease's duration in ms, from ``MIN_LEASE_MS`` (1,000) to ``MAX_LEASE_MS`` (3,600,000)."""
+    return count(field, value, minimum=MIN_LEASE_MS, maximum=MAX_LEASE_MS)
+
+
+def optional_at_or_delay(
+    at_field: str, at: Any, delay_field: str, delay: Any, now: int
+) -> int | None:
+    """A time (epoch ms) given either absolutely (``at``) or as ``delay`` ms (0 to 2**31 - 1)
+    after the store's ``now``: the relative form spares a client a ``serverTime`` round trip.
+    None when neither is given. Raises ``InvalidInput`` naming ``at_field`` when both are
+    given, or the malformed field."""
+    if at is not None and delay is not None:
+        raise InvalidInput(at_field, f"give {at_field} or {delay_field}, not both")
+    if delay is not None:
+        return now + count(delay_field, delay)
+    return optional_epoch_ms(at_field, at)
+
+
+def at_or_delay(at_field: str, at: Any, delay_field: str, delay: Any, now: int) -> int:
+    """Like ``optional_at_or_delay``, but one of the two is required: neither raises
+    ``InvalidInput`` naming ``at_field``."""
+    time = optional_at_or_delay(at_field, at, delay_field, delay, now)
+    if time is None:
+        raise InvalidInput(at_field, f"give {at_field} or {delay_field}")
+    return time
 
 
 def choice(field: str, value: Any, allowed: Collection[str]) -> str:

@@ -1,6 +1,7 @@
 """Settings reach the store: ``Settings.database`` is the one place the ``DB_*`` settings
 become a ``Database``."""
 
+import httpx
 import pytest
 from pydantic import ValidationError
 
@@ -66,3 +67,14 @@ def test_settings__events_kept_less_than_an_operation_is_refused(monkeypatch) ->
         Settings()
     monkeypatch.setenv("RETAIN_EVENTS_SECONDS", "600")
     assert Settings().events_retention_seconds == 600
+
+
+CLIENT_POOL_IDLE_SECONDS = {"aiohttp": 15, "node": 5, "load balancer": 60}
+"""How long common client pools keep an idle connection (aiohttp's keepalive_timeout, Node's
+agent keepAliveTimeout, a cloud load balancer's idle timeout); httpx's is read from httpx."""
+
+
+def test_keepalive_timeout__outlasts_common_client_pools() -> None:
+    idle = max([httpx.Limits().keepalive_expiry or 0, *CLIENT_POOL_IDLE_SECONDS.values()])
+
+    assert Settings().keepalive_timeout_seconds > idle

@@ -67,7 +67,7 @@ async def test_epoch_millis__year_2100_round_trips(gql, clock):
     assert (await gql.query("{ serverTime }"))["data"]["serverTime"] == YEAR_2100 + 2
 
 
-@pytest.mark.parametrize("bad", [1.0, 1.5, True, "1", 2**53, -1, None])
+@pytest.mark.parametrize("bad", [1.0, 1.5, True, "1", 2**53, -1])
 async def test_epoch_millis__refused_values_write_nothing(gql, bad):
     body = await gql.query(
         "mutation($input: ClaimOperationInput!) { claimOperation(input: $input) { __typename } }",

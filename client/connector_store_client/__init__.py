@@ -1,0 +1,40 @@
+"""A client for connector-store-server: ``Worker`` (a connector worker in a few lines),
+``enqueue`` (claims for a pool of workers), ``follow_events`` (events without gaps across
+reconnects), typed errors carrying ``extensions.code``."""
+
+from connector_store_client.client import Client
+from connector_store_client.errors import (
+    ConnectorStoreError,
+    EventsCollected,
+    GraphQLResponseError,
+    TransportError,
+)
+from connector_store_client.events import follow_events
+from connector_store_client.outcomes import (
+    Committed,
+    Deferred,
+    Failed,
+    Outcome,
+    ProviderRetryPolicy,
+    RetryAfter,
+)
+from connector_store_client.worker import LeasedOperation, Worker, WorkerStats, enqueue
+
+__all__ = [
+    "Client",
+    "Committed",
+    "ConnectorStoreError",
+    "Deferred",
+    "EventsCollected",
+    "Failed",
+    "GraphQLResponseError",
+    "LeasedOperation",
+    "Outcome",
+    "ProviderRetryPolicy",
+    "RetryAfter",
+    "TransportError",
+    "Worker",
+    "WorkerStats",
+    "enqueue",
+    "follow_events",
+]
