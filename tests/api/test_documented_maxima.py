@@ -187,6 +187,45 @@ CASES: dict[str, Case] = {
         },
         "items",
     ),
+    "ClaimOperationInput.leaseMs": Case(
+        mutation("claimOperation", "ClaimOperationInput"),
+        lambda n: claim_with(leaseToken="t", leaseExpiresAt=None, leaseMs=n),
+        "leaseMs",
+    ),
+    "AcquireLeaseInput.leaseMs": Case(
+        mutation("acquireLease", "AcquireLeaseInput"),
+        lambda n: {"input": keys(1)[0] | {"leaseToken": "t", "leaseMs": n}},
+        "leaseMs",
+    ),
+    "RenewLeaseInput.leaseMs": Case(
+        mutation("renewLease", "RenewLeaseInput"),
+        lambda n: {"input": keys(1)[0] | {"leaseToken": "lease-A", "leaseMs": n}},
+        "leaseMs",
+    ),
+    "DeferOperationInput.delayMs": Case(
+        mutation("deferOperation", "DeferOperationInput"),
+        lambda n: {"input": keys(1)[0] | {"delayMs": n, "leaseToken": "t"}},
+        "delayMs",
+    ),
+    "RecordOperationInput.delayMs": Case(
+        mutation("recordOperation", "RecordOperationInput"),
+        lambda n: {
+            "input": keys(1)[0]
+            | {
+                "fromState": "ATTEMPTED",
+                "toState": "ATTEMPTED",
+                "version": 1,
+                "leaseToken": "t",
+                "delayMs": n,
+            }
+        },
+        "delayMs",
+    ),
+    "FinalizeOperationInput.delayMs": Case(
+        mutation("finalizeOperation", "FinalizeOperationInput"),
+        lambda n: {"input": keys(1)[0] | {"version": 1, "leaseToken": "t", "delayMs": n}},
+        "delayMs",
+    ),
     "LeaseOperationsInput.leaseMs": Case(
         mutation("leaseOperations", "LeaseOperationsInput", "operations { operationID }"),
         lambda n: {"input": {"leaseToken": "t", "leaseMs": n}},
