@@ -39,7 +39,8 @@ import asyncpg
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from benchmarks.load import CALLER, LEASE_MS, claim_input, tenant_of
+from benchmarks.load import CALLER, LEASE_MS, tenant_of
+from benchmarks.side_by_side import claim_for
 from store import ConnectorStore
 from store.database import Database
 from store.migrate import upgrade
@@ -56,25 +57,9 @@ start with the prefix, ``step_done`` called after each step."""
 
 
 def claim(operation_id: str, token: str, now: int) -> OperationClaim:
-    """The HTTP rows' claim (``benchmarks.load.claim_input``), each operation's owner and
-    account one of ``load.OWNERS``."""
-    given = claim_input(operation_id, token, now + LEASE_MS, tenant_of(operation_id))
-    return OperationClaim(
-        caller_did=given["callerDID"],
-        operation_id=given["operationID"],
-        owner_did=given["ownerDID"],
-        connector_name=given["connectorName"],
-        model=given["model"],
-        op=given["op"],
-        account_key=given["accountKey"],
-        target=given["target"],
-        source_id=given["sourceID"],
-        deterministic_event_id=given["deterministicEventID"],
-        payload_hash=given["payloadHash"],
-        lease_token=given["leaseToken"],
-        lease_expires_at=given["leaseExpiresAt"],
-        document_id=given["documentID"],
-    )
+    """The HTTP rows' claim (``side_by_side.claim_for``), each operation's owner and account
+    one of ``load.OWNERS``."""
+    return claim_for(operation_id, token, now, tenant_of(operation_id))
 
 
 def single(store: ConnectorStore) -> Lifecycle:

@@ -65,9 +65,10 @@ SIZED_LIMIT = 100
 """``limit`` of the queries at size."""
 
 
-def claim_for(operation_id: str, token: str, now: int) -> OperationClaim:
-    """The HTTP rows' claim (``benchmarks.load.claim_input``) as the store takes it."""
-    given = claim_input(operation_id, token, now + LEASE_MS)
+def claim_for(operation_id: str, token: str, now: int, tenant: int = 0) -> OperationClaim:
+    """The HTTP rows' claim (``benchmarks.load.claim_input``, owner ``tenant``) as the store
+    takes it."""
+    given = claim_input(operation_id, token, now + LEASE_MS, tenant)
     return OperationClaim(
         caller_did=given["callerDID"],
         operation_id=given["operationID"],
