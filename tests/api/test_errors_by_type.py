@@ -104,8 +104,8 @@ async def test_root__redirects_to_graphql(gql):
         ('{ operation(callerDID: "a") { id } }', ["operationID"]),
         ("{ serverTime @include }", ["if"]),
         (
-            f"mutation {{ acquireLease(input: {{{LEASE}}}) {{ applied }} }}",
-            ["expiresAt"],
+            'mutation { acquireLease(input: {operationID: "b", leaseMs: 1000}) { applied } }',
+            ["callerDID"],
         ),
         (
             'mutation { armWatch(input: {identity: {ownerDID: "o"}, reason: MANUAL}) { outcome } }',
