@@ -175,6 +175,7 @@ function liveClient() {
     });
     client.on("closed", () => {
       mine.connected = false;
+      if (socket === mine && subscribers > 0 && liveState === "live") setLive("reconnecting");
     });
     socket = mine;
   }
@@ -203,10 +204,14 @@ function subscribeLive(name, field, variables, onEvent, onGap) {
   const start = async () => {
     const query = (await loadDocuments()).get(name);
     if (ended || !storedToken()) return;
-    stop = liveClient().subscribe(
-      { query, operationName: name, variables: { ...variables, after } },
-      {
+    let settled = false;
+    const handlers = {
         next: (message) => {
+          if (message.errors?.length) {
+            settled = true;
+            handlers.error(message.errors);
+            return;
+          }
           const event = message.data?.[field];
           if (!event) return;
           failures = 0;
@@ -236,8 +241,15 @@ function subscribeLive(name, field, variables, onEvent, onGap) {
           timer = setTimeout(start, RETRY_MS[Math.min(failures, RETRY_MS.length - 1)]);
           failures += 1;
         },
-        complete: () => {},
-      },
+        // The server ended the stream (after an error it sent, or on its own): the page
+        // stops saying "live" until it is subscribed again.
+        complete: () => {
+          if (!ended && !settled) setLive("stopped", "the server ended the stream");
+        },
+    };
+    stop = liveClient().subscribe(
+      { query, operationName: name, variables: { ...variables, after } },
+      handlers,
     );
   };
   subscribers += 1;
@@ -292,6 +304,29 @@ function useLive(feeds, refresh, key) {
       for (const stop of stops) stop();
     };
   }, [key]);
+}
+
+const REFRESH_EVERY_MS = 10_000;
+
+/**
+ * Re-read what no event announces (pauses, caps and throttles, set in another tab or
+ * through the API): ``refresh()`` when the page regains the focus or becomes visible, and
+ * every ``REFRESH_EVERY_MS`` while it is shown.
+ */
+function useRefresh(refresh) {
+  const latest = useRef(refresh);
+  latest.current = refresh;
+  useEffect(() => {
+    const again = () => document.visibilityState === "visible" && latest.current();
+    const timer = setInterval(again, REFRESH_EVERY_MS);
+    addEventListener("focus", again);
+    document.addEventListener("visibilitychange", again);
+    return () => {
+      clearInterval(timer);
+      removeEventListener("focus", again);
+      document.removeEventListener("visibilitychange", again);
+    };
+  }, []);
 }
 
 const OPERATION_EVENTS = "DashboardOperationEvents";
@@ -350,43 +385,79 @@ function readsAll(viewer) {
 }
 
 /**
- * A button running one operator mutation, shown only when the token may use it. When it
- * touches more than one row (``rows`` above 1, or unknown: null) it asks first, saying how
- * many; then it says what it did (``done(data)``, a sentence, in the page's status line)
- * and calls ``after()`` (the view reloads).
+ * A button running one operator mutation, shown only when the token may use it. It asks
+ * first when it touches more than one row (``rows`` above 1) or when ``count`` is given (an
+ * async function answering the exact number of rows it would touch now, from the API), or
+ * when ``risk`` says what a single row risks; the confirmation takes the focus, and Escape
+ * or Back leaves it. Then it says what it did (``done(data)``, in the page's status line)
+ * and calls ``after()``; when ``remainingOf(data)`` is above 0 it offers to go on.
  */
-function Action({ field, document, input, label, rows = 1, done, after = () => {} }) {
+function Action({ field, document, input, label, rows = 1, count, risk, done, remainingOf, after = () => {} }) {
   const viewer = useViewer();
   const notice = useContext(NoticeContext);
   const [stage, setStage] = useState("idle");
+  const [touches, setTouches] = useState(null);
+  const group = useRef(null);
+  const opener = useRef(null);
+  useEffect(() => {
+    if (stage === "confirm") group.current?.querySelector("button:not([disabled])")?.focus();
+  }, [stage]);
   if (!viewer.mutations.includes(field)) return null;
+  const leave = () => {
+    setStage("idle");
+    requestAnimationFrame(() => opener.current?.focus());
+  };
+  const ask = (n) => {
+    setTouches(n);
+    setStage("confirm");
+  };
   const go = () => {
     setStage("running");
     run(document, { input }).then(
       (data) => {
-        setStage("idle");
         notice({ text: done(data) });
         after();
+        const remaining = remainingOf ? remainingOf(data) : 0;
+        if (remaining > 0) ask(remaining);
+        else leave();
       },
       (error) => {
-        setStage("idle");
+        leave();
         notice({ error });
       },
     );
   };
-  const touches = rows === null ? "an unknown number of rows (up to the limit)" : `${rows} rows`;
+  const open = () => {
+    notice(null);
+    if (count) {
+      setStage("counting");
+      count().then(ask, (error) => {
+        leave();
+        notice({ error });
+      });
+    } else if (rows === 1 && !risk) go();
+    else ask(rows);
+  };
   return html`<span class="action-group">
     ${stage === "confirm"
-      ? html`<span role="group" aria-label=${`Confirm: ${label}`} class="confirm">
-          ${label}: this touches ${touches}.
-          <button type="button" class="action" onClick=${go}>Confirm</button>
-          <button type="button" onClick=${() => setStage("idle")}>Back</button>
+      ? html`<span
+          role="group"
+          aria-label=${`Confirm: ${label}`}
+          class="confirm"
+          ref=${group}
+          onKeyDown=${(e) => e.key === "Escape" && leave()}
+        >
+          ${label}: this touches ${plural(touches, "row")}.${" "}
+          ${risk && html`<strong class="risk">${risk}</strong>${" "}`}
+          <button type="button" class="action" onClick=${go} disabled=${touches === 0}>Confirm</button>${" "}
+          <button type="button" onClick=${leave}>Back</button>
         </span>`
       : html`<button
           type="button"
           class="action"
-          disabled=${stage === "running"}
-          onClick=${() => (rows === 1 ? go() : setStage("confirm"))}
+          ref=${opener}
+          disabled=${stage === "running" || stage === "counting"}
+          onClick=${open}
         >
           ${label}
         </button>`}
@@ -397,11 +468,19 @@ function plural(n, one, many = `${one}s`) {
   return `${n} ${n === 1 ? one : many}`;
 }
 
-/** What a bulk action left (its ``remaining``): nothing, or how many still match, to press
- * again for. */
+/** What a bulk action left (its ``remaining``): nothing, or how many still match (its
+ * confirmation stays open to go on). */
 function left(remaining) {
-  return remaining === 0 ? "" : ` ${remaining} still to do: press again.`;
+  return remaining === 0 ? "" : ` ${remaining} still match: confirm to go on.`;
 }
+
+/** The exact number of rows each bulk action would touch now, from the API. */
+const countCancellable = (filter) => () =>
+  run("DashboardCountCancellable", { filter }).then((d) => d.cancellableCount);
+const countReissuable = (filter) => () =>
+  run("DashboardCountReissuable", { filter }).then((d) => d.reissuableCount.remaining);
+const countRearmable = (filter) => () =>
+  run("DashboardCountRearmable", { filter }).then((d) => d.rearmableCount);
 
 /** A reissue's answer in a sentence: what it made, what it skipped and why (its
  * ``skipped``), and what is left (``remaining``). */
@@ -483,16 +562,28 @@ function watchLink(w) {
 
 function Overview() {
   const viewer = useViewer();
-  const [data, error, reload] = useQuery("DashboardOverview", {}, "overview");
-  useLive([operationEvents(), watchEvents()], reload, "overview");
+  const [data, error, reloadCounts] = useQuery("DashboardOverview", {}, "overview");
   const [paused, setPaused] = useState(null);
+  const [round, setRound] = useState(0);
+  const reload = () => {
+    reloadCounts();
+    setRound((n) => n + 1);
+  };
+  useLive([operationEvents(), watchEvents()], reload, "overview");
+  useRefresh(reload);
   useEffect(() => {
     if (!readsAll(viewer)) return;
     allAccounts().then(
-      ({ accounts }) => setPaused(accounts.filter((a) => a.paused)),
+      ({ accounts, connectors }) =>
+        setPaused([
+          ...connectors
+            .filter((c) => c.pausedAt !== null && !accounts.some((a) => a.connectorName === c.connectorName))
+            .map((c) => ({ connectorName: c.connectorName, accountKey: "(every account)", pausedAt: c.pausedAt })),
+          ...accounts.filter((a) => a.paused),
+        ]),
       () => setPaused(null),
     );
-  }, [viewer]);
+  }, [viewer, round]);
   if (error) return html`<${Failure} error=${error} />`;
   if (!data) return html`<p aria-busy="true">Counting…</p>`;
   const accounts = new Map();
@@ -604,7 +695,13 @@ const FILTER_FIELDS = [
   "before_time",
 ];
 
-/** The ``OperationFilter`` the view's parameters name (times: local date-time inputs). */
+/** Epoch ms of a date-time input's value (``YYYY-MM-DDTHH:MM[:SS]``) read in UTC, the time
+ * zone every time on the page is shown in. */
+function utc(value) {
+  return new Date(`${value}Z`).getTime();
+}
+
+/** The ``OperationFilter`` the view's parameters name (times: date-time inputs in UTC). */
 function filterOf(params) {
   const filter = {};
   const given = (name) => params.get(name) || null;
@@ -616,8 +713,8 @@ function filterOf(params) {
   if (given("party")) filter.visibleTo = given("party");
   if (given("document")) filter.documentIDs = [given("document")];
   if (given("kind")) filter.kind = given("kind");
-  if (given("after_time")) filter.updatedAfter = new Date(given("after_time")).getTime();
-  if (given("before_time")) filter.updatedBefore = new Date(given("before_time")).getTime();
+  if (given("after_time")) filter.updatedAfter = utc(given("after_time"));
+  if (given("before_time")) filter.updatedBefore = utc(given("before_time"));
   return filter;
 }
 
@@ -652,11 +749,6 @@ function Operations({ params }) {
     location.hash = link("operations", values);
   };
   const rows = data ? data.operations.edges.map((e) => e.node) : [];
-  const more = data?.operations.pageInfo.hasNextPage;
-  const shown = (state) => {
-    const n = rows.filter((op) => op.state === state).length;
-    return more ? null : n;
-  };
   const live = Object.keys(filter).length ? inState(filter, "ATTEMPTED") : null;
   const failed = Object.keys(filter).length ? inState(filter, "FAILED") : null;
   // The filter form is the user's until Apply: uncontrolled fields (defaultValue, selected),
@@ -679,12 +771,12 @@ function Operations({ params }) {
       <label>Document ID <input name="document" defaultValue=${form.document} /></label>
       <label>Last outcome kind <input name="kind" defaultValue=${form.kind} /></label>
       <label
-        >Updated from (local time)
-        <input type="datetime-local" name="after_time" defaultValue=${form.after_time}
+        >Updated from (UTC)
+        <input type="datetime-local" step="1" name="after_time" defaultValue=${form.after_time}
       /></label>
       <label
-        >Updated before (local time)
-        <input type="datetime-local" name="before_time" defaultValue=${form.before_time}
+        >Updated before (UTC)
+        <input type="datetime-local" step="1" name="before_time" defaultValue=${form.before_time}
       /></label>
       <button type="submit">Apply</button>
     </form>
@@ -697,7 +789,8 @@ function Operations({ params }) {
         document="DashboardCancelOperations"
         label="Cancel the matching ATTEMPTED operations"
         input=${{ filter: live, reason: "cancelled from the dashboard" }}
-        rows=${shown("ATTEMPTED")}
+        count=${countCancellable(live)}
+        remainingOf=${(d) => d.cancelOperations.remaining}
         done=${(d) =>
           `Cancelled ${plural(d.cancelOperations.cancelled, "operation")}.` +
           left(d.cancelOperations.remaining)}
@@ -709,7 +802,8 @@ function Operations({ params }) {
         document="DashboardReissueOperations"
         label="Reissue the matching FAILED operations"
         input=${{ filter: failed }}
-        rows=${shown("FAILED")}
+        count=${countReissuable(failed)}
+        remainingOf=${(d) => d.reissueOperations.remaining}
         done=${(d) => reissued(d.reissueOperations)}
         after=${reload}
       />`}
@@ -769,7 +863,7 @@ function Fields({ record, names }) {
       if (kind === "time") shown = html`<${Time} ms=${value} />`;
       else if (kind === "json") shown = value === null ? "null" : JSON.stringify(value);
       else if (value === null || value === undefined) shown = html`<span class="note">null</span>`;
-      return html`<dt>${name}</dt><dd data-field=${name} class=${kind === "state" ? `state-${value}` : ""}>${shown}</dd>`;
+      return html`<dt>${name}</dt><dd data-field=${name} class=${kind === "state" || kind === "status" ? `${kind}-${value}` : ""}>${shown}</dd>`;
     })}
   </dl>`;
 }
@@ -783,7 +877,7 @@ const OPERATION_FIELDS = [
   ["resultEntity", "json"], ["nodeKey"], ["createdAt", "time"], ["updatedAt", "time"],
 ];
 const WATCH_FIELDS = [
-  ["verificationStatus", "state"], ["repairGeneration"], ["verificationAttempts"],
+  ["verificationStatus", "status"], ["repairGeneration"], ["verificationAttempts"],
   ["documentID"], ["observedWinnerDigest"], ["verifiedStateDigest"],
   ["nextAttemptAt", "time"], ["claimedUntil", "time"], ["deferReason"], ["lastError"],
   ["updatedAt", "time"],
@@ -840,7 +934,8 @@ function Rearm({ watch, after }) {
     document="DashboardRearmWatches"
     label="Re-arm"
     input=${{ filter }}
-    rows=${watch.documentID === null ? null : 1}
+    count=${watch.documentID === null ? countRearmable(filter) : undefined}
+    remainingOf=${(d) => d.rearmWatches.remaining}
     done=${(d) =>
       `Re-armed ${plural(d.rearmWatches.rearmed, "watch", "watches")}.` +
       left(d.rearmWatches.remaining)}
@@ -877,6 +972,9 @@ function OperationView({ params }) {
           document="DashboardCancelOperations"
           label="Cancel"
           input=${{ filter: { ...key, states: ["ATTEMPTED"] }, reason: "cancelled from the dashboard" }}
+          risk=${op.sendMarker !== null
+            ? "Its send is marked: the provider may already hold the write, and a reissue would send it again."
+            : "Its holder's run is refused from now on."}
           done=${(d) =>
             `Cancelled ${plural(d.cancelOperations.cancelled, "operation")}.` +
             left(d.cancelOperations.remaining)}
@@ -888,6 +986,8 @@ function OperationView({ params }) {
           document="DashboardForceReleaseLeases"
           label="Force-release the lease"
           input=${{ keys: [key] }}
+          risk=${`Its holder's run is refused from now on${op.sendMarker !== null
+            ? "; its marked send counts as abandoned (the provider may hold the write)" : ""}.`}
           done=${(d) =>
             d.forceReleaseLeases.released.length
               ? `Released the lease (attempts now ${d.forceReleaseLeases.released[0].attempts}).`
@@ -911,7 +1011,7 @@ function OperationView({ params }) {
     html`<p class="error" id="last-error">Last error: ${op.lastError}</p>`}
     ${op.reissuedAs &&
     html`<p>
-      Reissued as <a href=${operationLink(op.reissuedAs)}>${op.reissuedAs.operationID}</a>
+      Reissued as <a href=${operationLink(op.reissuedAs)}>${op.reissuedAs.operationID}</a>${" "}
       (${op.reissuedAs.state}).
     </p>`}
     <section aria-labelledby="op-fields">
@@ -935,7 +1035,7 @@ function OperationView({ params }) {
 }
 
 const WATCH_PAGE_FIELDS = [
-  ["verificationStatus", "state"], ["ownerDID"], ["connectorName"], ["model"], ["accountKey"],
+  ["verificationStatus", "status"], ["ownerDID"], ["connectorName"], ["model"], ["accountKey"],
   ["sourceID"], ["documentID"], ["repairGeneration"], ["verificationAttempts"],
   ["observedWinnerDigest"], ["verifiedStateDigest"], ["nextAttemptAt", "time"],
   ["claimedUntil", "time"], ["deferReason"], ["lastError"], ["version"], ["createdAt", "time"],
@@ -1016,9 +1116,9 @@ function WatchView({ params }) {
         : html`<ul id="watch-operation-links">
             ${watch.operations.map(
               (op) => html`<li data-operation=${op.operationID}>
-                <a href=${operationLink(op)}>${op.operationID}</a>
-                <span class="mono">${op.callerDID}</span>
-                <span class=${`state-${op.state}`}>${op.state}</span>,
+                <a href=${operationLink(op)}>${op.operationID}</a>${" "}
+                <span class="mono">${op.callerDID}</span>${" "}
+                <span class=${`state-${op.state}`}>${op.state}</span>,${" "}
                 ${plural(op.attempts, "attempt")}, updated <${Time} ms=${op.updatedAt} />
               </li>`,
             )}
@@ -1044,7 +1144,8 @@ function Failures() {
         document="DashboardReissueOperations"
         label="Reissue every FAILED operation"
         input=${{ filter: { states: ["FAILED"] } }}
-        rows=${data.operations.pageInfo.hasNextPage ? null : unissued.length}
+        count=${countReissuable({ states: ["FAILED"] })}
+        remainingOf=${(d) => d.reissueOperations.remaining}
         done=${(d) => reissued(d.reissueOperations)}
         after=${reload}
       />`}
@@ -1054,7 +1155,8 @@ function Failures() {
         document="DashboardRearmWatches"
         label="Re-arm every REPAIR_FAILED watch"
         input=${{ filter: { status: "REPAIR_FAILED" } }}
-        rows=${data.watches.pageInfo.hasNextPage ? null : watches.length}
+        count=${countRearmable({ status: "REPAIR_FAILED" })}
+        remainingOf=${(d) => d.rearmWatches.remaining}
         done=${(d) =>
           `Re-armed ${plural(d.rearmWatches.rearmed, "watch", "watches")}.` +
           left(d.rearmWatches.remaining)}
@@ -1074,7 +1176,7 @@ function Failures() {
           <th scope="col" class="num">Attempts</th>
           <th scope="col">Last outcome</th>
           <th scope="col">Last error</th>
-          <th scope="col">Failed at</th>
+          <th scope="col">Last updated</th>
           <th scope="col">Reissued as</th>
         </tr>
       </thead>
@@ -1121,7 +1223,7 @@ function Failures() {
           <th scope="col" class="num">Attempts</th>
           <th scope="col">Observed winner</th>
           <th scope="col">Last error</th>
-          <th scope="col">Failed at</th>
+          <th scope="col">Last updated</th>
           <th scope="col">Action</th>
         </tr>
       </thead>
@@ -1147,11 +1249,12 @@ function Failures() {
   `;
 }
 
+/** Every account of every connector the accounts know (those with no operation too), and
+ * the connectors paused as a whole. */
 async function allAccounts() {
-  const counts = await run("DashboardOverview", {});
-  const connectors = [...new Set(counts.operationCounts.map((c) => c.connectorName))];
+  const { serverTime, connectors } = await run("DashboardConnectors", {});
   const accounts = [];
-  for (const connectorName of connectors) {
+  for (const { connectorName } of connectors) {
     let after = null;
     do {
       const page = (await run("DashboardAccounts", { connectorName, after })).accounts;
@@ -1159,7 +1262,7 @@ async function allAccounts() {
       after = page.pageInfo.hasNextPage ? page.pageInfo.endCursor : null;
     } while (after);
   }
-  return { serverTime: counts.serverTime, accounts };
+  return { serverTime, connectors, accounts };
 }
 
 function Accounts() {
@@ -1168,6 +1271,7 @@ function Accounts() {
   const [spread, setSpread] = useState("0");
   const reload = () => setRound((n) => n + 1);
   useLive([operationEvents()], reload, "accounts");
+  useRefresh(reload);
   useEffect(() => {
     allAccounts().then(
       (data) => setState({ data, error: null }),
@@ -1178,7 +1282,6 @@ function Accounts() {
   if (!state.data) return html`<p aria-busy="true">Loading…</p>`;
   const now = state.data.serverTime;
   const spreadMs = Math.max(0, Math.round(Number(spread) * 1000) || 0);
-  const connectors = [...new Set(state.data.accounts.map((a) => a.connectorName))];
   const said = (verb) => (d) => {
     const p = d[`${verb}Account`];
     return p.account
@@ -1189,14 +1292,14 @@ function Accounts() {
     <h2>Accounts</h2>
     <p>
       <label
-        >Resume spreads the account's due backlog over (seconds)
+        >Resume spreads the account's due backlog over (seconds)${" "}
         <input type="number" min="0" max="86400" value=${spread} onInput=${(e) => setSpread(e.target.value)}
       /></label>
     </p>
     <p class="actions">
-      ${connectors.map((connectorName) => {
+      ${state.data.connectors.map(({ connectorName, pausedAt }) => {
         const mine = state.data.accounts.filter((a) => a.connectorName === connectorName);
-        const whole = mine.some((a) => a.paused && a.pausedAt === null);
+        const whole = pausedAt !== null;
         return whole
           ? html`<${Action}
               field="resumeAccount"
@@ -1298,7 +1401,7 @@ function SignIn({ onToken, reason }) {
       <h2>Sign in</h2>
       ${(refused || reason) && html`<p class="error" role="alert">${refused || reason}</p>`}
       <p>
-        Open a sign-in link: <code>connector-store serve</code> prints one when it starts,
+        Open a sign-in link: <code>connector-store serve</code> prints one when it starts,${" "}
         <code>connector-store sign-in-link</code> prints another (each works once, for a few
         minutes).
       </p>
