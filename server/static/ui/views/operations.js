@@ -19,7 +19,7 @@ import {
 } from "../lib/common.js";
 
 export const FILTER_FIELDS = [
-  "state", "connector", "account", "owner", "caller", "party", "document", "kind", "after_time",
+  "state", "id", "connector", "account", "owner", "caller", "party", "document", "kind", "after_time",
   "before_time",
 ];
 
@@ -33,7 +33,8 @@ export function utc(value) {
 export function filterOf(params) {
   const filter = {};
   const given = (name) => params.get(name) || null;
-  if (given("state")) filter.states = [given("state")];
+  if (given("state")) filter.states = given("state").split(",");
+  if (given("id")) filter.operationID = given("id");
   if (given("connector")) filter.connectorName = given("connector");
   if (given("account")) filter.accountKey = given("account");
   if (given("owner")) filter.ownerDID = given("owner");
@@ -73,7 +74,9 @@ export function Operations({ params }) {
   const form = Object.fromEntries(FILTER_FIELDS.map((n) => [n, params.get(n) || ""]));
   const submit = (event) => {
     event.preventDefault();
-    const values = Object.fromEntries(new FormData(event.target).entries());
+    const given = new FormData(event.target);
+    const values = Object.fromEntries(given.entries());
+    values.state = given.getAll("state").join(",");
     location.hash = link("operations", values);
   };
   const rows = data ? data.operations.edges.map((e) => e.node) : [];
@@ -85,12 +88,14 @@ export function Operations({ params }) {
     <h2>Operations</h2>
     <form key=${params.toString()} class="filters" onSubmit=${submit} aria-label="Filter operations">
       <label
-        >State
-        <select name="state">
-          <option value="">any</option>
-          ${STATES.map((s) => html`<option value=${s} selected=${s === form.state}>${s}</option>`)}
+        >States (none chosen: any)
+        <select name="state" multiple size=${STATES.length}>
+          ${STATES.map(
+            (s) => html`<option value=${s} selected=${form.state.split(",").includes(s)}>${s}</option>`,
+          )}
         </select>
       </label>
+      <label>Operation ID <input name="id" defaultValue=${form.id} /></label>
       <label>Connector <input name="connector" defaultValue=${form.connector} /></label>
       <label>Account <input name="account" defaultValue=${form.account} /></label>
       <label>Owner DID <input name="owner" defaultValue=${form.owner} /></label>
