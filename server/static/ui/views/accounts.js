@@ -1,7 +1,72 @@
 // Accounts: caps, throttles and pauses of every provider account.
 import { html, useEffect, useState } from "/ui/assets/htm-preact-standalone.module.js";
 import { useLive, useRefresh, operationEvents } from "../lib/live.js";
-import { Action, Time, Failure, allAccounts } from "../lib/common.js";
+import { Action, Time, Failure, allAccounts, useViewer } from "../lib/common.js";
+
+/** The account's cap, editable where the token may (setAccountLimit): empty for none. */
+function Limit({ account, after }) {
+  const viewer = useViewer();
+  const [cap, setCap] = useState(account.maxInFlight === null ? "" : String(account.maxInFlight));
+  if (!viewer.mutations.includes("setAccountLimit")) return null;
+  const name = `${account.connectorName} / ${account.accountKey}`;
+  return html`<span class="action-group">
+    <input
+      type="number"
+      min="0"
+      class="short"
+      aria-label=${`Cap of ${name} (empty: none)`}
+      value=${cap}
+      onInput=${(e) => setCap(e.target.value)}
+    />
+    <${Action}
+      field="setAccountLimit"
+      document="DashboardSetAccountLimit"
+      label="Set cap"
+      input=${{
+        connectorName: account.connectorName,
+        accountKey: account.accountKey,
+        maxInFlight: cap === "" ? null : Number(cap),
+      }}
+      done=${(d) => {
+        const set = d.setAccountLimit.account.maxInFlight;
+        return `${name}: cap ${set === null ? "none" : set}.`;
+      }}
+      after=${after}
+    />
+  </span>`;
+}
+
+/** Lease nothing of the account for a number of seconds, where the token may
+ * (throttleAccount). */
+function Throttle({ account, after }) {
+  const viewer = useViewer();
+  const [seconds, setSeconds] = useState("60");
+  if (!viewer.mutations.includes("throttleAccount")) return null;
+  const name = `${account.connectorName} / ${account.accountKey}`;
+  return html`<span class="action-group">
+    <input
+      type="number"
+      min="1"
+      max="86400"
+      class="short"
+      aria-label=${`Throttle ${name} for (seconds)`}
+      value=${seconds}
+      onInput=${(e) => setSeconds(e.target.value)}
+    />
+    <${Action}
+      field="throttleAccount"
+      document="DashboardThrottleAccount"
+      label="Throttle"
+      input=${{
+        connectorName: account.connectorName,
+        accountKey: account.accountKey,
+        retryAfterMs: Math.round(Number(seconds) * 1000),
+      }}
+      done=${() => `${name} is throttled for ${seconds} s.`}
+      after=${after}
+    />
+  </span>`;
+}
 
 export function Accounts() {
   const [state, setState] = useState({ data: null, error: null });
@@ -79,11 +144,15 @@ export function Accounts() {
             <th scope="row">${a.connectorName}</th>
             <td>${a.accountKey}</td>
             <td class="num">${a.inFlight}</td>
-            <td class="num">${a.maxInFlight ?? html`<span class="note">none</span>`}</td>
-            <td>
+            <td class="num" data-cap>
+              ${a.maxInFlight ?? html`<span class="note">none</span>`}
+              <${Limit} account=${a} after=${reload} />
+            </td>
+            <td data-throttle>
               ${a.throttledUntil !== null && a.throttledUntil > now
                 ? html`<${Time} ms=${a.throttledUntil} />`
                 : html`<span class="note">not throttled</span>`}
+              <${Throttle} account=${a} after=${reload} />
             </td>
             <td data-paused-state>
               ${a.pausedAt !== null
