@@ -13,7 +13,17 @@ import {
 } from "/signin/session.js";
 import { run } from "./lib/api.js";
 import { closeLive, LiveIndicator } from "./lib/live.js";
-import { ViewerContext, NoticeContext, VIEWS, currentRoute, link } from "./lib/common.js";
+import {
+  ViewerContext,
+  NoticeContext,
+  VIEWS,
+  ZONES,
+  ZoneContext,
+  currentRoute,
+  link,
+  saveZone,
+  savedZone,
+} from "./lib/common.js";
 import { Overview } from "./views/overview.js";
 import { Operations } from "./views/operations.js";
 import { OperationView } from "./views/operation.js";
@@ -74,6 +84,7 @@ function App() {
   const [reason, setReason] = useState(null);
   const [viewer, setViewer] = useState({ did: null, scopes: [], mutations: [] });
   const [notice, setNotice] = useState(null);
+  const [zone, setZone] = useState(savedZone());
   useEffect(() => {
     if (!signedIn) return;
     run("DashboardViewer").then(
@@ -130,6 +141,17 @@ function App() {
       </ul>
     </nav>
     <span class="who">
+      <label class="zone"
+        >Times${" "}
+        <select
+          onChange=${(e) => {
+            saveZone(e.target.value);
+            setZone(e.target.value);
+          }}
+        >
+          ${ZONES.map(([value, label]) => html`<option value=${value} selected=${value === zone}>${label}</option>`)}
+        </select></label
+      >${" "}
       ${signedIn && html`<${LiveIndicator} /> `}
       ${signedIn && viewer.did && html`<span class="mono">${viewer.did}</span> `}
       ${signedIn &&
@@ -156,6 +178,7 @@ function App() {
   }
   const Page = PAGES[route.view] || Overview;
   return html`<${ViewerContext.Provider} value=${viewer}>
+    <${ZoneContext.Provider} value=${zone}>
     <${NoticeContext.Provider} value=${setNotice}>
       ${header}
       <main>
@@ -164,6 +187,7 @@ function App() {
         </p>
         <${Page} params=${route.params} />
       </main>
+    <//>
     <//>
   <//>`;
 }

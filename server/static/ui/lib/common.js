@@ -171,15 +171,68 @@ export function link(view, params = {}) {
 
 // --- formatting ----------------------------------------------------------------------------
 
-export function time(ms) {
+/** How times are shown and typed, the user's choice (kept in the browser's local storage):
+ * in UTC, in the browser's local time, or relative to now (typed in UTC). */
+export const ZONES = [
+  ["utc", "UTC"],
+  ["local", "local time"],
+  ["relative", "relative"],
+];
+const ZONE_KEY = "connector-store.dashboard.times";
+
+/** The zone chosen last in this browser; UTC at first. */
+export function savedZone() {
+  const saved = localStorage.getItem(ZONE_KEY);
+  return ZONES.some(([zone]) => zone === saved) ? saved : "utc";
+}
+
+export function saveZone(zone) {
+  localStorage.setItem(ZONE_KEY, zone);
+}
+
+/** The zone the page shows times in (``ZONES``). */
+export const ZoneContext = createContext("utc");
+
+/** The zone typed times are read in: the local time when times are shown in it, else UTC. */
+export function typedZone(zone) {
+  return zone === "local" ? "local time" : "UTC";
+}
+
+/** Epoch ms of a date-time input's value (``YYYY-MM-DDTHH:MM[:SS]``) read as ``typedZone``
+ * says. */
+export function typedTime(value, zone) {
+  return new Date(zone === "local" ? value : `${value}Z`).getTime();
+}
+
+const pad = (n) => String(n).padStart(2, "0");
+
+function relative(delta) {
+  const s = Math.round(Math.abs(delta) / 1000);
+  const [n, unit] =
+    s < 60 ? [s, "s"] : s < 3600 ? [Math.round(s / 60), "min"] : s < 86400
+      ? [Math.round(s / 3600), "h"] : [Math.round(s / 86400), "d"];
+  return delta < 0 ? `${n} ${unit} ago` : `in ${n} ${unit}`;
+}
+
+/** ``ms`` (epoch ms) as text in ``zone``. */
+export function time(ms, zone = "utc") {
   if (ms === null || ms === undefined) return "";
-  return new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+  const d = new Date(ms);
+  if (zone === "local") {
+    const day = `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+    return `${day} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  }
+  if (zone === "relative") return relative(ms - Date.now());
+  return d.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
 }
 
 export function Time({ ms }) {
-  return ms === null || ms === undefined
-    ? html`<span class="note">—</span>`
-    : html`<time datetime=${new Date(ms).toISOString()}>${time(ms)}</time>`;
+  const zone = useContext(ZoneContext);
+  if (ms === null || ms === undefined) return html`<span class="note">—</span>`;
+  const iso = new Date(ms).toISOString();
+  return html`<time datetime=${iso} title=${zone === "utc" ? undefined : time(ms)}
+    >${time(ms, zone)}</time
+  >`;
 }
 
 export function Num({ value, label }) {

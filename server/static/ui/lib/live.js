@@ -4,7 +4,7 @@ import { html, useEffect, useRef, useState } from "/ui/assets/htm-preact-standal
 // graphql-ws's browser build (UMD): run as a module it defines ``globalThis.graphqlWs``.
 import "/ui/assets/graphql-ws.min.js";
 import { token as storedToken } from "/signin/session.js";
-import { loadDocuments, run } from "./api.js";
+import { loadDocuments } from "./api.js";
 
 // --- live updates --------------------------------------------------------------------------
 

@@ -1,14 +1,12 @@
 // One operation: its fields, history, watch and actions.
 import { html } from "/ui/assets/htm-preact-standalone.module.js";
-import { run, useQuery } from "../lib/api.js";
+import { useQuery } from "../lib/api.js";
 import { useLive, operationEvents, watchEvents } from "../lib/live.js";
 import {
   Action,
   plural,
   left,
   reissued,
-  link,
-  time,
   Time,
   Failure,
   operationLink,

@@ -1,5 +1,5 @@
 // Operations: a filtered page of operations, and bulk actions on what the filter matches.
-import { html, render } from "/ui/assets/htm-preact-standalone.module.js";
+import { html, useContext } from "/ui/assets/htm-preact-standalone.module.js";
 import { useQuery } from "../lib/api.js";
 import { useLive, operationEvents } from "../lib/live.js";
 import {
@@ -12,10 +12,12 @@ import {
   countReissuable,
   reissued,
   link,
-  time,
   Time,
   Failure,
   operationLink,
+  typedTime,
+  typedZone,
+  ZoneContext,
 } from "../lib/common.js";
 
 export const FILTER_FIELDS = [
@@ -23,14 +25,9 @@ export const FILTER_FIELDS = [
   "before_time",
 ];
 
-/** Epoch ms of a date-time input's value (``YYYY-MM-DDTHH:MM[:SS]``) read in UTC, the time
- * zone every time on the page is shown in. */
-export function utc(value) {
-  return new Date(`${value}Z`).getTime();
-}
-
-/** The ``OperationFilter`` the view's parameters name (times: date-time inputs in UTC). */
-export function filterOf(params) {
+/** The ``OperationFilter`` the view's parameters name (times: date-time inputs read as
+ * ``typedZone(zone)`` says). */
+export function filterOf(params, zone) {
   const filter = {};
   const given = (name) => params.get(name) || null;
   if (given("state")) filter.states = given("state").split(",");
@@ -42,8 +39,8 @@ export function filterOf(params) {
   if (given("party")) filter.visibleTo = given("party");
   if (given("document")) filter.documentIDs = [given("document")];
   if (given("kind")) filter.kind = given("kind");
-  if (given("after_time")) filter.updatedAfter = utc(given("after_time"));
-  if (given("before_time")) filter.updatedBefore = utc(given("before_time"));
+  if (given("after_time")) filter.updatedAfter = typedTime(given("after_time"), zone);
+  if (given("before_time")) filter.updatedBefore = typedTime(given("before_time"), zone);
   return filter;
 }
 
@@ -64,11 +61,12 @@ export function inState(filter, state) {
 
 export function Operations({ params }) {
   const after = params.get("after") || null;
-  const filter = filterOf(params);
+  const zone = useContext(ZoneContext);
+  const filter = filterOf(params, zone);
   const [data, error, reload] = useQuery(
     "DashboardOperations",
     { filter, first: PAGE_SIZE, after },
-    params.toString(),
+    `${params}|${zone}`,
   );
   useLive([operationEvents(liveFilter(filter))], reload, params.toString());
   const form = Object.fromEntries(FILTER_FIELDS.map((n) => [n, params.get(n) || ""]));
@@ -104,11 +102,11 @@ export function Operations({ params }) {
       <label>Document ID <input name="document" defaultValue=${form.document} /></label>
       <label>Last outcome kind <input name="kind" defaultValue=${form.kind} /></label>
       <label
-        >Updated from (UTC)
+        >Updated from (${typedZone(zone)})
         <input type="datetime-local" step="1" name="after_time" defaultValue=${form.after_time}
       /></label>
       <label
-        >Updated before (UTC)
+        >Updated before (${typedZone(zone)})
         <input type="datetime-local" step="1" name="before_time" defaultValue=${form.before_time}
       /></label>
       <button type="submit">Apply</button>

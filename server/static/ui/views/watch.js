@@ -5,7 +5,6 @@ import { useLive, operationEvents, watchEvents } from "../lib/live.js";
 import {
   Action,
   plural,
-  time,
   Time,
   Failure,
   operationLink,
