@@ -124,7 +124,7 @@ export function Accounts() {
             />`;
       })}
     </p>
-    <table id="accounts">
+    <table tabindex="0" id="accounts">
       <caption>Provider accounts: caps and throttles</caption>
       <thead>
         <tr>

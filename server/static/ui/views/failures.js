@@ -54,7 +54,7 @@ export function Failures() {
         after=${reload}
       />`}
     </p>
-    <table id="failed-operations">
+    <table tabindex="0" id="failed-operations">
       <caption>FAILED operations (oldest first${data.operations.pageInfo.hasNextPage
         ? html`; <a href=${link("operations", { state: "FAILED" })}>all of them</a>`
         : ""})</caption>
@@ -101,7 +101,7 @@ export function Failures() {
         )}
       </tbody>
     </table>
-    <table id="failed-watches">
+    <table tabindex="0" id="failed-watches">
       <caption>REPAIR_FAILED watches</caption>
       <thead>
         <tr>

@@ -33,7 +33,7 @@ export const WATCH_FIELDS = [
 /** The operation's event log, oldest first: one row per write. */
 export function History({ events }) {
   const rows = events.edges.map((e) => e.node);
-  return html`<table id="operation-events">
+  return html`<table tabindex="0" id="operation-events">
     <caption>
       Every write, oldest first${events.pageInfo.hasNextPage ? ` (the first ${rows.length})` : ""}
     </caption>

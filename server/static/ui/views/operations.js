@@ -142,7 +142,7 @@ export function Operations({ params }) {
     <${Failure} error=${error} />
     ${!data && !error && html`<p aria-busy="true">Loading…</p>`}
     ${data &&
-    html`<table id="operations">
+    html`<table tabindex="0" id="operations">
         <caption>Operations${after ? " (a later page)" : ""}</caption>
         <thead>
           <tr>

@@ -67,7 +67,7 @@ export function Overview() {
   return html`
     <h2>Overview</h2>
     <p class="note">Exact counts at <${Time} ms=${data.serverTime} /> (server time).</p>
-    <table id="operation-counts">
+    <table tabindex="0" id="operation-counts">
       <caption>Operations by connector and account</caption>
       <thead>
         <tr>
@@ -124,7 +124,7 @@ export function Overview() {
             )}
           </ul>`}
     </section>`}
-    <table id="watch-counts">
+    <table tabindex="0" id="watch-counts">
       <caption>Watches by connector and status</caption>
       <thead>
         <tr>

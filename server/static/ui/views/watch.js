@@ -24,7 +24,7 @@ export const WATCH_PAGE_FIELDS = [
 /** The watch's event log, oldest first: one row per write. */
 export function WatchHistory({ events }) {
   const rows = events.edges.map((e) => e.node);
-  return html`<table id="watch-events">
+  return html`<table tabindex="0" id="watch-events">
     <caption>
       Every write, oldest first${events.pageInfo.hasNextPage ? ` (the first ${rows.length})` : ""}
     </caption>
