@@ -3,11 +3,17 @@ into the root ``Query``: ``CountsQuery``. A tenant counts only its own rows (an 
 the store narrows the counts to the viewer's ``visible_to`` (the rule in ``resolvers.permissions``
 says so)."""
 
+from typing import cast
+
 import strawberry
 
 from resolvers import fields
 from resolvers.context import Info
-from schema.counts import OperationCount, WatchCount
+from resolvers.queries import to_store_filter, to_watch_filter
+from schema.counts import OperationCount, ReissueCount, WatchCount
+from schema.enums import ReissueRisk, value_of
+from schema.inputs import OperationFilter, WatchFilter
+from schema.operator import ReissueSkipped
 
 
 @strawberry.type
@@ -36,3 +42,41 @@ class CountsQuery:
             connector_name=connector_name, owner_did=info.context.viewer.visible_to
         )
         return [WatchCount.from_record(record) for record in records]
+
+    @fields.query(
+        description="How many operations cancelOperations would cancel now for this filter, "
+        "over as many calls as it takes (the ATTEMPTED ones matching it); exact."
+    )
+    async def cancellable_count(self, info: Info, filter: OperationFilter) -> int:
+        where = to_store_filter(filter, info.context.viewer.visible_to)
+        return await info.context.store.operator.count_cancellable(where)
+
+    @fields.query(
+        description="What reissueOperations would do now for this filter and include: how "
+        "many it would reissue over as many calls as it takes (remaining), and what it would "
+        "skip (skipped); exact."
+    )
+    async def reissuable_count(
+        self, info: Info, filter: OperationFilter, include: list[ReissueRisk] | None = None
+    ) -> ReissueCount:
+        where = to_store_filter(filter, info.context.viewer.visible_to)
+        risks = [cast(str, value_of(risk)) for risk in include or []]
+        counts = await info.context.store.operator.count_reissue(where, include=risks)
+        return ReissueCount(
+            remaining=counts.remaining,
+            skipped=ReissueSkipped(
+                cancelled=counts.cancelled,
+                outcome_unknown=counts.outcome_unknown,
+                blocked=counts.blocked,
+            ),
+        )
+
+    @fields.query(
+        description="How many watches rearmWatches would re-arm now for this filter, over as "
+        "many calls as it takes (the REPAIR_FAILED ones matching it); exact."
+    )
+    async def rearmable_count(self, info: Info, filter: WatchFilter) -> int:
+        where = to_watch_filter(filter, info.context.viewer.visible_to)
+        if where is None:
+            return 0
+        return await info.context.store.operator.count_rearmable(where)

@@ -13,7 +13,7 @@ from resolvers import fields
 from resolvers.context import Info
 from resolvers.queries import page_request, page_size
 from resolvers.visible import page_info
-from schema.account import Account, AccountConnection, AccountEdge
+from schema.account import Account, AccountConnection, AccountEdge, Connector
 from schema.leasing import (
     AccountPayload,
     ClaimWatchesInput,
@@ -29,6 +29,7 @@ from schema.leasing import (
     ThrottleAccountInput,
 )
 from schema.node import encode_opaque
+from schema.scalars import EpochMillis
 from store.leasing import DEFAULT_BATCH
 from store.records import AccountLoad
 
@@ -165,6 +166,19 @@ class LeasingMutation:
 
 @strawberry.type
 class AccountsQuery:
+    @fields.query(
+        description="Every connector that has a provider account or is paused as a whole, by "
+        "name, with since when it is paused as a whole."
+    )
+    async def connectors(self, info: Info) -> list[Connector]:
+        return [
+            Connector(
+                connector_name=c.connector_name,
+                paused_at=None if c.paused_at is None else EpochMillis(c.paused_at),
+            )
+            for c in await info.context.store.accounts.list_connectors()
+        ]
+
     @fields.query(description="A connector's provider accounts, by account key, by pages.")
     async def accounts(
         self,

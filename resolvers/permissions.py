@@ -194,6 +194,11 @@ QUERY_RULES: dict[str, Rule] = {
     "dueWatches": Rule((SERVICE,)),
     # Provider accounts are shared by every owner: read by those who read every row.
     "accounts": Rule((OBSERVER,)),
+    "connectors": Rule((OBSERVER,)),
+    # What an operator's bulk action would touch: asked before it, by those who may act.
+    "cancellableCount": Rule((OPERATOR,)),
+    "reissuableCount": Rule((OPERATOR,)),
+    "rearmableCount": Rule((OPERATOR,)),
     "viewer": Rule((), rows="the viewer itself"),
     "operationCounts": Rule(OPS_READ, rows="caller or owner (store filter)"),
     "watchCounts": Rule(("watches:read",), rows="owner (store filter)"),

@@ -53,3 +53,15 @@ class AccountEdge:
 class AccountConnection:
     edges: list[AccountEdge]
     page_info: PageInfo
+
+
+@strawberry.type(
+    description="A connector that has a provider account or is paused as a whole, listed even "
+    "when it has no operations."
+)
+class Connector:
+    connector_name: str = strawberry.field(description="The connector's name.")
+    paused_at: EpochMillis | None = strawberry.field(
+        description="Since when the connector is paused as a whole (pauseAccount without an "
+        "accountKey); null when it is not."
+    )

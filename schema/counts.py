@@ -3,6 +3,7 @@
 import strawberry
 
 from schema.enums import OperationState, VerificationStatus
+from schema.operator import ReissueSkipped
 from store.counts import OperationCount as OperationCountRecord
 from store.counts import WatchCount as WatchCountRecord
 
@@ -54,3 +55,13 @@ class WatchCount:
             status=VerificationStatus(record.status),
             count=record.count,
         )
+
+
+@strawberry.type(description="What a reissue would do now for a filter (reissuableCount).")
+class ReissueCount:
+    remaining: int = strawberry.field(
+        description="How many operations it would reissue, over as many calls as it takes."
+    )
+    skipped: ReissueSkipped = strawberry.field(
+        description="What it would leave, by why (as reissueOperations answers it)."
+    )

@@ -199,6 +199,13 @@ BY_FIELD: dict[str, str] = {
     "Query.dueWatches(connectorName)": "Only this connector's watches; omitted: all.",
     "Query.operationCounts(connectorName)": "Only this connector's operations; omitted: all.",
     "Query.watchCounts(connectorName)": "Only this connector's watches; omitted: all.",
+    "Query.cancellableCount(filter)": "The filter cancelOperations would be given; an empty "
+    "one counts nothing.",
+    "Query.reissuableCount(filter)": "The filter reissueOperations would be given; an empty "
+    "one counts nothing.",
+    "Query.reissuableCount(include)": "The risks reissueOperations would be told to include "
+    "(omitted: none).",
+    "Query.rearmableCount(filter)": "The filter rearmWatches would be given.",
     "WatchCount.status": "The verification status counted.",
     "OperationCount.state": "The state counted.",
     "Query.syncStates(connectorName)": "The connector's name.",

@@ -11,6 +11,7 @@ write sees the account as changed and leases none of it (``store.leasing``). The
 guard of ``store.lease_guards`` (``unpaused``).
 """
 
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -139,6 +140,15 @@ PAUSE = _upsert("paused_at")
 """``store.pauses``' upsert of an account's own pause (``p_paused_at`` None ends it)."""
 
 
+@dataclass(frozen=True)
+class ConnectorPause:
+    """A connector known to the accounts (``list_connectors``): its name, and since when it
+    is paused as a whole (epoch ms; None when it is not)."""
+
+    connector_name: str
+    paused_at: int | None
+
+
 class AccountsStore:
     """Caps and throttles of provider accounts."""
 
@@ -208,6 +218,27 @@ class AccountsStore:
         if after is not None:
             query = query.where(account.c.account_key > check.key("after", after))
         return [_load(row) for row in await self._db.fetch_all(query)]
+
+    async def list_connectors(self) -> list[ConnectorPause]:
+        """Every connector that has an account or is paused as a whole, by name, each with
+        since when it is paused as a whole (``paused_at``, epoch ms; None when it is not).
+        One statement."""
+        names = sa.union(
+            sa.select(account.c.connector_name), sa.select(paused_connector.c.connector_name)
+        ).subquery()
+        query = (
+            sa.select(names.c.connector_name, paused_connector.c.paused_at)
+            .select_from(
+                names.outerjoin(
+                    paused_connector, paused_connector.c.connector_name == names.c.connector_name
+                )
+            )
+            .order_by(names.c.connector_name)
+        )
+        return [
+            ConnectorPause(connector_name=row["connector_name"], paused_at=row["paused_at"])
+            for row in await self._db.fetch_all(query)
+        ]
 
 
 def _load(row: Row | None) -> AccountLoad:

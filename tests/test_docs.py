@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 VENDORED = re.compile(
     r"server/static/graphiql/.*"
     r"|server/static/ui/(LICENSE\..*|VERSIONS\.md|.*\.min\.js|htm-preact-standalone\.module\.js)"
+    r"|tests/ui/vendor/(LICENSE\..*|.*\.min\.js)"
     r"|.*package-lock\.json"
 )
 """Files written elsewhere and kept as they came (their licenses cite their own sections)."""

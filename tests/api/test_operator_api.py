@@ -499,3 +499,46 @@ async def test_force_release_leases__bad_key_names_its_index(store):
 
     assert error_codes(body) == ["BAD_USER_INPUT"]
     assert body["errors"][0]["extensions"]["field"] == "keys[1].callerDID"
+
+
+# What a bulk action would touch, asked before it; the connectors
+
+
+COUNTS = """
+query ($ops: OperationFilter!, $watches: WatchFilter!) {
+  cancellableCount(filter: $ops)
+  reissuableCount(filter: $ops) { remaining skipped { cancelled outcomeUnknown blocked } }
+  rearmableCount(filter: $watches)
+}
+"""
+
+
+async def test_bulk_counts__what_the_next_calls_would_touch_and_refused_to_observers(store):
+    await insert_operations(store, [due_record(store, n) for n in range(5)])
+    for n in range(3):
+        await repair_failed_watch(store, operation_id=f"op-w{n}", source_id=f"evt-w{n}")
+    variables = {"ops": {"connectorName": "calendar"}, "watches": {"status": "REPAIR_FAILED"}}
+
+    before = (await post(store, OPERATOR_TOKEN, COUNTS, variables))["data"]
+    cancel = {"filter": {"connectorName": "calendar"}, "limit": 2}
+    cancelled = await run(store, OPERATOR_TOKEN, "CancelOperations", input=cancel)
+    after = (await post(store, OPERATOR_TOKEN, COUNTS, variables))["data"]
+    refused = await post(store, OBSERVER_TOKEN, COUNTS, variables)
+
+    assert before["cancellableCount"] == 5
+    assert after["cancellableCount"] == cancelled["cancelOperations"]["remaining"] == 3
+    assert before["rearmableCount"] == after["rearmableCount"] == 3
+    assert before["reissuableCount"]["remaining"] == 0
+    assert after["reissuableCount"]["skipped"]["cancelled"] == 2
+    assert set(error_codes(refused)) == {"FORBIDDEN"}
+
+
+async def test_connectors__a_paused_one_without_accounts_and_one_with_accounts_only(store):
+    await run(store, OPERATOR_TOKEN, "PauseAccount", input={"connectorName": "mail"})
+    await store.accounts.set_account_limit("crm", "acct-9", 2)
+
+    data = await post(store, OBSERVER_TOKEN, "{ connectors { connectorName pausedAt } }")
+
+    listed = data["data"]["connectors"]
+    assert [c["connectorName"] for c in listed] == ["crm", "mail"]
+    assert listed[0]["pausedAt"] is None and listed[1]["pausedAt"] is not None

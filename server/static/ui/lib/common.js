@@ -1,0 +1,314 @@
+// What every view shares: what the token may do, the operator action button, routes and
+// formatting.
+import {
+  createContext,
+  html,
+  useContext,
+  useEffect,
+  useRef,
+  useState,
+} from "/ui/assets/htm-preact-standalone.module.js";
+import { run } from "./api.js";
+
+export const PAGE_SIZE = 50;
+export const STATES = ["ATTEMPTED", "COMMITTED", "FAILED", "SUPERSEDED"];
+export const STATUSES = ["PENDING_VERIFICATION", "VERIFIED", "REPAIR_FAILED"];
+
+// --- what the token may do -----------------------------------------------------------------
+
+/** The viewer (``viewer { did scopes mutations }``); an action is shown only when its
+ * mutation is in ``mutations``. Empty until it has loaded: no button before the answer. */
+export const ViewerContext = createContext({ did: null, scopes: [], mutations: [] });
+
+/** Tells the page what an action did (``{ text }``) or why it failed (``{ error }``): shown
+ * in the page's status line, which outlives the view's reload after the action. */
+export const NoticeContext = createContext(() => {});
+
+export function useViewer() {
+  return useContext(ViewerContext);
+}
+
+export function readsAll(viewer) {
+  return viewer.scopes.includes("observer");
+}
+
+/**
+ * A button running one operator mutation, shown only when the token may use it. It asks
+ * first when it touches more than one row (``rows`` above 1) or when ``count`` is given (an
+ * async function answering the exact number of rows it would touch now, from the API), or
+ * when ``risk`` says what a single row risks; the confirmation takes the focus, and Escape
+ * or Back leaves it. Then it says what it did (``done(data)``, in the page's status line)
+ * and calls ``after()``; when ``remainingOf(data)`` is above 0 it offers to go on.
+ */
+export function Action({ field, document, input, label, rows = 1, count, risk, done, remainingOf, after = () => {} }) {
+  const viewer = useViewer();
+  const notice = useContext(NoticeContext);
+  const [stage, setStage] = useState("idle");
+  const [touches, setTouches] = useState(null);
+  const group = useRef(null);
+  const opener = useRef(null);
+  useEffect(() => {
+    if (stage === "confirm") group.current?.querySelector("button:not([disabled])")?.focus();
+  }, [stage]);
+  if (!viewer.mutations.includes(field)) return null;
+  const leave = () => {
+    setStage("idle");
+    requestAnimationFrame(() => opener.current?.focus());
+  };
+  const ask = (n) => {
+    setTouches(n);
+    setStage("confirm");
+  };
+  const go = () => {
+    setStage("running");
+    run(document, { input }).then(
+      (data) => {
+        notice({ text: done(data) });
+        after();
+        const remaining = remainingOf ? remainingOf(data) : 0;
+        if (remaining > 0) ask(remaining);
+        else leave();
+      },
+      (error) => {
+        leave();
+        notice({ error });
+      },
+    );
+  };
+  const open = () => {
+    notice(null);
+    if (count) {
+      setStage("counting");
+      count().then(ask, (error) => {
+        leave();
+        notice({ error });
+      });
+    } else if (rows === 1 && !risk) go();
+    else ask(rows);
+  };
+  return html`<span class="action-group">
+    ${stage === "confirm"
+      ? html`<span
+          role="group"
+          aria-label=${`Confirm: ${label}`}
+          class="confirm"
+          ref=${group}
+          onKeyDown=${(e) => e.key === "Escape" && leave()}
+        >
+          ${label}: this touches ${plural(touches, "row")}.${" "}
+          ${risk && html`<strong class="risk">${risk}</strong>${" "}`}
+          <button type="button" class="action" onClick=${go} disabled=${touches === 0}>Confirm</button>${" "}
+          <button type="button" onClick=${leave}>Back</button>
+        </span>`
+      : html`<button
+          type="button"
+          class="action"
+          ref=${opener}
+          disabled=${stage === "running" || stage === "counting"}
+          onClick=${open}
+        >
+          ${label}
+        </button>`}
+  </span>`;
+}
+
+export function plural(n, one, many = `${one}s`) {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+/** What a bulk action left (its ``remaining``): nothing, or how many still match (its
+ * confirmation stays open to go on). */
+export function left(remaining) {
+  return remaining === 0 ? "" : ` ${remaining} still match: confirm to go on.`;
+}
+
+/** The exact number of rows each bulk action would touch now, from the API. */
+export const countCancellable = (filter) => () =>
+  run("DashboardCountCancellable", { filter }).then((d) => d.cancellableCount);
+export const countReissuable = (filter) => () =>
+  run("DashboardCountReissuable", { filter }).then((d) => d.reissuableCount.remaining);
+export const countRearmable = (filter) => () =>
+  run("DashboardCountRearmable", { filter }).then((d) => d.rearmableCount);
+
+/** A reissue's answer in a sentence: what it made, what it skipped and why (its
+ * ``skipped``), and what is left (``remaining``). */
+export function reissued(answer) {
+  const made = answer.operations;
+  const skipped = [
+    [answer.skipped.cancelled, "cancelled"],
+    [answer.skipped.outcomeUnknown, "with an unknown outcome (the provider may hold the write)"],
+    [answer.skipped.blocked, "blocked (the reissue key is taken)"],
+  ].filter(([n]) => n > 0);
+  const said = made.length === 1
+    ? `Reissued as ${made[0].operationID}.`
+    : `Reissued ${plural(made.length, "operation")}.`;
+  const not = skipped.length
+    ? ` Not reissued: ${skipped.map(([n, why]) => `${n} ${why}`).join(", ")}.`
+    : "";
+  return said + not + left(answer.remaining);
+}
+
+// --- routes --------------------------------------------------------------------------------
+
+export const VIEWS = [
+  ["overview", "Overview"],
+  ["operations", "Operations"],
+  ["failures", "Failures"],
+  ["accounts", "Accounts"],
+];
+
+export function currentRoute() {
+  const [path, query] = location.hash.replace(/^#\/?/, "").split("?");
+  return { view: path || "overview", params: new URLSearchParams(query || "") };
+}
+
+export function link(view, params = {}) {
+  const query = new URLSearchParams(
+    Object.entries(params).filter(([, v]) => v !== undefined && v !== null && v !== ""),
+  ).toString();
+  return `#/${view}${query ? `?${query}` : ""}`;
+}
+
+// --- formatting ----------------------------------------------------------------------------
+
+/** How times are shown and typed, the user's choice (kept in the browser's local storage):
+ * in UTC, in the browser's local time, or relative to now (typed in UTC). */
+export const ZONES = [
+  ["utc", "UTC"],
+  ["local", "local time"],
+  ["relative", "relative"],
+];
+const ZONE_KEY = "connector-store.dashboard.times";
+
+/** The zone chosen last in this browser; UTC at first. */
+export function savedZone() {
+  const saved = localStorage.getItem(ZONE_KEY);
+  return ZONES.some(([zone]) => zone === saved) ? saved : "utc";
+}
+
+export function saveZone(zone) {
+  localStorage.setItem(ZONE_KEY, zone);
+}
+
+/** The zone the page shows times in (``ZONES``). */
+export const ZoneContext = createContext("utc");
+
+/** The zone typed times are read in: the local time when times are shown in it, else UTC. */
+export function typedZone(zone) {
+  return zone === "local" ? "local time" : "UTC";
+}
+
+/** Epoch ms of a date-time input's value (``YYYY-MM-DDTHH:MM[:SS]``) read as ``typedZone``
+ * says. */
+export function typedTime(value, zone) {
+  return new Date(zone === "local" ? value : `${value}Z`).getTime();
+}
+
+const pad = (n) => String(n).padStart(2, "0");
+
+function relative(delta) {
+  const s = Math.round(Math.abs(delta) / 1000);
+  const [n, unit] =
+    s < 60 ? [s, "s"] : s < 3600 ? [Math.round(s / 60), "min"] : s < 86400
+      ? [Math.round(s / 3600), "h"] : [Math.round(s / 86400), "d"];
+  return delta < 0 ? `${n} ${unit} ago` : `in ${n} ${unit}`;
+}
+
+/** ``ms`` (epoch ms) as text in ``zone``. */
+export function time(ms, zone = "utc") {
+  if (ms === null || ms === undefined) return "";
+  const d = new Date(ms);
+  if (zone === "local") {
+    const day = `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+    return `${day} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  }
+  if (zone === "relative") return relative(ms - Date.now());
+  return d.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+}
+
+export function Time({ ms }) {
+  const zone = useContext(ZoneContext);
+  if (ms === null || ms === undefined) return html`<span class="note">—</span>`;
+  const iso = new Date(ms).toISOString();
+  return html`<time datetime=${iso} title=${zone === "utc" ? undefined : time(ms)}
+    >${time(ms, zone)}</time
+  >`;
+}
+
+export function Num({ value, label }) {
+  return html`<td class=${value ? "num" : "num zero"} data-count=${label}>${value}</td>`;
+}
+
+export function Failure({ error }) {
+  if (!error) return null;
+  return html`<p class="error" role="alert">${error.message}</p>`;
+}
+
+export function operationLink(op) {
+  return link("operation", { caller: op.callerDID, id: op.operationID });
+}
+
+/** The page of a watch: its identity (owner, connector, model, account, source). */
+export function watchLink(w) {
+  return link("watch", {
+    owner: w.ownerDID,
+    connector: w.connectorName,
+    model: w.model,
+    account: w.accountKey,
+    source: w.sourceID,
+  });
+}
+
+export function Fields({ record, names }) {
+  return html`<dl class="fields">
+    ${names.map(([name, kind]) => {
+      const value = record[name];
+      let shown = value;
+      if (kind === "time") shown = html`<${Time} ms=${value} />`;
+      else if (kind === "json") shown = value === null ? "null" : JSON.stringify(value);
+      else if (value === null || value === undefined) shown = html`<span class="note">null</span>`;
+      return html`<dt>${name}</dt><dd data-field=${name} class=${kind === "state" || kind === "status" ? `${kind}-${value}` : ""}>${shown}</dd>`;
+    })}
+  </dl>`;
+}
+
+/** Re-arm one REPAIR_FAILED watch: the filter names its owner, connector, model, account and
+ * document (a watch filter has no source id), so it asks first when it has no document. */
+export function Rearm({ watch, after }) {
+  const filter = {
+    ownerDID: watch.ownerDID,
+    connectorName: watch.connectorName,
+    model: watch.model,
+    accountKey: watch.accountKey,
+    status: "REPAIR_FAILED",
+    ...(watch.documentID === null ? {} : { documentIDs: [watch.documentID] }),
+  };
+  return html`<${Action}
+    field="rearmWatches"
+    document="DashboardRearmWatches"
+    label="Re-arm"
+    input=${{ filter }}
+    count=${watch.documentID === null ? countRearmable(filter) : undefined}
+    remainingOf=${(d) => d.rearmWatches.remaining}
+    done=${(d) =>
+      `Re-armed ${plural(d.rearmWatches.rearmed, "watch", "watches")}.` +
+      left(d.rearmWatches.remaining)}
+    after=${after}
+  />`;
+}
+
+/** Every account of every connector the accounts know (those with no operation too), and
+ * the connectors paused as a whole. */
+export async function allAccounts() {
+  const { serverTime, connectors } = await run("DashboardConnectors", {});
+  const accounts = [];
+  for (const { connectorName } of connectors) {
+    let after = null;
+    do {
+      const page = (await run("DashboardAccounts", { connectorName, after })).accounts;
+      accounts.push(...page.edges.map((e) => e.node));
+      after = page.pageInfo.hasNextPage ? page.pageInfo.endCursor : null;
+    } while (after);
+  }
+  return { serverTime, connectors, accounts };
+}

@@ -1,0 +1,187 @@
+// Operations: a filtered page of operations, and bulk actions on what the filter matches.
+import { html, useContext } from "/ui/assets/htm-preact-standalone.module.js";
+import { useQuery } from "../lib/api.js";
+import { useLive, operationEvents } from "../lib/live.js";
+import {
+  PAGE_SIZE,
+  STATES,
+  Action,
+  plural,
+  left,
+  countCancellable,
+  countReissuable,
+  reissued,
+  link,
+  Time,
+  Failure,
+  operationLink,
+  typedTime,
+  typedZone,
+  ZoneContext,
+} from "../lib/common.js";
+
+export const FILTER_FIELDS = [
+  "state", "id", "connector", "account", "owner", "caller", "party", "document", "kind", "after_time",
+  "before_time",
+];
+
+/** The ``OperationFilter`` the view's parameters name (times: date-time inputs read as
+ * ``typedZone(zone)`` says). */
+export function filterOf(params, zone) {
+  const filter = {};
+  const given = (name) => params.get(name) || null;
+  if (given("state")) filter.states = given("state").split(",");
+  if (given("id")) filter.operationID = given("id");
+  if (given("connector")) filter.connectorName = given("connector");
+  if (given("account")) filter.accountKey = given("account");
+  if (given("owner")) filter.ownerDID = given("owner");
+  if (given("caller")) filter.callerDID = given("caller");
+  if (given("party")) filter.visibleTo = given("party");
+  if (given("document")) filter.documentIDs = [given("document")];
+  if (given("kind")) filter.kind = given("kind");
+  if (given("after_time")) filter.updatedAfter = typedTime(given("after_time"), zone);
+  if (given("before_time")) filter.updatedBefore = typedTime(given("before_time"), zone);
+  return filter;
+}
+
+/** What may change whether an operation is listed under ``filter``: the events of the
+ * operations of its fixed fields (an event's ``toState`` is what a filter's ``states`` match,
+ * so an operation leaving the state shown would go unheard; a subscription refuses
+ * ``documentIDs`` and the times). */
+export function liveFilter(filter) {
+  const { states, kind, updatedAfter, updatedBefore, documentIDs, ...fixed } = filter;
+  return Object.keys(fixed).length ? fixed : null;
+}
+
+/** The filter narrowed to ``state``, or null when it names another state. */
+export function inState(filter, state) {
+  if (filter.states && !filter.states.includes(state)) return null;
+  return { ...filter, states: [state] };
+}
+
+export function Operations({ params }) {
+  const after = params.get("after") || null;
+  const zone = useContext(ZoneContext);
+  const filter = filterOf(params, zone);
+  const [data, error, reload] = useQuery(
+    "DashboardOperations",
+    { filter, first: PAGE_SIZE, after },
+    `${params}|${zone}`,
+  );
+  useLive([operationEvents(liveFilter(filter))], reload, params.toString());
+  const form = Object.fromEntries(FILTER_FIELDS.map((n) => [n, params.get(n) || ""]));
+  const submit = (event) => {
+    event.preventDefault();
+    const given = new FormData(event.target);
+    const values = Object.fromEntries(given.entries());
+    values.state = given.getAll("state").join(",");
+    location.hash = link("operations", values);
+  };
+  const rows = data ? data.operations.edges.map((e) => e.node) : [];
+  const live = Object.keys(filter).length ? inState(filter, "ATTEMPTED") : null;
+  const failed = Object.keys(filter).length ? inState(filter, "FAILED") : null;
+  // The filter form is the user's until Apply: uncontrolled fields (defaultValue, selected),
+  // so a live re-render keeps what is being typed; a new route remounts it (its key).
+  return html`
+    <h2>Operations</h2>
+    <form key=${params.toString()} class="filters" onSubmit=${submit} aria-label="Filter operations">
+      <label
+        >States (none chosen: any)
+        <select name="state" multiple size=${STATES.length}>
+          ${STATES.map(
+            (s) => html`<option value=${s} selected=${form.state.split(",").includes(s)}>${s}</option>`,
+          )}
+        </select>
+      </label>
+      <label>Operation ID <input name="id" defaultValue=${form.id} /></label>
+      <label>Connector <input name="connector" defaultValue=${form.connector} /></label>
+      <label>Account <input name="account" defaultValue=${form.account} /></label>
+      <label>Owner DID <input name="owner" defaultValue=${form.owner} /></label>
+      <label>Caller DID <input name="caller" defaultValue=${form.caller} /></label>
+      <label>Caller or owner DID <input name="party" defaultValue=${form.party} /></label>
+      <label>Document ID <input name="document" defaultValue=${form.document} /></label>
+      <label>Last outcome kind <input name="kind" defaultValue=${form.kind} /></label>
+      <label
+        >Updated from (${typedZone(zone)})
+        <input type="datetime-local" step="1" name="after_time" defaultValue=${form.after_time}
+      /></label>
+      <label
+        >Updated before (${typedZone(zone)})
+        <input type="datetime-local" step="1" name="before_time" defaultValue=${form.before_time}
+      /></label>
+      <button type="submit">Apply</button>
+    </form>
+    <p class="note">Oldest first (the order of claims).</p>
+    ${data &&
+    html`<p class="actions">
+      ${live &&
+      html`<${Action}
+        field="cancelOperations"
+        document="DashboardCancelOperations"
+        label="Cancel the matching ATTEMPTED operations"
+        input=${{ filter: live, reason: "cancelled from the dashboard" }}
+        count=${countCancellable(live)}
+        remainingOf=${(d) => d.cancelOperations.remaining}
+        done=${(d) =>
+          `Cancelled ${plural(d.cancelOperations.cancelled, "operation")}.` +
+          left(d.cancelOperations.remaining)}
+        after=${reload}
+      />`}
+      ${failed &&
+      html`<${Action}
+        field="reissueOperations"
+        document="DashboardReissueOperations"
+        label="Reissue the matching FAILED operations"
+        input=${{ filter: failed }}
+        count=${countReissuable(failed)}
+        remainingOf=${(d) => d.reissueOperations.remaining}
+        done=${(d) => reissued(d.reissueOperations)}
+        after=${reload}
+      />`}
+    </p>`}
+    <${Failure} error=${error} />
+    ${!data && !error && html`<p aria-busy="true">Loading…</p>`}
+    ${data &&
+    html`<table tabindex="0" id="operations">
+        <caption>Operations${after ? " (a later page)" : ""}</caption>
+        <thead>
+          <tr>
+            <th scope="col">Operation</th>
+            <th scope="col">Caller</th>
+            <th scope="col">Owner</th>
+            <th scope="col">Connector</th>
+            <th scope="col">Account</th>
+            <th scope="col">State</th>
+            <th scope="col" class="num">Attempts</th>
+            <th scope="col">Last outcome</th>
+            <th scope="col">Next attempt</th>
+            <th scope="col">Updated</th>
+          </tr>
+        </thead>
+        <tbody>
+          ${rows.length === 0 && html`<tr><td colspan="10">No operations match.</td></tr>`}
+          ${rows.map(
+            (op) => html`<tr data-operation=${op.operationID}>
+              <td><a href=${operationLink(op)}>${op.operationID}</a></td>
+              <td class="mono">${op.callerDID}</td>
+              <td class="mono">${op.ownerDID}</td>
+              <td>${op.connectorName}</td>
+              <td>${op.accountKey}</td>
+              <td class=${`state-${op.state}`} data-state>${op.state}</td>
+              <td class="num">${op.attempts}</td>
+              <td>${[op.lastKind, op.lastHttpStatus].filter((v) => v !== null).join(" ")}</td>
+              <td><${Time} ms=${op.nextAttemptAt} /></td>
+              <td><${Time} ms=${op.updatedAt} /></td>
+            </tr>`,
+          )}
+        </tbody>
+      </table>
+      <nav class="pager" aria-label="Pages">
+        ${after && html`<a href=${link("operations", { ...form })}>First page</a>`}
+        ${data.operations.pageInfo.hasNextPage &&
+        html`<a href=${link("operations", { ...form, after: data.operations.pageInfo.endCursor })}
+          >Next page</a
+        >`}
+      </nav>`}
+  `;
+}
