@@ -1,13 +1,22 @@
 """The client SDK's subscriptions (client/connector_store_client) against a refusing server:
 a WebSocket the server closes with a refusal (4403: a token refused, expired or signed out)
 raises ``GraphQLResponseError`` with ``UNAUTHENTICATED`` and the server's reason, rather than
-counting as a dropped connection that ``follow_events`` and the worker reconnect forever."""
+counting as a dropped connection that ``follow_events`` and the worker reconnect forever; a
+``Worker`` whose token is refused stops and raises it rather than leasing again forever."""
 
 import asyncio
 
 import httpx
 import pytest
-from connector_store_client import Client, GraphQLResponseError, follow_events
+from connector_store_client import (
+    Client,
+    Committed,
+    GraphQLResponseError,
+    LeasedOperation,
+    Outcome,
+    Worker,
+    follow_events,
+)
 
 import server.app
 from tests.api.live_client import served
@@ -51,3 +60,18 @@ async def test_follow_events__a_session_signed_out_mid_stream_raises_unauthentic
                     async for _ in events:
                         pass
     assert refused.value.code == "UNAUTHENTICATED" and "signed out" in str(refused.value)
+
+
+async def test_worker__a_refused_token_stops_the_run_and_raises_it(store):
+    async with (
+        served(store) as app,
+        Client(f"{app.http}/graphql", mint(scope="operations:read")) as client,
+    ):
+        with pytest.raises(GraphQLResponseError) as refused:
+            async with asyncio.timeout(BOUND_S):
+                await Worker(client, handler, connector_name="calendar", fallback_s=0.05).run()
+    assert refused.value.code in {"FORBIDDEN", "UNAUTHENTICATED"}
+
+
+async def handler(batch: list[LeasedOperation]) -> list[Outcome]:
+    return [Committed() for _ in batch]
