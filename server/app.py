@@ -45,7 +45,10 @@ from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL, MULTIPART_SU
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
 )
-from strawberry.subscriptions.protocols.graphql_transport_ws.types import ConnectionInitMessage
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
+    ConnectionInitMessage,
+    SubscribeMessage,
+)
 from strawberry.types.execution import ExecutionResult
 from strawberry.types.graphql import OperationType
 
@@ -61,6 +64,7 @@ from server.auth import (
     TOKEN_UNTIL,
     Authentication,
     Authenticator,
+    Credentials,
     Unauthenticated,
     authenticator,
     live,
@@ -100,11 +104,14 @@ so they live in one file, the one the schema tests validate."""
 
 
 WS_FORBIDDEN = 4403
+"""graphql-transport-ws's close code for a connection refused (graphql-ws' ``Forbidden``): no
+token, a token not valid, or one that has expired; the close reason says which."""
 WS_UNAVAILABLE = 1011
 """The close code of a connection whose token's session could not be checked (the
 database is unavailable): connect again later."""
-"""graphql-transport-ws's close code for a connection refused (graphql-ws' ``Forbidden``): no
-token, a token not valid, or one that has expired; the close reason says which."""
+SESSION_RECHECK_S = 5.0
+"""How often an open WebSocket signed in with a session's token checks its session again: a
+session signed out (on any server process) closes it with 4403 within this long."""
 MAX_CLOSE_REASON_BYTES = 123
 """The most a WebSocket close frame's reason may hold (RFC 6455)."""
 EXPIRY_CLOSE_GRACE_S = 0.5
@@ -154,9 +161,14 @@ class TokenTransportWS(BaseGraphQLTransportWSHandler[Context, None]):
     (``close_reason``; a session's token of a session signed out or expired too:
     ``server.auth.live``), accepted with the viewer set on the connection's context; when the
     token (or its session) expires its subscriptions end with ``UNAUTHENTICATED`` and,
-    ``EXPIRY_CLOSE_GRACE_S`` later, the connection is closed with 4403."""
+    ``EXPIRY_CLOSE_GRACE_S`` later, the connection is closed with 4403. A session's token is
+    checked again at each ``subscribe`` and every ``SESSION_RECHECK_S`` while the connection
+    is open: once the session is signed out the connection is closed with 4403 and the
+    reason, its streams with it."""
 
     expiry: asyncio.TimerHandle | None = None
+    credentials: Credentials | None = None
+    session_check: asyncio.Task[None] | None = None
 
     async def handle_connection_init(self, message: ConnectionInitMessage) -> None:
         payload = message.get("payload", {})
@@ -187,7 +199,38 @@ class TokenTransportWS(BaseGraphQLTransportWSHandler[Context, None]):
             max(0.0, credentials.until - time.time()) + EXPIRY_CLOSE_GRACE_S,
             lambda: asyncio.ensure_future(self.expired()),
         )
+        if credentials.session is not None:
+            self.credentials = credentials
+            self.session_check = asyncio.create_task(self.recheck_session())
         await super().handle_connection_init(message)
+
+    async def session_ended(self) -> bool:
+        """Whether the connection's session (if its token is a session's) was signed out or
+        ended since it connected; when it was, the connection is closed with 4403 and the
+        reason. A database that cannot answer ends nothing (checked again later)."""
+        if self.credentials is None:
+            return False
+        try:
+            await live(self.credentials, self.context.request.app.state.store)
+        except DatabaseUnavailable:
+            return False
+        except Unauthenticated as refused:
+            with contextlib.suppress(WebSocketClosed, WebSocketDisconnected):
+                await self.websocket.close(code=WS_FORBIDDEN, reason=close_reason(str(refused)))
+            return True
+        return False
+
+    async def recheck_session(self) -> None:
+        """Check the connection's session every ``SESSION_RECHECK_S`` until it has ended."""
+        while True:
+            await asyncio.sleep(SESSION_RECHECK_S)
+            if await self.session_ended():
+                return
+
+    async def handle_subscribe(self, message: SubscribeMessage) -> None:
+        if self.connection_acknowledged and await self.session_ended():
+            return
+        await super().handle_subscribe(message)
 
     async def expired(self) -> None:
         """The token has expired: close the connection (its subscriptions end with it)."""
@@ -199,6 +242,8 @@ class TokenTransportWS(BaseGraphQLTransportWSHandler[Context, None]):
     async def shutdown(self) -> None:
         if self.expiry is not None:
             self.expiry.cancel()
+        if self.session_check is not None:
+            self.session_check.cancel()
         await super().shutdown()
 
 

@@ -13,6 +13,7 @@ refused, to say why (``SignInRefused``).
 """
 
 import hashlib
+import re
 import secrets
 from dataclasses import dataclass
 from typing import Final
@@ -30,6 +31,9 @@ CODE_BYTES: Final = 32
 """Random bytes in a sign-in code (256 bits: never guessed), URL-safe base64 (43 chars)."""
 MAX_CODE_CHARS: Final = 128
 """The longest text ``sign_in`` looks up; anything longer is no code this store made."""
+CODE_SHAPE: Final = re.compile(r"[A-Za-z0-9_-]+")
+"""The alphabet of a code (URL-safe base64): text outside it (a lone surrogate from JSON's
+``\\ud800``, which has no UTF-8) is no code this store made, refused before any hashing."""
 UNKNOWN: Final = "unknown"
 USED: Final = "used"
 EXPIRED: Final = "expired"
@@ -213,7 +217,7 @@ class SignInStore:
         ``SignInRefused`` saying why (unknown, used, expired), ``InvalidInput`` for a
         ``ttl_ms`` below 1."""
         check.count("ttlMs", ttl_ms, minimum=1)
-        if not code or len(code) > MAX_CODE_CHARS:
+        if len(code) > MAX_CODE_CHARS or not CODE_SHAPE.fullmatch(code):
             raise SignInRefused(UNKNOWN)
         now = self._clock()
         params = {"p_code_hash": code_hash(code), "p_now": now}

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import websockets
+from websockets.frames import Close
 
 from connector_store_client.errors import GraphQLResponseError, TransportError, error_for
 
@@ -30,6 +31,23 @@ def backoff_s(attempt: int) -> float:
     """Seconds before retry ``attempt`` (1, 2, …): exponential from ``RETRY_BASE_S`` up to
     ``RETRY_MAX_S``, with full jitter."""
     return random.uniform(0, min(RETRY_MAX_S, RETRY_BASE_S * 2 ** (attempt - 1)))
+
+
+WS_FORBIDDEN = 4403
+"""The close code of a WebSocket whose token was refused or expired (or whose session was
+signed out): connecting again with the same token is refused again."""
+
+
+def refusal(close: Close | None) -> GraphQLResponseError | None:
+    """The error of a WebSocket the server closed with a refusal (a 44xx close code: 4403
+    ``UNAUTHENTICATED``, the others ``BAD_REQUEST``, the close reason as the message), which
+    the same request would meet again; None for a connection that merely dropped (no close
+    frame, 1000, 1001, 1006, 1011, …: subscribing again may work)."""
+    if close is None or not 4400 <= close.code < 4500:
+        return None
+    code = "UNAUTHENTICATED" if close.code == WS_FORBIDDEN else "BAD_REQUEST"
+    message = close.reason or f"the server closed the connection with {close.code}"
+    return error_for([{"message": message, "extensions": {"code": code, "close": close.code}}])
 
 
 class Client:
@@ -107,7 +125,9 @@ class Client:
     ) -> AsyncIterator[dict[str, Any]]:
         """Each ``data`` of a subscription over graphql-transport-ws, until the server
         completes it. Raises ``GraphQLResponseError`` (by its code) for an ``error``
-        message, ``TransportError`` when the connection drops (the caller resubscribes)."""
+        message or a connection the server refused (``refusal``: a token refused, expired
+        or signed out is ``UNAUTHENTICATED``), ``TransportError`` when the connection drops
+        (the caller resubscribes)."""
         try:
             async with websockets.connect(
                 self.ws_url(), subprotocols=[websockets.Subprotocol("graphql-transport-ws")]
@@ -135,6 +155,11 @@ class Client:
                         raise error_for(message["payload"])
                     elif kind == "complete" and message.get("id") == id_:
                         return
-        except (OSError, websockets.ConnectionClosed, websockets.InvalidHandshake) as error:
+        except websockets.ConnectionClosed as error:
+            refused = refusal(error.rcvd)
+            if refused is not None:
+                raise refused from error
+            raise TransportError(f"the subscription's connection dropped: {error!r}") from error
+        except (OSError, websockets.InvalidHandshake) as error:
             raise TransportError(f"the subscription's connection dropped: {error!r}") from error
         raise TransportError("the server closed the subscription's connection")

@@ -22,7 +22,8 @@ async def follow_events(
     the server replays what followed: nothing is missed or repeated. ``max_reconnects``
     (None: no bound) consecutive failed reconnects raise the last ``TransportError``. Raises
     ``EventsCollected`` when ``after`` is older than the oldest event the server keeps, and
-    ``GraphQLResponseError`` for any other refusal."""
+    ``GraphQLResponseError`` for any other refusal (``UNAUTHENTICATED`` for a token refused,
+    expired or signed out: a reconnect with it would be refused again)."""
     failures = 0
     while True:
         try:

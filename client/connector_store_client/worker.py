@@ -12,11 +12,14 @@ from typing import Any
 
 from connector_store_client import documents as doc
 from connector_store_client.client import Client, backoff_s
-from connector_store_client.errors import ConnectorStoreError, TransportError
+from connector_store_client.errors import ConnectorStoreError, GraphQLResponseError, TransportError
 from connector_store_client.outcomes import Committed, Deferred, Failed, Outcome, RetryAfter
 
 log = logging.getLogger("connector_store_client.worker")
 
+REFUSED_CODES = frozenset({"UNAUTHENTICATED", "FORBIDDEN"})
+"""Codes of an answer that refuses the worker's token itself: asking again with it is
+refused again, so ``run`` stops and raises it rather than retrying forever."""
 MAX_THROTTLE_MS = 86_400_000
 
 
@@ -107,7 +110,9 @@ class Worker:
     leases lapse after ``lease_ms``). On ``stop()`` (SIGTERM and SIGINT call it while
     ``run`` runs in the main thread) it leases no more, gives running handlers
     ``shutdown_grace_s`` to finish and settles them, then cancels the rest and releases
-    their leases."""
+    their leases. A token the server refuses (``UNAUTHENTICATED``, ``FORBIDDEN``: expired,
+    signed out, lacking ``service``) stops it the same way, and ``run`` raises that
+    ``GraphQLResponseError``."""
 
     def __init__(
         self,
@@ -138,6 +143,7 @@ class Worker:
         self.stats = WorkerStats()
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
+        self._refused: GraphQLResponseError | None = None
 
     def stop(self) -> None:
         """Lease no more; ``run`` returns once running batches are settled or released."""
@@ -145,7 +151,8 @@ class Worker:
 
     async def run(self, *, until_idle: bool = False) -> WorkerStats:
         """Work until ``stop()`` (or, with ``until_idle``, until one round of leasing finds
-        nothing); returns the stats."""
+        nothing); returns the stats. Raises the ``GraphQLResponseError`` of a refused token
+        (``REFUSED_CODES``) once it has stopped."""
         loop = asyncio.get_running_loop()
         handled = []
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -167,7 +174,18 @@ class Worker:
                     await watcher
             for signum in handled:
                 loop.remove_signal_handler(signum)
+        if self._refused is not None:
+            raise self._refused
         return self.stats
+
+    def _refuses_token(self, error: ConnectorStoreError) -> bool:
+        """Whether ``error`` refuses the worker's token (``REFUSED_CODES``): then it stops."""
+        if isinstance(error, GraphQLResponseError) and error.code in REFUSED_CODES:
+            log.error("the server refuses this worker's token (%s): stopping", error)
+            self._refused = error
+            self.stop()
+            return True
+        return False
 
     async def _until_woken(self) -> None:
         waits = [asyncio.create_task(self._wake.wait()), asyncio.create_task(self._stopping.wait())]
@@ -187,6 +205,8 @@ class Worker:
                     failures = 0
                     self._wake.set()
             except ConnectorStoreError as error:
+                if self._refuses_token(error):
+                    return
                 failures += 1
                 log.warning("workAvailable dropped (%s); the fallback timer stands in", error)
             await asyncio.sleep(backoff_s(min(failures + 1, 6)))
@@ -210,6 +230,8 @@ class Worker:
                     repeatable=False,
                 )
             except ConnectorStoreError as error:
+                if self._refuses_token(error):
+                    return
                 failures += 1
                 log.warning("leaseOperations failed (%s); leasing again later", error)
                 await asyncio.sleep(backoff_s(min(failures, 6)))

@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+import server.app
 from resolvers.codes import BAD_REQUEST, PAYLOAD_TOO_LARGE, SIGN_IN_REFUSED, UNAUTHENTICATED
 from server.app import create_app
 from server.sessions import MAX_SIGN_IN_BODY_BYTES
@@ -24,6 +25,7 @@ from store import ConnectorStore
 from store.database import Database
 from tests.api.conftest import app_client
 from tests.api.live_client import served, socket
+from tests.factories import claimed_operation
 from tests.tokens import SERVICE_TOKEN, bearer
 
 SESSION_TTL_S = 900
@@ -81,6 +83,15 @@ async def test_sign_in__an_expired_code_is_refused(store, clock):
     ("body", "status", "code", "says"),
     [
         (b'{"code": "never-issued"}', 400, SIGN_IN_REFUSED, "not one this server issued"),
+        (b'{"code": "\\ud800"}', 400, SIGN_IN_REFUSED, "not one this server issued"),
+        (b'{"code": ""}', 400, SIGN_IN_REFUSED, "not one this server issued"),
+        (b"", 400, BAD_REQUEST, '{"code"'),
+        (b"{}", 400, BAD_REQUEST, '{"code"'),
+        (b"\xff\xfe", 400, BAD_REQUEST, '{"code"'),
+        (b"null", 400, BAD_REQUEST, '{"code"'),
+        (b'{"code": null}', 400, BAD_REQUEST, '{"code"'),
+        (b'{"code": ["abc"]}', 400, BAD_REQUEST, '{"code"'),
+        (b"[" * 500 + b"]" * 500, 400, BAD_REQUEST, '{"code"'),
         (b"code=abc", 400, BAD_REQUEST, '{"code"'),
         (b'["abc"]', 400, BAD_REQUEST, '{"code"'),
         (b'{"code": 7}', 400, BAD_REQUEST, '{"code"'),
@@ -186,6 +197,39 @@ async def test_ws__a_signed_out_session_is_refused_4403(store):
             await sock.send(
                 {"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}}
             )
+            code, reason = await sock.closed()
+    assert code == 4403 and "signed out" in reason
+
+
+EVENTS = "subscription { operationEvents { sequence } }"
+FROM_THE_START = "subscription E($after: String) { operationEvents(after: $after) { sequence } }"
+
+
+async def test_ws__an_open_connection_refuses_a_subscribe_after_sign_out(store):
+    """A connection opened before its session was signed out takes no new subscription."""
+    async with served(store) as server, httpx.AsyncClient(base_url=server.http) as http:
+        token = (await signed_in(http, store))["token"]
+        async with socket(server) as sock:
+            assert await sock.init(token) == {"type": "connection_ack"}
+            await http.post("/auth/sign-out", headers=bearer(token))
+            await sock.subscribe("1", EVENTS)
+            code, reason = await sock.closed()
+    assert code == 4403 and "signed out" in reason
+
+
+async def test_ws__a_stream_open_at_sign_out_is_closed_4403(store, monkeypatch):
+    """A subscription streaming when its session is signed out ends with its connection
+    (4403) at the next check of the session, rather than streaming on until the session's
+    expiry."""
+    monkeypatch.setattr(server.app, "SESSION_RECHECK_S", 0.05)
+    async with served(store) as served_app, httpx.AsyncClient(base_url=served_app.http) as http:
+        token = (await signed_in(http, store))["token"]
+        async with socket(served_app) as sock:
+            assert await sock.init(token) == {"type": "connection_ack"}
+            await claimed_operation(store)
+            await sock.subscribe("1", FROM_THE_START, after="0" * 32)
+            assert (await sock.receive())["type"] == "next"
+            await http.post("/auth/sign-out", headers=bearer(token))
             code, reason = await sock.closed()
     assert code == 4403 and "signed out" in reason
 

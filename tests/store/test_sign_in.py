@@ -61,7 +61,7 @@ async def test_sign_in__an_expired_code_is_refused(store, clock):
 
 async def test_sign_in__an_unknown_code_is_refused(store):
     await issued(store)
-    for code in ["not-a-code", "", "x" * 10_000]:
+    for code in ["not-a-code", "", "x" * 10_000, "\ud800", "code with spaces", "c\u00f6de"]:
         with pytest.raises(SignInRefused) as refused:
             await store.sign_in.sign_in(code, SESSION_MS)
         assert refused.value.reason == UNKNOWN
