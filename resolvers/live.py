@@ -84,15 +84,42 @@ class Observer(Protocol):
     def delivered(self, field: str) -> None: ...
 
 
+SESSION_RECHECK_S = 5.0
+"""How often a stream whose token is a sign-in session's checks that session again: one
+signed out (on any server process) ends the stream with ``UNAUTHENTICATED`` within this long."""
+
+SessionCheck = Callable[[], Awaitable[None]]
+"""Checks a sign-in session again; raises ``UNAUTHENTICATED`` (a ``GraphQLError``) once it was
+signed out or has ended."""
+
+
 @dataclass
 class Session:
     """The subscriptions of one connection: a WebSocket, or one HTTP request. ``viewer`` is
     its token's; ``expires_at`` (epoch seconds) when the token stops being accepted (its
-    ``exp`` plus the leeway; None: never)."""
+    ``exp`` plus the leeway; None: never); ``check`` the token's sign-in session's check
+    (None: the token is no session's)."""
 
     viewer: Viewer
     expires_at: float | None = None
     open: int = 0
+    check: SessionCheck | None = None
+
+    def wait_s(self) -> float | None:
+        """How long a stream may wait for news before ``still_valid``: until the token
+        expires, and at most ``SESSION_RECHECK_S`` for a session's token (None: no bound);
+        raises ``UNAUTHENTICATED`` once the token has expired."""
+        left = self.seconds_left()
+        if self.check is None:
+            return left
+        return SESSION_RECHECK_S if left is None else min(left, SESSION_RECHECK_S)
+
+    async def still_valid(self) -> None:
+        """After a wait of ``wait_s`` ran out: raises ``UNAUTHENTICATED`` when the token has
+        expired or its session has ended, else returns (the stream waits again)."""
+        self.seconds_left()
+        if self.check is not None:
+            await self.check()
 
     def seconds_left(self) -> float | None:
         """Seconds until the token expires (None: never); raises ``UNAUTHENTICATED`` once it
@@ -331,10 +358,11 @@ class Hub:
         commits. Raises ``EVENTS_COLLECTED`` when events past ``after`` were collected (at
         the start, or later while the stream's position stands below what a collection
         reached: never a silent gap), ``TOO_MANY_SUBSCRIPTIONS`` past a bound; ends with
-        ``UNAUTHENTICATED`` when the session's token expires; raises ``InvalidInput`` naming
-        ``after`` for one that is not a sequence or is past the newest sequence the log ever
-        handed out (from another database, or one restored from an older backup); one up
-        to it stays valid when the newest events were collected."""
+        ``UNAUTHENTICATED`` when the session's token expires or its sign-in ends; raises
+        ``InvalidInput`` naming ``after`` for one that is not a sequence or is past the
+        newest sequence the log ever handed out (from another database, or one restored
+        from an older backup); one up to it stays valid when the newest events were
+        collected."""
         event_log = self.logs[name]
         session.seconds_left()
         if after is not None:
@@ -360,10 +388,10 @@ class Hub:
                     if len(page) == EVENT_PAGE:
                         continue
                     try:
-                        async with asyncio.timeout(session.seconds_left()):
+                        async with asyncio.timeout(session.wait_s()):
                             await grown.wait()
                     except TimeoutError:
-                        raise token_expired() from None
+                        await session.still_valid()
             finally:
                 self.streams[name] -= 1
                 if not +self.streams:
@@ -375,8 +403,8 @@ class Hub:
         """``workAvailable``: ``(connector name or None for any, epoch ms)`` each time work
         may have become leasable for ``connector`` (None: any connector), the first at once
         (whatever committed before the subscription started is not missed: a worker drains
-        after each signal). Ends with ``UNAUTHENTICATED`` when the session's token expires;
-        raises ``TOO_MANY_SUBSCRIPTIONS`` past a bound."""
+        after each signal). Ends with ``UNAUTHENTICATED`` when the session's token expires or
+        its sign-in ends; raises ``TOO_MANY_SUBSCRIPTIONS`` past a bound."""
         session.seconds_left()
         with self.slot(session, "workAvailable"):
             waiter = WorkWaiter(connector, self.limits.queue)
@@ -386,10 +414,10 @@ class Hub:
             try:
                 while True:
                     try:
-                        async with asyncio.timeout(session.seconds_left()):
+                        async with asyncio.timeout(session.wait_s()):
                             await waiter.ready.wait()
                     except TimeoutError:
-                        raise token_expired() from None
+                        await session.still_valid()
                     for name in waiter.take():
                         if self.observer is not None:
                             self.observer.delivered("workAvailable")

@@ -17,6 +17,7 @@ from typing import Any, cast
 
 import orjson
 from cross_web import HTTPException
+from graphql import GraphQLError
 from prometheus_client import make_asgi_app
 from starlette.applications import Starlette
 from starlette.datastructures import ImmutableMultiDict
@@ -53,10 +54,14 @@ from strawberry.types.execution import ExecutionResult
 from strawberry.types.graphql import OperationType
 
 from resolvers.budget import DEFAULT_MAX_RESPONSE_BYTES, Budget
-from resolvers.codes import OPERATION_RESOLUTION_FAILURE, PERSISTED_QUERY_NOT_FOUND
+from resolvers.codes import (
+    OPERATION_RESOLUTION_FAILURE,
+    PERSISTED_QUERY_NOT_FOUND,
+    UNAUTHENTICATED,
+)
 from resolvers.context import Context
 from resolvers.errors import RequestError
-from resolvers.live import Hub, LiveLimits, Session
+from resolvers.live import SESSION_RECHECK_S, Hub, LiveLimits, Session, SessionCheck
 from resolvers.loaders import Loaders
 from resolvers.permissions import Viewer
 from server.auth import (
@@ -109,9 +114,6 @@ token, a token not valid, or one that has expired; the close reason says which."
 WS_UNAVAILABLE = 1011
 """The close code of a connection whose token's session could not be checked (the
 database is unavailable): connect again later."""
-SESSION_RECHECK_S = 5.0
-"""How often an open WebSocket signed in with a session's token checks its session again: a
-session signed out (on any server process) closes it with 4403 within this long."""
 MAX_CLOSE_REASON_BYTES = 123
 """The most a WebSocket close frame's reason may hold (RFC 6455)."""
 EXPIRY_CLOSE_GRACE_S = 0.5
@@ -495,8 +497,32 @@ class GraphQLApp(GraphQL):
             request=request,
             retain_failed_ms=self.retain_failed_ms,
             hub=getattr(request.app.state, "hub", None),
-            session=Session(viewer, request.scope.get(TOKEN_UNTIL)),
+            session=Session(
+                viewer,
+                request.scope.get(TOKEN_UNTIL),
+                check=session_check(request.scope.get("credentials"), store),
+            ),
         )
+
+
+def session_check(credentials: Credentials | None, store: ConnectorStore) -> SessionCheck | None:
+    """The check a request's streams run every ``SESSION_RECHECK_S`` when its token is a
+    sign-in session's (None for any other token): ``UNAUTHENTICATED`` once the session was
+    signed out or has ended; a database that cannot answer ends nothing (checked again
+    later). A WebSocket checks its own session (``TokenTransportWS``) and closes with it."""
+    if credentials is None or credentials.session is None:
+        return None
+    signed_in = credentials
+
+    async def check() -> None:
+        try:
+            await live(signed_in, store)
+        except DatabaseUnavailable:
+            return
+        except Unauthenticated as refused:
+            raise GraphQLError(str(refused), extensions={"code": UNAUTHENTICATED}) from None
+
+    return check
 
 
 DASHBOARD_POLICY = (

@@ -4,6 +4,8 @@ is renewed while live, and refused after sign-out and after expiry by every proc
 HTTP and WebSocket; no response of any route holds a token but that exchange's; and every
 response forbids framing (the test walks the app's routes, so a new page is checked too)."""
 
+import asyncio
+import json
 import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -16,6 +18,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+import resolvers.live
 import server.app
 from resolvers.codes import BAD_REQUEST, PAYLOAD_TOO_LARGE, SIGN_IN_REFUSED, UNAUTHENTICATED
 from server.app import create_app
@@ -23,8 +26,8 @@ from server.sessions import MAX_SIGN_IN_BODY_BYTES
 from server.settings import Settings
 from store import ConnectorStore
 from store.database import Database
-from tests.api.conftest import app_client
-from tests.api.live_client import served, socket
+from tests.api.conftest import app_client, error_codes
+from tests.api.live_client import MULTIPART, WAIT_S, served, socket
 from tests.factories import claimed_operation
 from tests.tokens import SERVICE_TOKEN, bearer
 
@@ -232,6 +235,46 @@ async def test_ws__a_stream_open_at_sign_out_is_closed_4403(store, monkeypatch):
             await http.post("/auth/sign-out", headers=bearer(token))
             code, reason = await sock.closed()
     assert code == 4403 and "signed out" in reason
+
+
+async def test_multipart__a_stream_open_at_sign_out_ends_unauthenticated(store, monkeypatch):
+    """The HTTP twin of the WebSocket case: a subscription streamed over multipart HTTP with
+    a session's token ends with UNAUTHENTICATED at the next check of its session once it is
+    signed out, rather than streaming on until the session's expiry."""
+    monkeypatch.setattr(resolvers.live, "SESSION_RECHECK_S", 0.05)
+    body = {"query": FROM_THE_START, "variables": {"after": "0" * 32}}
+    async with served(store) as served_app, httpx.AsyncClient(base_url=served_app.http) as http:
+        token = (await signed_in(http, store))["token"]
+        await claimed_operation(store)
+        headers = {**bearer(token), "Accept": MULTIPART}
+        async with http.stream("POST", "/graphql", json=body, headers=headers) as response:
+            assert response.headers["content-type"].startswith("multipart/mixed")
+            payloads = []
+            async for payload in multipart_payloads(response):
+                payloads.append(payload)
+                if len(payloads) == 1:
+                    await http.post("/auth/sign-out", headers=bearer(token))
+                if "errors" in payload:
+                    break
+    assert "operationEvents" in payloads[0]["data"], payloads
+    assert error_codes(payloads[-1]) == [UNAUTHENTICATED], payloads
+
+
+async def multipart_payloads(response: httpx.Response) -> AsyncIterator[dict]:
+    """Each ``payload`` of a multipart subscription response, as it arrives."""
+    text = ""
+    chunks = response.aiter_text()
+    while True:
+        text += await asyncio.wait_for(anext(chunks), WAIT_S)
+        *parts, text = text.split("--graphql")
+        for part in parts:
+            _, _, content = part.partition("\r\n\r\n")
+            try:
+                decoded = json.loads(content)
+            except ValueError:
+                continue
+            if "payload" in decoded:
+                yield decoded["payload"]
 
 
 def every_path(app) -> Iterator[str]:
