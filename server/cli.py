@@ -109,6 +109,7 @@ def serve(
             settings.database_url,
             announce=announce_migration,
             lock_timeout_s=settings.migrate_lock_timeout_seconds,
+            connect_timeout_s=settings.db_wait_timeout_seconds,
         )
     asyncio.run(check_database(settings))
     typer.echo(f"database: {shown_url(settings.database_url)}")
@@ -264,6 +265,7 @@ def migrate_command() -> None:
         settings.database_url,
         announce=announce,
         lock_timeout_s=settings.migrate_lock_timeout_seconds,
+        connect_timeout_s=settings.db_wait_timeout_seconds,
     )
     if any(changed):
         typer.echo(f"migrated {shown_url(settings.database_url)}")
