@@ -19,7 +19,9 @@ The steps, in order (``ErrorCodes.coded``):
    (``STREAM_REFUSALS``): an unknown ``operationName`` → ``OPERATION_RESOLUTION_FAILURE``; no
    query, or a query or mutation sent as a multipart subscription → ``BAD_REQUEST``.
 6. Raised by a resolver, by the type of the exception: the store's ``InvalidInput`` →
-   ``BAD_USER_INPUT`` naming the field; ``DatabaseUnavailable`` → ``SERVICE_UNAVAILABLE``
+   ``BAD_USER_INPUT`` naming the field; ``EventsCollected`` (a page of events after a cursor
+   whose following events were collected) → ``EVENTS_COLLECTED`` naming ``after``;
+   ``DatabaseUnavailable`` → ``SERVICE_UNAVAILABLE``
    (logged with the request id; retryable); ``CasRetriesExhausted`` → ``CONFLICT``
    (retryable); anything else is masked as ``INTERNAL_SERVER_ERROR`` and logged with the
    request id.
@@ -72,6 +74,7 @@ from resolvers.codes import (
     BAD_REQUEST,
     BAD_USER_INPUT,
     CONFLICT,
+    EVENTS_COLLECTED,
     GRAPHQL_PARSE_FAILED,
     GRAPHQL_VALIDATION_FAILED,
     INTERNAL_SERVER_ERROR,
@@ -82,7 +85,13 @@ from resolvers.codes import (
 from resolvers.strawberry_internals import graphql_schema
 from resolvers.taking import TakesLast
 from store import validation as check
-from store.errors import CasRetriesExhausted, DatabaseBusy, DatabaseUnavailable, InvalidInput
+from store.errors import (
+    CasRetriesExhausted,
+    DatabaseBusy,
+    DatabaseUnavailable,
+    EventsCollected,
+    InvalidInput,
+)
 from store.items import MAX_ITEMS
 
 log = logging.getLogger("connector_store.errors")
@@ -621,6 +630,8 @@ class ErrorCodes(SchemaExtension):
             return stream_refusal(error, original)
         elif isinstance(original, InvalidInput):
             extensions |= {"code": BAD_USER_INPUT, "field": original.field}
+        elif isinstance(original, EventsCollected):
+            extensions |= {"code": EVENTS_COLLECTED, "field": "after"}
         elif isinstance(original, DatabaseUnavailable):
             return self.unavailable(error, original)
         elif isinstance(original, CasRetriesExhausted):

@@ -204,6 +204,19 @@ def events_collected() -> GraphQLError:
     )
 
 
+def caught_up(cursor: str | None, known: str | None) -> str | None:
+    """A stream's position after a short page read from ``cursor``: ``known``, a head of the
+    log read before that page, when it is later. The page held every event of the stream's
+    filter up to that head (the safe horizon only moves forward), so the stream stands past
+    the events its filter skipped, and a collection of them alone does not end it with
+    ``EVENTS_COLLECTED``."""
+    if known is None or (
+        cursor is not None and position("after", cursor) >= position("after", known)
+    ):
+        return cursor
+    return known
+
+
 def stopped(task: "asyncio.Task[None]") -> None:
     """Log a timer that ended other than by being stopped: its waiters would wait forever."""
     if not task.cancelled() and task.exception() is not None:
@@ -375,7 +388,7 @@ class Hub:
             try:
                 cursor = after if after is not None else await event_log.head()
                 while True:
-                    grown = self.grown[name]
+                    grown, known = self.grown[name], self.heads.get(name)
                     try:
                         page = await read(cursor, EVENT_PAGE)
                     except EventsCollected:
@@ -387,6 +400,7 @@ class Hub:
                         yield event
                     if len(page) == EVENT_PAGE:
                         continue
+                    cursor = caught_up(cursor, known)
                     try:
                         async with asyncio.timeout(session.wait_s()):
                             await grown.wait()

@@ -67,7 +67,9 @@ class Operation(Node):
     @strawberry.field(
         description="What happened to this operation, one event per write, oldest first, by "
         "pages: `first` (1 to 500, default 50) after the event whose `sequence` is `after`. "
-        "Needs the right operations:read. Its events count against the request's 1000 rows."
+        "Needs the right operations:read. Its events count against the request's 1000 rows. "
+        "Errors: EVENTS_COLLECTED when events after `after` were collected (the event logs "
+        "are collected oldest first, by age): read again without `after`."
     )
     async def events(
         self, info: strawberry.Info, first: int | None = None, after: str | None = None

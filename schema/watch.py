@@ -48,7 +48,9 @@ class Watch(Node):
     @strawberry.field(
         description="What happened to this watch, one event per write, oldest first, by "
         "pages: `first` (1 to 500, default 50) after the event whose `sequence` is `after`. "
-        "Needs the right watches:read. Its events count against the request's 1000 rows."
+        "Needs the right watches:read. Its events count against the request's 1000 rows. "
+        "Errors: EVENTS_COLLECTED when events after `after` were collected (the event logs "
+        "are collected oldest first, by age): read again without `after`."
     )
     async def events(
         self, info: strawberry.Info, first: int | None = None, after: str | None = None

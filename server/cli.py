@@ -9,7 +9,6 @@ traceback.
 """
 
 import asyncio
-import dataclasses
 import sys
 from typing import NoReturn
 
@@ -29,6 +28,7 @@ from store import validation as check
 from store.database import shown_url, sqlite_path
 from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput, StoreError
 from store.migrate import upgrade
+from store.retention import MAX_RETAIN_S
 from store.tables import metadata
 
 cli = typer.Typer(
@@ -109,6 +109,7 @@ def serve(
             settings.database_url,
             announce=announce_migration,
             lock_timeout_s=settings.migrate_lock_timeout_seconds,
+            connect_timeout_s=settings.db_wait_timeout_seconds,
         )
     asyncio.run(check_database(settings))
     typer.echo(f"database: {shown_url(settings.database_url)}")
@@ -264,6 +265,7 @@ def migrate_command() -> None:
         settings.database_url,
         announce=announce,
         lock_timeout_s=settings.migrate_lock_timeout_seconds,
+        connect_timeout_s=settings.db_wait_timeout_seconds,
     )
     if any(changed):
         typer.echo(f"migrated {shown_url(settings.database_url)}")
@@ -274,14 +276,16 @@ def collect_command(
     older_than_seconds: int | None = typer.Option(
         None,
         min=0,
+        max=MAX_RETAIN_S,
         help="Collect committed and superseded operations last updated longer ago than this "
-        "(default RETAIN_FINISHED_SECONDS).",
+        "(default RETAIN_FINISHED_SECONDS; at most RETAIN_EVENTS_SECONDS when that is set).",
     ),
     failed_older_than_seconds: int | None = typer.Option(
         None,
         min=0,
+        max=MAX_RETAIN_S,
         help="Collect failed operations last updated longer ago than this "
-        "(default RETAIN_FAILED_SECONDS).",
+        "(default RETAIN_FAILED_SECONDS; at most RETAIN_EVENTS_SECONDS when that is set).",
     ),
     batch: int | None = typer.Option(
         None, min=1, max=10_000, help="Operations deleted per statement (default SWEEP_BATCH)."
@@ -297,11 +301,21 @@ def collect_command(
     its lock); prints the totals. With --dry-run, prints what would go."""
     settings = Settings()
     require_database_folder(settings)
+    overrides = {
+        "--older-than-seconds": ("retain_finished_seconds", older_than_seconds),
+        "--failed-older-than-seconds": ("retain_failed_seconds", failed_older_than_seconds),
+    }
+    for flag, (setting, seconds) in overrides.items():
+        if seconds is None:
+            continue
+        events = settings.retain_events_seconds
+        if events is not None and seconds > events:
+            fail(
+                f"{flag} must be at most RETAIN_EVENTS_SECONDS ({seconds} > {events}): an "
+                "operation kept longer than the events would keep a history without its start"
+            )
+        settings = settings.model_copy(update={setting: seconds})
     retention = Retention.of(settings)
-    if older_than_seconds is not None:
-        retention = dataclasses.replace(retention, finished_ms=older_than_seconds * 1000)
-    if failed_older_than_seconds is not None:
-        retention = dataclasses.replace(retention, failed_ms=failed_older_than_seconds * 1000)
     asyncio.run(collect_backlog(settings, retention, batch or settings.sweep_batch, dry_run))
 
 

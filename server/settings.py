@@ -9,7 +9,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from resolvers.budget import DEFAULT_MAX_RESPONSE_BYTES
 from store.database import Database
 from store.migrate import LOCK_TIMEOUT_S
-from store.retention import RETAIN_FAILED_S, RETAIN_FINISHED_S, RETAIN_KEYS_S
+from store.retention import MAX_RETAIN_S, RETAIN_FAILED_S, RETAIN_FINISHED_S, RETAIN_KEYS_S
 
 
 class Settings(BaseSettings):
@@ -106,23 +106,27 @@ class Settings(BaseSettings):
     retain_finished_seconds: int = Field(
         default=RETAIN_FINISHED_S,
         ge=0,
+        le=MAX_RETAIN_S,
         description="COMMITTED and SUPERSEDED operations are kept this long after their last "
         "update.",
     )
     retain_failed_seconds: int = Field(
         default=RETAIN_FAILED_S,
         ge=0,
+        le=MAX_RETAIN_S,
         description="FAILED operations are kept this long after their last update.",
     )
     retain_keys_seconds: int = Field(
         default=RETAIN_KEYS_S,
         ge=0,
+        le=MAX_RETAIN_S,
         description="A collected operation's tombstone (its key answers OperationCollected) "
         "is kept this long after its collection.",
     )
     retain_events_seconds: int | None = Field(
         default=None,
         ge=0,
+        le=MAX_RETAIN_S,
         description="An event of either log is kept this long after its write; the logs are "
         "collected only as a prefix, oldest first. At least RETAIN_FINISHED_SECONDS and "
         "RETAIN_FAILED_SECONDS, so a kept operation's history is whole; unset: the longer "

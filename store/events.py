@@ -40,9 +40,9 @@ sort as strings in log order.
 Collecting (``collect_operation_events``, ``collect_watch_events``): each log only as a
 prefix in log order, by its own age, up to the safe horizon, recording the newest position
 collected (``event_collected``, which only moves forward). Collecting an operation leaves
-its events. A read after a position below that frontier raises ``EventsCollected`` (never
-a page across a collected gap); the head is the newest event readable or the frontier,
-whichever is later, so it never moves back.
+its events. A read after a position below that frontier (of the log, or of one row's
+events) raises ``EventsCollected`` (never a page across a collected gap); the head is the
+newest event readable or the frontier, whichever is later, so it never moves back.
 """
 
 import re
@@ -731,6 +731,14 @@ def _collected_past(table: sa.Table, at: sa.ColumnElement[Any]) -> list[sa.Colum
     return [mark.c.log == table.name, sa.tuple_(mark.c.tx, mark.c.id) > at]
 
 
+def _after_row(table: sa.Table, after: str) -> list[sa.ColumnElement[bool]]:
+    """A row's events past ``after`` (by ``id``, each row's order), and none at all once
+    events past ``after`` were collected (read with the frontier in one statement, as
+    ``_after_log``: a page never skips a collected gap)."""
+    at = position("after", after)
+    return [table.c.id > at[1], ~sa.exists().where(*_collected_past(table, sa.tuple_(*at)))]
+
+
 def _pages(
     log: Log,
     query: Callable[[Any], sa.Select[Any]],
@@ -748,7 +756,7 @@ def _pages(
         sa.func.row_number().over(partition_by=names, order_by=event.c.id).label("place"),
     ).where(sa.tuple_(*names).in_([sa.tuple_(*key) for key in keys]))
     if after is not None:
-        ranked = ranked.where(event.c.id > position("after", after)[1])
+        ranked = ranked.where(*_after_row(event, after))
     page = ranked.subquery("page")
     size = row_bytes(page.c[column.name] for column in event.c)
     chosen = query(page).add_columns(size.label(SIZE))
@@ -777,7 +785,8 @@ class EventsStore:
     ) -> dict[tuple[str, str], Measured[OperationEventRecord]]:
         """``operation_events`` of each operation at ``keys`` (for DataLoaders), each page
         with its events' sizes (``store.sizes``), in one statement per 500 keys. Raises
-        ``InvalidInput`` naming a key's field, ``after`` or ``limit``."""
+        ``InvalidInput`` naming a key's field, ``after`` or ``limit``; ``EventsCollected``
+        when events past ``after`` were collected."""
         wanted = sorted(
             {
                 (
@@ -792,7 +801,7 @@ class EventsStore:
         }
         for chunk in chunked(wanted):
             query = _pages(OPERATIONS, _operation_events, chunk, after, limit)
-            for row in await self._db.fetch_all(query):
+            for row in await self._read_after(query, operation_event, after):
                 key = (row["caller_did"], row["operation_id"])
                 found[key].append((operation_event_record(row), row[SIZE]))
         return {key: _measured(page) for key, page in found.items()}
@@ -808,7 +817,7 @@ class EventsStore:
         }
         for chunk in chunked(wanted):
             query = _pages(WATCHES, _watch_events, chunk, after, limit)
-            for row in await self._db.fetch_all(query):
+            for row in await self._read_after(query, watch_event, after):
                 record = watch_event_record(row)
                 found[WatchIdentity.of(record)].append((record, row[SIZE]))
         return {identity: _measured(page) for identity, page in found.items()}
@@ -822,7 +831,8 @@ class EventsStore:
     ) -> list[OperationEventRecord]:
         """The events of the operation at ``key``, oldest first (in the order their writes
         committed), after the event ``after`` (a ``sequence`` of this operation's), at most
-        ``limit`` (1 to 500). Raises ``InvalidInput`` naming ``after`` or ``limit``."""
+        ``limit`` (1 to 500). Raises ``InvalidInput`` naming ``after`` or ``limit``;
+        ``EventsCollected`` when events past ``after`` were collected."""
         event = operation_event
         query = (
             _operation_events(event)
@@ -834,8 +844,8 @@ class EventsStore:
             .limit(_limit(limit))
         )
         if after is not None:
-            query = query.where(event.c.id > position("after", after)[1])
-        return [operation_event_record(row) for row in await self._db.fetch_all(query)]
+            query = query.where(*_after_row(event, after))
+        return [operation_event_record(row) for row in await self._read_after(query, event, after)]
 
     async def watch_events(
         self,
@@ -846,7 +856,8 @@ class EventsStore:
     ) -> list[WatchEventRecord]:
         """The events of the watch at ``identity``, oldest first, after the event ``after``
         (a ``sequence`` of this watch's), at most ``limit`` (1 to 500). Raises
-        ``InvalidInput`` naming a part of the identity, ``after`` or ``limit``."""
+        ``InvalidInput`` naming a part of the identity, ``after`` or ``limit``;
+        ``EventsCollected`` when events past ``after`` were collected."""
         event = watch_event
         parts = dict(zip(WATCH_IDENTITY_COLUMNS, _identity(identity), strict=True))
         query = (
@@ -856,8 +867,8 @@ class EventsStore:
             .limit(_limit(limit))
         )
         if after is not None:
-            query = query.where(event.c.id > position("after", after)[1])
-        return [watch_event_record(row) for row in await self._db.fetch_all(query)]
+            query = query.where(*_after_row(event, after))
+        return [watch_event_record(row) for row in await self._read_after(query, event, after)]
 
     async def operation_events_after(
         self,

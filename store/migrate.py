@@ -83,9 +83,11 @@ def alembic_config(
     announce: Announce | None = None,
     lock_timeout_s: float = LOCK_TIMEOUT_S,
     application_name: str | None = None,
+    connect_timeout_s: float | None = None,
 ) -> Config:
     """An alembic ``Config`` for the store's migrations on ``url``: each lock wait bounded
-    by ``lock_timeout_s``; on PostgreSQL the connection named ``application_name``."""
+    by ``lock_timeout_s``; on PostgreSQL the connection named ``application_name``, and its
+    connect bounded by ``connect_timeout_s`` (None: ``lock_timeout_s``)."""
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.set_main_option("sqlalchemy.url", normalize_url(url).replace("%", "%%"))
@@ -93,6 +95,9 @@ def alembic_config(
     config.attributes["postgres_lock_key"] = POSTGRES_LOCK_KEY
     config.attributes["lock_timeout_s"] = lock_timeout_s
     config.attributes["application_name"] = application_name
+    config.attributes["connect_timeout_s"] = (
+        lock_timeout_s if connect_timeout_s is None else connect_timeout_s
+    )
     return config
 
 
@@ -102,6 +107,7 @@ def upgrade(
     announce: Announce | None = None,
     lock_timeout_s: float = LOCK_TIMEOUT_S,
     waiting: Waiting = log_waiting,
+    connect_timeout_s: float | None = None,
 ) -> None:
     """Migrate the database at ``url`` to ``revision`` (the newest by default).
 
@@ -109,7 +115,9 @@ def upgrade(
     never wait for a writer. ``announce`` is told where the database stands before anything
     is written. A wait for a lock another process holds is told to ``waiting`` (what it waits
     on, who holds it when the database says) and lasts at most ``lock_timeout_s`` seconds
-    per lock. Synchronous: call it before the event loop starts, or in a worker thread.
+    per lock; on PostgreSQL, its connect at most ``connect_timeout_s`` (None:
+    ``lock_timeout_s``; a host that accepts and never answers). Synchronous: call it before
+    the event loop starts, or in a worker thread.
     Raises ``InvalidInput`` for a URL the store cannot use, ``DatabaseUnavailable`` when
     the database cannot be reached (it does not exist, the server refuses, the file or its
     lock file cannot be created) and ``DatabaseBusy`` naming what it waited on when a lock
@@ -127,7 +135,8 @@ def upgrade(
             if path is None:
                 name = f"connector-store migrate {uuid.uuid4().hex[:12]}"
                 with _blockers_reported(url, name, lock_timeout_s, heard):
-                    command.upgrade(alembic_config(url, announce, lock_timeout_s, name), revision)
+                    config = alembic_config(url, announce, lock_timeout_s, name, connect_timeout_s)
+                    command.upgrade(config, revision)
                 return
             path.parent.mkdir(parents=True, exist_ok=True)
             with _migration_file_lock(path, lock_timeout_s, heard):

@@ -35,6 +35,9 @@ RETAIN_EVENTS_S = max(RETAIN_FINISHED_S, RETAIN_FAILED_S)
 and superseded operations after their last update, failed ones after theirs, a collected
 operation's tombstone after its collection, an event after its write (the longest operation
 retention, so a kept operation's history is whole)."""
+MAX_RETAIN_S = check.MAX_EPOCH_MS // 1000
+"""The longest retention period, in seconds: its ms stay within the store's times (epoch
+ms, at most ``store.validation.MAX_EPOCH_MS``), which the sweep subtracts them from."""
 MAX_COLLECT_LIMIT = 10_000
 SWEEP_LOCK_KEY = 0x6B75_6275_6E5F_7377
 """The PostgreSQL advisory lock key one sweep holds across replicas (any fixed bigint)."""

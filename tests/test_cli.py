@@ -190,14 +190,15 @@ def test_cli__a_migration_lock_held_elsewhere_is_waited_for_then_one_error_line_
 @pytest.mark.parametrize("command", ["migrate", "serve"])
 def test_cli__a_database_host_that_never_answers_is_one_error_line_and_exit_1(command):
     """A host that accepts the connection and never answers (going down, overloaded): the
-    connect gives up within its bound (the migration's lock timeout, serve's database
-    check) rather than asyncpg's 60 s: the command ends well before that."""
+    connect gives up within DB_WAIT_TIMEOUT_SECONDS (the migration's connection too, whose
+    lock waits are bounded apart, 60 s by default) rather than asyncpg's 60 s: the command
+    ends well before that."""
     args = [command] if command == "migrate" else [command, "--port", str(free_port())]
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)
         url = f"postgresql+asyncpg://postgres@127.0.0.1:{silent.getsockname()[1]}/x"
-        done = run(*args, timeout_s=45, DATABASE_URL=url, MIGRATE_LOCK_TIMEOUT_SECONDS="1")
+        done = run(*args, timeout_s=45, DATABASE_URL=url, DB_WAIT_TIMEOUT_SECONDS="1")
     assert done.returncode == 1, done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "did not answer in time" in errors[0], done.stderr

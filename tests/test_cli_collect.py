@@ -138,3 +138,43 @@ async def test_collect__failed_kept_by_retain_failed_and_tombstones_expired(
         failed.output
     )
     assert await store.retention.count_expired_tombstones(2**53 - 1) == 2
+
+
+async def test_collect__an_operation_kept_longer_by_a_flag_keeps_its_events(
+    tmp_path, store, database_url
+):
+    """``--failed-older-than-seconds`` (or ``--older-than-seconds``) past the events'
+    retention would keep an operation whose history was collected: with RETAIN_EVENTS_SECONDS
+    unset the events are kept as long as the longest of them; set below it, refused naming
+    the flag, nothing deleted."""
+    record = await claimed_operation(store)
+    [claimed] = await store.events.operation_events_after(None, 10)
+    # The command reads the system clock: the event is 40 days old by it.
+    await store.db.write_all(
+        sa.update(operation_event)
+        .values(at=system_clock() - 40 * DAY_MS)
+        .returning(operation_event.c.id)
+    )
+    env = {"DATABASE_URL": database_url, "DATA_DIR": str(tmp_path)}
+    sixty_days = str(60 * 24 * 3600)
+
+    def run(*arguments: str, **more: str):
+        invoke = CliRunner().invoke
+        return asyncio.to_thread(invoke, cli, ["collect", *arguments], env=env | more)
+
+    kept = await run("--failed-older-than-seconds", sixty_days)
+    refused = await run(
+        "--failed-older-than-seconds", sixty_days, RETAIN_EVENTS_SECONDS=str(30 * 24 * 3600)
+    )
+    flag = await run("--older-than-seconds", sixty_days, RETAIN_EVENTS_SECONDS=sixty_days)
+
+    assert kept.exit_code == 0, kept.output
+    assert "0 operation events" in kept.output
+    assert refused.exit_code == 1
+    assert "--failed-older-than-seconds" in refused.output
+    assert "RETAIN_EVENTS_SECONDS" in refused.output
+    assert flag.exit_code == 0, flag.output
+    assert [e.sequence for e in await store.events.operation_events_after(None, 10)] == [
+        claimed.sequence
+    ]
+    assert await store.operations.get_operation(record.caller_did, record.operation_id)

@@ -1,11 +1,14 @@
 """Settings reach the store: ``Settings.database`` is the one place the ``DB_*`` settings
 become a ``Database``."""
 
+from pathlib import Path
+
 import httpx
 import pytest
 from pydantic import ValidationError
 
 from server.settings import Settings
+from store.retention import MAX_RETAIN_S
 
 
 def test_database__db_settings_reach_the_database() -> None:
@@ -78,3 +81,31 @@ def test_keepalive_timeout__outlasts_common_client_pools() -> None:
     idle = max([httpx.Limits().keepalive_expiry or 0, *CLIENT_POOL_IDLE_SECONDS.values()])
 
     assert Settings().keepalive_timeout_seconds > idle
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "RETAIN_FINISHED_SECONDS",
+        "RETAIN_FAILED_SECONDS",
+        "RETAIN_KEYS_SECONDS",
+        "RETAIN_EVENTS_SECONDS",
+    ],
+)
+def test_settings__a_retention_past_the_stores_clock_is_refused_naming_it(
+    monkeypatch, setting
+) -> None:
+    """A retention whose ms the store cannot compare with its times is refused when the
+    settings are read, naming the setting (not a store field the sweep would name later)."""
+    for name in ("RETAIN_FINISHED_SECONDS", "RETAIN_FAILED_SECONDS", "RETAIN_EVENTS_SECONDS"):
+        monkeypatch.setenv(name, str(MAX_RETAIN_S))
+    assert Settings().events_retention_seconds == MAX_RETAIN_S
+    monkeypatch.setenv(setting, str(MAX_RETAIN_S + 1))
+    with pytest.raises(ValidationError) as refused:
+        Settings()
+    assert [error["loc"] for error in refused.value.errors()] == [(setting.lower(),)]
+
+
+def test_readme__states_the_longest_retention() -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert f"is at most {MAX_RETAIN_S:,}" in readme

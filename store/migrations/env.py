@@ -4,7 +4,8 @@ On PostgreSQL the migration transaction first takes an advisory lock, so concurr
 migrations run one after the other and the later ones find nothing to do; that wait and
 every lock wait of its statements (a table an open transaction holds) last at most the
 caller's ``lock_timeout_s`` each (``lock_timeout``), and the connection carries the
-caller's ``application_name``, by which ``store.migrate`` finds who blocks it. On SQLite
+caller's ``application_name``, by which ``store.migrate`` finds who blocks it, and its
+connect lasts at most the caller's ``connect_timeout_s``. On SQLite
 the wait for the write lock (the busy timeout) is bounded alike. Once the lock is held, the
 caller's ``announce`` (``store.migrate``) is told the current revision.
 """
@@ -44,8 +45,10 @@ async def run_online() -> None:
     url = context.config.get_main_option("sqlalchemy.url")
     assert url, "store.migrate.alembic_config sets sqlalchemy.url"
     attributes = context.config.attributes
-    lock_timeout_s = attributes["lock_timeout_s"]
-    connect_args: dict[str, object] = {"timeout": lock_timeout_s}
+    # asyncpg's ``timeout`` bounds the connect; aiosqlite's is the busy timeout, a lock wait.
+    postgres = url.startswith("postgresql")
+    timeout = attributes["connect_timeout_s" if postgres else "lock_timeout_s"]
+    connect_args: dict[str, object] = {"timeout": timeout}
     if attributes.get("application_name") is not None:
         connect_args["server_settings"] = {"application_name": attributes["application_name"]}
     engine = create_async_engine(url, poolclass=pool.NullPool, connect_args=connect_args)

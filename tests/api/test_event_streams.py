@@ -421,3 +421,41 @@ async def test_operation_events__a_subscriber_that_reads_nothing_is_closed_holdi
         f"op-{number}" for number in range(written)
     ]
     assert all(e["operation"]["reissueIntent"] == intent for e in received)
+
+
+async def test_operation_events__a_caught_up_filtered_stream_outlives_collecting_what_it_skipped(
+    store, monkeypatch
+):
+    """A filtered stream that has read past events its filter skips stands past them: once
+    they are collected it streams on (no ``EVENTS_COLLECTED``: it missed nothing)."""
+    known: list[str | None] = []
+    read = store.events.operation_events_after
+    async with served(store) as server, socket(server) as sock:
+        hub = server.app.state.hub
+
+        async def spied(after: Any, limit: Any, filter: Any = None) -> Any:
+            head = hub.heads.get("operation")
+            page = await read(after, limit, filter)
+            known.append(head)
+            return page
+
+        monkeypatch.setattr(store.events, "operation_events_after", spied)
+        await sock.init()
+        await claimed_operation(store, operation_id="op-first", source_id="s-first")
+        await opened(sock, "1", filter={"connectorName": "crm"})
+        for n in range(2):
+            await claimed_operation(store, operation_id=f"op-{n}", source_id=f"s-{n}")
+        head = await store.events.operation_events_head()
+        deadline = time.monotonic() + 30
+        while head not in known:
+            assert time.monotonic() < deadline, "the stream never read past the skipped events"
+            await asyncio.sleep(0.05)
+        everything = await store.events.operation_events_after(None, 10)
+        await aged_events(store.db, operation_event, [int(e.sequence[16:], 16) for e in everything])
+        assert await store.events.collect_operation_events(DAY_MS, 10) == 3
+        later = await claimed_operation(
+            store, operation_id="op-crm", source_id="s-crm", connector_name="crm"
+        )
+        streamed = await event(sock, "1")
+
+    assert streamed["operation"]["operationID"] == later.operation_id

@@ -5,12 +5,15 @@ and a tenant reading none of another tenant's events."""
 
 from typing import Any
 
+from store.tables import operation_event, watch_event
 from tests.api.conftest import GraphQLClient, app_client, claim_input, error_codes
+from tests.factories import aged_events
 from tests.tokens import mint
 
 KEY = {"callerDID": "did:key:caller", "operationID": "op-1"}
 TENANT = "did:key:caller"
 TENANT_SCOPES = "operations:read operations:write watches:read watches:write"
+DAY_MS = 24 * 3600 * 1000
 
 
 async def history(gql: GraphQLClient, **page: Any) -> dict[str, Any]:
@@ -179,3 +182,72 @@ async def test_events__a_tenant_reads_none_of_another_tenants(store, gql):
 
     assert found["operation"] is None
     assert listed["data"]["operations"]["edges"] == []
+
+
+async def test_operation_events__an_after_below_what_was_collected_is_events_collected(gql, store):
+    """A page after a cursor whose following events were collected in part would skip them
+    silently: it is refused with EVENTS_COLLECTED naming ``after``; a page after the newest
+    event collected reads on."""
+    await gql.run("ClaimOperation", input=claim_input())
+    for n in range(3):
+        await gql.run("MarkSendStarted", input=KEY | {"leaseToken": "lease-A", "marker": f"m{n}"})
+    edges = (await history(gql))["events"]["edges"]
+    cursors = [edge["cursor"] for edge in edges]
+    await aged_events(store.db, operation_event, [int(c[16:], 16) for c in cursors[:2]])
+    assert await store.events.collect_operation_events(DAY_MS, 10) == 2
+
+    refused = await gql.http.post(
+        "/graphql",
+        json={
+            "query": 'query ($after: String) { operation(callerDID: "did:key:caller", '
+            'operationID: "op-1") { events(after: $after) { edges { cursor } } } }',
+            "variables": {"after": cursors[0]},
+        },
+    )
+    rest = await history(gql, after=cursors[1])
+
+    assert error_codes(refused.json()) == ["EVENTS_COLLECTED"]
+    assert refused.json()["errors"][0]["extensions"]["field"] == "after"
+    assert [edge["cursor"] for edge in rest["events"]["edges"]] == cursors[2:]
+
+
+async def test_watch_events__an_after_below_what_was_collected_is_events_collected(
+    gql, store, clock
+):
+    """As the operation's: the watches log is collected oldest first, each log by itself."""
+    await store.winners.record_winner("doc-1", "digest-1")
+    for n in (1, 2):
+        claim = {"operationID": f"op-{n}", "sourceID": f"evt-{n}", "leaseToken": f"lease-{n}"}
+        await gql.run("ClaimOperation", input=claim_input(**claim))
+        await gql.run(
+            "FinalizeOperation",
+            input={"callerDID": "did:key:caller", "operationID": f"op-{n}", "version": 0}
+            | {"leaseToken": f"lease-{n}", "dueAt": clock.now},
+        )
+    identity = {
+        "ownerDID": "did:key:owner",
+        "connectorName": "calendar",
+        "model": "Event",
+        "accountKey": "acct-1",
+        "sourceID": "evt-1",
+    }
+    verification = {"identity": identity, "generation": 1, "fetchedDigest": "other"}
+    await gql.run("RecordVerification", input=verification | {"maxAttempts": 3, "dueAt": clock.now})
+    opened = (await gql.run("WatchHistory", identity=identity))["watch"]["events"]["edges"]
+    logged = await store.events.watch_events_after(None, 10)
+    await aged_events(store.db, watch_event, [int(e.sequence[16:], 16) for e in logged[:2]])
+    assert await store.events.collect_watch_events(DAY_MS, 10) == 2
+
+    refused = await gql.http.post(
+        "/graphql",
+        json={
+            "query": "query ($identity: WatchIdentityInput!, $after: String) { "
+            "watch(identity: $identity) { events(after: $after) { edges { cursor } } } }",
+            "variables": {"identity": identity, "after": opened[0]["cursor"]},
+        },
+    )
+    kept = (await gql.run("WatchHistory", identity=identity))["watch"]["events"]["edges"]
+
+    assert error_codes(refused.json()) == ["EVENTS_COLLECTED"]
+    assert refused.json()["errors"][0]["extensions"]["field"] == "after"
+    assert [edge["cursor"] for edge in kept] == [opened[1]["cursor"]]
