@@ -54,7 +54,18 @@ async def test_server_output__json_lines_without_secrets(postgres_run: PostgresR
     plain = [line for line in output.splitlines() if line and not line.startswith("{")]
     assert all(
         line.startswith(
-            ("database:", "new database", "migrating", "already at", "GraphiQL:", "auth:")
+            (
+                "database:",
+                "new database",
+                "migrating",
+                "already at",
+                "GraphiQL:",
+                "auth:",
+                # The one-time sign-in link, for the dashboard and for GraphiQL.
+                "sign in (",
+                "  http://",
+                "  (GraphiQL: http://",
+            )
         )
         for line in plain
     ), plain
