@@ -3,7 +3,7 @@ record carry exactly its fields, the tables (and through test_migrations the mig
 hold exactly its columns, and a derivation that cannot fit refuses loudly."""
 
 import dataclasses
-from types import NoneType
+from types import NoneType, SimpleNamespace
 from typing import Any, get_args
 
 import pytest
@@ -48,7 +48,7 @@ def schema_fields(type_name: str) -> set[str]:
         ("ConsumedPendingAuth", PendingAuthRecord, set()),
         ("SyncState", SyncStateRecord, set()),
         ("ClaimOperationInput", OperationClaim, set()),
-        ("FinalizeOperationInput", Finalize, set()),
+        ("FinalizeOperationInput", Finalize, {"delayMs"}),
         ("WatchIdentityInput", WatchIdentity, set()),
     ],
 )
@@ -139,7 +139,15 @@ FINALIZE = Finalize(
 )
 """A finalize with no field at its default, so a field ``to_finalize`` dropped shows."""
 
-TO_RECORD = [(to_claim, claim()), (to_finalize, FINALIZE)]
+
+def finalize_of(given: Any) -> Finalize:
+    """``to_finalize`` of an input holding ``given``'s fields and no ``delayMs`` (the watch
+    due at the ``dueAt`` given)."""
+    fields = {field.name: getattr(given, field.name) for field in dataclasses.fields(given)}
+    return to_finalize(SimpleNamespace(**fields, delay_ms=None), 0)  # type: ignore[arg-type]
+
+
+TO_RECORD = [(to_claim, claim()), (finalize_of, FINALIZE)]
 
 
 @pytest.mark.parametrize(("convert", "wanted"), TO_RECORD)
