@@ -93,6 +93,14 @@ QUERIES: dict[str, tuple[str, str]] = {
         "forbidden",
     ),
     "viewer": ("{ viewer { did scopes mutations } }", "open"),
+    "connectors": ("{ connectors { connectorName pausedAt } }", "forbidden"),
+    "cancellableCount": (f'{{ cancellableCount(filter: {{ownerDID: "{B}"}}) }}', "forbidden"),
+    "reissuableCount": (
+        f'{{ reissuableCount(filter: {{ownerDID: "{B}"}}) '
+        "{ remaining skipped { cancelled outcomeUnknown blocked } } }",
+        "forbidden",
+    ),
+    "rearmableCount": (f'{{ rearmableCount(filter: {{ownerDID: "{B}"}}) }}', "forbidden"),
     # Counts name no row: A counts only its own (none), a service B's too.
     "operationCounts": ("{ operationCounts { state count } }", "null"),
     "watchCounts": ("{ watchCounts { status count } }", "null"),
