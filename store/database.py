@@ -29,9 +29,9 @@ from typing import Any, TypeVar
 
 import databases
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import ClauseElement
 
+from store.dialects import Dialect, dialect_for
 from store.driver_errors import driver_errors
 from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput
 from store.sqlite_pool import SQLiteConnection, SQLiteConnections, open_connection, truncate_wal
@@ -242,7 +242,7 @@ class Database:
         statement_cache_size: int | None = None,
     ) -> None:
         self.url = normalize_url(url)
-        self.is_postgres = self.url.startswith("postgresql")
+        self.dialect: Dialect = dialect_for(self.url)
         self.wait_timeout_s = wait_timeout_s
         self.lock_timeout_s = wait_timeout_s / 2 if lock_timeout_s is None else lock_timeout_s
         self.statement_timeout_s = statement_timeout_s
@@ -269,10 +269,10 @@ class Database:
                     name: f"{_ms(seconds)}ms" for name, seconds in timeouts.items() if seconds
                 },
             }
-            if self.is_postgres
+            if self.dialect.pooled
             else {"timeout": wait_timeout_s}
         )
-        if self.is_postgres and statement_cache_size is not None:
+        if self.dialect.pooled and statement_cache_size is not None:
             # asyncpg's prepared-statement cache; 0 behind pgbouncer in transaction mode.
             options["statement_cache_size"] = statement_cache_size
         self._db = databases.Database(self.url, **options)
@@ -285,14 +285,20 @@ class Database:
                 lambda: open_connection(path, timeout),
                 size=8,
             )
-        self._dialect = dialect_of(self.url)
-        self._compile = CompiledStatements(self._dialect)
-        self._write_lock = None if self.is_postgres else asyncio.Lock()
-        self._connections = asyncio.Semaphore(pool_size) if self.is_postgres else None
-        self._gate_size = pool_size if self.is_postgres else 1
+        self._sql_dialect = dialect_of(self.url)
+        self._compile = CompiledStatements(self._sql_dialect)
+        self._write_lock = asyncio.Lock() if self.dialect.one_writer else None
+        self._connections = asyncio.Semaphore(pool_size) if self.dialect.pooled else None
+        self._gate_size = pool_size if self.dialect.pooled else 1
         self._gate_in_use = 0
         self._gate_waiting = 0
         self.statement_observer: StatementObserver | None = None
+
+    @property
+    def is_postgres(self) -> bool:
+        """Whether the backend is PostgreSQL, for code outside the store that seeds or checks
+        per backend (tests, benchmarks); the store asks ``dialect``."""
+        return self.dialect.is_postgres
 
     async def _reset_connection(self, connection: Any) -> None:
         """asyncpg's ``reset`` (a public option of its pool, passed through by ``databases``)
@@ -470,7 +476,7 @@ class Database:
 
     def insert(self, table: sa.Table) -> Any:
         """An INSERT in this backend's dialect, so ``on_conflict_do_*`` is available."""
-        return (postgresql.insert if self.is_postgres else sqlite.insert)(table)
+        return self.dialect.insert(table)
 
     @asynccontextmanager
     async def _writer(self) -> AsyncIterator[None]:
@@ -500,7 +506,7 @@ class Database:
     async def write_prepared(self, statement: Prepared, params: Mapping[str, Any]) -> Row | None:
         """Run a writing ``Prepared`` statement (``… RETURNING``) with ``params`` (its
         values by name) and return its first row, or None; as ``write_one`` does."""
-        sql, values = statement.bind(self._dialect, params)
+        sql, values = statement.bind(self._sql_dialect, params)
         async with self._writer():
             rows = await self._execute(sql, values, one=True)
             return rows[0] if rows else None
@@ -508,19 +514,19 @@ class Database:
     async def fetch_prepared(self, statement: Prepared, params: Mapping[str, Any]) -> Row | None:
         """Run a reading ``Prepared`` statement with ``params`` (its values by name) and
         return its first row, or None; as ``fetch_one`` does."""
-        sql, values = statement.bind(self._dialect, params)
+        sql, values = statement.bind(self._sql_dialect, params)
         rows = await self._execute(sql, values, one=True)
         return rows[0] if rows else None
 
     async def fetch_prepared_all(self, statement: Prepared, params: Mapping[str, Any]) -> list[Row]:
         """Run a reading ``Prepared`` statement with ``params`` and return every row."""
-        sql, values = statement.bind(self._dialect, params)
+        sql, values = statement.bind(self._sql_dialect, params)
         return await self._execute(sql, values, one=False)
 
     async def write_prepared_all(self, statement: Prepared, params: Mapping[str, Any]) -> list[Row]:
         """Run a writing ``Prepared`` statement (``… RETURNING``) with ``params`` and return
         every row it returned; as ``write_all`` does."""
-        sql, values = statement.bind(self._dialect, params)
+        sql, values = statement.bind(self._sql_dialect, params)
         async with self._writer():
             return await self._execute(sql, values, one=False)
 
@@ -535,7 +541,7 @@ class Database:
             await self.write_prepared(statement, params)
             return
         held[1].refuse_after_commit()
-        sql, values = statement.bind(self._dialect, params)
+        sql, values = statement.bind(self._sql_dialect, params)
         if self.statement_observer is not None:
             self._observe(sql, values)
         held[1].ahead.append((sql, values))
@@ -549,7 +555,7 @@ class Database:
         returned (``store.events.append_events``). Raises as ``write_prepared`` does."""
         if not rows:
             return
-        bound = [statement.bind(self._dialect, row) for row in rows]
+        bound = [statement.bind(self._sql_dialect, row) for row in rows]
         sql = bound[0][0]
         values = [row_values for _, row_values in bound]
         if self.statement_observer is not None:
@@ -583,7 +589,7 @@ class Database:
         leaves it). Raises as ``fetch_one`` does."""
         assert self._sqlite is not None, "write_then is SQLite's"
         if isinstance(statement, Prepared):
-            sql, values = statement.bind(self._dialect, params)
+            sql, values = statement.bind(self._sql_dialect, params)
         else:
             sql, values = self._compile(statement)
         mark = self._current_transaction() or (self, object())
@@ -600,7 +606,7 @@ class Database:
                 rows = _fetched(raw, sql, values, one=False)
                 follow = then(rows)
                 if follow is not None and follow[1]:
-                    bound = [follow[0].bind(self._dialect, run) for run in follow[1]]
+                    bound = [follow[0].bind(self._sql_dialect, run) for run in follow[1]]
                     if observer is not None:
                         for then_sql, then_values in bound:
                             observer(then_sql, then_values, mark)
@@ -677,7 +683,7 @@ class Database:
         otherwise planned once without its values after five runs (a generic plan), which
         can read another index than its values call for. Three more round trips; on SQLite
         the block as it is. Raises as ``write_transaction`` does."""
-        if not self.is_postgres:
+        if not self.dialect.caches_plans:
             yield
             return
         async with self.write_transaction():
@@ -697,7 +703,7 @@ class Database:
         transaction.
         Raises ``DatabaseUnavailable``/``DatabaseBusy`` as ``fetch_one`` does.
         """
-        if self.is_postgres:
+        if self.dialect.pooled:
             async with self._connection_slot():
                 with driver_errors():
                     async with self._db.connection() as connection:

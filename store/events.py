@@ -59,6 +59,7 @@ from sqlalchemy.sql.functions import FunctionElement
 from store import validation as check
 from store.context import current_actor
 from store.database import Database, Row, chunked
+from store.dialects import DIALECTS, EVENT_CLOCK_POSTGRESQL, Dialect
 from store.errors import EventsCollected, InvalidInput
 from store.items import ItemStatement
 from store.pages import MAX_PAGE, read_limit
@@ -209,10 +210,6 @@ def _newest_at(table: sa.Table) -> sa.ScalarSelect[int]:
     """The ``at`` of the newest event of the log ``table`` (SQLite: the last appended)."""
     newest = table.alias("newest")
     return sa.select(newest.c.at).order_by(newest.c.id.desc()).limit(1).scalar_subquery()
-
-
-EVENT_CLOCK_POSTGRESQL: Final = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
-"""PostgreSQL's clock of the event log, in epoch ms: the statement's clock now."""
 
 
 @compiles(safe_horizon, "postgresql")
@@ -493,7 +490,7 @@ class Logged:
     def statements(self, backend: str) -> list[tuple[str, Prepared]]:
         """What ``run`` sends on ``backend`` (``postgresql`` or ``sqlite``), in order, each
         with what it is (``store.sql_text`` prints them)."""
-        if backend == "postgresql":
+        if DIALECTS[backend].logs_in_write:
             return [(WRITE_WITH_EVENTS, self._postgres)]
         return [(WRITE_ALONE, self.write), (EVENT_PER_ROW, self._append.statement)]
 
@@ -501,7 +498,7 @@ class Logged:
         """Run the write with ``params`` (by name) and append its events; returns the
         written rows (none when a guard refused: then nothing is appended)."""
         params = {**params, "p_actor": current_actor()}
-        if db.is_postgres:
+        if db.dialect.logs_in_write:
             return await db.write_prepared_all(self._postgres, params)
         return await db.write_then(self.write, params, _appending(self._append, params["p_actor"]))
 
@@ -532,7 +529,7 @@ class LoggedItems:
     def statements(self, backend: str) -> list[tuple[str, Prepared]]:
         """What ``run`` sends on ``backend`` (``postgresql`` or ``sqlite``), in order, each
         with what it is (``store.sql_text`` prints them)."""
-        if backend == "postgresql":
+        if DIALECTS[backend].logs_in_write:
             return [(WRITE_WITH_EVENTS, self._postgres.prepared(backend))]
         return [
             (WRITE_ALONE, self._write.prepared(backend)),
@@ -540,14 +537,15 @@ class LoggedItems:
         ]
 
     def bind(
-        self, is_postgres: bool, items: Sequence[Mapping[str, Any]], **params: Any
+        self, dialect: Dialect, items: Sequence[Mapping[str, Any]], **params: Any
     ) -> tuple[Prepared, dict[str, Any]]:
-        """The first statement ``run`` sends for the backend and its parameters, as
-        ``ItemStatement.bind``: on PostgreSQL the write with its events (one writable CTE),
-        on SQLite the write alone (its events follow in the same transaction). ``params``
-        must carry ``p_actor`` where the statement logs (``run`` sets it)."""
-        statement = self._postgres if is_postgres else self._write
-        return statement.bind(is_postgres, items, **params)
+        """The first statement ``run`` sends for ``dialect``'s backend and its parameters,
+        as ``ItemStatement.bind``: the write with its events (one writable CTE) where the
+        dialect ``logs_in_write`` (PostgreSQL), else the write alone (SQLite: its events
+        follow in the same transaction). ``params`` must carry ``p_actor`` where the
+        statement logs (``run`` sets it)."""
+        statement = self._postgres if dialect.logs_in_write else self._write
+        return statement.bind(dialect, items, **params)
 
     async def run(
         self, db: Database, items: Sequence[Mapping[str, Any]], **params: Any
@@ -555,8 +553,8 @@ class LoggedItems:
         """Run the write over ``items`` with ``params`` and append its events; returns the
         written rows."""
         params["p_actor"] = current_actor()
-        prepared, values = self.bind(db.is_postgres, items, **params)
-        if db.is_postgres:
+        prepared, values = self.bind(db.dialect, items, **params)
+        if db.dialect.logs_in_write:
             return await db.write_prepared_all(prepared, values)
         return await db.write_then(prepared, values, _appending(self._append, params["p_actor"]))
 
@@ -597,7 +595,7 @@ async def append_events(
 async def run_logged(db: Database, log: Log, action: str, write: Any) -> list[Row]:
     """Run ``write`` (a statement built for this call, returning the written rows) and
     append ``action``'s event for each row it wrote; returns the written rows."""
-    if db.is_postgres:
+    if db.dialect.logs_in_write:
         return await db.write_all(with_events(log, action, write, current_actor_value()))
     appending = _appending(_appender_of(log, action, ()), current_actor())
     return await db.write_then(write, {}, appending)
@@ -1037,12 +1035,7 @@ class EventsStore:
         """The ``at`` below which an event is older than ``older_than_ms``, on the clock
         that stamps events: PostgreSQL's, in the statement, or the store's."""
         age = check.count("olderThanMs", older_than_ms, minimum=0, maximum=MAX_POSITION)
-        now: sa.ColumnElement[int] = (
-            sa.literal_column(EVENT_CLOCK_POSTGRESQL, sa.BigInteger)
-            if self._db.is_postgres
-            else sa.literal(self._clock(), sa.BigInteger)
-        )
-        return now - age
+        return self._db.dialect.event_clock(self._clock()) - age
 
     async def _count_collectable(self, table: sa.Table, older_than_ms: int) -> int:
         readable = table.c.tx < safe_horizon()

@@ -4,18 +4,17 @@ A batch (``store.batches``) takes 1 to ``MAX_ITEMS`` items. A bad item refuses t
 batch before anything is written, its error naming the item: ``items[3].leaseToken``.
 """
 
-import json
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
 from store import validation as check
+from store.dialects import DIALECTS, Dialect
 from store.errors import InvalidInput
 from store.statements import Prepared
 from store.validation import item_count
@@ -26,7 +25,7 @@ MAX_ITEMS = 500
 
 class Inputs(Protocol):
     """An item's inputs by name: a single write's parameters, a batch's rows' columns
-    (``item_rows``), or checked values; the guarded writes are functions of them."""
+    (``Dialect.item_rows``), or checked values; the guarded writes are functions of them."""
 
     def __getitem__(self, name: str, /) -> Any: ...
 
@@ -55,24 +54,6 @@ def _unindexed(element: unindexed, compiler: SQLCompiler, **kw: Any) -> str:
 @compiles(unindexed, "sqlite")
 def _unindexed_sqlite(element: unindexed, compiler: SQLCompiler, **kw: Any) -> str:
     return "+" + compiler.process(element.clauses, **kw)
-
-
-def keys_in(
-    table: sa.FromClause, keys: Sequence[tuple[str, str]], is_postgres: bool
-) -> sa.ColumnElement[bool]:
-    """``table``'s operation key ``(caller_did, operation_id)`` is one of ``keys``: on
-    PostgreSQL an ``IN`` list of pairs, on SQLite an ``IN`` over one JSON array of them
-    (``json_each``), which SQLite answers with one probe of the primary key per pair where it
-    scans the whole table for a list of pairs (``tests/store/test_leasing.py``)."""
-    key = sa.tuple_(table.c.caller_did, table.c.operation_id)
-    if is_postgres:
-        return key.in_([sa.tuple_(caller, operation) for caller, operation in keys])
-    each = sa.func.json_each(sa.literal(json.dumps(list(keys)), sa.Text)).table_valued("value")
-    parts = [
-        sa.func.json_extract(each.c.value, sa.literal_column(f"'$[{index}]'"), type_=sa.Text)
-        for index in (0, 1)
-    ]
-    return key.in_(sa.select(*parts).select_from(each))
 
 
 _Item = TypeVar("_Item")
@@ -125,8 +106,9 @@ def operation_keys(keys: Sequence[tuple[str, str]], *, fewest: int) -> list[tupl
 
 class ItemStatement:
     """A statement over a batch's items, built once per backend at import: ``build(insert,
-    rows)`` gets the backend's ``insert`` and ``item_rows`` (one row per item, a column per
-    name of ``columns``) and writes its guard as the single write does, over ``rows.c``.
+    rows)`` gets the backend's ``insert`` and ``Dialect.item_rows`` (one row per item, a
+    column per name of ``columns``) and writes its guard as the single write does, over
+    ``rows.c``.
 
     ``bind`` gives the statement and its parameters for a list of items (mappings holding
     every name of ``columns``), so the SQL is the same whatever the number of items: on
@@ -141,8 +123,8 @@ class ItemStatement:
     ) -> None:
         self.columns = dict(columns)
         self._prepared = {
-            backend: Prepared(_for_backend(build, backend, self.columns))
-            for backend in ("postgresql", "sqlite")
+            name: Prepared(_for_backend(build, dialect, self.columns))
+            for name, dialect in DIALECTS.items()
         }
 
     def prepared(self, backend: str) -> Prepared:
@@ -151,62 +133,17 @@ class ItemStatement:
         return self._prepared[backend]
 
     def bind(
-        self, is_postgres: bool, items: Sequence[Mapping[str, Any]], **params: Any
+        self, dialect: Dialect, items: Sequence[Mapping[str, Any]], **params: Any
     ) -> tuple[Prepared, dict[str, Any]]:
-        """The statement for the backend and its parameters: the items' columns, and
-        ``params`` by name (``p_now=…``)."""
-        names = list(self.columns)
-        if is_postgres:
-            values = {f"b_{name}": [item[name] for item in items] for name in names}
-            return self._prepared["postgresql"], values | params
-        rows = json.dumps([[item[name] for name in names] for item in items])
-        return self._prepared["sqlite"], {"b_rows": rows} | params
+        """The statement for ``dialect``'s backend and its parameters: the items' columns
+        (``Dialect.item_values``), and ``params`` by name (``p_now=…``)."""
+        values = dialect.item_values(list(self.columns), items)
+        return self._prepared[dialect.name], values | params
 
 
 def _for_backend(
     build: Callable[[Callable[[sa.Table], Any], sa.FromClause], ClauseElement],
-    backend: str,
+    dialect: Dialect,
     columns: Mapping[str, sa.Column[Any]],
 ) -> Callable[[Callable[[sa.Table], Any]], ClauseElement]:
-    return lambda insert: build(insert, item_rows(backend, columns))
-
-
-def item_rows(backend: str, columns: Mapping[str, sa.Column[Any]]) -> sa.FromClause:
-    """The items as a table named ``item``, a column per name of ``columns`` typed as its
-    column: on PostgreSQL ``unnest`` of one array parameter ``b_<name>`` per column, on
-    SQLite ``json_each`` of the JSON array of rows ``b_rows``."""
-    if backend == "postgresql":
-        arrays = [
-            sa.bindparam(f"b_{name}", type_=postgresql.ARRAY(_element_type(column)))
-            for name, column in columns.items()
-        ]
-        return (
-            sa.func.unnest(*arrays)
-            .table_valued(
-                *(sa.column(name, _element_type(column)) for name, column in columns.items())
-            )
-            .render_derived(name="item")
-        )
-    each = sa.func.json_each(sa.bindparam("b_rows", type_=sa.Text)).table_valued("value")
-    return (
-        sa.select(
-            *(
-                sa.func.json_extract(
-                    each.c.value, sa.literal_column(f"'$[{index}]'"), type_=_element_type(column)
-                ).label(name)
-                for index, (name, column) in enumerate(columns.items())
-            )
-        )
-        .select_from(each)
-        .subquery("item")
-    )
-
-
-def _element_type(column: sa.Column[Any]) -> sa.types.TypeEngine[Any]:
-    """The plain type of an item's column: BIGINT or INTEGER as the column, else TEXT (a
-    key column's PostgreSQL collation stays the column's, which wins the comparison)."""
-    if isinstance(column.type, sa.BigInteger):
-        return sa.BigInteger()
-    if isinstance(column.type, sa.Integer):
-        return sa.Integer()
-    return sa.Text()
+    return lambda insert: build(insert, dialect.item_rows(columns))

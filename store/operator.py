@@ -30,7 +30,7 @@ from store.events import (
     LoggedItems,
     run_logged,
 )
-from store.items import ItemStatement, keys_in, operation_keys
+from store.items import ItemStatement, operation_keys
 from store.operations import (
     ABANDONED_SEND_MARKER,
     CANCELLED_KIND,
@@ -404,10 +404,7 @@ class OperatorStore:
         """The first ``size`` operations matching ``conditions`` in ``order``, skipping rows
         locked elsewhere (PostgreSQL)."""
         query = sa.select(op.c.caller_did, op.c.operation_id, op.c.created_at).where(*conditions)
-        query = query.order_by(*order).limit(size)
-        if self._db.is_postgres:
-            query = query.with_for_update(skip_locked=True)
-        return query
+        return self._db.dialect.skip_locked(query.order_by(*order).limit(size))
 
     async def cancel_operations(
         self, where: OperationFilter, *, reason: str | None = None, limit: int = DEFAULT_LIMIT
@@ -599,7 +596,7 @@ class OperatorStore:
         if not keys:
             return {}
         items = [{"caller": caller, "operation": ident} for caller, ident in keys]
-        prepared, values = GET_AT_KEYS.bind(self._db.is_postgres, items)
+        prepared, values = GET_AT_KEYS.bind(self._db.dialect, items)
         rows = await self._db.fetch_prepared_all(prepared, values)
         return {(row["caller_did"], row["operation_id"]): row for row in rows}
 
@@ -675,7 +672,7 @@ class OperatorStore:
                 sorted({row["document_id"] for row in found if row["document_id"] is not None})
             )
             identities = [{name: row[name] for name in IDENTITY_ITEM} for row in found]
-            prepared, values = LOCK_WATCHES.bind(self._db.is_postgres, identities)
+            prepared, values = LOCK_WATCHES.bind(self._db.dialect, identities)
             locked = [
                 WatchRecord.from_row(row)
                 for row in await self._db.fetch_prepared_all(prepared, values)
@@ -716,15 +713,17 @@ class OperatorStore:
         wanted = operation_keys(keys, fewest=1)
         counted = unrecorded_send()
         held = [
-            keys_in(op, wanted, self._db.is_postgres),
+            self._db.dialect.keys_in(op, wanted),
             op.c.state == ATTEMPTED,
             op.c.lease_token.is_not(None),
         ]
         # Locked in key order first (PostgreSQL), so two calls naming the same operations
         # in other orders wait on each other instead of deadlocking.
-        chosen = sa.select(op.c.caller_did, op.c.operation_id).where(*held)
-        if self._db.is_postgres:
-            chosen = chosen.order_by(op.c.caller_did, op.c.operation_id).with_for_update()
+        chosen = self._db.dialect.locked_in_order(
+            sa.select(op.c.caller_did, op.c.operation_id).where(*held),
+            op.c.caller_did,
+            op.c.operation_id,
+        )
         locked = chosen.cte("locked")
         update = (
             sa.update(op)

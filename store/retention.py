@@ -246,20 +246,9 @@ class RetentionStore:
             check.epoch_ms("failedOlderThan", failed_older_than),
         )
         size = check.count("limit", limit, minimum=1, maximum=MAX_COLLECT_LIMIT)
-        keys: sa.ColumnElement[Any]
-        chosen: sa.Select[Any]
-        if self._db.is_postgres:
-            keys = sa.tuple_(op.c.caller_did, op.c.operation_id)
-            chosen = (
-                sa.select(op.c.caller_did, op.c.operation_id)
-                .where(finished)
-                .limit(size)
-                .with_for_update(skip_locked=True)
-            )
-        else:
-            keys = sa.literal_column("rowid")
-            chosen = sa.select(keys).select_from(op).where(finished).limit(size)
-        delete = sa.delete(op).where(keys.in_(chosen))
+        delete = self._db.dialect.delete_first(
+            op, (op.c.caller_did, op.c.operation_id), finished, size
+        )
         collected = delete.returning(*(op.c[name] for name in TOMBSTONE_COLUMNS))
         async with self._db.write_transaction():
             rows = await self._db.write_all(collected)
@@ -347,7 +336,7 @@ class RetentionStore:
         each batch in its own transaction, so the lock spans the sweep without holding its
         row locks. On SQLite (one process per file) always True.
         """
-        if not self._db.is_postgres:
+        if self._db.dialect.one_process:
             yield True
             return
         async with self._db.pinned_connection():

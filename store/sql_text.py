@@ -37,6 +37,7 @@ from typing import Any
 from sqlalchemy.sql.compiler import SQLCompiler
 
 import store
+from store.dialects import DIALECTS
 from store.events import (
     EVENT_PER_ROW,
     LEASE_ACTION,
@@ -58,7 +59,7 @@ from store.leasing import (
 from store.statements import Prepared
 from store.urls import dialect_of
 
-BACKENDS = ("postgresql", "sqlite")
+BACKENDS = tuple(DIALECTS)
 SQL_DIR = Path(store.__file__).parent / "sql"
 """Where the files are: ``<backend>/<name>.sql`` under it."""
 
@@ -75,8 +76,8 @@ POSTGRESQL_ONLY = frozenset(
         "retention.TRY_SWEEP_LOCK",
     }
 )
-"""The module-level statements the store runs on PostgreSQL only (their callers ask
-``Database.is_postgres``): they get no SQLite file."""
+"""The module-level statements the store runs on PostgreSQL only (their callers ask the
+dialect, ``store.dialects``): they get no SQLite file."""
 
 Steps = list[tuple[str, Prepared]]
 """What one named statement sends on one backend, in order: each step's description (empty
@@ -210,7 +211,7 @@ def _step_text(prepared: Prepared, backend: str) -> tuple[list[str], str]:
     shown = compiled(prepared, backend, by_name=True)
     sent = compiled(prepared, backend, by_name=False)
     header = []
-    if backend == "postgresql" and sent.positiontup:
+    if DIALECTS[backend].numbered_parameters and sent.positiontup:
         numbered = [f"${n} {name}" for n, name in enumerate(sent.positiontup, start=1)]
         header += _wrapped("the driver's parameters:", numbered)
     bound = {

@@ -27,11 +27,12 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.cache_key import CacheKey
 from sqlalchemy.sql.compiler import SQLCompiler
+
+from store.dialects import DIALECTS
 
 Processor = Callable[[Any], Any]
 Bound = tuple[str, list[Any]]
@@ -139,7 +140,7 @@ class Prepared:
     def statement(self, backend: str) -> ClauseElement:
         """The statement as built for ``backend`` (a dialect's name: ``postgresql`` or
         ``sqlite``), uncompiled: what ``bind`` compiles, and what ``store.sql_text`` prints."""
-        return self._build(postgresql.insert if backend == "postgresql" else sqlite.insert)
+        return self._build(DIALECTS[backend].insert)
 
     def _compile(
         self, dialect: Dialect

@@ -148,7 +148,7 @@ class WakeupsStore:
             started.set()
             wake(name)
 
-        if self.db.is_postgres:
+        if self.db.dialect.notifies:
             dsn = asyncpg_dsn(listen_url or self.db.url)
             task = asyncio.create_task(
                 self._listen(dsn, first, logged), name="connector-store-listen"

@@ -1054,14 +1054,14 @@ class WatchesStore:
     ) -> list[VerificationResult]:
         """Inside a write transaction: ``record_verifications``' steps for ``items`` (the
         checked identities, in identity order); raises ``_Unsettled`` to run again."""
-        is_postgres = self._db.is_postgres
-        prepared, values = WATCH_DOCUMENTS.bind(is_postgres, items)
+        dialect = self._db.dialect
+        prepared, values = WATCH_DOCUMENTS.bind(dialect, items)
         first = {
             WatchIdentity(*(row[name] for name in WATCH_IDENTITY)): row["document_id"]
             for row in await self._db.fetch_prepared_all(prepared, values)
         }
         winners = await read_winners(sorted({d for d in first.values() if d is not None}))
-        prepared, values = LOCK_WATCHES.bind(is_postgres, items)
+        prepared, values = LOCK_WATCHES.bind(dialect, items)
         locked = {
             record.identity: record
             for record in map(

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 
 from store.batches import FINALIZE_OPERATIONS, MARK_SENDS_STARTED, RECORD_OPERATIONS
+from store.dialects import SQLITE
 from store.errors import InvalidInput, ReservedValue
 from store.items import MAX_ITEMS
 from store.operations import Finalize, SendMark
@@ -656,7 +657,7 @@ def test_plan__a_sqlite_settle_probes_each_items_key_not_the_live_rows(
         connection.execute(live_rows_sql(2000))
         if analyzed:
             connection.execute("ANALYZE")
-        prepared, values = SETTLES[name].bind(False, [], p_now=0, p_actor=None)
+        prepared, values = SETTLES[name].bind(SQLITE, [], p_now=0, p_actor=None)
         sql, bound = prepared.bind(sqlite_dialect(), values)
         plan = [row[3] for row in connection.execute("EXPLAIN QUERY PLAN " + sql, bound)]
     finally:

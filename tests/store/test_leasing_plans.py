@@ -11,6 +11,7 @@ from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from benchmarks.seed import seed_statements
 from store.batches import CLAIM_OPERATIONS
 from store.database import Database
+from store.dialects import POSTGRESQL
 from store.leasing import HEAD, _chosen, _prepared_lease, _ranked_by_owner, _ranked_head
 from store.operations import CLAIM_COLUMNS
 
@@ -148,7 +149,7 @@ async def test_plan__claim_operations_probes_the_entity_guards_per_item(
         )
     )
     await database.write_all(sa.text("ANALYZE"))
-    prepared, values = CLAIM_OPERATIONS.bind(True, claim_items(50), p_now=NOW, p_actor=None)
+    prepared, values = CLAIM_OPERATIONS.bind(POSTGRESQL, claim_items(50), p_now=NOW, p_actor=None)
     sql, arguments = prepared.bind(asyncpg_dialect(), values)
     connection = await asyncpg.connect(database_url.replace("+asyncpg", ""))
     try:
