@@ -295,7 +295,7 @@ class BatchesStore:
     ) -> list[Row]:
         if isinstance(statement, LoggedItems):
             return await statement.run(self._db, items, **params)
-        prepared, values = statement.bind(self._db.is_postgres, items, **params)
+        prepared, values = statement.bind(self._db.dialect, items, **params)
         return await self._db.write_prepared_all(prepared, values)
 
     async def read_winners(self, document_ids: Sequence[str]) -> dict[str, str]:
@@ -304,7 +304,7 @@ class BatchesStore:
         if not document_ids:
             return {}
         items = [{"document_id": document_id} for document_id in sorted(document_ids)]
-        prepared, values = READ_WINNERS.bind(self._db.is_postgres, items)
+        prepared, values = READ_WINNERS.bind(self._db.dialect, items)
         rows = await self._db.fetch_prepared_all(prepared, values)
         return {row["document_id"]: row["winner_digest"] for row in rows}
 
@@ -314,7 +314,7 @@ class BatchesStore:
         if not keys:
             return {}
         items = [{"caller": caller, "operation": operation} for caller, operation in keys]
-        prepared, values = GET_OPERATIONS.bind(self._db.is_postgres, items)
+        prepared, values = GET_OPERATIONS.bind(self._db.dialect, items)
         return _by_key(await self._db.fetch_prepared_all(prepared, values))
 
     async def claim_operations(self, claims: Sequence[OperationClaim]) -> list[ClaimResult]:
@@ -377,11 +377,15 @@ class BatchesStore:
         ]
         now = self._ctx.clock()
         async with self._db.write_transaction():
-            if self._db.is_postgres:
-                prepared, values = ENSURE_AND_LOCK_ACCOUNTS.bind(True, accounts, p_now=now)
+            if not self._db.dialect.one_writer:
+                prepared, values = ENSURE_AND_LOCK_ACCOUNTS.bind(
+                    self._db.dialect, accounts, p_now=now
+                )
                 await self._db.fetch_prepared_all(prepared, values)
             else:
-                await self._db.write_ahead(*ENSURE_ACCOUNTS.bind(False, accounts, p_now=now))
+                await self._db.write_ahead(
+                    *ENSURE_ACCOUNTS.bind(self._db.dialect, accounts, p_now=now)
+                )
             inserted = _by_key(await self._write(CLAIM_OPERATIONS, rows, p_now=now))
             wanted = [digest for digest, key in digests.items() if key in inserted]
             found = await find_tombstones(self._db, wanted)

@@ -33,7 +33,7 @@ from store.events import (
     current_actor_value,
     run_logged,
 )
-from store.items import keys_in, operation_keys
+from store.items import operation_keys
 from store.lease_guards import by_backend
 from store.operations import (
     NOW,
@@ -256,7 +256,7 @@ class LeasingStore:
         where: Filters = (connector, accounts, caller)
         lease = _Lease(token, duration, max_bytes, at_least_one)
         now = self._ctx.clock()
-        if not self._db.is_postgres:
+        if self._db.dialect.one_writer:
             async with self._db.write_transaction():
                 if caller is not None:
                     await self._lease(now, lease, size, where, ALL, None)
@@ -342,7 +342,7 @@ class LeasingStore:
             "p_max_bytes": bounds[0],
             "p_actor": current_actor(),
         }
-        if not self._db.is_postgres:
+        if self._db.dialect.one_writer:
             # SQLite returns no column of ``kept``: the tokens found are read first, in the
             # same ``BEGIN IMMEDIATE`` transaction, so the update leases exactly those rows.
             if accounts is None:
@@ -426,7 +426,7 @@ class LeasingStore:
         update = (
             sa.update(op)
             .where(
-                keys_in(op, wanted, self._db.is_postgres),
+                self._db.dialect.keys_in(op, wanted),
                 held_by(token),
                 op.c.lease_expires_at >= now,
             )
@@ -453,7 +453,7 @@ class LeasingStore:
         now = self._ctx.clock()
         update = (
             sa.update(op)
-            .where(keys_in(op, wanted, self._db.is_postgres), releasable_by(token))
+            .where(self._db.dialect.keys_in(op, wanted), releasable_by(token))
             .values(lease_token=None, lease_expires_at=None, updated_at=now)
             .returning(op, ROW_BYTES.label(SIZE))
         )

@@ -788,7 +788,7 @@ class OperationsStore:
         params |= {"p_now": fresh.created_at, "p_key_digest": digest}
         try:
             async with self._db.write_transaction():
-                if not self._db.is_postgres:
+                if self._db.dialect.one_writer:
                     await self._db.write_ahead(ENSURE_ACCOUNT, params)
                     with self._db.last_statement():
                         inserted = await CLAIM.run_one(self._db, params)
@@ -840,7 +840,7 @@ class OperationsStore:
             "p_operation": check.key("operationID", operation_id),
         }
         async with self._db.write_transaction():
-            if self._db.is_postgres:
+            if not self._db.dialect.one_writer:
                 await self._db.fetch_prepared(LOCK_ACCOUNT_OF_OPERATION, params)
             prior = await self._db.fetch_prepared(PRIOR_LEASE, params)
             with self._db.last_statement():
