@@ -1,7 +1,8 @@
 """The store's one door to the database: the only module that imports ``databases``.
 
 ``Database`` wraps a ``databases.Database`` on PostgreSQL (asyncpg) or our own ``sqlite3``
-connections on SQLite (``store.sqlite_pool``), chosen by the URL (``store.urls``), and
+connections on SQLite (``store.sqlite_pool``), chosen by the URL (``store.urls``), holds
+that backend's ``Dialect`` (``store.dialects``: every difference between the backends), and
 gives the store ``fetch_one``/``fetch_all`` that return plain mappings, the ``write_*``
 methods that queue SQLite's writers, and ``write_transaction`` that takes the write lock up
 front (``BEGIN IMMEDIATE`` on SQLite) so two writers never both read and then write.
@@ -218,8 +219,10 @@ class Database:
     reached, or (SQLite) when its file was removed or replaced since ``connect``: nothing is
     read from or written to a file that is gone. ``statement_cache_size``: asyncpg's
     prepared-statement cache (None: asyncpg's default; 0 behind pgbouncer in transaction
-    mode). ``pool_stats`` reads the gate's counts. Raises ``InvalidInput`` for a wait that is
-    not positive or a lock or statement timeout that is negative.
+    mode). ``pool_stats`` reads the gate's counts. ``dialect``: the backend's ``Dialect``
+    (``store.dialects``), which the store asks wherever the backends differ. Raises
+    ``InvalidInput`` for a wait that is not positive or a lock or statement timeout that is
+    negative.
 
     ``statement_observer`` (None by default; for benchmarks and tests) is called, when set,
     with ``(sql, values, transaction)`` for each statement sent to the driver, just before it
