@@ -15,6 +15,8 @@ from graphql import (
     GraphQLSchema,
 )
 
+from store.stats import MAX_BUCKETS
+
 MUTATION_ERRORS = (
     " Errors: UNAUTHENTICATED (no valid token); FORBIDDEN (a right is missing, or the input "
     "names another DID than the token's and the token is not a service's); BAD_USER_INPUT "
@@ -198,6 +200,14 @@ BY_FIELD: dict[str, str] = {
     "Query.dueOperations(connectorName)": "Only this connector's operations; omitted: all.",
     "Query.dueWatches(connectorName)": "Only this connector's watches; omitted: all.",
     "Query.operationCounts(connectorName)": "Only this connector's operations; omitted: all.",
+    "Query.operationStats(since)": "Where the window begins (epoch ms, inclusive).",
+    "Query.operationStats(until)": "Where the window ends (epoch ms, exclusive); omitted: "
+    "the server's now.",
+    "Query.operationStats(bucketMs)": "Each bucket's length in ms, giving at most "
+    f"{MAX_BUCKETS:,} buckets from `since` to `until`; the last one ends at `until` and may "
+    "be shorter.",
+    "Query.operationStats(connectorName)": "Only this connector's operations; omitted: all.",
+    "Query.operationStats(accountKey)": "Only this provider account's operations; omitted: all.",
     "Query.watchCounts(connectorName)": "Only this connector's watches; omitted: all.",
     "Query.cancellableCount(filter)": "The filter cancelOperations would be given; an empty "
     "one counts nothing.",

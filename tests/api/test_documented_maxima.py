@@ -105,6 +105,12 @@ CASES: dict[str, Case] = {
     "Query.watches(first)": Case(
         argument("watches", "first", "edges { cursor }"), lambda n: {"n": n}, "first"
     ),
+    "Query.operationStats(bucketMs)": Case(
+        "query($until: EpochMillis) { operationStats(since: 0, until: $until, bucketMs: 1000) "
+        "{ start } }",
+        lambda n: {"until": n * 1000},
+        "bucketMs",
+    ),
     "Query.syncStates(first)": Case(
         argument("syncStates", "first", "edges { cursor }", 'connectorName: "calendar", '),
         lambda n: {"n": n},
