@@ -208,6 +208,11 @@ BY_FIELD: dict[str, str] = {
     "be shorter.",
     "Query.operationStats(connectorName)": "Only this connector's operations; omitted: all.",
     "Query.operationStats(accountKey)": "Only this provider account's operations; omitted: all.",
+    "Query.operations(last)": "Backwards: at most this many items before `before` (1 to 500, "
+    "default 50), in the list's order.",
+    "Query.operations(before)": "The cursor of the first item already seen, paging "
+    "backwards; omitted with `last`: the last page.",
+    "Query.operations(orderBy)": "The list's order: OLDEST_FIRST (omitted) or NEWEST_FIRST.",
     "Query.watchCounts(connectorName)": "Only this connector's watches; omitted: all.",
     "Query.cancellableCount(filter)": "The filter cancelOperations would be given; an empty "
     "one counts nothing.",
@@ -314,6 +319,8 @@ TYPES: dict[str, str] = {
 }
 
 ENUM_VALUES: dict[str, str] = {
+    "OperationOrder.OLDEST_FIRST": "The first created first (ties: by caller, then operation id).",
+    "OperationOrder.NEWEST_FIRST": "The last created first: OLDEST_FIRST reversed.",
     "OperationState.ATTEMPTED": "Live: being written, or due to be tried again.",
     "OperationState.COMMITTED": "Final: the provider has the write.",
     "OperationState.FAILED": "Final: given up.",

@@ -102,6 +102,9 @@ CASES: dict[str, Case] = {
     "Query.operations(first)": Case(
         argument("operations", "first", "edges { cursor }"), lambda n: {"n": n}, "first"
     ),
+    "Query.operations(last)": Case(
+        argument("operations", "last", "edges { cursor }"), lambda n: {"n": n}, "last"
+    ),
     "Query.watches(first)": Case(
         argument("watches", "first", "edges { cursor }"), lambda n: {"n": n}, "first"
     ),
