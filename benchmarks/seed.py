@@ -6,6 +6,10 @@ with a next attempt spread over the past, so all of them due), the rest committe
 operation is its own provider entity, and the operations go round ``owners`` owners ten at a
 time (``(i / 10) % owners``), so every owner has live ones. Of ``rows`` watches, 1 in 10 is
 pending verification, the rest verified. Times are epoch ms before ``now``.
+
+``event_statements`` adds one event per seeded operation to the operations' log, spread over
+the day before ``now``: by ``i % 10`` a claim (4 in 10), a commit, a failure, a retry, or an
+event the dashboard's charts do not count (3 in 10: leases, send markers).
 """
 
 OWNERS = 50
@@ -61,3 +65,31 @@ def seed_statements(
             )
     statements.append("ANALYZE")
     return statements
+
+
+EVENT_COLUMNS = "tx, caller_did, operation_id, at, action, to_state, attempts"
+EVENT_VALUES = (
+    "0, 'did:seed:caller', 'seed-' || i, {now} - 1 - ((i * 7) % 86400) * 1000,"
+    " CASE i % 10 WHEN 4 THEN 'finalized' WHEN 5 THEN 'recorded' WHEN 6 THEN 'recorded'"
+    " WHEN 7 THEN 'leased' WHEN 8 THEN 'send_marked' WHEN 9 THEN 'leased' ELSE 'claimed' END,"
+    " CASE i % 10 WHEN 4 THEN 'committed' WHEN 5 THEN 'failed' ELSE 'attempted' END, 1"
+)
+
+
+def event_statements(is_postgres: bool, rows: int, now: int, start: int = 0) -> list[str]:
+    """The statements that insert ``rows`` operation events (numbered from ``start + 1``, the
+    operations ``seed_statements`` inserts), then ANALYZE."""
+    table = "kubun_connector_operation_event"
+    select = EVENT_VALUES.format(now=int(now))
+    first, last = int(start) + 1, int(start) + int(rows)
+    if is_postgres:
+        insert = (
+            f"INSERT INTO {table} ({EVENT_COLUMNS}) SELECT {select}"
+            f" FROM generate_series({first}, {last}) AS g(i)"
+        )
+    else:
+        insert = (
+            f"WITH RECURSIVE g(i) AS (SELECT {first} UNION ALL SELECT i + 1 FROM g"
+            f" WHERE i < {last}) INSERT INTO {table} ({EVENT_COLUMNS}) SELECT {select} FROM g"
+        )
+    return [insert, "ANALYZE"]

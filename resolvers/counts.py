@@ -14,6 +14,9 @@ from schema.counts import OperationCount, ReissueCount, WatchCount
 from schema.enums import ReissueRisk, value_of
 from schema.inputs import OperationFilter, WatchFilter
 from schema.operator import ReissueSkipped
+from schema.scalars import EpochMillis
+from schema.stats import OperationStatsBucket
+from store.stats import MAX_BUCKETS
 
 
 @strawberry.type
@@ -31,6 +34,34 @@ class CountsQuery:
             connector_name=connector_name, visible_to=info.context.viewer.visible_to
         )
         return [OperationCount.from_record(record) for record in records]
+
+    @fields.query(
+        description="Operations claimed, committed, failed and retried per time bucket of "
+        f"`bucketMs` from `since` to `until` (at most {MAX_BUCKETS} buckets), oldest first, "
+        "every bucket of the window; counted from the event log when asked. A viewer that "
+        "does not read every row (`observer`, `operator`, `service` do) counts the "
+        "operations it called or owns; narrowed to a connector or an account, the events of "
+        "collected operations no longer count."
+    )
+    async def operation_stats(
+        self,
+        info: Info,
+        since: EpochMillis,
+        bucket_ms: int,
+        until: EpochMillis | None = None,
+        connector_name: str | None = None,
+        account_key: str | None = None,
+    ) -> list[OperationStatsBucket]:
+        store = info.context.store
+        records = await store.stats.operation_stats(
+            since=since,
+            until=store.clock() if until is None else until,
+            bucket_ms=bucket_ms,
+            connector_name=connector_name,
+            account_key=account_key,
+            visible_to=info.context.viewer.visible_to,
+        )
+        return [OperationStatsBucket.from_record(record) for record in records]
 
     @fields.query(
         description="Watches by connector and verification status, ordered by those two; "

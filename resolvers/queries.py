@@ -15,6 +15,8 @@ from schema.operation import Operation
 from schema.pagination import (
     OperationConnection,
     OperationEdge,
+    OperationOrder,
+    PageInfo,
     WatchConnection,
     WatchEdge,
 )
@@ -43,18 +45,26 @@ def page_size(field: str, value: int | None, default: int) -> int:
 
 
 def page_request(
-    info: Info, first: int | None, after: str | None, arity: int, kind: type | None = None
+    info: Info,
+    first: int | None,
+    after: str | None,
+    arity: int,
+    kind: type | None = None,
+    *,
+    names: tuple[str, str] = ("first", "after"),
 ) -> tuple[int, list[Any] | None]:
     """A connection's page: its size (``first``, 1 to 500, counted against the request's
     rows) and the key behind ``after`` (``arity`` parts, each a ``kind`` when given), or
-    ``BAD_USER_INPUT`` naming the argument."""
-    size = page_size("first", first, DEFAULT_PAGE)
-    info.context.budget.take("first", size)
+    ``BAD_USER_INPUT`` naming the argument (as ``names`` spell the two: ``last`` and
+    ``before`` for a page backwards)."""
+    size_name, cursor_name = names
+    size = page_size(size_name, first, DEFAULT_PAGE)
+    info.context.budget.take(size_name, size)
     if after is None:
         return size, None
     key = decode_cursor(after, arity)
     if key is None or (kind is not None and not all(isinstance(part, kind) for part in key)):
-        raise bad_input("after", "is not a cursor from this connection")
+        raise bad_input(cursor_name, "is not a cursor from this connection")
     return size, key
 
 
@@ -143,9 +153,12 @@ class Query:
         return info.context.visible.operation(record)
 
     @fields.query(
-        description="Operations matching the filter, oldest first, by pages. A page stops "
-        "early when the request's answer would pass MAX_RESPONSE_BYTES (hasNextPage stays "
-        "true: page on with `after`)."
+        description="Operations matching the filter, by pages, oldest first (`orderBy`: "
+        "NEWEST_FIRST the other way): `first` after the cursor `after`, or backwards the "
+        "`last` before the cursor `before` (with neither cursor: the last page), in the same "
+        "order; cursors hold in both directions. A page stops early when the request's "
+        "answer would pass MAX_RESPONSE_BYTES (the side it stopped on says more follow: "
+        "page on from its last cursor, or back from its first)."
     )
     async def operations(
         self,
@@ -153,21 +166,48 @@ class Query:
         filter: OperationFilter | None = None,
         first: int | None = None,
         after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
+        order_by: OperationOrder = OperationOrder.OLDEST_FIRST,
     ) -> OperationConnection:
         viewer = info.context.viewer
-        size, after_key = page_request(info, first, after, 3)
+        backwards = last is not None or before is not None
+        if backwards and (first is not None or after is not None):
+            raise bad_input(
+                "last" if last is not None else "before", "cannot go with first or after"
+            )
+        if backwards:
+            size, key = page_request(info, last, before, 3, names=("last", "before"))
+        else:
+            size, key = page_request(info, first, after, 3)
+        where = to_store_filter(filter, viewer.visible_to)
+        store = info.context.store
         async with info.context.budget.reading("operations") as allowance:
-            records = await info.context.store.operations.list_tracked_operations(
-                to_store_filter(filter, viewer.visible_to),
-                after=None if after_key is None else tuple(after_key),
+            records = await store.operations.list_tracked_operations(
+                where,
+                after=None if key is None else tuple(key),
                 limit=size + 1,
                 max_bytes=allowance,
+                newest_first=(order_by == OperationOrder.NEWEST_FIRST) != backwards,
             )
             nodes = info.context.visible.operations("operations", records.first(size))
+        if backwards:
+            nodes.reverse()
         edges = [OperationEdge(cursor=operation_cursor(node.record), node=node) for node in nodes]
         more = len(records) > size or records.cut
+        cursors = [edge.cursor for edge in edges]
+        page = page_info(cursors, more, after)
+        if backwards:
+            page = PageInfo(
+                has_next_page=before is not None,
+                has_previous_page=more,
+                start_cursor=page.start_cursor,
+                end_cursor=page.end_cursor,
+            )
         return OperationConnection(
-            edges=edges, page_info=page_info([e.cursor for e in edges], more, after)
+            edges=edges,
+            page_info=page,
+            count=lambda: store.operations.count_tracked_operations(where),
         )
 
     @fields.query(description="The object behind a global id.")

@@ -15,6 +15,8 @@ from graphql import (
     GraphQLSchema,
 )
 
+from store.stats import MAX_BUCKETS
+
 MUTATION_ERRORS = (
     " Errors: UNAUTHENTICATED (no valid token); FORBIDDEN (a right is missing, or the input "
     "names another DID than the token's and the token is not a service's); BAD_USER_INPUT "
@@ -198,6 +200,19 @@ BY_FIELD: dict[str, str] = {
     "Query.dueOperations(connectorName)": "Only this connector's operations; omitted: all.",
     "Query.dueWatches(connectorName)": "Only this connector's watches; omitted: all.",
     "Query.operationCounts(connectorName)": "Only this connector's operations; omitted: all.",
+    "Query.operationStats(since)": "Where the window begins (epoch ms, inclusive).",
+    "Query.operationStats(until)": "Where the window ends (epoch ms, exclusive); omitted: "
+    "the server's now.",
+    "Query.operationStats(bucketMs)": "Each bucket's length in ms, giving at most "
+    f"{MAX_BUCKETS:,} buckets from `since` to `until`; the last one ends at `until` and may "
+    "be shorter.",
+    "Query.operationStats(connectorName)": "Only this connector's operations; omitted: all.",
+    "Query.operationStats(accountKey)": "Only this provider account's operations; omitted: all.",
+    "Query.operations(last)": "Backwards: at most this many items before `before` (1 to 500, "
+    "default 50), in the list's order.",
+    "Query.operations(before)": "The cursor of the first item already seen, paging "
+    "backwards; omitted with `last`: the last page.",
+    "Query.operations(orderBy)": "The list's order: OLDEST_FIRST (omitted) or NEWEST_FIRST.",
     "Query.watchCounts(connectorName)": "Only this connector's watches; omitted: all.",
     "Query.cancellableCount(filter)": "The filter cancelOperations would be given; an empty "
     "one counts nothing.",
@@ -304,6 +319,8 @@ TYPES: dict[str, str] = {
 }
 
 ENUM_VALUES: dict[str, str] = {
+    "OperationOrder.OLDEST_FIRST": "The first created first (ties: by caller, then operation id).",
+    "OperationOrder.NEWEST_FIRST": "The last created first: OLDEST_FIRST reversed.",
     "OperationState.ATTEMPTED": "Live: being written, or due to be tried again.",
     "OperationState.COMMITTED": "Final: the provider has the write.",
     "OperationState.FAILED": "Final: given up.",

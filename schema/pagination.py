@@ -1,5 +1,8 @@
 """Relay connections over keyset cursors."""
 
+from collections.abc import Awaitable, Callable
+from enum import Enum
+
 import strawberry
 
 from schema.operation import Operation
@@ -20,10 +23,24 @@ class OperationEdge:
     node: Operation
 
 
-@strawberry.type(description="A page of operations, oldest first.")
+@strawberry.enum(description="The order of a list of operations, by when each was created.")
+class OperationOrder(Enum):
+    OLDEST_FIRST = "oldest_first"
+    NEWEST_FIRST = "newest_first"
+
+
+@strawberry.type(description="A page of operations, in the order asked (oldest first unless told).")
 class OperationConnection:
     edges: list[OperationEdge]
     page_info: PageInfo
+    count: strawberry.Private[Callable[[], Awaitable[int]]]
+
+    @strawberry.field(
+        description="How many operations match the filter over every page (the viewer's "
+        "own when it does not read every row); exact, counted only when asked."
+    )
+    async def total_count(self) -> int:
+        return await self.count()
 
 
 @strawberry.type

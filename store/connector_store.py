@@ -16,6 +16,7 @@ from store.pending_auth import PendingAuthStore
 from store.persisted_queries import PersistedQueriesStore
 from store.retention import RetentionStore
 from store.sign_in import SignInStore
+from store.stats import StatsStore
 from store.sync_state import SyncStateStore
 from store.wakeups import WakeupsStore
 from store.watches import WatchesStore
@@ -32,7 +33,8 @@ class ConnectorStore:
     ``accounts``, ``pauses`` (pausing accounts), ``leasing``, ``operator`` (bulk operator
     controls), ``pending_auth``, ``sync_state``, ``persisted_queries``, ``batches`` (the
     batch forms of the settling writes), ``wakeups`` (what wakes idle workers:
-    ``store.wakeups``), ``counts`` (grouped counts for the dashboard), ``events`` (the
+    ``store.wakeups``), ``counts`` (grouped counts for the dashboard), ``stats`` (the
+    operations' event log counted by time, for the dashboard's charts), ``events`` (the
     readers of the event log every write of an operation or a watch appends to), ``sign_in``
     (people's one-time sign-in codes and the sessions they open).
     """
@@ -62,6 +64,7 @@ class ConnectorStore:
             self.batches.read_winners if read_winner is None else one_reader(read_winner),
         )
         self.counts = CountsStore(context)
+        self.stats = StatsStore(context)
         self.leasing = LeasingStore(context)
         self.pending_auth = PendingAuthStore(context)
         self.sync_state = SyncStateStore(context)

@@ -162,18 +162,21 @@ async def fetch_in_chunks(
     order: Callable[[_T], Any],
     limit: int | None,
     finish: Callable[[sa.Select[Any]], sa.Select[Any]] = lambda query: query,
+    *,
+    descending: bool = False,
 ) -> list[_T]:
     """``query``'s rows as records, with ``column IN values`` when ``values`` is given:
     ``IN_LIST_CHUNK`` values a statement, the chunks' records merged back into ``order``
-    and cut to ``limit`` (each chunk's statement carries the limit too). ``finish`` wraps
-    each statement once its condition is complete (``store.sizes.within_bytes``)."""
+    (its reverse when ``descending``) and cut to ``limit`` (each chunk's statement carries
+    the limit too). ``finish`` wraps each statement once its condition is complete
+    (``store.sizes.within_bytes``)."""
     if values is None:
         return [record(row) for row in await db.fetch_all(finish(query))]
     found: list[_T] = []
     for chunk in chunked(values):
         statement = finish(query.where(column.in_(chunk)))
         found.extend(record(row) for row in await db.fetch_all(statement))
-    found.sort(key=order)
+    found.sort(key=order, reverse=descending)
     return found if limit is None else found[:limit]
 
 

@@ -190,6 +190,24 @@ def filter_conditions(where: OperationFilter) -> list[sa.ColumnElement[bool]] | 
     return conditions
 
 
+def _tracked(
+    where: OperationFilter,
+) -> tuple[list[sa.ColumnElement[bool]], list[str] | None] | None:
+    """The conditions of ``where`` for the tracked list and its count, and its document ids
+    without repeats (so a list split into chunks cannot match one operation in two of
+    them); None when it matches nothing. Raises ``InvalidInput`` as ``filter_conditions``
+    and naming ``documentIDs``."""
+    conditions = filter_conditions(where)
+    document_ids = (
+        None
+        if where.document_ids is None
+        else list(dict.fromkeys(check.key_list("documentIDs", where.document_ids)))
+    )
+    if conditions is None or document_ids == []:
+        return None
+    return conditions, document_ids
+
+
 @dataclass(frozen=True, slots=True)
 class Finalization:
     """What ``finalize_operation_and_arm_watch`` wrote: the committed operation and its watch."""
@@ -913,39 +931,35 @@ class OperationsStore:
         after: OrderKey | None = None,
         limit: int | None = None,
         max_bytes: int | None = None,
+        newest_first: bool = False,
     ) -> Measured[OperationRecord]:
-        """Operations matching ``where``, ordered by created_at, caller, operation id, each
-        with its size (``store.sizes``).
+        """Operations matching ``where``, ordered by created_at, caller, operation id (the
+        reverse with ``newest_first``), each with its size (``store.sizes``).
 
         Ports the seed's ``listTrackedOperations`` and adds keyset paging: ``after`` is the
-        order key of the last row already seen, ``limit`` the most rows returned,
-        ``max_bytes`` the most bytes (the rows past it are never sent; the first row always
-        is; ``cut`` says more follow). More than 500 document ids are queried in chunks and
-        merged back into order. Raises ``InvalidInput`` for a malformed filter.
+        order key of the last row already seen (the rows that follow it in the order read,
+        so a page backwards reads the other order after its first row), ``limit`` the most
+        rows returned, ``max_bytes`` the most bytes (the rows past it are never sent; the
+        first row always is; ``cut`` says more follow). More than 500 document ids are
+        queried in chunks and merged back into order. Raises ``InvalidInput`` for a
+        malformed filter.
         """
-        conditions = filter_conditions(where)
-        # Repeated ids are dropped so that a list split into chunks cannot match one
-        # operation in two of them.
-        document_ids = (
-            None
-            if where.document_ids is None
-            else list(dict.fromkeys(check.key_list("documentIDs", where.document_ids)))
-        )
-        if conditions is None or document_ids == []:
+        tracked = _tracked(where)
+        if tracked is None:
             return Measured()
+        conditions, document_ids = tracked
         if limit is not None:
             check.count("limit", limit)
+        order = [column.desc() for column in ORDER] if newest_first else list(ORDER)
+        query = sa.select(op).where(*conditions).order_by(*order)
         if after is not None:
-            after = (
+            key = sa.tuple_(*ORDER)
+            seen = sa.tuple_(
                 check.epoch_ms("after", after[0]),
                 check.key("after", after[1]),
                 check.key("after", after[2]),
             )
-        query = sa.select(op).where(*conditions).order_by(*ORDER)
-        if after is not None:
-            query = query.where(
-                sa.tuple_(op.c.created_at, op.c.caller_did, op.c.operation_id) > sa.tuple_(*after)
-            )
+            query = query.where(key < seen if newest_first else key > seen)
         if limit is not None:
             query = query.limit(limit)
         sized = await fetch_in_chunks(
@@ -956,9 +970,28 @@ class OperationsStore:
             lambda row: (OperationRecord.from_row(row), row[SIZE]),
             lambda pair: pair[0].order_key,
             limit,
-            lambda query: within_bytes(query, ORDER, ROW_BYTES, max_bytes),
+            lambda query: within_bytes(query, order, ROW_BYTES, max_bytes),
+            descending=newest_first,
         )
         return measured(sized, max_bytes)
+
+    async def count_tracked_operations(self, where: OperationFilter) -> int:
+        """How many operations match ``where``: every one ``list_tracked_operations(where)``
+        pages through; exact. One count (one a chunk of 500 document ids). Raises
+        ``InvalidInput`` as ``list_tracked_operations``."""
+        tracked = _tracked(where)
+        if tracked is None:
+            return 0
+        conditions, document_ids = tracked
+        query = sa.select(sa.func.count().label("n")).select_from(op).where(*conditions)
+        if document_ids is None:
+            return int((await self._db.fetch_all(query))[0]["n"])
+        counted = 0
+        for chunk in chunked(document_ids):
+            counted += int(
+                (await self._db.fetch_all(query.where(op.c.document_id.in_(chunk))))[0]["n"]
+            )
+        return counted
 
     async def has_newer_operation_on_document(
         self, caller_did: str, operation_id: str, visible_to: str | None = None

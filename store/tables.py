@@ -310,6 +310,10 @@ wakeup = sa.Table(
 0009 with the next sequence number when a write may have made its work leasable. PostgreSQL's
 triggers send ``NOTIFY`` instead and leave this table empty."""
 
+COUNTED_EVENTS = "action IN ('claimed', 'recorded', 'finalized', 'cancelled')"
+"""The operation events the dashboard's charts count (``store.stats``), as the predicate of
+their index: a statement names it as this text so PostgreSQL can prove the index covers it."""
+
 EventId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 """An event's number: BIGINT identity on PostgreSQL; on SQLite ``INTEGER PRIMARY KEY
 AUTOINCREMENT`` (the rowid, never reused after a delete, so a reader's position stays past
@@ -332,6 +336,16 @@ operation_event = sa.Table(
     sa.Column("message", sa.Text),
     sa.Index("kubun_connector_operation_event_row_idx", "caller_did", "operation_id", "id"),
     sa.Index("kubun_connector_operation_event_log_idx", "tx", "id"),
+    # The events the dashboard's charts count, by time (``store.stats``): the outcomes and
+    # claims only, so lease and send-marker events add no entry.
+    sa.Index(
+        "kubun_connector_operation_event_at_idx",
+        "at",
+        "action",
+        "to_state",
+        postgresql_where=sa.text(COUNTED_EVENTS),
+        sqlite_where=sa.text(COUNTED_EVENTS),
+    ),
     sqlite_autoincrement=True,
 )
 """The operations' event log (``store.events``): one row per applied write of an operation.

@@ -2,9 +2,11 @@
 viewer counting only what it may read, and the page, its documents and assets served by the
 server without a token (and holding none: tests/api/test_sign_in.py)."""
 
+from typing import Any
+
 from server.app import DASHBOARD_DOCUMENTS
 from server.settings import Settings
-from tests.api.conftest import GraphQLClient, app_client
+from tests.api.conftest import GraphQLClient, app_client, claim_input
 from tests.leasing_factories import due_record, due_watch_record, insert_operations, insert_watches
 from tests.tokens import mint
 
@@ -123,3 +125,89 @@ async def test_dashboard__off_with_its_setting(store):
     async with app_client(store, Settings(dashboard=False), token=None) as http:
         assert (await http.get("/ui")).status_code == 404
         assert (await http.get("/ui/assets/app.js")).status_code == 404
+
+
+STATS_WINDOW = {"since": 0, "until": 1440 * 2_000_000_000, "bucketMs": 2_000_000_000}
+"""Every time a test's events may have (the store's clock, or PostgreSQL's), in 1,440 buckets."""
+
+
+def summed(buckets: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The buckets holding anything, by their counts and failure rate."""
+    fields = ("claimed", "committed", "failed", "retried", "failureRate")
+    return [{name: b[name] for name in fields} for b in buckets if b["claimed"] or b["failed"]]
+
+
+async def finished(gql: GraphQLClient, operation_id: str, caller: str = "did:key:caller") -> None:
+    """An operation claimed, then recorded failed (op ids ending in -f) or finalized."""
+    claimed = await gql.run(
+        "ClaimOperation",
+        input=claim_input(
+            callerDID=caller,
+            operationID=operation_id,
+            sourceID=f"evt-{operation_id}",
+            documentID=f"doc-{operation_id}",
+        ),
+    )
+    version = claimed["claimOperation"]["operation"]["version"]
+    key = {"callerDID": caller, "operationID": operation_id, "version": version}
+    if operation_id.endswith("-f"):
+        recorded = await gql.run(
+            "RecordOperation",
+            input=key | {"fromState": "ATTEMPTED", "toState": "FAILED", "leaseToken": "lease-A"},
+        )
+        assert recorded["recordOperation"]["operation"]["state"] == "FAILED"
+    else:
+        await gql.run(
+            "FinalizeOperation", input=key | {"leaseToken": "lease-A", "dueAt": 4102444800000}
+        )
+
+
+async def test_operation_stats__counts_the_claims_and_outcomes_it_was_told(gql):
+    await finished(gql, "op-1")
+    await finished(gql, "op-2-f")
+
+    data = await gql.run("DashboardOperationStats", **STATS_WINDOW)
+
+    assert summed(data["operationStats"]) == [
+        {
+            "claimed": 2,
+            "committed": 1,
+            "failed": 1,
+            "retried": 0,
+            "failureRate": 0.5,
+        }
+    ]
+
+
+async def test_operation_stats__a_tenant_counts_only_its_own_operations(store, gql):
+    await finished(gql, "op-1")
+    await finished(gql, "op-2-f", caller="did:key:t")
+    tenant = mint("did:key:t", "operations:read")
+
+    async with app_client(store, token=tenant) as http:
+        body = await GraphQLClient(http).run("DashboardOperationStats", **STATS_WINDOW)
+
+    assert summed(body["operationStats"]) == [
+        {"claimed": 1, "committed": 0, "failed": 1, "retried": 0, "failureRate": 1.0}
+    ]
+
+
+async def test_operation_stats__until_defaults_to_now_and_empty_buckets_read_zero(store, gql):
+    now = store.clock()
+
+    data = await gql.run("DashboardOperationStats", since=now - 3_000, bucketMs=1_000)
+
+    assert [
+        (b["start"], b["end"], b["claimed"], b["failureRate"]) for b in data["operationStats"]
+    ] == [
+        (now - 3_000, now - 2_000, 0, None),
+        (now - 2_000, now - 1_000, 0, None),
+        (now - 1_000, now, 0, None),
+    ]
+
+
+async def test_operation_stats__bad_input_names_the_field(gql):
+    body = await gql.query("{ operationStats(since: 10, until: 5, bucketMs: 1) { start } }")
+
+    assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    assert body["errors"][0]["extensions"]["field"] == "until"

@@ -102,8 +102,17 @@ CASES: dict[str, Case] = {
     "Query.operations(first)": Case(
         argument("operations", "first", "edges { cursor }"), lambda n: {"n": n}, "first"
     ),
+    "Query.operations(last)": Case(
+        argument("operations", "last", "edges { cursor }"), lambda n: {"n": n}, "last"
+    ),
     "Query.watches(first)": Case(
         argument("watches", "first", "edges { cursor }"), lambda n: {"n": n}, "first"
+    ),
+    "Query.operationStats(bucketMs)": Case(
+        "query($until: EpochMillis) { operationStats(since: 0, until: $until, bucketMs: 1000) "
+        "{ start } }",
+        lambda n: {"until": n * 1000},
+        "bucketMs",
     ),
     "Query.syncStates(first)": Case(
         argument("syncStates", "first", "edges { cursor }", 'connectorName: "calendar", '),

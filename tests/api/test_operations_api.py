@@ -316,6 +316,81 @@ async def test_operations__keyset_pages_in_order(gql, clock):
     assert empty["operations"]["edges"] == []
 
 
+async def pages_of(gql: GraphQLClient, order: str, **start: Any) -> list[list[str]]:
+    """Every page of 2, from ``start`` (``first`` or ``last``) on in its direction, as the
+    operation ids each shows, in the order the page lists them."""
+    pages: list[list[str]] = []
+    arguments: dict[str, Any] = dict(start)
+    while True:
+        data = (await gql.run("DashboardOperations", orderBy=order, **arguments))["operations"]
+        pages.append([edge["node"]["operationID"] for edge in data["edges"]])
+        info = data["pageInfo"]
+        assert data["totalCount"] == 5
+        if "first" in start:
+            assert info["hasPreviousPage"] is ("after" in arguments)
+            if not info["hasNextPage"]:
+                return pages
+            arguments = {"first": 2, "after": info["endCursor"]}
+        else:
+            assert info["hasNextPage"] is ("before" in arguments)
+            if not info["hasPreviousPage"]:
+                return pages
+            arguments = {"last": 2, "before": info["startCursor"]}
+
+
+@pytest.mark.parametrize(
+    ("order", "listed"),
+    [("OLDEST_FIRST", [0, 1, 2, 3, 4]), ("NEWEST_FIRST", [4, 3, 2, 1, 0])],
+)
+async def test_operations__pages_either_way_in_either_order_with_the_total(
+    gql, clock, order, listed
+):
+    for index in range(5):
+        clock.advance(10)
+        await claim(gql, operationID=f"op-{index}", documentID=f"doc-{index}")
+    ids = [f"op-{index}" for index in listed]
+
+    forward = await pages_of(gql, order, first=2)
+    backward = await pages_of(gql, order, last=2)
+
+    assert forward == [ids[0:2], ids[2:4], ids[4:]]
+    assert backward == [ids[3:], ids[1:3], ids[:1]]
+
+
+async def test_operations__total_counts_the_filter_not_the_page(gql, clock):
+    for index in range(3):
+        clock.advance(10)
+        await claim(gql, operationID=f"op-{index}", documentID=f"doc-{index % 2}")
+
+    data = await gql.run("DashboardOperations", filter={"documentIDs": ["doc-0"]}, first=1)
+    empty = await gql.run("DashboardOperations", filter={"states": []})
+
+    assert data["operations"]["totalCount"] == 2
+    assert len(data["operations"]["edges"]) == 1
+    assert empty["operations"]["totalCount"] == 0
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({"first": 2, "last": 2}, "last"),
+        ({"after": "x", "before": "y"}, "before"),
+        ({"last": 0}, "last"),
+        ({"last": 501}, "last"),
+        ({"last": 2, "before": "bogus"}, "before"),
+    ],
+)
+async def test_operations__bad_backward_page_arguments_name_the_field(gql, arguments, field):
+    body = await gql.query(
+        "query($first: Int, $after: String, $last: Int, $before: String) { operations("
+        "first: $first, after: $after, last: $last, before: $before) { edges { cursor } } }",
+        arguments,
+    )
+
+    assert error_codes(body) == ["BAD_USER_INPUT"]
+    assert body["errors"][0]["extensions"]["field"] == field
+
+
 @pytest.mark.parametrize(("first", "after"), [(0, None), (501, None), (-1, None), (2, "bogus")])
 async def test_operations__bad_page_arguments(gql, first, after):
     body = await gql.query(

@@ -472,3 +472,81 @@ async def test_list_tracked_operations__malformed_after_refused(store, after):
 async def test_list_tracked_operations__filter_strings_checked(store, field):
     with pytest.raises(InvalidInput):
         await store.operations.list_tracked_operations(OperationFilter(**{field: "x" * 2000}))
+
+
+async def test_list_tracked_operations__newest_first_is_the_order_reversed(store, clock):
+    await populate(store, clock)
+
+    listed = await store.operations.list_tracked_operations(OperationFilter(), newest_first=True)
+
+    assert names(listed) == ALL[::-1]
+
+
+@pytest.mark.parametrize("size", [1, 2, 4, 6, 10])
+@pytest.mark.parametrize("newest_first", [False, True])
+async def test_list_tracked_operations__pages_back_from_any_cursor_meet_the_pages_forward(
+    store, clock, size, newest_first
+):
+    """A page read in the other order after a row's key holds the rows before it: read back
+    from the end of each page, the pages of either order are the same rows."""
+    await populate(store, clock)
+    order = ALL[::-1] if newest_first else ALL
+    forward = await store.operations.list_tracked_operations(
+        OperationFilter(), newest_first=newest_first
+    )
+
+    for index, record in enumerate(forward):
+        before = await store.operations.list_tracked_operations(
+            OperationFilter(), after=record.order_key, limit=size, newest_first=not newest_first
+        )
+        assert names(before) == order[max(0, index - size) : index][::-1]
+
+
+async def test_list_tracked_operations__newest_first_over_chunked_document_ids(store, clock):
+    expected = await populate_documents(store, clock)
+
+    listed = await store.operations.list_tracked_operations(
+        OperationFilter(document_ids=DOCUMENTS), newest_first=True, limit=5
+    )
+
+    assert keys(listed) == expected[::-1][:5]
+
+
+@pytest.mark.parametrize(
+    ("where", "expected"),
+    [
+        (OperationFilter(), 6),
+        (OperationFilter(caller_did=ALICE), 3),
+        (OperationFilter(visible_to=BOB), 3),
+        (OperationFilter(states=["failed", "committed"]), 2),
+        (OperationFilter(states=[]), 0),
+        (OperationFilter(document_ids=["doc-1", "doc-2", "doc-1"]), 4),
+        (OperationFilter(document_ids=[]), 0),
+    ],
+)
+async def test_count_tracked_operations__counts_what_the_list_pages_through(
+    store, clock, where, expected
+):
+    await populate(store, clock)
+
+    counted = await store.operations.count_tracked_operations(where)
+    listed = await store.operations.list_tracked_operations(where)
+
+    assert counted == len(listed) == expected
+
+
+async def test_count_tracked_operations__over_chunked_document_ids(store, clock):
+    expected = await populate_documents(store, clock)
+
+    counted = await store.operations.count_tracked_operations(
+        OperationFilter(document_ids=DOCUMENTS + DOCUMENTS[:3])
+    )
+
+    assert counted == len(expected)
+
+
+async def test_count_tracked_operations__bad_filter_names_the_field(store):
+    with pytest.raises(InvalidInput) as raised:
+        await store.operations.count_tracked_operations(OperationFilter(caller_did=""))
+
+    assert raised.value.field == "callerDID"

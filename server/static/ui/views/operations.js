@@ -22,8 +22,17 @@ import {
 
 export const FILTER_FIELDS = [
   "state", "id", "connector", "account", "owner", "caller", "party", "document", "kind", "after_time",
-  "before_time",
+  "before_time", "order",
 ];
+
+/** The page the view's parameters name: ``after`` a cursor, ``before`` one (backwards), or
+ * the last page (``page=last``); else the first. ``order=newest`` lists newest first. */
+export function pageOf(params) {
+  const orderBy = params.get("order") === "newest" ? "NEWEST_FIRST" : "OLDEST_FIRST";
+  if (params.get("before")) return { orderBy, last: PAGE_SIZE, before: params.get("before") };
+  if (params.get("page") === "last") return { orderBy, last: PAGE_SIZE };
+  return { orderBy, first: PAGE_SIZE, after: params.get("after") || null };
+}
 
 /** The ``OperationFilter`` the view's parameters name (times: date-time inputs read as
  * ``typedZone(zone)`` says). */
@@ -60,12 +69,13 @@ export function inState(filter, state) {
 }
 
 export function Operations({ params }) {
-  const after = params.get("after") || null;
+  const page = pageOf(params);
+  const later = Boolean(page.after || page.before || page.last);
   const zone = useContext(ZoneContext);
   const filter = filterOf(params, zone);
   const [data, error, reload] = useQuery(
     "DashboardOperations",
-    { filter, first: PAGE_SIZE, after },
+    { filter, ...page },
     `${params}|${zone}`,
   );
   useLive([operationEvents(liveFilter(filter))], reload, params.toString());
@@ -109,9 +119,19 @@ export function Operations({ params }) {
         >Updated before (${typedZone(zone)})
         <input type="datetime-local" step="1" name="before_time" defaultValue=${form.before_time}
       /></label>
+      <label
+        >Order
+        <select name="order">
+          <option value="" selected=${form.order !== "newest"}>Oldest first</option>
+          <option value="newest" selected=${form.order === "newest"}>Newest first</option>
+        </select>
+      </label>
       <button type="submit">Apply</button>
     </form>
-    <p class="note">Oldest first (the order of claims).</p>
+    <p class="note">
+      ${form.order === "newest" ? "Newest first" : "Oldest first"} (by when each was claimed).
+      ${data && html`<span id="operations-total">${plural(data.operations.totalCount, "operation")} match.</span>`}
+    </p>
     ${data &&
     html`<p class="actions">
       ${live &&
@@ -143,7 +163,7 @@ export function Operations({ params }) {
     ${!data && !error && html`<p aria-busy="true">Loading…</p>`}
     ${data &&
     html`<table tabindex="0" id="operations">
-        <caption>Operations${after ? " (a later page)" : ""}</caption>
+        <caption>Operations${later ? " (a later page)" : ""}</caption>
         <thead>
           <tr>
             <th scope="col">Operation</th>
@@ -177,11 +197,16 @@ export function Operations({ params }) {
         </tbody>
       </table>
       <nav class="pager" aria-label="Pages">
-        ${after && html`<a href=${link("operations", { ...form })}>First page</a>`}
+        ${data.operations.pageInfo.hasPreviousPage &&
+        html`<a href=${link("operations", { ...form })}>First page</a>
+          <a href=${link("operations", { ...form, before: data.operations.pageInfo.startCursor })}
+            >Previous page</a
+          >`}
         ${data.operations.pageInfo.hasNextPage &&
         html`<a href=${link("operations", { ...form, after: data.operations.pageInfo.endCursor })}
-          >Next page</a
-        >`}
+            >Next page</a
+          >
+          <a href=${link("operations", { ...form, page: "last" })}>Last page</a>`}
       </nav>`}
   `;
 }

@@ -1,6 +1,8 @@
-// The Overview: counts by connector, account and state; paused accounts; watches by status.
-import { html, useEffect, useState } from "/ui/assets/htm-preact-standalone.module.js";
+// The Overview: charts of the operations over time; counts by connector, account and state;
+// paused accounts; watches by status.
+import { html, useContext, useEffect, useState } from "/ui/assets/htm-preact-standalone.module.js";
 import { useQuery } from "../lib/api.js";
+import { BarChart, RateChart, percent } from "../lib/chart.js";
 import { useLive, useRefresh, operationEvents, watchEvents } from "../lib/live.js";
 import {
   STATES,
@@ -13,10 +15,81 @@ import {
   Num,
   Failure,
   allAccounts,
+  ZoneContext,
 } from "../lib/common.js";
+
+const MINUTE = 60_000;
+/** The ranges the charts offer: [name, label, bucket length, buckets]. */
+export const RANGES = [
+  ["hour", "Last hour, by minute", MINUTE, 60],
+  ["day", "Last 24 hours, by 15 minutes", 15 * MINUTE, 96],
+  ["week", "Last 7 days, by hour", 60 * MINUTE, 168],
+];
+
+/** The window of ``range`` ending with the bucket that holds now: whole buckets. */
+export function windowOf(range, now = Date.now()) {
+  const [, , bucketMs, count] = RANGES.find(([name]) => name === range);
+  const until = (Math.floor(now / bucketMs) + 1) * bucketMs;
+  return { since: until - count * bucketMs, until, bucketMs };
+}
+
+/** Throughput and failure rate over the chosen range (``operationStats``), re-read with the
+ * counts (``round``). */
+function Charts({ round, time }) {
+  const [range, setRange] = useState("hour");
+  const [stats, error, reload] = useQuery("DashboardOperationStats", windowOf(range), range);
+  useEffect(() => {
+    if (round) reload();
+  }, [round]);
+  const label = RANGES.find(([name]) => name === range)[1];
+  const buckets = stats ? stats.operationStats : [];
+  const sum = (name) => buckets.reduce((total, b) => total + b[name], 0);
+  const committed = sum("committed");
+  const failed = sum("failed");
+  const from = buckets.length ? time(buckets[0].start) : "";
+  const to = buckets.length ? time(buckets[buckets.length - 1].end) : "";
+  return html`<section aria-labelledby="charts-heading" class="charts">
+    <h3 id="charts-heading">Over time</h3>
+    <label
+      >Range
+      <select value=${range} onChange=${(event) => setRange(event.target.value)}>
+        ${RANGES.map(([name, text]) => html`<option value=${name}>${text}</option>`)}
+      </select>
+    </label>
+    <${Failure} error=${error} />
+    ${!stats && !error && html`<p aria-busy="true">Counting…</p>`}
+    ${stats &&
+    html`<div class="chart-pair">
+      <${BarChart}
+        id="throughput-chart"
+        title=${`Throughput: operations committed and failed per bucket (${label})`}
+        summary=${`${label}: ${committed} committed, ${failed} failed, ${sum("retried")} retried, ` +
+        `${sum("claimed")} claimed.`}
+        buckets=${buckets}
+        series=${[
+          ["committed", "committed"],
+          ["failed", "failed"],
+        ]}
+        from=${from}
+        to=${to}
+      />
+      <${RateChart}
+        id="failure-rate-chart"
+        title=${`Failure rate: failed of those finished per bucket (${label})`}
+        summary=${committed + failed
+          ? `${label}: ${percent(failed / (committed + failed))} of ${committed + failed} finished failed.`
+          : `${label}: none finished.`}
+        buckets=${buckets.map((b) => ({ start: b.start, rate: b.failureRate }))}
+        from=${from}
+        to=${to}
+      />
+    </div>`}
+  </section>`;
+}
 
 export function Overview() {
   const viewer = useViewer();
+  const zone = useContext(ZoneContext);
   const [data, error, reloadCounts] = useQuery("DashboardOverview", {}, "overview");
   const [paused, setPaused] = useState(null);
   const [round, setRound] = useState(0);
@@ -66,6 +139,7 @@ export function Overview() {
   }
   return html`
     <h2>Overview</h2>
+    <${Charts} round=${round} time=${(ms) => time(ms, zone)} />
     <p class="note">Exact counts at <${Time} ms=${data.serverTime} /> (server time).</p>
     <table tabindex="0" id="operation-counts">
       <caption>Operations by connector and account</caption>
