@@ -18,7 +18,9 @@ connection, so one backend serves every statement:
 - **Per statement**: one lifecycle of each shape is recorded
   (``Database.statement_observer``) and replayed ``--explains`` times on fresh ids, each
   statement as ``EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)`` in the transaction it ran in; the
-  median planning, execution and trigger ms and shared buffers touched of each.
+  median planning, execution and trigger ms and shared buffers touched of each, its calls
+  per lifecycle, its share of the execution ms, and that share of the measured CPU per
+  lifecycle (an estimate of what the statement costs the backend).
 
 ``pg_stat_statements`` needs a server restart to load; this needs none and measures the same
 backend CPU, ``EXPLAIN`` standing in for the per-statement split.
@@ -47,6 +49,8 @@ from store.migrate import upgrade
 from store.operations import Finalize, OperationClaim, SendMark
 
 BATCH = 50
+SIZES = {"batch 1": 1, f"batch {BATCH}": BATCH}
+"""Lifecycles per call of each shape."""
 WARM_UP = 20
 """Lifecycles run before the timed ones (plans cached, the backend's caches filled)."""
 TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
@@ -448,23 +452,30 @@ def report(results: dict[str, Any]) -> str:
     ]
     lines += ["", "Indexes no lifecycle read: " + (", ".join(results["unread"]) or "none")]
     for shape, statements in results["statements"].items():
+        size = SIZES[shape]
+        executed = sum(s["exec_ms"] for s in statements) or 1.0
+        cpu = results["rows"][shape]["cpu_ms"]
         lines += [
             "",
-            f"{shape}, per statement (median of EXPLAIN ANALYZE runs):",
+            f"{shape}, per statement (median of EXPLAIN ANALYZE runs; share: of the execution"
+            " ms, the timed runs reusing cached plans; CPU: the share of the measured CPU per"
+            " lifecycle):",
             "",
-            "| statement | planning ms | execution ms | of it triggers ms | buffers |",
-            "| --- | ---: | ---: | ---: | ---: |",
+            "| statement | calls / lifecycle | planning ms | execution ms | of it triggers ms |"
+            " buffers | share | ≈ CPU ms / lifecycle |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for s in statements:
+            share = s["exec_ms"] / executed
             lines.append(
-                f"| {s['statement']} | {s['plan_ms']:.3f} | {s['exec_ms']:.3f} |"
-                f" {s['trigger_ms']:.3f} | {s['buffers']:.0f} |"
+                f"| {s['statement']} | {1 / size:.2f} | {s['plan_ms']:.3f} | {s['exec_ms']:.3f} |"
+                f" {s['trigger_ms']:.3f} | {s['buffers']:.0f} | {share:.0%} | {share * cpu:.3f} |"
             )
         lines.append(
-            f"| total | {sum(s['plan_ms'] for s in statements):.3f} |"
-            f" {sum(s['exec_ms'] for s in statements):.3f} |"
+            f"| total | {len(statements) / size:.2f} |"
+            f" {sum(s['plan_ms'] for s in statements):.3f} | {executed:.3f} |"
             f" {sum(s['trigger_ms'] for s in statements):.3f} |"
-            f" {sum(s['buffers'] for s in statements):.0f} |"
+            f" {sum(s['buffers'] for s in statements):.0f} | 100% | {cpu:.3f} |"
         )
     return "\n".join(lines)
 

@@ -31,12 +31,15 @@ class Inputs(Protocol):
 
 
 class unindexed(FunctionElement[Any]):
-    """``column`` where no index may serve its comparison: ``+column`` on SQLite, the column
-    itself elsewhere. For a guard column of a statement that finds its rows by a batch's
-    keys (``UPDATE … FROM`` the items): SQLite, knowing no sizes, may otherwise read the
-    table through an index on the guard (``state = 'attempted'``: every live row) and scan
-    the items once per row found, a cost that grows with the table; so its only index left
-    is the key's, one probe per item (``tests/store/test_batches.py``)."""
+    """A text ``column`` where no index may serve its comparison: ``+column`` on SQLite,
+    ``(column || '')`` on PostgreSQL. For a guard column of a statement that finds its rows
+    by a batch's keys (``UPDATE … FROM`` the items): SQLite, knowing no sizes, may otherwise
+    read the table through an index on the guard (``state = 'attempted'``: every live row)
+    and scan the items once per row found; PostgreSQL, on statistics older than the rows
+    (a burst before ``ANALYZE``), reads every leased row through a partial index whose
+    predicate the guard proves (``state = 'attempted' AND lease_token IS NOT NULL``) and
+    hash-joins the items. Either cost grows with the table; so the only index left is the
+    key's, one probe per item (``tests/store/test_batches.py``)."""
 
     inherit_cache = True
     name = "unindexed"
@@ -48,7 +51,7 @@ class unindexed(FunctionElement[Any]):
 
 @compiles(unindexed)
 def _unindexed(element: unindexed, compiler: SQLCompiler, **kw: Any) -> str:
-    return compiler.process(element.clauses, **kw)
+    return "(" + compiler.process(element.clauses, **kw) + " || '')"
 
 
 @compiles(unindexed, "sqlite")

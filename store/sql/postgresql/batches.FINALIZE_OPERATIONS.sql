@@ -23,7 +23,7 @@ WITH changed AS (
   FROM unnest(:b_caller::TEXT[], :b_operation::TEXT[], :b_version::INTEGER[], :b_token::TEXT[], :b_result_entity::TEXT[], :b_provider_etag::TEXT[], :b_document_id::TEXT[]) AS item(caller, operation, version, token, result_entity, provider_etag, document_id)
   WHERE kubun_connector_operation.caller_did = item.caller
     AND kubun_connector_operation.operation_id = item.operation
-    AND kubun_connector_operation.state = :param_6::VARCHAR
+    AND (kubun_connector_operation.state || '') = :param_6::VARCHAR
     AND kubun_connector_operation.version = item.version
     AND kubun_connector_operation.lease_token = item.token
   RETURNING kubun_connector_operation.caller_did,

@@ -12,7 +12,7 @@ WITH changed AS (
   FROM unnest(:b_caller::TEXT[], :b_operation::TEXT[], :b_token::TEXT[], :b_marker::TEXT[]) AS item(caller, operation, token, marker)
   WHERE kubun_connector_operation.caller_did = item.caller
     AND kubun_connector_operation.operation_id = item.operation
-    AND kubun_connector_operation.state = :param_3::VARCHAR
+    AND (kubun_connector_operation.state || '') = :param_3::VARCHAR
     AND kubun_connector_operation.lease_token = item.token
   RETURNING kubun_connector_operation.caller_did,
     kubun_connector_operation.operation_id,

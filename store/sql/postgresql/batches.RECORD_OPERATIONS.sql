@@ -26,7 +26,7 @@ WITH changed AS (
   FROM unnest(:b_caller::TEXT[], :b_operation::TEXT[], :b_from_state::TEXT[], :b_to_state::TEXT[], :b_version::INTEGER[], :b_token::TEXT[], :b_attempts::TEXT[], :b_marker::TEXT[], :b_provider_etag::TEXT[], :b_next_attempt_at::BIGINT[], :b_defer_reason::TEXT[], :b_kind::TEXT[], :b_http_status::INTEGER[], :b_message::TEXT[]) AS item(caller, operation, from_state, to_state, version, token, attempts, marker, provider_etag, next_attempt_at, defer_reason, kind, http_status, message)
   WHERE kubun_connector_operation.caller_did = item.caller
     AND kubun_connector_operation.operation_id = item.operation
-    AND kubun_connector_operation.state = item.from_state
+    AND (kubun_connector_operation.state || '') = item.from_state
     AND kubun_connector_operation.version = item.version
     AND kubun_connector_operation.lease_token = item.token
     AND (item.attempts != :attempts_6::VARCHAR OR kubun_connector_operation.attempts > :attempts_7::INTEGER AND (kubun_connector_operation.send_marker IS NULL OR kubun_connector_operation.send_marker = item.marker))

@@ -22,7 +22,7 @@ WITH changed AS (
     updated_at=:p_now::BIGINT
   WHERE kubun_connector_operation.caller_did = :p_caller::VARCHAR COLLATE "C"
     AND kubun_connector_operation.operation_id = :p_operation::VARCHAR COLLATE "C"
-    AND kubun_connector_operation.state = :param_6::VARCHAR
+    AND (kubun_connector_operation.state || '') = :param_6::VARCHAR
     AND kubun_connector_operation.version = :p_version::INTEGER
     AND kubun_connector_operation.lease_token = :p_token::VARCHAR
   RETURNING kubun_connector_operation.caller_did,

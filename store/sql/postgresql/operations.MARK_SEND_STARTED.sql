@@ -11,7 +11,7 @@ WITH changed AS (
     updated_at=:p_now::BIGINT
   WHERE kubun_connector_operation.caller_did = :p_caller::VARCHAR COLLATE "C"
     AND kubun_connector_operation.operation_id = :p_operation::VARCHAR COLLATE "C"
-    AND kubun_connector_operation.state = :param_3::VARCHAR
+    AND (kubun_connector_operation.state || '') = :param_3::VARCHAR
     AND kubun_connector_operation.lease_token = :p_token::VARCHAR
   RETURNING kubun_connector_operation.caller_did,
     kubun_connector_operation.operation_id,

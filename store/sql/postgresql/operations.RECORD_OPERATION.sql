@@ -24,7 +24,7 @@ WITH changed AS (
     updated_at=:p_now::BIGINT
   WHERE kubun_connector_operation.caller_did = :p_caller::VARCHAR COLLATE "C"
     AND kubun_connector_operation.operation_id = :p_operation::VARCHAR COLLATE "C"
-    AND kubun_connector_operation.state = :p_from_state::VARCHAR
+    AND (kubun_connector_operation.state || '') = :p_from_state::VARCHAR
     AND kubun_connector_operation.version = :p_version::INTEGER
     AND kubun_connector_operation.lease_token = :p_token::VARCHAR
     AND (:p_attempts::VARCHAR != :param_5::VARCHAR OR kubun_connector_operation.attempts > :attempts_3::INTEGER AND (kubun_connector_operation.send_marker IS NULL OR kubun_connector_operation.send_marker = :p_marker::VARCHAR))
