@@ -201,6 +201,7 @@ QUERY_RULES: dict[str, Rule] = {
     "rearmableCount": Rule((OPERATOR,)),
     "viewer": Rule((), rows="the viewer itself"),
     "operationCounts": Rule(OPS_READ, rows="caller or owner (store filter)"),
+    "failureGroups": Rule(OPS_READ, rows="caller or owner (store filter)"),
     "watchCounts": Rule(("watches:read",), rows="owner (store filter)"),
     "pendingAuth": Rule(("auth:write",), rows="owner, else null"),
     "syncState": Rule(("sync:read",), rows="owner, else null"),
