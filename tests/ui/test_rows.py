@@ -1,11 +1,11 @@
 """Finding and acting on rows in a real browser: failures grouped by kind and message (a
-group's operations shown, the group reissued after asking its exact count), rows selected
-and acted on after asking, and the list of watches with their actions (checked through the
-API)."""
+group's operations shown, no wider than a phone, the group reissued after asking its exact
+count), rows selected and acted on after asking, and the list of watches with their actions
+(checked through the API)."""
 
 from tests.ui.seed import FAILURE, Seeded
 from tests.ui.test_actions import api
-from tests.ui.test_layout import axe_violations
+from tests.ui.test_layout import PHONE, axe_violations
 
 GROUPS = "{ failureGroups { kind message count unreissued } }"
 
@@ -58,6 +58,8 @@ async def test_failures__grouped_by_kind_and_message_with_their_operations(page,
         "op-live-1",
     ]
     assert await axe_violations(page) == []
+    await page.set_viewport_size(PHONE)
+    assert await page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
 
 
 async def test_failures__a_group_reissued_after_asking_its_exact_count(page, seeded):
@@ -73,6 +75,27 @@ async def test_failures__a_group_reissued_after_asking_its_exact_count(page, see
     await page.locator("#notice", has_text="Reissued as reissue:").wait_for()
     await group.locator("td.num", has_text="0").wait_for()
     assert (await api(seeded, state_of(seeded.failed)))["operation"]["reissuedAs"] is not None
+
+
+async def test_failures__a_cancelled_group_reissued_only_when_its_risk_is_chosen(page, seeded):
+    await cancelled(seeded, "op-live-1")
+    await page.goto(seeded.url + "/ui#/failures")
+    group = page.locator('#failure-groups tr[data-kind="cancelled"]')
+    reissue = group.get_by_role("button", name="Reissue this group")
+    await reissue.click()
+    confirm = group.get_by_role("group", name="Confirm: Reissue this group")
+    assert "this touches 0 rows." in await confirm.inner_text()
+    assert await confirm.get_by_role("button", name="Confirm").is_disabled()
+    await confirm.get_by_role("button", name="Back").click()
+
+    await page.get_by_label("cancelled ones").check()
+    await reissue.click()
+    assert "this touches 1 row." in await confirm.inner_text()
+    assert "the provider may already hold" in await confirm.inner_text()
+    await confirm.get_by_role("button", name="Confirm").click()
+
+    await page.locator("#notice", has_text="Reissued as reissue:").wait_for()
+    assert (await api(seeded, state_of("op-live-1")))["operation"]["reissuedAs"] is not None
 
 
 async def test_operations__selected_rows_cancelled_after_asking(page, seeded):

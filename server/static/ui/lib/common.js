@@ -127,8 +127,8 @@ export function left(remaining) {
 /** The exact number of rows each bulk action would touch now, from the API. */
 export const countCancellable = (filter) => () =>
   run("DashboardCountCancellable", { filter }).then((d) => d.cancellableCount);
-export const countReissuable = (filter) => () =>
-  run("DashboardCountReissuable", { filter }).then((d) => d.reissuableCount.remaining);
+export const countReissuable = (filter, include = []) => () =>
+  run("DashboardCountReissuable", { filter, include }).then((d) => d.reissuableCount.remaining);
 export const countRearmable = (filter) => () =>
   run("DashboardCountRearmable", { filter }).then((d) => d.rearmableCount);
 

@@ -86,11 +86,21 @@ function GroupOperations({ group, version }) {
     </table>`;
 }
 
+/** What a group's reissue may include besides the default (``ReissueRisk``): operations the
+ * provider may already hold. */
+export const RISKS = [
+  ["CANCELLED", "cancelled ones"],
+  ["OUTCOME_UNKNOWN", "those whose marked send has no answer"],
+];
+
 /** The FAILED operations by kind and message, largest group first: each with its counts, a
  * button showing its operations, and the reissue of the group (asking first, with the exact
- * number it would reissue). */
+ * number it would reissue, including the risks chosen above the table). */
 function FailureGroups({ groups, version, after }) {
   const [open, setOpen] = useState(() => new Set());
+  const [include, setInclude] = useState([]);
+  const choose = (risk, on) =>
+    setInclude((before) => RISKS.map(([r]) => r).filter((r) => (r === risk ? on : before.includes(r))));
   const toggle = (n) =>
     setOpen((before) => {
       const next = new Set(before);
@@ -98,7 +108,21 @@ function FailureGroups({ groups, version, after }) {
       else next.add(n);
       return next;
     });
-  return html`<table tabindex="0" id="failure-groups">
+  return html`<fieldset class="risks">
+      <legend>A group's reissue also reissues (the provider may already hold these writes)</legend>
+      ${RISKS.map(
+        ([risk, label]) => html`<label
+          ><input
+            type="checkbox"
+            name="include"
+            value=${risk}
+            checked=${include.includes(risk)}
+            onChange=${(e) => choose(risk, e.target.checked)}
+          />${" "}${label}</label
+        >${" "}`,
+      )}
+    </fieldset>
+    <table tabindex="0" id="failure-groups">
     <caption>FAILED operations by kind and message (largest group first)</caption>
     <thead>
       <tr>
@@ -137,8 +161,11 @@ function FailureGroups({ groups, version, after }) {
                   field="reissueOperations"
                   document="DashboardReissueOperations"
                   label="Reissue this group"
-                  input=${{ filter }}
-                  count=${countReissuable(filter)}
+                  input=${{ filter, include }}
+                  count=${countReissuable(filter, include)}
+                  risk=${include.length
+                    ? "It reissues operations the provider may already hold: their writes may be sent twice."
+                    : undefined}
                   remainingOf=${(d) => d.reissueOperations.remaining}
                   done=${(d) => reissued(d.reissueOperations)}
                   after=${after}
