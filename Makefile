@@ -92,11 +92,13 @@ sql: install
 # Every path beside its floor, in one run (BENCH_ARGS=--million adds the 1M-row sizes);
 # then the live updates' latency, memory and trigger cost (benchmarks/live.py); then
 # leasing beside a capped account's backlog and the batch settles at 1k/100k live rows,
-# right after a burst (benchmarks/capped.py).
+# right after a burst (benchmarks/capped.py); then each view of the dashboard at 100,000
+# operations in Chromium (benchmarks/ui.py).
 # The peers: procrastinate from the `bench` extra, pg-boss from benchmarks/peers/package-lock.json.
-bench: install
+bench: install $(VENV)/.ui $(CHROMIUM)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
 	cd benchmarks/peers && npm ci --silent --no-audit --no-fund
 	$(BIN)/python -m benchmarks.side_by_side $(BENCH_ARGS)
 	$(BIN)/python -m benchmarks.live
 	$(BIN)/python -m benchmarks.capped
+	$(BIN)/python -m benchmarks.ui

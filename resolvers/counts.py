@@ -10,12 +10,13 @@ import strawberry
 from resolvers import fields
 from resolvers.context import Info
 from resolvers.queries import to_store_filter, to_watch_filter
-from schema.counts import OperationCount, ReissueCount, WatchCount
+from schema.counts import FailureGroup, OperationCount, ReissueCount, WatchCount
 from schema.enums import ReissueRisk, value_of
 from schema.inputs import OperationFilter, WatchFilter
 from schema.operator import ReissueSkipped
 from schema.scalars import EpochMillis
 from schema.stats import OperationStatsBucket
+from store.operator import DEFAULT_LIMIT, MAX_FAILURE_GROUPS
 from store.stats import MAX_BUCKETS
 
 
@@ -73,6 +74,20 @@ class CountsQuery:
             connector_name=connector_name, owner_did=info.context.viewer.visible_to
         )
         return [WatchCount.from_record(record) for record in records]
+
+    @fields.query(
+        description="FAILED operations matching the filter grouped by their last outcome's "
+        "kind and error message, with exact counts: the largest group first, then by kind "
+        f"and message; at most `first` groups (1 to {MAX_FAILURE_GROUPS:,}). A viewer that "
+        "does not read every row (`observer`, `operator`, `service` do) groups the "
+        "operations it called or owns."
+    )
+    async def failure_groups(
+        self, info: Info, filter: OperationFilter | None = None, first: int = DEFAULT_LIMIT
+    ) -> list[FailureGroup]:
+        where = to_store_filter(filter, info.context.viewer.visible_to)
+        records = await info.context.store.operator.failure_groups(where, limit=first)
+        return [FailureGroup.from_record(record) for record in records]
 
     @fields.query(
         description="How many operations cancelOperations would cancel now for this filter, "

@@ -202,6 +202,7 @@ QUERY_RULES: dict[str, Rule] = {
     "viewer": Rule((), rows="the viewer itself"),
     "operationCounts": Rule(OPS_READ, rows="caller or owner (store filter)"),
     "operationStats": Rule(OPS_READ, rows="caller or owner (store filter)"),
+    "failureGroups": Rule(OPS_READ, rows="caller or owner (store filter)"),
     "watchCounts": Rule(("watches:read",), rows="owner (store filter)"),
     "pendingAuth": Rule(("auth:write",), rows="owner, else null"),
     "syncState": Rule(("sync:read",), rows="owner, else null"),

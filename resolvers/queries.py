@@ -84,6 +84,7 @@ def to_store_filter(where: OperationFilter | None, visible_to: str | None) -> op
         owner_did=where.owner_did,
         account_key=where.account_key,
         kind=where.kind,
+        last_error=where.last_error,
         updated_after=where.updated_after,
         updated_before=where.updated_before,
     )

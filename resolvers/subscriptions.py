@@ -25,6 +25,7 @@ from store.records import OperationEventRecord, WatchEventRecord
 UNSTREAMED = {
     "nodeKey": "node_key",
     "documentIDs": "document_ids",
+    "lastError": "last_error",
     "updatedAfter": "updated_after",
     "updatedBefore": "updated_before",
 }
@@ -135,7 +136,7 @@ class Subscription:
         description="Each event of the operations the viewer may read (its calls and its "
         "own; `operator`, `observer` and `service`: all), in log order, as it commits: "
         "`filter`'s `states` match the event's `toState`, its other fields the operation "
-        "(`nodeKey`, `documentIDs`, `updatedAfter` and `updatedBefore` are refused). "
+        "(`nodeKey`, `documentIDs`, `lastError`, `updatedAfter` and `updatedBefore` are refused). "
         "`after`: the `sequence` of the last event seen; what followed is replayed first, "
         "with no gap and no repeat (omitted: from now on). A reader that falls behind "
         "holds the server no more than one page of events: it reads on from where it "

@@ -1,11 +1,14 @@
-"""The dashboard's counts: ``OperationCount`` and ``WatchCount`` (``store.counts``)."""
+"""The dashboard's counts: ``OperationCount`` and ``WatchCount`` (``store.counts``), and
+``FailureGroup`` (``store.operator``)."""
 
 import strawberry
 
 from schema.enums import OperationState, VerificationStatus
 from schema.operator import ReissueSkipped
+from schema.scalars import EpochMillis
 from store.counts import OperationCount as OperationCountRecord
 from store.counts import WatchCount as WatchCountRecord
+from store.operator import FailureGroup as FailureGroupRecord
 
 
 @strawberry.type(
@@ -65,3 +68,31 @@ class ReissueCount:
     skipped: ReissueSkipped = strawberry.field(
         description="What it would leave, by why (as reissueOperations answers it)."
     )
+
+
+@strawberry.type(
+    description="The FAILED operations of one last outcome: its kind and error message, "
+    "exact counts (failureGroups)."
+)
+class FailureGroup:
+    kind: str | None = strawberry.field(
+        description="The last recorded outcome's kind (e.g. `cancelled`); null when none."
+    )
+    message: str | None = strawberry.field(
+        description="The last error message, as written; null when none (the operations "
+        "filter's `lastError` matches it)."
+    )
+    count: int = strawberry.field(description="How many FAILED operations have it.")
+    unreissued: int = strawberry.field(description="How many of them were never reissued.")
+    last_at: EpochMillis = strawberry.field(description="When the latest of them was last written.")
+
+    @classmethod
+    def from_record(cls, record: FailureGroupRecord) -> "FailureGroup":
+        """The GraphQL view of one group."""
+        return cls(
+            kind=record.kind,
+            message=record.message,
+            count=record.count,
+            unreissued=record.unreissued,
+            last_at=EpochMillis(record.last_at),
+        )

@@ -133,6 +133,11 @@ class OperationFilter:
     kind: str | None = strawberry.field(
         default=None, description="Operations whose last recorded outcome had this kind."
     )
+    last_error: str | None = strawberry.field(
+        default=None,
+        description="Operations whose last error message is exactly this (a failureGroups "
+        "group's message).",
+    )
     updated_after: EpochMillis | None = strawberry.field(
         default=None, description="Operations last written at or after this time."
     )

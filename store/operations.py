@@ -124,7 +124,8 @@ class OperationFilter:
 
     ``visible_to`` matches the caller or the owner. An empty ``states`` or
     ``document_ids`` list matches nothing; None leaves that field unfiltered. ``kind`` is
-    the last recorded outcome's kind (``last_kind``). ``updated_after`` and
+    the last recorded outcome's kind (``last_kind``); ``last_error`` its error message,
+    exactly (a group of ``OperatorStore.failure_groups``). ``updated_after`` and
     ``updated_before`` (epoch ms) bound ``updated_at``: at or after the one, strictly
     before the other.
     """
@@ -139,6 +140,7 @@ class OperationFilter:
     owner_did: str | None = None
     account_key: str | None = None
     kind: str | None = None
+    last_error: str | None = None
     updated_after: int | None = None
     updated_before: int | None = None
 
@@ -172,6 +174,8 @@ def filter_conditions(where: OperationFilter) -> list[sa.ColumnElement[bool]] | 
         for field, (column, value) in keys.items()
         if value is not None
     ]
+    if where.last_error is not None:
+        conditions.append(op.c.last_error == check.text("lastError", where.last_error))
     if where.visible_to is not None:
         visible_to = check.key("visibleTo", where.visible_to)
         conditions.append(sa.or_(op.c.caller_did == visible_to, op.c.owner_did == visible_to))

@@ -141,6 +141,24 @@ class ReissueCounts:
     remaining: int
 
 
+MAX_FAILURE_GROUPS = 500
+"""The most groups one ``failure_groups`` call answers."""
+
+
+@dataclass(frozen=True, slots=True)
+class FailureGroup:
+    """The failed operations of one last outcome: its ``kind`` and error ``message`` (each
+    None when the last write gave none), how many (``count``), how many of them were never
+    reissued (``unreissued``), and when the latest of them was last written (``last_at``,
+    epoch ms)."""
+
+    kind: str | None
+    message: str | None
+    count: int
+    unreissued: int
+    last_at: int
+
+
 COPIED = frozenset({"caller_did", *ENVELOPE, "reissue_intent", "provider_etag", "document_id"})
 """What a reissue takes from its original: the caller, the envelope, and the claim's
 optional values. Everything else is ``_fresh``'s."""
@@ -463,6 +481,43 @@ class OperatorStore:
         if conditions is None:
             return 0
         return await self._count(op, [*conditions, op.c.state == ATTEMPTED])
+
+    async def failure_groups(
+        self, where: OperationFilter, *, limit: int = DEFAULT_LIMIT
+    ) -> list[FailureGroup]:
+        """The failed operations matching ``where`` (an empty filter: all of them) grouped by
+        their last outcome's kind and error message, the largest group first, then by kind
+        and message (none first); at most ``limit`` (1 to ``MAX_FAILURE_GROUPS``) groups.
+        One statement. Raises ``InvalidInput`` naming ``first`` for a limit out of range,
+        else as ``cancel_operations`` does for the filter."""
+        first = check.count("first", limit, minimum=1, maximum=MAX_FAILURE_GROUPS)
+        conditions = _in_filter(where, allow_empty=True)
+        if conditions is None:
+            return []
+        n = sa.func.count().label("n")
+        keys = (op.c.last_kind, op.c.last_error)
+        query = (
+            sa.select(
+                *keys,
+                n,
+                sa.func.sum(sa.case((op.c.reissued_as.is_(None), 1), else_=0)).label("unreissued"),
+                sa.func.max(op.c.updated_at).label("last_at"),
+            )
+            .where(*conditions, op.c.state == FAILED)
+            .group_by(*keys)
+            .order_by(n.desc(), *(key.asc().nulls_first() for key in keys))
+            .limit(first)
+        )
+        return [
+            FailureGroup(
+                kind=row["last_kind"],
+                message=row["last_error"],
+                count=int(row["n"]),
+                unreissued=int(row["unreissued"]),
+                last_at=int(row["last_at"]),
+            )
+            for row in await self._db.fetch_all(query)
+        ]
 
     async def reissue_operations(
         self,

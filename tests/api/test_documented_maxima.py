@@ -124,6 +124,9 @@ CASES: dict[str, Case] = {
         lambda n: {"n": n},
         "first",
     ),
+    "Query.failureGroups(first)": Case(
+        argument("failureGroups", "first", "count"), lambda n: {"n": n}, "first"
+    ),
     "Query.dueOperations(limit)": Case(
         argument("dueOperations", "limit", "operationID", f"now: {FAR}, "),
         lambda n: {"n": n},

@@ -264,9 +264,11 @@ async def test_watch_events__after_below_what_was_collected_is_events_collected(
     assert resumed == seen[2]
 
 
-@pytest.mark.parametrize("field", ["updatedAfter", "updatedBefore", "nodeKey", "documentIDs"])
+@pytest.mark.parametrize(
+    "field", ["updatedAfter", "updatedBefore", "nodeKey", "documentIDs", "lastError"]
+)
 async def test_operation_events__a_filter_field_it_cannot_apply_is_refused(store, field):
-    value: Any = ["doc"] if field == "documentIDs" else 1 if "updated" in field else "node"
+    value: Any = ["doc"] if field == "documentIDs" else 1 if "updated" in field else "text"
     async with served(store) as server, socket(server) as sock:
         await sock.init()
         await sock.subscribe("1", OPERATION_EVENTS, filter={field: value})

@@ -108,6 +108,7 @@ QUERIES: dict[str, tuple[str, str]] = {
         "{ operationStats(since: 0, until: 2880000000000, bucketMs: 2000000000) { claimed } }",
         "null",
     ),
+    "failureGroups": ("{ failureGroups { kind message count } }", "null"),
     "_service": ("{ _service { sdl } }", "open"),
     "_entities": (
         f'{{ _entities(representations: [{{__typename: "Operation", {OP_B}}}, '
@@ -327,7 +328,12 @@ SUBSCRIPTIONS: dict[str, tuple[str, str]] = {
         "own",
     ),
 }
-COUNTS = {"operationCounts": "count", "watchCounts": "count", "operationStats": "claimed"}
+COUNTS = {
+    "operationCounts": "count",
+    "watchCounts": "count",
+    "operationStats": "claimed",
+    "failureGroups": "count",
+}
 """The fields that count rows, by the field of a row that holds a count."""
 B_MARKERS = (B, "op-b", "evt-b", "lease-b", "state-b", "verifier-b")
 CASES = (
@@ -498,7 +504,8 @@ async def oldest_event(store, name: str) -> str | None:
 
 async def seed_b(http) -> dict[str, Any]:
     """B's rows: two operations on one document (the first finalized, so its watch
-    exists, then a second claimed), a sync state and a pending authorization."""
+    exists, then a second claimed), a third cancelled (FAILED), a sync state and a pending
+    authorization."""
 
     async def run(document: str) -> dict[str, Any]:
         response = await http.post("/graphql", json={"query": document})
@@ -515,6 +522,17 @@ async def seed_b(http) -> dict[str, Any]:
     assert done["finalizeOperation"]["applied"]
     second = CLAIM_B.replace('"op-b"', '"op-b2"').replace('"det-1"', '"det-2"')
     await run(f"mutation {{ claimOperation(input: {second}) {{ __typename }} }}")
+    failed = (
+        CLAIM_B.replace('"op-b"', '"op-b3"')
+        .replace('"det-1"', '"det-3"')
+        .replace('"evt-b"', '"evt-b3"')
+        .replace('"doc-b"', '"doc-b3"')
+    )
+    await run(f"mutation {{ claimOperation(input: {failed}) {{ __typename }} }}")
+    await run(
+        f'mutation {{ cancelOperations(input: {{filter: {{callerDID: "{B}", '
+        'operationID: "op-b3"}}) { cancelled } }'
+    )
     await run(f"mutation {{ createPendingAuth(input: {PENDING_B}) {{ pendingAuth {{ state }} }} }}")
     synced = await run(
         f"mutation {{ setSyncState(input: {{{SYNC_B}, lastSyncedAt: {SYNCED}, entityCount: 1, "

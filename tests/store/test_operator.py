@@ -694,3 +694,89 @@ async def test_force_release_leases__bad_input_names_the_field(store, keys, fiel
 def test_operation_filter__is_empty():
     assert OperationFilter().is_empty
     assert not dataclasses.replace(OperationFilter(), states=[]).is_empty
+
+
+# failureGroups
+
+
+async def failures_of(store, kinds_and_messages):
+    """One failed operation per (kind, message), numbered in order, updated at n ms past now."""
+    records = [
+        due_record(
+            store,
+            n,
+            state="failed",
+            last_kind=kind,
+            last_error=message,
+            updated_at=store.clock() + n,
+        )
+        for n, (kind, message) in enumerate(kinds_and_messages)
+    ]
+    await insert_operations(store, records)
+    return records
+
+
+async def test_failure_groups__by_kind_and_message_largest_first(store, clock):
+    await failures_of(
+        store,
+        [
+            ("permanent", "422 bad"),
+            ("permanent", "422 bad"),
+            ("permanent", "401 auth"),
+            ("cancelled", None),
+            ("permanent", "422 bad"),
+            ("cancelled", None),
+        ],
+    )
+    await insert_operations(
+        store, [due_record(store, 9, last_kind="permanent", last_error="422 bad")]
+    )
+
+    groups = await store.operator.failure_groups(OperationFilter())
+
+    assert [(g.kind, g.message, g.count, g.unreissued) for g in groups] == [
+        ("permanent", "422 bad", 3, 3),
+        ("cancelled", None, 2, 2),
+        ("permanent", "401 auth", 1, 1),
+    ]
+    assert groups[0].last_at == clock() + 4
+
+
+async def test_failure_groups__a_group_is_what_its_filter_lists(store):
+    await failures_of(store, [("permanent", "422 bad"), ("permanent", "401 auth")] * 3)
+    [group, *_] = await store.operator.failure_groups(OperationFilter(connector_name="calendar"))
+
+    where = OperationFilter(states=["failed"], kind=group.kind, last_error=group.message)
+    listed = await store.operations.list_tracked_operations(where, limit=50)
+
+    assert len(listed) == group.count == 3
+    assert {(r.last_kind, r.last_error) for r in listed} == {(group.kind, group.message)}
+
+
+async def test_failure_groups__counts_reissued_apart_and_narrows_by_filter(store):
+    await failures_of(store, [("permanent", "422 bad")] * 3)
+    await store.operator.reissue_operations(OperationFilter(operation_id="op-0"))
+
+    [group] = await store.operator.failure_groups(OperationFilter(kind="permanent"))
+    none = await store.operator.failure_groups(OperationFilter(connector_name="crm"))
+    nobody = await store.operator.failure_groups(OperationFilter(visible_to="did:key:nobody"))
+
+    assert (group.count, group.unreissued) == (3, 2)
+    assert none == nobody == []
+
+
+async def test_failure_groups__limit_and_bad_input_refused(store):
+    await failures_of(store, [("permanent", f"error {n}") for n in range(4)])
+
+    assert len(await store.operator.failure_groups(OperationFilter(), limit=2)) == 2
+    with pytest.raises(InvalidInput) as low:
+        await store.operator.failure_groups(OperationFilter(), limit=0)
+    with pytest.raises(InvalidInput) as high:
+        await store.operator.failure_groups(OperationFilter(), limit=501)
+    with pytest.raises(InvalidInput) as message:
+        await store.operator.failure_groups(OperationFilter(last_error=""))
+    assert (low.value.field, high.value.field, message.value.field) == (
+        "first",
+        "first",
+        "filter.lastError",
+    )

@@ -18,7 +18,7 @@ PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 900}
 AXE = Path(__file__).parent / "vendor" / "axe.min.js"
 """axe-core (npm, vendored for the tests only; never served): injected into each view."""
-VIEWS = ["overview", "operations", "operation", "watch", "failures", "accounts"]
+VIEWS = ["overview", "operations", "operation", "watch", "failures", "watches", "accounts"]
 
 
 def view_url(seeded: Seeded, view: str, watch: str) -> str:
@@ -72,9 +72,13 @@ async def test_views__each_is_its_own_module_and_axe_finds_no_violation(browser,
     async with viewing(browser, server, DESKTOP, "light") as page:
         watch = await watch_hash(page, seeded)
         loaded = {url.rsplit("/", 1)[-1] for url in page.requests if "/ui/assets/views/" in url}
+        widths = {}
         for view in VIEWS:
             await opened(page, view_url(seeded, view, watch))
+            widths[view] = await page.evaluate("document.documentElement.scrollWidth")
             assert await axe_violations(page) == [], view
+            await screenshot(page, view)
+    assert all(width <= DESKTOP["width"] for width in widths.values()), widths
     assert loaded == {f"{view}.js" for view in VIEWS}, loaded
 
 

@@ -29,6 +29,7 @@ import { Operations } from "./views/operations.js";
 import { OperationView } from "./views/operation.js";
 import { WatchView } from "./views/watch.js";
 import { Failures } from "./views/failures.js";
+import { Watches } from "./views/watches.js";
 import { Accounts } from "./views/accounts.js";
 
 // --- the frame -----------------------------------------------------------------------------
@@ -74,6 +75,7 @@ const PAGES = {
   operation: OperationView,
   watch: WatchView,
   failures: Failures,
+  watches: Watches,
   accounts: Accounts,
 };
 

@@ -39,8 +39,10 @@ export function readsAll(viewer) {
  * when ``risk`` says what a single row risks; the confirmation takes the focus, and Escape
  * or Back leaves it. Then it says what it did (``done(data)``, in the page's status line)
  * and calls ``after()``; when ``remainingOf(data)`` is above 0 it offers to go on.
+ * ``perform`` (an async function answering data as ``run`` does) replaces the one run of
+ * ``document`` with ``input``: an action over selected rows runs it once a row.
  */
-export function Action({ field, document, input, label, rows = 1, count, risk, done, remainingOf, after = () => {} }) {
+export function Action({ field, document, input, label, rows = 1, count, risk, done, remainingOf, perform, after = () => {} }) {
   const viewer = useViewer();
   const notice = useContext(NoticeContext);
   const [stage, setStage] = useState("idle");
@@ -61,7 +63,7 @@ export function Action({ field, document, input, label, rows = 1, count, risk, d
   };
   const go = () => {
     setStage("running");
-    run(document, { input }).then(
+    (perform ? perform() : run(document, { input })).then(
       (data) => {
         notice({ text: done(data) });
         after();
@@ -125,8 +127,8 @@ export function left(remaining) {
 /** The exact number of rows each bulk action would touch now, from the API. */
 export const countCancellable = (filter) => () =>
   run("DashboardCountCancellable", { filter }).then((d) => d.cancellableCount);
-export const countReissuable = (filter) => () =>
-  run("DashboardCountReissuable", { filter }).then((d) => d.reissuableCount.remaining);
+export const countReissuable = (filter, include = []) => () =>
+  run("DashboardCountReissuable", { filter, include }).then((d) => d.reissuableCount.remaining);
 export const countRearmable = (filter) => () =>
   run("DashboardCountRearmable", { filter }).then((d) => d.rearmableCount);
 
@@ -154,6 +156,7 @@ export const VIEWS = [
   ["overview", "Overview"],
   ["operations", "Operations"],
   ["failures", "Failures"],
+  ["watches", "Watches"],
   ["accounts", "Accounts"],
 ];
 

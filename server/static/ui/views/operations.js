@@ -19,6 +19,7 @@ import {
   typedZone,
   ZoneContext,
 } from "../lib/common.js";
+import { SelectAll, SelectRow, SelectedActions, useSelection } from "../lib/selection.js";
 
 export const FILTER_FIELDS = [
   "state", "id", "connector", "account", "owner", "caller", "party", "document", "kind", "after_time",
@@ -79,6 +80,7 @@ export function Operations({ params }) {
     `${params}|${zone}`,
   );
   useLive([operationEvents(liveFilter(filter))], reload, params.toString());
+  const selection = useSelection(`${params}|${zone}`);
   const form = Object.fromEntries(FILTER_FIELDS.map((n) => [n, params.get(n) || ""]));
   const submit = (event) => {
     event.preventDefault();
@@ -161,11 +163,13 @@ export function Operations({ params }) {
     </p>`}
     <${Failure} error=${error} />
     ${!data && !error && html`<p aria-busy="true">Loading…</p>`}
+    ${data && html`<${SelectedActions} rows=${rows} selection=${selection} after=${reload} />`}
     ${data &&
     html`<table tabindex="0" id="operations">
         <caption>Operations${later ? " (a later page)" : ""}</caption>
         <thead>
           <tr>
+            <${SelectAll} rows=${rows} selection=${selection} />
             <th scope="col">Operation</th>
             <th scope="col">Caller</th>
             <th scope="col">Owner</th>
@@ -179,9 +183,10 @@ export function Operations({ params }) {
           </tr>
         </thead>
         <tbody>
-          ${rows.length === 0 && html`<tr><td colspan="10">No operations match.</td></tr>`}
+          ${rows.length === 0 && html`<tr><td colspan="11">No operations match.</td></tr>`}
           ${rows.map(
             (op) => html`<tr data-operation=${op.operationID}>
+              <${SelectRow} op=${op} selection=${selection} />
               <td><a href=${operationLink(op)}>${op.operationID}</a></td>
               <td class="mono">${op.callerDID}</td>
               <td class="mono">${op.ownerDID}</td>
