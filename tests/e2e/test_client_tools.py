@@ -1,0 +1,93 @@
+"""JavaScript client tools against a real server, as their authors ship them: urql's HTTP
+subscriptions with the ``Accept`` header urql sends (tests/node/urql-subscribe.mjs)."""
+
+import asyncio
+import json
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from connector_store_client import Client
+
+from server.app import MULTIPART_SUBSCRIPTION_ACCEPT, with_stream_accept
+from tests.e2e.live import NODE_DIR, Server, live_server
+from tests.e2e.test_client_sdk import claims, enqueue_all
+from tests.tokens import SERVICE_TOKEN
+
+WAIT_S = 120.0
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[Server]:
+    with live_server(tmp_path) as running:
+        yield running
+
+
+def node() -> str:
+    binary = shutil.which("node")
+    if binary is None:
+        pytest.skip("node is not installed")
+    assert (NODE_DIR / "node_modules").is_dir(), "run `make node` (npm ci in tests/node)"
+    return binary
+
+
+async def test_urql_http_subscription__streams_events_with_urqls_own_accept(server):
+    follower = await asyncio.create_subprocess_exec(
+        node(),
+        "urql-subscribe.mjs",
+        server.url + "/graphql",
+        SERVICE_TOKEN,
+        "calendar",
+        "5",
+        cwd=NODE_DIR,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    seen: list[str] = []
+    try:
+        async with Client(server.url + "/graphql", SERVICE_TOKEN) as client:
+            warm = 0
+            while not seen:  # the stream is open once it carries an event
+                await enqueue_all(client, [claims(1, prefix=f"warm{warm}")[0]])
+                warm += 1
+                assert follower.stdout is not None
+                try:
+                    line = await asyncio.wait_for(follower.stdout.readline(), 0.5)
+                except TimeoutError:
+                    continue
+                assert line, (await follower.communicate())[1].decode()
+                seen.append(json.loads(line)["operationID"])
+            await enqueue_all(client, claims(4, prefix="u"))
+        stdout, stderr = await asyncio.wait_for(follower.communicate(), WAIT_S)
+    finally:
+        if follower.returncode is None:
+            follower.kill()
+            await follower.wait()
+
+    assert follower.returncode == 0, stderr.decode()
+    seen += [json.loads(line)["operationID"] for line in stdout.decode().splitlines()]
+    assert sorted(seen[1:]) == [f"u-{n}" for n in range(4)]
+
+
+@pytest.mark.parametrize(
+    ("accept", "streamed"),
+    [
+        (b"text/event-stream, multipart/mixed", True),
+        (b"multipart/mixed", True),
+        (b'multipart/mixed;subscriptionSpec="1.0", application/json', False),
+        (
+            b"application/graphql-response+json, application/graphql+json, application/json, "
+            b"text/event-stream, multipart/mixed",
+            False,
+        ),
+        (b"text/event-stream", False),
+    ],
+)
+def test_with_stream_accept__only_an_accept_of_streams_alone_is_read_as_multipart(accept, streamed):
+    scope = {"type": "http", "headers": [(b"host", b"x"), (b"accept", accept)]}
+
+    headers = dict(with_stream_accept(scope)["headers"])
+
+    assert headers[b"accept"] == (MULTIPART_SUBSCRIPTION_ACCEPT if streamed else accept)
+    assert headers[b"host"] == b"x"
