@@ -83,6 +83,7 @@ screenshots: $(VENV)/.ui $(CHROMIUM)
 schema: install
 	$(BIN)/connector-store schema > graphql/schema.graphql
 	$(BIN)/connector-store schema --client > graphql/client-schema.graphql
+	$(BIN)/connector-store documents
 
 # Every named statement's SQL, per backend, as store/sql/<backend>/<name>.sql
 # (tests/test_sql_snapshot.py fails when one is stale).

@@ -1,5 +1,6 @@
 """JavaScript client tools against a real server, as their authors ship them: urql's HTTP
-subscriptions with the ``Accept`` header urql sends (tests/node/urql-subscribe.mjs)."""
+subscriptions with the ``Accept`` header urql sends (tests/node/urql-subscribe.mjs), Apollo
+Client with the documents of one operation each (tests/node/apollo-client.mjs)."""
 
 import asyncio
 import json
@@ -91,3 +92,23 @@ def test_with_stream_accept__only_an_accept_of_streams_alone_is_read_as_multipar
 
     assert headers[b"accept"] == (MULTIPART_SUBSCRIPTION_ACCEPT if streamed else accept)
     assert headers[b"host"] == b"x"
+
+
+async def test_apollo_client__refuses_a_multi_operation_file_runs_a_single_document(server):
+    done = await asyncio.create_subprocess_exec(
+        node(),
+        "apollo-client.mjs",
+        server.url + "/graphql",
+        SERVICE_TOKEN,
+        cwd=NODE_DIR,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    stdout, stderr = await asyncio.wait_for(done.communicate(), WAIT_S)
+
+    assert done.returncode == 0, stderr.decode()
+    assert json.loads(stdout) == {
+        "claimed": "OperationClaimed",
+        "state": "ATTEMPTED",
+        "multiRefused": True,
+    }
