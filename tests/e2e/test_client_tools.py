@@ -1,9 +1,11 @@
 """JavaScript client tools against a real server, as their authors ship them: urql's HTTP
 subscriptions with the ``Accept`` header urql sends (tests/node/urql-subscribe.mjs), Apollo
-Client with the documents of one operation each (tests/node/apollo-client.mjs)."""
+Client with the documents of one operation each (tests/node/apollo-client.mjs), and
+graphql-codegen's typescript and typescript-operations compiled by tsc (tests/node/codegen.ts)."""
 
 import asyncio
 import json
+import os
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -112,3 +114,37 @@ async def test_apollo_client__refuses_a_multi_operation_file_runs_a_single_docum
         "state": "ATTEMPTED",
         "multiRefused": True,
     }
+
+
+async def test_graphql_codegen__typescript_and_operations_compile_with_times_as_numbers(tmp_path):
+    """tests/node/codegen.ts over the client SDL and graphql/operations, then ``tsc --noEmit
+    --strict`` of its output with codegen-check.ts, which reads an ``EpochMillis`` as a
+    number (``unknown`` would not compile)."""
+    node()
+    env = os.environ | {"CODEGEN_OUT": str(tmp_path)}
+    codegen = await asyncio.create_subprocess_exec(
+        str(NODE_DIR / "node_modules" / ".bin" / "graphql-codegen"),
+        "--config",
+        "codegen.ts",
+        cwd=NODE_DIR,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await asyncio.wait_for(codegen.communicate(), WAIT_S)
+    assert codegen.returncode == 0, output.decode()
+    shutil.copy(NODE_DIR / "codegen-check.ts", tmp_path)
+
+    tsc = await asyncio.create_subprocess_exec(
+        str(NODE_DIR / "node_modules" / ".bin" / "tsc"),
+        *("--noEmit", "--strict", "--target", "ES2022", "--module", "ESNext"),
+        *("--moduleResolution", "Bundler", "--verbatimModuleSyntax", "--skipLibCheck"),
+        *(str(tmp_path / name) for name in ("types.ts", "operations.ts", "codegen-check.ts")),
+        cwd=NODE_DIR,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await asyncio.wait_for(tsc.communicate(), WAIT_S)
+
+    assert tsc.returncode == 0, output.decode()
+    assert "EpochMillis: { input: number; output: number; }" in (tmp_path / "types.ts").read_text()
