@@ -98,6 +98,7 @@ schema: install
 	$(BIN)/connector-store schema > graphql/schema.graphql
 	$(BIN)/connector-store schema --client > graphql/client-schema.graphql
 	$(BIN)/connector-store documents
+	$(MAKE) codegen
 
 # Every named statement's SQL, per backend, as store/sql/<backend>/<name>.sql
 # (tests/test_sql_snapshot.py fails when one is stale).
