@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install runtime run test test-faults test-ui screenshots lint schema sql bench token sign-in-link node
+.PHONY: codegen codegen-env install runtime run test test-faults test-ui screenshots lint schema sql bench token sign-in-link node
 
 # Two markers: `.runtime` (the server's dependencies only: what `make run` and `make token`
 # need) and `.installed` (the dev toolchain too: tests, linters; it includes the runtime).
@@ -34,6 +34,20 @@ $(NODE_DIR)/node_modules/.installed: $(NODE_DIR)/package.json $(NODE_DIR)/packag
 
 node: $(NODE_DIR)/node_modules/.installed
 
+# ariadne-codegen in a virtual environment of its own (it needs a graphql-core older than the
+# server's): `make codegen` writes client/connector_store_client/models/ from the client SDL
+# and the SDK's operations.graphql (tests/test_client_models.py fails when it is stale).
+CODEGEN_VENV := .venv-codegen
+$(CODEGEN_VENV)/.installed: client/pyproject.toml
+	$(PYTHON) -m venv $(CODEGEN_VENV)
+	$(CODEGEN_VENV)/bin/pip install --quiet --disable-pip-version-check './client[codegen]'
+	touch $@
+
+codegen-env: $(CODEGEN_VENV)/.installed
+
+codegen: codegen-env
+	cd client && ../$(CODEGEN_VENV)/bin/ariadne-codegen client
+
 # Serves on :8000 and prints the GraphiQL and dashboard URLs and a one-time sign-in link
 # (an admin's; it works once, for 10 minutes): no token.
 run: $(SERVER_DEPS)
@@ -54,7 +68,7 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint node
+test: lint node codegen-env
 	$(BIN)/pytest --timeout 300
 
 # The long fault tests (real processes: SIGKILL, terminated backends, replicas, pgbouncer,
@@ -83,6 +97,8 @@ screenshots: $(VENV)/.ui $(CHROMIUM)
 schema: install
 	$(BIN)/connector-store schema > graphql/schema.graphql
 	$(BIN)/connector-store schema --client > graphql/client-schema.graphql
+	$(BIN)/connector-store documents
+	$(MAKE) codegen
 
 # Every named statement's SQL, per backend, as store/sql/<backend>/<name>.sql
 # (tests/test_sql_snapshot.py fails when one is stale).

@@ -8,7 +8,8 @@ in process on PostgreSQL, 1 and 16 tasks; the same on raw ``sqlite3`` (WAL) and 
 on SQLite. Over HTTP, 16 workers driven by ``benchmarks/load.py`` in a process of its own:
 our server at batch 1 beside pg-boss at batch 1 and a minimal Starlette + asyncpg service
 (``benchmarks/floor_service.py``); our server at batch 50 (claiming, and leasing) beside
-pg-boss at batch 50; procrastinate; ``{ serverTime }`` beside stock Strawberry
+pg-boss at batch 50; the client SDK's ``Worker`` beside the leasing batch path
+(``benchmarks/sdk_worker.py``); procrastinate; ``{ serverTime }`` beside stock Strawberry
 (``benchmarks/stock_strawberry.py``) and a plain Starlette endpoint. Each of those rows,
 peers included, reports the CPU per lifecycle of the server, of the PostgreSQL backends
 serving it and of the client (``benchmarks/cpu.py``), and ours beside pg-boss's against the
@@ -263,6 +264,17 @@ async def load(
     (lifecycles/s, requests per lifecycle) and ``cpu_per_item`` of its window (the server's
     process tree, its PostgreSQL backends, the load generator)."""
     command = [sys.executable, "-m", "benchmarks.load", json.dumps({"connections": TASKS} | spec)]
+    result, spent = await measured(command, [server_pid], backends)
+    return result | cpu_per_item(spent, result["lifecycles"])
+
+
+async def sdk_load(
+    spec: dict[str, Any], server_pid: int, backends: Backends | None
+) -> dict[str, float]:
+    """The SDK worker's row: ``benchmarks.sdk_worker`` in a child process with ``spec``
+    (16 lessees unless it says otherwise), measured as ``load`` measures its rows."""
+    spec = {"connections": TASKS} | spec
+    command = [sys.executable, "-m", "benchmarks.sdk_worker", json.dumps(spec)]
     result, spent = await measured(command, [server_pid], backends)
     return result | cpu_per_item(spent, result["lifecycles"])
 
@@ -588,6 +600,9 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             "pgboss_50": peer(pgboss_command(pgboss_dsn, batch_count, BATCH)),
             "server_http_50": ours_batch("claimed_batch"),
             "server_lease_50": ours_batch("leased_batch"),
+            "sdk_worker_50": lambda: sdk_load(
+                ours | {"count": batch_count, "batch": BATCH}, server.pid, backends
+            ),
             "procrastinate_16": peer(procrastinate_command(procrastinate_dsn, count)),
             "plain_time_16": http(
                 {"scenario": "plain_time", "port": FLOOR_PORT, "count": count * 5}, floor
@@ -698,6 +713,12 @@ RATIOS = [
         f"ours over HTTP at batch {BATCH}, leasing: leaseOperations → markSendsStarted →"
         f" finalizeOperations, {TASKS} workers",
         "pgboss_50",
+    ),
+    (
+        "sdk_worker_50",
+        f"the client SDK's Worker over HTTP at batch {BATCH} (httpx, generated models):"
+        f" leaseOperations → markSendsStarted → finalizeOperations, {TASKS} lessees",
+        "server_lease_50",
     ),
     (
         "procrastinate_16",

@@ -31,6 +31,7 @@ from schema.batches import (
     RecordVerificationsPayload,
 )
 from schema.results import FinalizeOperationPayload, OperationWritePayload
+from store import validation as check
 from store.items import each_item
 from store.operations import CONTESTED_SEND_MARKER, SendMark
 from store.records import OperationRecord, WatchIdentity
@@ -139,18 +140,19 @@ class BatchMutation:
     async def record_verifications(
         self, info: Info, input: RecordVerificationsInput
     ) -> RecordVerificationsPayload:
-        verifications = [
-            Verification(
+        now = info.context.store.clock()
+        verifications = each_item(
+            input.items,
+            lambda item: Verification(
                 identity=WatchIdentity.of(item.identity),
                 generation=item.generation,
                 fetched_digest=item.fetched_digest,
                 max_attempts=item.max_attempts,
-                due_at=item.due_at,
+                due_at=check.at_or_delay("dueAt", item.due_at, "delayMs", item.delay_ms, now),
                 claimed_until=item.claimed_until,
                 error_message=item.error_message,
-            )
-            for item in input.items
-        ]
+            ),
+        )
         results = await info.context.store.batches.record_verifications(verifications)
         return RecordVerificationsPayload(
             results=[verification_payload(info, result) for result in results]

@@ -444,7 +444,9 @@ class Mutation:
         result = await info.context.store.watches.arm_watch(
             WatchIdentity.of(input.identity),
             input.reason.value,
-            input.due_at,
+            check.at_or_delay(
+                "dueAt", input.due_at, "delayMs", input.delay_ms, info.context.store.clock()
+            ),
             input.triggering_winner,
         )
         return arm_payload(info, result)
@@ -454,11 +456,15 @@ class Mutation:
         self, info: Info, input: ClaimWatchAttemptInput
     ) -> WatchWritePayload:
         identity = WatchIdentity.of(input.identity)
+        now = info.context.store.clock()
+        until = check.at_or_delay(
+            "until", input.until, "leaseMs", input.lease_ms, now, duration=check.lease_ms
+        )
         return await watch_write(
             info,
             identity,
             lambda watches: watches.claim_watch_attempt(
-                identity, input.generation, input.until, input.now
+                identity, input.generation, until, now if input.now is None else input.now
             ),
         )
 
@@ -472,7 +478,13 @@ class Mutation:
                 identity,
                 input.generation,
                 input.claimed_until,
-                input.next_attempt_at,
+                check.at_or_delay(
+                    "nextAttemptAt",
+                    input.next_attempt_at,
+                    "delayMs",
+                    input.delay_ms,
+                    info.context.store.clock(),
+                ),
                 value_of(input.reason),
             ),
         )
@@ -489,7 +501,9 @@ class Mutation:
             generation=input.generation,
             fetched_digest=input.fetched_digest,
             max_attempts=input.max_attempts,
-            due_at=input.due_at,
+            due_at=check.at_or_delay(
+                "dueAt", input.due_at, "delayMs", input.delay_ms, info.context.store.clock()
+            ),
             claimed_until=input.claimed_until,
             error_message=input.error_message,
         )
@@ -501,7 +515,11 @@ class Mutation:
     )
     async def record_ingress(self, info: Info, input: RecordIngressInput) -> RecordIngressPayload:
         results = await info.context.store.watches.record_ingress(
-            input.document_id, input.winner_digest, input.due_at
+            input.document_id,
+            input.winner_digest,
+            check.optional_at_or_delay(
+                "dueAt", input.due_at, "delayMs", input.delay_ms, info.context.store.clock()
+            ),
         )
         return RecordIngressPayload(results=[arm_payload(info, result) for result in results])
 

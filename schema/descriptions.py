@@ -254,7 +254,24 @@ BY_FIELD: dict[str, str] = {
     "to 3,600,000); give this or leaseExpiresAt.",
     "ReleaseLeaseInput.leaseToken": "The lease token that holds the lease (give this, not the "
     "deprecated token).",
-    "DeferWatchInput.nextAttemptAt": "When the attempt is due again (epoch ms).",
+    "DeferWatchInput.nextAttemptAt": "When the attempt is due again (epoch ms); give this "
+    "or delayMs.",
+    "DeferWatchInput.delayMs": "Due again this many ms after the store's now (0 to "
+    "2,147,483,647), instead of nextAttemptAt: no serverTime round trip.",
+    "ArmWatchInput.dueAt": "When the watch is due (epoch ms); give this or delayMs.",
+    "ArmWatchInput.delayMs": "Due this many ms after the store's now (0 to 2,147,483,647), "
+    "instead of dueAt: no serverTime round trip.",
+    "ClaimWatchAttemptInput.until": "When the claim ends (epoch ms); give this or leaseMs.",
+    "ClaimWatchAttemptInput.leaseMs": "The claim lasts this many ms from the store's now "
+    "(1,000 to 3,600,000), instead of until: no serverTime round trip.",
+    "ClaimWatchAttemptInput.now": "The caller's now (epoch ms), counted only up to the "
+    "store's clock; omitted: the store's clock.",
+    "RecordVerificationInput.dueAt": "When a mismatch is due again (epoch ms); give this or "
+    "delayMs.",
+    "RecordVerificationInput.delayMs": "A mismatch is due again this many ms after the "
+    "store's now (0 to 2,147,483,647), instead of dueAt: no serverTime round trip.",
+    "RecordIngressInput.delayMs": "The armed watches are due this many ms after the store's "
+    "now (0 to 2,147,483,647), instead of dueAt: no serverTime round trip.",
     "DeferWatchInput.claimedUntil": "The claim's `claimedUntil` the caller holds.",
     "RecordVerificationInput.claimedUntil": "The claim's `claimedUntil`, when the attempt "
     "was claimed.",
@@ -276,7 +293,8 @@ BY_FIELD: dict[str, str] = {
     "ClaimOperationInput.reissueIntent": "What a reissue must carry (JSON), if anything.",
     "ClaimOperationInput.providerEtag": "The provider's ETag the write starts from, if known.",
     "ClaimOperationInput.documentID": "The document the entity belongs to, if known.",
-    "RecordIngressInput.dueAt": "When the armed watches are due (epoch ms); omitted: now.",
+    "RecordIngressInput.dueAt": "When the armed watches are due (epoch ms); omitted (and "
+    "no delayMs): now.",
     "RecordIngressInput.documentID": "The document that has a new winner.",
     "ArmWatchInput.reason": "Why it is armed: INGRESS or MANUAL.",
     "ArmWatchPayload.watch": "The watch as it now stands; null when there is no watch.",

@@ -183,20 +183,22 @@ class WatchFilter:
 class ArmWatchInput:
     identity: WatchIdentityInput
     reason: ArmReason
-    due_at: EpochMillis
+    due_at: EpochMillis | None = None
+    delay_ms: int | None = None
     triggering_winner: str | None = None
 
 
 @strawberry.input(
-    description="Claim a verification attempt until `until`: applies when the watch is "
-    "pending at `generation`, due, and unclaimed or its claim lapsed, at `now` or the store's "
-    "clock, whichever is earlier."
+    description="Claim a verification attempt until `until` (or for `leaseMs`): applies when "
+    "the watch is pending at `generation`, due, and unclaimed or its claim lapsed, at `now` "
+    "or the store's clock, whichever is earlier (`now` omitted: the store's clock)."
 )
 class ClaimWatchAttemptInput:
     identity: WatchIdentityInput
     generation: int
-    until: EpochMillis
-    now: EpochMillis
+    until: EpochMillis | None = None
+    lease_ms: int | None = None
+    now: EpochMillis | None = None
 
 
 @strawberry.input(
@@ -207,7 +209,8 @@ class DeferWatchInput:
     identity: WatchIdentityInput
     generation: int
     claimed_until: EpochMillis
-    next_attempt_at: EpochMillis
+    next_attempt_at: EpochMillis | None = None
+    delay_ms: int | None = None
     reason: DeferReason | None = None
 
 
@@ -221,7 +224,8 @@ class RecordVerificationInput:
     generation: int
     fetched_digest: str | None
     max_attempts: int
-    due_at: EpochMillis
+    due_at: EpochMillis | None = None
+    delay_ms: int | None = None
     claimed_until: EpochMillis | None = None
     error_message: str | None = None
 
@@ -234,6 +238,7 @@ class RecordIngressInput:
     document_id: str
     winner_digest: str
     due_at: EpochMillis | None = None
+    delay_ms: int | None = None
 
 
 @strawberry.input(description="Make every operation and watch deferred OFFLINE due at `now`.")

@@ -361,6 +361,7 @@ class GraphQLApp(GraphQL):
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
             return
+        scope = with_stream_accept(scope)
         request = Request(scope, receive)
         graphql_response = accepts_graphql_response(request.headers.get("accept"))
         try:
@@ -672,6 +673,28 @@ TO_REGISTER = "connector_store.persisted_query_to_register"
 UNSUPPORTED_CONTENT_TYPE = (
     "Unsupported content type: send application/json (or use GET with query parameters)"
 )
+
+
+MULTIPART_SUBSCRIPTION_ACCEPT = b'multipart/mixed;subscriptionSpec="1.0"'
+STREAM_TYPES = frozenset({"multipart/mixed", "text/event-stream"})
+
+
+def with_stream_accept(scope: Scope) -> Scope:
+    """``scope`` with ``Accept: multipart/mixed;subscriptionSpec="1.0"`` when its ``Accept``
+    lists ``multipart/mixed`` and nothing but streams (urql's subscriptions send
+    ``text/event-stream, multipart/mixed``): such a client takes no single JSON answer, so
+    the multipart stream is the one answer it accepts. Strawberry's transport reads one
+    media type with the ``subscriptionSpec`` parameter; any other ``Accept`` is left as sent."""
+    accept = next((value for key, value in scope["headers"] if key == b"accept"), None)
+    if accept is None:
+        return scope
+    types = {
+        part.split(b";", 1)[0].strip().lower().decode("latin-1") for part in accept.split(b",")
+    }
+    if "multipart/mixed" not in types or not types <= STREAM_TYPES:
+        return scope
+    headers = [(key, value) for key, value in scope["headers"] if key != b"accept"]
+    return dict(scope, headers=[*headers, (b"accept", MULTIPART_SUBSCRIPTION_ACCEPT)])
 
 
 def accepts_graphql_response(accept: str | None) -> bool:

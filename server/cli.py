@@ -10,6 +10,7 @@ traceback.
 
 import asyncio
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 import typer
@@ -374,6 +375,18 @@ def schema_command(
 
     printed = build_schema().as_str()
     typer.echo(client_sdl(printed) if client else printed, nl=not client)
+
+
+@cli.command("documents")
+def documents_command() -> None:
+    """Write each operation of graphql/operations/*.graphql as its own document,
+    graphql/documents/<OperationName>.graphql, with the fragments it spreads (for clients
+    that take one operation a document, as Apollo Client does), from the checkout in the
+    current directory; print each file written or deleted (``make schema``)."""
+    from server.single_documents import write
+
+    for path in write(Path("graphql/operations"), Path("graphql/documents")):
+        typer.echo(path)
 
 
 @cli.command("sql")

@@ -2,7 +2,7 @@
 
 import json
 import re
-from collections.abc import Collection, Sized
+from collections.abc import Callable, Collection, Sized
 from datetime import datetime
 from typing import Any
 
@@ -73,23 +73,38 @@ def lease_ms(field: str, value: Any) -> int:
 
 
 def optional_at_or_delay(
-    at_field: str, at: Any, delay_field: str, delay: Any, now: int
+    at_field: str,
+    at: Any,
+    delay_field: str,
+    delay: Any,
+    now: int,
+    *,
+    duration: Callable[[str, Any], int] = count,
 ) -> int | None:
-    """A time (epoch ms) given either absolutely (``at``) or as ``delay`` ms (0 to 2**31 - 1)
-    after the store's ``now``: the relative form spares a client a ``serverTime`` round trip.
-    None when neither is given. Raises ``InvalidInput`` naming ``at_field`` when both are
-    given, or the malformed field."""
+    """A time (epoch ms) given either absolutely (``at``) or as ``delay`` ms after the
+    store's ``now``: the relative form spares a client a ``serverTime`` round trip.
+    ``duration`` checks the delay (``count``: 0 to 2**31 - 1; ``lease_ms`` for a claim's
+    length). None when neither is given. Raises ``InvalidInput`` naming ``at_field`` when
+    both are given, or the malformed field."""
     if at is not None and delay is not None:
         raise InvalidInput(at_field, f"give {at_field} or {delay_field}, not both")
     if delay is not None:
-        return now + count(delay_field, delay)
+        return now + duration(delay_field, delay)
     return optional_epoch_ms(at_field, at)
 
 
-def at_or_delay(at_field: str, at: Any, delay_field: str, delay: Any, now: int) -> int:
+def at_or_delay(
+    at_field: str,
+    at: Any,
+    delay_field: str,
+    delay: Any,
+    now: int,
+    *,
+    duration: Callable[[str, Any], int] = count,
+) -> int:
     """Like ``optional_at_or_delay``, but one of the two is required: neither raises
     ``InvalidInput`` naming ``at_field``."""
-    time = optional_at_or_delay(at_field, at, delay_field, delay, now)
+    time = optional_at_or_delay(at_field, at, delay_field, delay, now, duration=duration)
     if time is None:
         raise InvalidInput(at_field, f"give {at_field} or {delay_field}")
     return time

@@ -2,7 +2,9 @@
 provider retry policy, its typed errors, and that it imports nothing of the server."""
 
 import ast
+import re
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,7 @@ from graphql import OperationDefinitionNode, build_schema, parse, validate
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "client" / "connector_store_client"
 CLIENT_SDL = ROOT / "graphql" / "client-schema.graphql"
-CLIENT_DEPENDENCIES = {"httpx", "websockets", "connector_store_client"}
+CLIENT_DEPENDENCIES = {"httpx", "websockets", "pydantic", "pydantic_core", "connector_store_client"}
 
 
 @pytest.mark.parametrize("name", sorted(doc.ALL))
@@ -43,7 +45,7 @@ def test_package__imports_only_its_dependencies_and_the_standard_library():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 imported |= {alias.name.split(".")[0] for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module:
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 imported.add(node.module.split(".")[0])
 
     assert imported - set(sys.stdlib_module_names) <= CLIENT_DEPENDENCIES
@@ -93,3 +95,26 @@ def test_errors__typed_by_extensions_code():
     assert isinstance(collected, EventsCollected)
     assert isinstance(conflict, GraphQLResponseError) and conflict.repeatable
     assert (refused.code, refused.field, refused.repeatable) == ("BAD_USER_INPUT", "leaseMs", False)
+
+
+def imported_modules(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
+    return names - set(sys.stdlib_module_names)
+
+
+def test_readme_install__make_run_installs_what_the_sdk_example_imports():
+    """The README's install step (`make run`, the runtime) installs the client, and the
+    client's own dependencies cover what it and examples/sdk_worker.py import."""
+    makefile = (ROOT / "Makefile").read_text()
+    runtime = makefile.split("$(VENV)/.runtime:", 1)[1].split("\n\n", 1)[0]
+    client = tomllib.loads((ROOT / "client" / "pyproject.toml").read_text())["project"]
+    declared = {re.split(r"[<>=!\[ ]", name, maxsplit=1)[0] for name in client["dependencies"]}
+
+    assert "-e ./client" in runtime
+    assert imported_modules(ROOT / "examples" / "sdk_worker.py") == {"connector_store_client"}
+    assert CLIENT_DEPENDENCIES - {"pydantic_core", "connector_store_client"} == declared

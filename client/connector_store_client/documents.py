@@ -1,144 +1,50 @@
-"""The GraphQL documents the client sends, one operation each (a test validates them against
-the server's client SDL, ``graphql/client-schema.graphql``)."""
+"""The GraphQL documents the client sends, one operation each with the fragments it spreads,
+read from ``operations.graphql`` beside this module (ariadne-codegen builds ``models/`` from
+the same file; a test validates each document against the server's client SDL,
+``graphql/client-schema.graphql``)."""
 
-LEASED_OPERATION = """
-fragment LeasedOperation on Operation {
-  callerDID
-  operationID
-  ownerDID
-  connectorName
-  model
-  op
-  accountKey
-  target
-  sourceID
-  documentID
-  deterministicEventID
-  payloadHash
-  reissueIntent
-  providerEtag
-  attempts
-  version
-  sendMarker
-  leaseExpiresAt
-}
-"""
+import re
+from importlib.resources import files
 
-SETTLED = """
-fragment Settled on Operation {
-  callerDID
-  operationID
-  state
-  version
-  leaseToken
-}
-"""
+DEFINITION = re.compile(r"^(query|mutation|subscription|fragment) ([A-Za-z_]\w*)", re.MULTILINE)
+SPREAD = re.compile(r"\.\.\.([A-Za-z_]\w*)")
 
-LEASE_OPERATIONS = (
-    """
-mutation LeaseOperations($input: LeaseOperationsInput!) {
-  leaseOperations(input: $input) { operations { ...LeasedOperation } }
-}
-"""
-    + LEASED_OPERATION
-)
 
-RENEW_LEASES = """
-mutation RenewLeases($input: RenewLeasesInput!) {
-  renewLeases(input: $input) { renewed { callerDID operationID leaseExpiresAt } }
-}
-"""
+def split(source: str) -> dict[str, str]:
+    """Each operation of ``source`` (GraphQL text whose top-level definitions each start a
+    line) as its own document, by operation name: the operation, then each fragment it
+    spreads, transitively, in first-spread order. Raises ``KeyError`` for a spread of a
+    fragment ``source`` lacks."""
+    starts = list(DEFINITION.finditer(source))
+    operations: dict[str, str] = {}
+    fragments: dict[str, str] = {}
+    for start, end in zip(starts, [*starts[1:], None], strict=True):
+        text = source[start.start() : None if end is None else end.start()].strip() + "\n"
+        kind, name = start.groups()
+        (fragments if kind == "fragment" else operations)[name] = text
+    documents = {}
+    for name, text in operations.items():
+        needed: list[str] = []
+        pending = SPREAD.findall(text)
+        while pending:
+            fragment = pending.pop(0)
+            if fragment not in needed:
+                needed.append(fragment)
+                pending += SPREAD.findall(fragments[fragment])
+        documents[name] = "\n".join([text, *(fragments[n] for n in needed)])
+    return documents
 
-RELEASE_LEASES = """
-mutation ReleaseLeases($input: ReleaseLeasesInput!) {
-  releaseLeases(input: $input) { released { callerDID operationID } }
-}
-"""
 
-MARK_SENDS_STARTED = (
-    """
-mutation MarkSendsStarted($input: MarkSendsStartedInput!) {
-  markSendsStarted(input: $input) { results { applied operation { ...Settled } } }
-}
-"""
-    + SETTLED
-)
-
-FINALIZE_OPERATIONS = (
-    """
-mutation FinalizeOperations($input: FinalizeOperationsInput!) {
-  finalizeOperations(input: $input) { results { applied operation { ...Settled } } }
-}
-"""
-    + SETTLED
-)
-
-RECORD_OPERATIONS = (
-    """
-mutation RecordOperations($input: RecordOperationsInput!) {
-  recordOperations(input: $input) { results { applied operation { ...Settled } } }
-}
-"""
-    + SETTLED
-)
-
-CLAIM_OPERATIONS = (
-    """
-mutation ClaimOperations($input: ClaimOperationsInput!) {
-  claimOperations(input: $input) {
-    results {
-      __typename
-      ... on OperationClaimed { operation { ...Settled } }
-      ... on OperationExists { operation { ...Settled } }
-      ... on OperationConflict { callerDID operationID message }
-      ... on OperationCollected { callerDID operationID finalState collectedAt }
-    }
-  }
-}
-"""
-    + SETTLED
-)
-
-WORK_AVAILABLE = """
-subscription WorkAvailable($connectorName: String) {
-  workAvailable(connectorName: $connectorName) { connectorName at }
-}
-"""
-
-OPERATION_EVENTS = """
-subscription OperationEvents($filter: OperationFilter, $after: String) {
-  operationEvents(filter: $filter, after: $after) {
-    sequence
-    at
-    action
-    actorDID
-    fromState
-    toState
-    attempts
-    kind
-    httpStatus
-    message
-    operation { callerDID operationID connectorName accountKey state version updatedAt }
-  }
-}
-"""
-
-ALL = {
-    "LeaseOperations": LEASE_OPERATIONS,
-    "RenewLeases": RENEW_LEASES,
-    "ReleaseLeases": RELEASE_LEASES,
-    "MarkSendsStarted": MARK_SENDS_STARTED,
-    "FinalizeOperations": FINALIZE_OPERATIONS,
-    "RecordOperations": RECORD_OPERATIONS,
-    "ClaimOperations": CLAIM_OPERATIONS,
-    "WorkAvailable": WORK_AVAILABLE,
-    "OperationEvents": OPERATION_EVENTS,
-}
+ALL = split(files("connector_store_client").joinpath("operations.graphql").read_text())
 """Every document by its operation's name."""
 
-THROTTLE_ACCOUNT = """
-mutation ThrottleAccount($input: ThrottleAccountInput!) {
-  throttleAccount(input: $input) { account { connectorName accountKey throttledUntil } }
-}
-"""
-ALL["ThrottleAccount"] = THROTTLE_ACCOUNT
+LEASE_OPERATIONS = ALL["LeaseOperations"]
+RENEW_LEASES = ALL["RenewLeases"]
+RELEASE_LEASES = ALL["ReleaseLeases"]
+MARK_SENDS_STARTED = ALL["MarkSendsStarted"]
+FINALIZE_OPERATIONS = ALL["FinalizeOperations"]
+RECORD_OPERATIONS = ALL["RecordOperations"]
+CLAIM_OPERATIONS = ALL["ClaimOperations"]
+WORK_AVAILABLE = ALL["WorkAvailable"]
+OPERATION_EVENTS = ALL["OperationEvents"]
+THROTTLE_ACCOUNT = ALL["ThrottleAccount"]

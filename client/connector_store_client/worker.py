@@ -7,12 +7,23 @@ import logging
 import signal
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from connector_store_client import documents as doc
 from connector_store_client.client import Client, backoff_s
 from connector_store_client.errors import ConnectorStoreError, GraphQLResponseError, TransportError
+from connector_store_client.models.finalize_operations import (
+    FinalizeOperations,
+    FinalizeOperationsFinalizeOperationsResults,
+)
+from connector_store_client.models.fragments import LeasedOperation as LeasedOperationFields
+from connector_store_client.models.mark_sends_started import MarkSendsStarted
+from connector_store_client.models.record_operations import (
+    RecordOperations,
+    RecordOperationsRecordOperationsResults,
+)
+from connector_store_client.models.renew_leases import RenewLeases
 from connector_store_client.outcomes import Committed, Deferred, Failed, Outcome, RetryAfter
 
 log = logging.getLogger("connector_store_client.worker")
@@ -23,54 +34,11 @@ refused again, so ``run`` stops and raises it rather than retrying forever."""
 MAX_THROTTLE_MS = 86_400_000
 
 
-@dataclass(frozen=True)
-class LeasedOperation:
-    """An operation leased to this worker: its key, envelope (``deterministic_event_id`` is
-    the provider's idempotency key: send it with the write), ``attempts`` so far and
-    ``version``. ``raw`` is the operation as the server sent it (camelCase keys)."""
-
-    caller_did: str
-    operation_id: str
-    owner_did: str
-    connector_name: str
-    model: str
-    op: str
-    account_key: str
-    target: str
-    source_id: str
-    document_id: str | None
-    deterministic_event_id: str
-    payload_hash: str
-    reissue_intent: Any
-    provider_etag: str | None
-    attempts: int
-    version: int
-    lease_expires_at: int
-    raw: dict[str, Any] = field(repr=False, compare=False)
-
-    @classmethod
-    def of(cls, raw: dict[str, Any]) -> "LeasedOperation":
-        """From a ``LeasedOperation`` fragment's answer."""
-        return cls(
-            caller_did=raw["callerDID"],
-            operation_id=raw["operationID"],
-            owner_did=raw["ownerDID"],
-            connector_name=raw["connectorName"],
-            model=raw["model"],
-            op=raw["op"],
-            account_key=raw["accountKey"],
-            target=raw["target"],
-            source_id=raw["sourceID"],
-            document_id=raw["documentID"],
-            deterministic_event_id=raw["deterministicEventID"],
-            payload_hash=raw["payloadHash"],
-            reissue_intent=raw["reissueIntent"],
-            provider_etag=raw["providerEtag"],
-            attempts=raw["attempts"],
-            version=raw["version"],
-            lease_expires_at=raw["leaseExpiresAt"],
-            raw=raw,
-        )
+class LeasedOperation(LeasedOperationFields):
+    """An operation leased to this worker, as the ``LeasedOperation`` fragment answers it (the
+    model ariadne-codegen generates, snake_case fields): its key, envelope
+    (``deterministic_event_id`` is the provider's idempotency key: send it with the write),
+    ``attempts`` so far, ``version`` and ``lease_expires_at`` (epoch ms)."""
 
     @property
     def key(self) -> dict[str, str]:
@@ -237,7 +205,9 @@ class Worker:
                 await asyncio.sleep(backoff_s(min(failures, 6)))
                 continue
             failures = 0
-            batch = [LeasedOperation.of(raw) for raw in data["leaseOperations"]["operations"]]
+            batch = [
+                LeasedOperation.model_validate(raw) for raw in data["leaseOperations"]["operations"]
+            ]
             if not batch:
                 return
             await self._work(token, batch)
@@ -275,8 +245,8 @@ class Worker:
         data = await self.client.execute(
             doc.MARK_SENDS_STARTED, {"input": {"items": items}}, repeatable=True
         )
-        results = data["markSendsStarted"]["results"]
-        marked = [op for op, result in zip(batch, results, strict=True) if result["applied"]]
+        results = MarkSendsStarted.model_validate(data).mark_sends_started.results
+        marked = [op for op, result in zip(batch, results, strict=True) if result.applied]
         self.stats.lost += len(batch) - len(marked)
         return marked
 
@@ -305,7 +275,8 @@ class Worker:
             except ConnectorStoreError as error:
                 log.warning("renewLeases failed (%s); trying again", error)
                 continue
-            renewed = {(o["callerDID"], o["operationID"]) for o in data["renewLeases"]["renewed"]}
+            answer = RenewLeases.model_validate(data).renew_leases.renewed
+            renewed = {(operation.caller_did, operation.operation_id) for operation in answer}
             held &= renewed
 
     async def _settle(
@@ -381,14 +352,18 @@ class Worker:
                 {"input": {"items": [item for _, _, item in finals]}},
                 repeatable=True,
             )
-            self._count(token, finals, data["finalizeOperations"]["results"])
+            self._count(
+                token, finals, FinalizeOperations.model_validate(data).finalize_operations.results
+            )
         if records:
             data = await self.client.execute(
                 doc.RECORD_OPERATIONS,
                 {"input": {"items": [item for _, _, item in records]}},
                 repeatable=True,
             )
-            self._count(token, records, data["recordOperations"]["results"])
+            self._count(
+                token, records, RecordOperations.model_validate(data).record_operations.results
+            )
         if waiting:
             await self._release(token, waiting)
 
@@ -396,18 +371,21 @@ class Worker:
         self,
         token: str,
         sent: list[tuple[LeasedOperation, str, dict[str, Any]]],
-        results: list[dict[str, Any]],
+        results: Sequence[
+            FinalizeOperationsFinalizeOperationsResults | RecordOperationsRecordOperationsResults
+        ],
     ) -> None:
         for (operation, state, item), result in zip(sent, results, strict=True):
-            stored = result["operation"] or {}
+            stored = result.operation
             # A repeat after a lost answer finds its own write: the state written, the
             # version past the one it was sent with, the lease still this token's.
             own = (
-                stored.get("state") == state
-                and stored.get("leaseToken") == token
-                and stored.get("version", -1) > operation.version
+                stored is not None
+                and stored.state.value == state
+                and stored.lease_token == token
+                and stored.version > operation.version
             )
-            if not (result["applied"] or own):
+            if not (result.applied or own):
                 self.stats.lost += 1
             elif state == "COMMITTED":
                 self.stats.committed += 1

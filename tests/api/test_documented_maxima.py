@@ -238,6 +238,47 @@ CASES: dict[str, Case] = {
         lambda n: {"input": keys(1)[0] | {"version": 1, "leaseToken": "t", "delayMs": n}},
         "delayMs",
     ),
+    "ArmWatchInput.delayMs": Case(
+        mutation("armWatch", "ArmWatchInput", "outcome"),
+        lambda n: {"input": {"identity": IDENTITY, "reason": "MANUAL", "delayMs": n}},
+        "delayMs",
+        needs_watch=True,
+    ),
+    "ClaimWatchAttemptInput.leaseMs": Case(
+        mutation("claimWatchAttempt", "ClaimWatchAttemptInput", "applied"),
+        lambda n: {"input": {"identity": IDENTITY, "generation": 1, "leaseMs": n}},
+        "leaseMs",
+        needs_watch=True,
+    ),
+    "DeferWatchInput.delayMs": Case(
+        mutation("deferWatch", "DeferWatchInput", "applied"),
+        lambda n: {
+            "input": {"identity": IDENTITY, "generation": 1, "claimedUntil": FAR, "delayMs": n}
+        },
+        "delayMs",
+        needs_watch=True,
+    ),
+    "RecordVerificationInput.delayMs": Case(
+        mutation("recordVerification", "RecordVerificationInput", "outcome"),
+        lambda n: {
+            "input": {
+                "identity": IDENTITY,
+                "generation": 1,
+                "fetchedDigest": None,
+                "maxAttempts": 3,
+                "claimedUntil": FAR,
+                "delayMs": n,
+            }
+        },
+        "delayMs",
+        needs_watch=True,
+    ),
+    "RecordIngressInput.delayMs": Case(
+        mutation("recordIngress", "RecordIngressInput", "results { outcome }"),
+        lambda n: {"input": {"documentID": "doc-1", "winnerDigest": "d-2", "delayMs": n}},
+        "delayMs",
+        needs_watch=True,
+    ),
     "LeaseOperationsInput.leaseMs": Case(
         mutation("leaseOperations", "LeaseOperationsInput", "operations { operationID }"),
         lambda n: {"input": {"leaseToken": "t", "leaseMs": n}},

@@ -108,8 +108,8 @@ async def test_root__redirects_to_graphql(gql):
             ["callerDID"],
         ),
         (
-            'mutation { armWatch(input: {identity: {ownerDID: "o"}, reason: MANUAL}) { outcome } }',
-            ["connectorName", "model", "accountKey", "sourceID", "dueAt"],
+            'mutation { armWatch(input: {identity: {ownerDID: "o"}, dueAt: 1}) { outcome } }',
+            ["connectorName", "model", "accountKey", "sourceID", "reason"],
         ),
         (
             f"mutation {{ acquireLease(input: {{{LEASE}, expiresAt: 1, later: 2}}) "

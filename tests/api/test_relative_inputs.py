@@ -1,13 +1,15 @@
 """What a worker sends without the server's clock (docs/worker-protocol.md, 'Enqueueing, relative
 times and lease names'): a claim with no lease fields enqueues, ``leaseMs`` and ``delayMs`` count
 from the store's now, the single lease inputs name ``leaseToken`` as the batch ones do (the
-old ``token``/``expiresAt`` still work, deprecated), on both backends."""
+old ``token``/``expiresAt`` still work, deprecated), and the watch inputs' twins, on both
+backends."""
 
 from typing import Any
 
 import pytest
 
 from tests.api.conftest import GraphQLClient, claim_input
+from tests.factories import claimed_watch, pending_watch, verified_watch
 
 KEY = {"callerDID": "did:key:caller", "operationID": "op-1"}
 NO_LEASE = {"leaseToken": None, "leaseExpiresAt": None}
@@ -184,3 +186,154 @@ async def test_acquire_lease__ambiguous_or_missing_lease_refused(gql, clock, lea
     assert error["extensions"]["field"] == field
     read = await gql.run("GetOperation", **KEY)
     assert read["operation"]["leaseToken"] == "lease-A"
+
+
+# The watch inputs take the same relative twins: delayMs beside dueAt/nextAttemptAt, leaseMs
+# beside a claim's until.
+
+WATCH = {
+    "ownerDID": "did:key:owner",
+    "connectorName": "calendar",
+    "model": "Event",
+    "accountKey": "acct-1",
+    "sourceID": "evt-1",
+}
+
+
+async def test_arm_watch__delay_ms_counts_from_the_store_clock(gql, store, clock):
+    await pending_watch(store)
+
+    armed = await gql.run(
+        "ArmWatch", input={"identity": WATCH, "reason": "MANUAL", "delayMs": 7_000}
+    )
+
+    assert armed["armWatch"]["watch"]["nextAttemptAt"] == clock.now + 7_000
+
+
+async def test_record_ingress__delay_ms_counts_from_the_store_clock(gql, store, clock):
+    await verified_watch(store, "digest-1")
+
+    ingress = await gql.run(
+        "RecordIngress",
+        input={"documentID": "doc-1", "winnerDigest": "digest-2", "delayMs": 3_000},
+    )
+
+    (result,) = ingress["recordIngress"]["results"]
+    assert result["outcome"] == "OPENED"
+    assert result["watch"]["nextAttemptAt"] == clock.now + 3_000
+
+
+async def test_claim_watch_attempt__lease_ms_and_the_store_clock_as_now(gql, store, clock):
+    watch = await pending_watch(store)
+    clock.now = watch.next_attempt_at
+
+    claimed = await gql.run(
+        "ClaimWatchAttempt", input={"identity": WATCH, "generation": 1, "leaseMs": 20_000}
+    )
+
+    assert claimed["claimWatchAttempt"]["applied"] is True
+    assert claimed["claimWatchAttempt"]["watch"]["claimedUntil"] == clock.now + 20_000
+
+
+async def test_defer_watch__delay_ms_counts_from_the_store_clock(gql, store, clock):
+    watch = await claimed_watch(store, clock)
+    defer = {"identity": WATCH, "generation": 1, "claimedUntil": watch.claimed_until}
+
+    deferred = await gql.run("DeferWatch", input=defer | {"delayMs": 5_000})
+
+    assert deferred["deferWatch"]["applied"] is True
+    assert deferred["deferWatch"]["watch"]["nextAttemptAt"] == clock.now + 5_000
+
+
+async def test_record_verification__delay_ms_counts_from_the_store_clock(gql, store, clock):
+    await claimed_watch(store, clock)
+    verification = {
+        "identity": WATCH,
+        "generation": 1,
+        "fetchedDigest": "digest-x",
+        "maxAttempts": 3,
+        "delayMs": 4_000,
+    }
+
+    recorded = await gql.run("RecordVerification", input=verification)
+
+    assert recorded["recordVerification"]["outcome"] == "PENDING"
+    assert recorded["recordVerification"]["watch"]["nextAttemptAt"] == clock.now + 4_000
+
+
+@pytest.mark.parametrize(
+    ("mutation", "input_type", "value", "field"),
+    [
+        ("armWatch", "ArmWatchInput", {"reason": "MANUAL"}, "dueAt"),
+        ("armWatch", "ArmWatchInput", {"reason": "MANUAL", "dueAt": 1, "delayMs": 1}, "dueAt"),
+        ("armWatch", "ArmWatchInput", {"reason": "MANUAL", "delayMs": -1}, "delayMs"),
+        ("claimWatchAttempt", "ClaimWatchAttemptInput", {"generation": 1}, "until"),
+        (
+            "claimWatchAttempt",
+            "ClaimWatchAttemptInput",
+            {"generation": 1, "leaseMs": 999},
+            "leaseMs",
+        ),
+        (
+            "deferWatch",
+            "DeferWatchInput",
+            {"generation": 1, "claimedUntil": 1, "nextAttemptAt": 1, "delayMs": 1},
+            "nextAttemptAt",
+        ),
+        (
+            "recordVerification",
+            "RecordVerificationInput",
+            {"generation": 1, "fetchedDigest": None, "maxAttempts": 2},
+            "dueAt",
+        ),
+    ],
+)
+async def test_watch_inputs__both_or_neither_time_refused_nothing_written(
+    gql, store, clock, mutation, input_type, value, field
+):
+    watch = await claimed_watch(store, clock)
+    body = await gql.query(
+        f"mutation($input: {input_type}!) {{ {mutation}(input: $input) {{ __typename }} }}",
+        {"input": {"identity": WATCH} | value},
+    )
+
+    assert body["data"] is None
+    (error,) = body["errors"]
+    assert error["extensions"] == {"code": "BAD_USER_INPUT", "field": field}
+    assert await store.watches.get_watch(watch.identity) == watch
+
+
+async def test_record_ingress__due_at_beside_delay_ms_refused(gql, store):
+    watch = await verified_watch(store, "digest-1")
+    body = await gql.query(
+        """mutation($input: RecordIngressInput!) { recordIngress(input: $input) {
+        results { outcome } } }""",
+        {"input": {"documentID": "doc-1", "winnerDigest": "d-2", "dueAt": 1, "delayMs": 1}},
+    )
+
+    (error,) = body["errors"]
+    assert error["extensions"] == {"code": "BAD_USER_INPUT", "field": "dueAt"}
+    assert await store.watches.get_watch(watch.identity) == watch
+    assert await store.winners.read_winner("doc-1") == "digest-1"
+
+
+async def test_record_verifications__delay_ms_per_item_and_both_refused(gql, store, clock):
+    watch = await claimed_watch(store, clock)
+    item = {
+        "identity": WATCH,
+        "generation": 1,
+        "fetchedDigest": "digest-x",
+        "maxAttempts": 3,
+        "delayMs": 4_000,
+    }
+    documents = """mutation($input: RecordVerificationsInput!) { recordVerifications(
+    input: $input) { results { outcome watch { nextAttemptAt } } } }"""
+
+    both = await gql.query(documents, {"input": {"items": [item | {"dueAt": 1}]}})
+    (error,) = both["errors"]
+    assert error["extensions"] == {"code": "BAD_USER_INPUT", "field": "items[0].dueAt"}
+    assert await store.watches.get_watch(watch.identity) == watch
+
+    recorded = await gql.query(documents, {"input": {"items": [item]}})
+    (result,) = recorded["data"]["recordVerifications"]["results"]
+    assert result == {"outcome": "PENDING", "watch": {"nextAttemptAt": clock.now + 4_000}}
