@@ -140,6 +140,8 @@ class OperationFilter(BaseModel):
     "The provider account the entity belongs to."
     kind: Optional[str] = None
     "Operations whose last recorded outcome had this kind."
+    last_error: Optional[str] = Field(alias="lastError", default=None)
+    "Operations whose last error message is exactly this (a failureGroups group's message)."
     updated_after: Optional[int] = Field(alias="updatedAfter", default=None)
     "Operations last written at or after this time."
     updated_before: Optional[int] = Field(alias="updatedBefore", default=None)
