@@ -1000,13 +1000,15 @@ def _lease_update(
     kept = _within(chosen, CHOSEN_KEYS, CHOSEN_ORDER, *bounds).cte("kept")
     update = (
         sa.update(op)
-        .where(
-            op.c.caller_did == kept.c.caller_did,
-            op.c.operation_id == kept.c.operation_id,
-            due_operation(now),
-        )
+        .where(op.c.caller_did == kept.c.caller_did, op.c.operation_id == kept.c.operation_id)
         .values(lease_values(now, token, expires_at))
     )
+    if not postgres:
+        update = update.where(due_operation(now))
+    # On PostgreSQL ``_chosen`` holds each chosen row locked, checked due once locked: no
+    # peer changes it before this update, which finds it by its key alone (a due guard here
+    # would let a planner whose statistics are older than a burst read every due row
+    # through a due index to join them to the few chosen).
     return update, kept, info
 
 
@@ -1167,40 +1169,78 @@ def _chosen(
         (sa.func.count().filter(has_room).over() >= size if head else sa.true()).label("whole"),
     ).cte("capacity")
     pick = op.alias("pick")
-    query = (
-        sa.select(
-            pick.c.caller_did,
-            pick.c.operation_id,
-            pick.c.lease_token.label("prior_token"),
-            room.c.owner_rank,
-            room.c.due_at,
-            row_bytes(pick.c, lease_values(now, *lease, row=pick)).label(SIZE),
-        )
-        .join_from(
-            pick,
-            room,
-            sa.and_(
-                pick.c.caller_did == room.c.caller_did, pick.c.operation_id == room.c.operation_id
-            ),
-        )
-        .where(
-            sa.or_(room.c.room.is_(None), room.c.account_rank <= room.c.room),
-            room.c.whole,
-            # Checked again on a row a peer changed since this statement's snapshot, once
-            # its lock is taken: a row a peer has just leased is passed over, and the limit
-            # takes the next candidate.
-            guards.live(pick),
-            lease_free(now, pick),
-        )
-        .order_by(room.c.owner_rank, room.c.due_at, room.c.caller_did, room.c.operation_id)
-        .limit(size)
+    fits = sa.and_(sa.or_(room.c.room.is_(None), room.c.account_rank <= room.c.room), room.c.whole)
+    picked = sa.select(
+        pick.c.caller_did,
+        pick.c.operation_id,
+        pick.c.lease_token.label("prior_token"),
+        row_bytes(pick.c, lease_values(now, *lease, row=pick)).label(SIZE),
+    ).where(
+        # Checked again on a row a peer changed since this statement's snapshot, once
+        # its lock is taken: a row a peer has just leased or deferred is passed over, and
+        # the limit takes the next candidate.
+        guards.live(pick),
+        sa.or_(pick.c.next_attempt_at.is_(None), pick.c.next_attempt_at <= now),
+        lease_free(now, pick),
+        guards.unpaused(pick.c),
     )
+    if postgres:
+        # Each candidate's row found by its key, in fair order, and locked as it is found
+        # (``FOR UPDATE SKIP LOCKED`` in the lateral read): the limit stops the reads at
+        # ``size`` rows taken, and no plan joins the candidates to a scan of the operations
+        # (a planner whose statistics are older than a burst of due rows may think that
+        # scan small and read every due row for the few candidates).
+        ordered = (
+            sa.select(room.c.caller_did, room.c.operation_id, room.c.owner_rank, room.c.due_at)
+            .where(fits)
+            .order_by(*_order_of(room))
+            .subquery("ordered")
+        )
+        found = (
+            picked.where(
+                pick.c.caller_did == ordered.c.caller_did,
+                pick.c.operation_id == ordered.c.operation_id,
+            )
+            .with_for_update(of=pick, skip_locked=True)
+            .lateral("found")
+        )
+        query = (
+            sa.select(
+                found.c.caller_did,
+                found.c.operation_id,
+                found.c.prior_token,
+                ordered.c.owner_rank,
+                ordered.c.due_at,
+                found.c[SIZE],
+            )
+            .select_from(ordered.join(found, sa.true()))
+            .order_by(*_order_of(ordered))
+            .limit(size)
+        )
+    else:
+        query = (
+            picked.add_columns(room.c.owner_rank, room.c.due_at)
+            .join_from(
+                pick,
+                room,
+                sa.and_(
+                    pick.c.caller_did == room.c.caller_did,
+                    pick.c.operation_id == room.c.operation_id,
+                ),
+            )
+            .where(fits)
+            .order_by(*_order_of(room))
+            .limit(size)
+        )
     info = sa.select(
         sa.func.coalesce(sa.func.max(sa.case((room.c.whole, room.c.walked), else_=0)), 0).label(
             OWNERS
         ),
         sa.func.coalesce(sa.func.bool_or(room.c[STALE]), False).label(STALE),
     )
-    if not postgres:
-        return query, info
-    return query.with_for_update(of=pick, skip_locked=True), info
+    return query, info
+
+
+def _order_of(rows: sa.FromClause) -> list[sa.ColumnElement[Any]]:
+    """The fair order of ``rows`` (columns ``CHOSEN_ORDER``)."""
+    return [rows.c[name] for name in CHOSEN_ORDER]
