@@ -886,3 +886,28 @@ async def test_lease_operations__a_blocked_accounts_backlog_leaves_every_call_fu
         assert max(taken.values()) - min(taken.values()) <= 1, taken
     assert sorted(taken.values()) == [10] * 20
     assert await lease(store, limit=10) == []
+
+
+@pytest.mark.parametrize("blocked", ["paused", "throttled"])
+async def test_lease_operations__an_owners_other_account_is_not_held_behind_a_blocked_backlog(
+    store, blocked
+):
+    """Owner X has 100 operations due first on an account that may not lease (paused or
+    throttled) and 5 later on an open account; 9 other owners have 5 each.
+    Every call of 10 is each owner's next in fair order: X's open operations go one a call,
+    beside the others', never behind its blocked backlog."""
+    backlog = [due_record(store, n, owner_did="X", account_key="acct-blocked") for n in range(100)]
+    mine = [due_record(store, 1_000 + n, owner_did="X") for n in range(5)]
+    others = [due_record(store, 2_000 + n, owner_did=f"owner-{n % 9}") for n in range(45)]
+    await insert_operations(store, [*backlog, *mine, *others])
+    if blocked == "paused":
+        await store.pauses.pause_account("calendar", "acct-blocked")
+    else:
+        await store.accounts.throttle_account("calendar", "acct-blocked", 3_600_000)
+
+    calls = [await lease(store, limit=10) for _ in range(5)]
+
+    assert [sorted({r.owner_did for r in leased}) for leased in calls] == [
+        ["X", *(f"owner-{n}" for n in range(9))]
+    ] * 5
+    assert [r.operation_id for leased in calls for r in leased if r.owner_did == "X"] == ids(mine)
