@@ -857,12 +857,13 @@ def _leasing_owners(now: Any, where: Filters, postgres: bool) -> tuple[sa.CTE, A
     attempted operations (a scalar subquery). An owner whose every account is paused,
     throttled or at its cap is not walked: its backlog costs a probe per account."""
     accounts = _owner_accounts(postgres)
-    every = _owners()
-    count = sa.select(sa.func.count()).where(every.c.owner_did.is_not(None)).scalar_subquery()
-    leasing = sa.exists().where(
-        accounts.c.owner_did == every.c.owner_did, _leasing_accounts(accounts, now, where)
+    count = sa.select(sa.func.count(sa.distinct(accounts.c.owner_did))).scalar_subquery()
+    owners = (
+        sa.select(accounts.c.owner_did)
+        .where(_leasing_accounts(accounts, now, where))
+        .distinct()
+        .cte("owners")
     )
-    owners = sa.select(every.c.owner_did).where(leasing).cte("leasing_owners")
     return owners, count
 
 

@@ -756,7 +756,7 @@ async def test_lease_operations__the_per_owner_walk_is_planned_with_its_values(s
     finally:
         store.db.statement_observer = None
 
-    walks = [(sql, tx) for sql, tx in seen if "RECURSIVE owners" in sql and "UPDATE" in sql]
+    walks = [(sql, tx) for sql, tx in seen if "RECURSIVE owner_accounts" in sql and "UPDATE" in sql]
     plans = [tx for sql, tx in seen if "plan_cache_mode = force_custom_plan" in sql]
     assert len(leased) == 5
     assert walks and all(tx is not None and tx in plans for _, tx in walks)

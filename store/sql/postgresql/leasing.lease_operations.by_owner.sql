@@ -37,21 +37,7 @@
 --   param_13 = 512, param_14 = 'taken_over', param_15 = 'leased', param_16 = 0, param_2 = 0,
 --   param_3 = 1, param_4 = 1, param_5 = 1, param_6 = 1, param_7 = 0, param_8 = 1, param_9 = 1,
 --   position_1 = 1, send_marker_1 = '*abandoned*', send_marker_2 = '*abandoned*'
-WITH RECURSIVE owners(owner_did) AS (
-  SELECT min(kubun_connector_operation.owner_did) AS owner_did
-  FROM kubun_connector_operation
-  WHERE kubun_connector_operation.state = 'attempted'
-  UNION ALL
-  SELECT (
-    SELECT min(kubun_connector_operation.owner_did) AS min_1
-    FROM kubun_connector_operation
-    WHERE kubun_connector_operation.state = 'attempted'
-      AND kubun_connector_operation.owner_did > owners.owner_did
-  ) AS anon_1
-  FROM owners
-  WHERE owners.owner_did IS NOT NULL
-),
-owner_accounts(owner_did, connector_name, model, account_key) AS (
+WITH RECURSIVE owner_accounts(owner_did, connector_name, model, account_key) AS (
   SELECT first.owner_did AS owner_did,
     first.connector_name AS connector_name,
     first.model AS model,
@@ -84,49 +70,44 @@ owner_accounts(owner_did, connector_name, model, account_key) AS (
     LIMIT :param_4::INTEGER
   ) AS following ON true
 ),
-leasing_owners AS (
-  SELECT owners.owner_did AS owner_did
-  FROM owners
-  WHERE EXISTS (
+owners AS (
+  SELECT DISTINCT owner_accounts.owner_did AS owner_did
+  FROM owner_accounts
+  WHERE NOT (EXISTS (
     SELECT *
-    FROM owner_accounts
-    WHERE owner_accounts.owner_did = owners.owner_did
-      AND NOT (EXISTS (
-        SELECT *
-        FROM kubun_connector_account
-        WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
-          AND kubun_connector_account.account_key = owner_accounts.account_key
-          AND kubun_connector_account.paused_at IS NOT NULL
-      ))
-      AND NOT (EXISTS (
-        SELECT *
-        FROM kubun_connector_paused_connector
-        WHERE kubun_connector_paused_connector.connector_name = owner_accounts.connector_name
-      ))
-      AND NOT (EXISTS (
-        SELECT *
-        FROM kubun_connector_account
-        WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
-          AND kubun_connector_account.account_key = owner_accounts.account_key
-          AND kubun_connector_account.throttled_until > :p_now::BIGINT
-      ))
-      AND NOT (EXISTS (
-        SELECT *
-        FROM kubun_connector_account
-        WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
-          AND kubun_connector_account.account_key = owner_accounts.account_key
-          AND kubun_connector_account.max_in_flight <= (
-            SELECT count(*) AS count_3
-            FROM kubun_connector_operation AS account_leases
-            WHERE account_leases.connector_name = owner_accounts.connector_name
-              AND account_leases.account_key = owner_accounts.account_key
-              AND account_leases.state = 'attempted'
-              AND account_leases.lease_token IS NOT NULL
-              AND account_leases.lease_expires_at >= :p_now::BIGINT
-          )
-      ))
-      AND owner_accounts.connector_name = :p_connector::VARCHAR COLLATE "C"
-  )
+    FROM kubun_connector_account
+    WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
+      AND kubun_connector_account.account_key = owner_accounts.account_key
+      AND kubun_connector_account.paused_at IS NOT NULL
+  ))
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_paused_connector
+      WHERE kubun_connector_paused_connector.connector_name = owner_accounts.connector_name
+    ))
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_account
+      WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
+        AND kubun_connector_account.account_key = owner_accounts.account_key
+        AND kubun_connector_account.throttled_until > :p_now::BIGINT
+    ))
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_account
+      WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
+        AND kubun_connector_account.account_key = owner_accounts.account_key
+        AND kubun_connector_account.max_in_flight <= (
+          SELECT count(*) AS count_3
+          FROM kubun_connector_operation AS account_leases
+          WHERE account_leases.connector_name = owner_accounts.connector_name
+            AND account_leases.account_key = owner_accounts.account_key
+            AND account_leases.state = 'attempted'
+            AND account_leases.lease_token IS NOT NULL
+            AND account_leases.lease_expires_at >= :p_now::BIGINT
+        )
+    ))
+    AND owner_accounts.connector_name = :p_connector::VARCHAR COLLATE "C"
 ),
 candidates AS (
   SELECT candidate.caller_did AS caller_did,
@@ -144,9 +125,8 @@ candidates AS (
       ranked.due_at AS due_at,
       ranked.owner_rank AS owner_rank,
       (
-        SELECT count(*) AS count_2
-        FROM owners
-        WHERE owners.owner_did IS NOT NULL
+        SELECT count(DISTINCT owner_accounts.owner_did) AS count_2
+        FROM owner_accounts
       ) AS owners
     FROM (
       SELECT gathered.caller_did AS caller_did,
@@ -156,16 +136,16 @@ candidates AS (
         gathered.due_at AS due_at,
         row_number() OVER (PARTITION BY gathered.owner_did ORDER BY gathered.due_at, gathered.caller_did, gathered.operation_id) AS owner_rank
       FROM (
-        SELECT anon_2.caller_did AS caller_did,
-          anon_2.operation_id AS operation_id,
-          anon_2.owner_did AS owner_did,
-          anon_2.connector_name AS connector_name,
-          anon_2.model AS model,
-          anon_2.account_key AS account_key,
-          anon_2.source_id AS source_id,
-          anon_2.created_at AS created_at,
-          anon_2.due_at AS due_at
-        FROM leasing_owners
+        SELECT anon_1.caller_did AS caller_did,
+          anon_1.operation_id AS operation_id,
+          anon_1.owner_did AS owner_did,
+          anon_1.connector_name AS connector_name,
+          anon_1.model AS model,
+          anon_1.account_key AS account_key,
+          anon_1.source_id AS source_id,
+          anon_1.created_at AS created_at,
+          anon_1.due_at AS due_at
+        FROM owners
         JOIN LATERAL (
           SELECT kubun_connector_operation.caller_did AS caller_did,
             kubun_connector_operation.operation_id AS operation_id,
@@ -177,8 +157,8 @@ candidates AS (
             kubun_connector_operation.created_at AS created_at,
             kubun_connector_operation.created_at AS due_at
           FROM kubun_connector_operation
-          WHERE kubun_connector_operation.owner_did >= leasing_owners.owner_did
-            AND kubun_connector_operation.owner_did <= leasing_owners.owner_did
+          WHERE kubun_connector_operation.owner_did >= owners.owner_did
+            AND kubun_connector_operation.owner_did <= owners.owner_did
             AND kubun_connector_operation.state = 'attempted'
             AND kubun_connector_operation.next_attempt_at IS NULL
             AND (kubun_connector_operation.lease_token IS NULL OR kubun_connector_operation.lease_expires_at < :p_now::BIGINT)
@@ -226,7 +206,7 @@ candidates AS (
                 AND (entity_first.created_at, entity_first.caller_did, entity_first.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
             )
             AND NOT (EXISTS (
-              SELECT :param_6::INTEGER AS anon_3
+              SELECT :param_6::INTEGER AS anon_2
               FROM kubun_connector_operation AS entity_other
               WHERE entity_other.state = 'attempted'
                 AND entity_other.owner_did = kubun_connector_operation.owner_did
@@ -244,18 +224,18 @@ candidates AS (
             AND kubun_connector_operation.connector_name = :p_connector::VARCHAR COLLATE "C"
           ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
           LIMIT :p_depth::INTEGER
-        ) AS anon_2 ON true
+        ) AS anon_1 ON true
         UNION ALL
-        SELECT anon_4.caller_did AS caller_did,
-          anon_4.operation_id AS operation_id,
-          anon_4.owner_did AS owner_did,
-          anon_4.connector_name AS connector_name,
-          anon_4.model AS model,
-          anon_4.account_key AS account_key,
-          anon_4.source_id AS source_id,
-          anon_4.created_at AS created_at,
-          anon_4.due_at AS due_at
-        FROM leasing_owners
+        SELECT anon_3.caller_did AS caller_did,
+          anon_3.operation_id AS operation_id,
+          anon_3.owner_did AS owner_did,
+          anon_3.connector_name AS connector_name,
+          anon_3.model AS model,
+          anon_3.account_key AS account_key,
+          anon_3.source_id AS source_id,
+          anon_3.created_at AS created_at,
+          anon_3.due_at AS due_at
+        FROM owners
         JOIN LATERAL (
           SELECT kubun_connector_operation.caller_did AS caller_did,
             kubun_connector_operation.operation_id AS operation_id,
@@ -267,8 +247,8 @@ candidates AS (
             kubun_connector_operation.created_at AS created_at,
             kubun_connector_operation.next_attempt_at AS due_at
           FROM kubun_connector_operation
-          WHERE kubun_connector_operation.owner_did >= leasing_owners.owner_did
-            AND kubun_connector_operation.owner_did <= leasing_owners.owner_did
+          WHERE kubun_connector_operation.owner_did >= owners.owner_did
+            AND kubun_connector_operation.owner_did <= owners.owner_did
             AND kubun_connector_operation.state = 'attempted'
             AND kubun_connector_operation.next_attempt_at IS NOT NULL
             AND kubun_connector_operation.next_attempt_at <= :p_now::BIGINT
@@ -317,7 +297,7 @@ candidates AS (
                 AND (entity_first.created_at, entity_first.caller_did, entity_first.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
             )
             AND NOT (EXISTS (
-              SELECT :param_9::INTEGER AS anon_5
+              SELECT :param_9::INTEGER AS anon_4
               FROM kubun_connector_operation AS entity_other
               WHERE entity_other.state = 'attempted'
                 AND entity_other.owner_did = kubun_connector_operation.owner_did
@@ -335,7 +315,7 @@ candidates AS (
             AND kubun_connector_operation.connector_name = :p_connector::VARCHAR COLLATE "C"
           ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.next_attempt_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
           LIMIT :p_depth::INTEGER
-        ) AS anon_4 ON true
+        ) AS anon_3 ON true
       ) AS gathered
     ) AS ranked
     WHERE ranked.owner_rank <= :p_depth::INTEGER
@@ -529,15 +509,15 @@ touched AS (
 ),
 appended_leased AS (
   INSERT INTO kubun_connector_operation_event (tx, caller_did, operation_id, at, action, actor_did, to_state, attempts, kind, http_status, message)
-  SELECT pg_current_xact_id()::text::bigint AS anon_6,
+  SELECT pg_current_xact_id()::text::bigint AS anon_5,
     leased.caller_did AS caller_did,
     leased.operation_id AS operation_id,
-    floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS anon_7,
-    CASE WHEN (leased.prior_token IS NOT NULL AND leased.prior_token != leased.lease_token) THEN :param_14::VARCHAR ELSE :param_15::VARCHAR END AS anon_8,
-    :p_actor::VARCHAR AS anon_9,
+    floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS anon_6,
+    CASE WHEN (leased.prior_token IS NOT NULL AND leased.prior_token != leased.lease_token) THEN :param_14::VARCHAR ELSE :param_15::VARCHAR END AS anon_7,
+    :p_actor::VARCHAR AS anon_8,
     leased.state AS state,
     leased.attempts AS attempts,
-    NULL AS anon_10,
+    NULL AS anon_9,
     NULL AS anon__1,
     NULL AS anon__2
   FROM leased

@@ -16,21 +16,7 @@
 --   param_14 = 0, param_15 = 1, param_16 = -1, param_17 = 0, param_18 = 0, param_19 = 0,
 --   param_2 = '*abandoned*', param_3 = 0, param_4 = 1, param_5 = 0, param_6 = 1, param_7 = 0,
 --   param_8 = 0, param_9 = 0, position_1 = 1, send_marker_1 = '*abandoned*'
-WITH RECURSIVE owners(owner_did) AS (
-  SELECT min(kubun_connector_operation.owner_did) AS owner_did
-  FROM kubun_connector_operation
-  WHERE kubun_connector_operation.state = 'attempted'
-  UNION ALL
-  SELECT (
-    SELECT min(kubun_connector_operation.owner_did) AS min_1
-    FROM kubun_connector_operation
-    WHERE kubun_connector_operation.state = 'attempted'
-      AND kubun_connector_operation.owner_did > owners.owner_did
-  ) AS anon_1
-  FROM owners
-  WHERE owners.owner_did IS NOT NULL
-),
-owner_accounts(owner_did, connector_name, model, account_key) AS (
+WITH RECURSIVE owner_accounts(owner_did, connector_name, model, account_key) AS (
   SELECT first.owner_did AS owner_did,
     first.connector_name AS connector_name,
     first.model AS model,
@@ -92,49 +78,44 @@ owner_accounts(owner_did, connector_name, model, account_key) AS (
     OFFSET :param_10
   ))
 ),
-leasing_owners AS (
-  SELECT owners.owner_did AS owner_did
-  FROM owners
-  WHERE EXISTS (
+owners AS (
+  SELECT DISTINCT owner_accounts.owner_did AS owner_did
+  FROM owner_accounts
+  WHERE NOT (EXISTS (
     SELECT *
-    FROM owner_accounts
-    WHERE owner_accounts.owner_did = owners.owner_did
-      AND NOT (EXISTS (
-        SELECT *
-        FROM kubun_connector_account
-        WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
-          AND kubun_connector_account.account_key = owner_accounts.account_key
-          AND kubun_connector_account.paused_at IS NOT NULL
-      ))
-      AND NOT (EXISTS (
-        SELECT *
-        FROM kubun_connector_paused_connector
-        WHERE kubun_connector_paused_connector.connector_name = owner_accounts.connector_name
-      ))
-      AND NOT (EXISTS (
-        SELECT *
-        FROM kubun_connector_account
-        WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
-          AND kubun_connector_account.account_key = owner_accounts.account_key
-          AND kubun_connector_account.throttled_until > :p_now
-      ))
-      AND NOT (EXISTS (
-        SELECT *
-        FROM kubun_connector_account
-        WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
-          AND kubun_connector_account.account_key = owner_accounts.account_key
-          AND kubun_connector_account.max_in_flight <= (
-            SELECT count(*) AS count_2
-            FROM kubun_connector_operation AS account_leases
-            WHERE account_leases.connector_name = owner_accounts.connector_name
-              AND account_leases.account_key = owner_accounts.account_key
-              AND account_leases.state = 'attempted'
-              AND account_leases.lease_token IS NOT NULL
-              AND account_leases.lease_expires_at >= :p_now
-          )
-      ))
-      AND owner_accounts.connector_name = :p_connector
-  )
+    FROM kubun_connector_account
+    WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
+      AND kubun_connector_account.account_key = owner_accounts.account_key
+      AND kubun_connector_account.paused_at IS NOT NULL
+  ))
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_paused_connector
+      WHERE kubun_connector_paused_connector.connector_name = owner_accounts.connector_name
+    ))
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_account
+      WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
+        AND kubun_connector_account.account_key = owner_accounts.account_key
+        AND kubun_connector_account.throttled_until > :p_now
+    ))
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_account
+      WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
+        AND kubun_connector_account.account_key = owner_accounts.account_key
+        AND kubun_connector_account.max_in_flight <= (
+          SELECT count(*) AS count_2
+          FROM kubun_connector_operation AS account_leases
+          WHERE account_leases.connector_name = owner_accounts.connector_name
+            AND account_leases.account_key = owner_accounts.account_key
+            AND account_leases.state = 'attempted'
+            AND account_leases.lease_token IS NOT NULL
+            AND account_leases.lease_expires_at >= :p_now
+        )
+    ))
+    AND owner_accounts.connector_name = :p_connector
 ),
 candidates AS (
   SELECT candidate.caller_did AS caller_did,
@@ -159,12 +140,12 @@ candidates AS (
         walked.connector_name AS connector_name,
         walked.account_key AS account_key,
         coalesce(walked.next_attempt_at, walked.created_at) AS due_at
-      FROM leasing_owners
+      FROM owners
       JOIN kubun_connector_operation AS walked ON (walked.caller_did, walked.operation_id) IN (
         SELECT kubun_connector_operation.caller_did,
           kubun_connector_operation.operation_id
         FROM kubun_connector_operation
-        WHERE kubun_connector_operation.owner_did = leasing_owners.owner_did
+        WHERE kubun_connector_operation.owner_did = owners.owner_did
           AND kubun_connector_operation.state = 'attempted'
           AND kubun_connector_operation.next_attempt_at IS NULL
           AND (kubun_connector_operation.lease_token IS NULL OR kubun_connector_operation.lease_expires_at < :p_now)
@@ -200,7 +181,7 @@ candidates AS (
               AND (entity_other.created_at, entity_other.caller_did, entity_other.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
           )
           AND NOT (EXISTS (
-            SELECT :param_11 AS anon_2
+            SELECT :param_11 AS anon_1
             FROM kubun_connector_operation AS entity_other
             WHERE entity_other.state = 'attempted'
               AND entity_other.owner_did = kubun_connector_operation.owner_did
@@ -227,12 +208,12 @@ candidates AS (
         walked.connector_name AS connector_name,
         walked.account_key AS account_key,
         coalesce(walked.next_attempt_at, walked.created_at) AS due_at
-      FROM leasing_owners
+      FROM owners
       JOIN kubun_connector_operation AS walked ON (walked.caller_did, walked.operation_id) IN (
         SELECT kubun_connector_operation.caller_did,
           kubun_connector_operation.operation_id
         FROM kubun_connector_operation
-        WHERE kubun_connector_operation.owner_did = leasing_owners.owner_did
+        WHERE kubun_connector_operation.owner_did = owners.owner_did
           AND kubun_connector_operation.state = 'attempted'
           AND kubun_connector_operation.next_attempt_at IS NOT NULL
           AND kubun_connector_operation.next_attempt_at <= :p_now
@@ -269,7 +250,7 @@ candidates AS (
               AND (entity_other.created_at, entity_other.caller_did, entity_other.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
           )
           AND NOT (EXISTS (
-            SELECT :param_15 AS anon_3
+            SELECT :param_15 AS anon_2
             FROM kubun_connector_operation AS entity_other
             WHERE entity_other.state = 'attempted'
               AND entity_other.owner_did = kubun_connector_operation.owner_did
@@ -395,21 +376,7 @@ FROM kept;
 --   param_18 = 0, param_19 = 0, param_2 = 512, param_20 = 0, param_21 = 512,
 --   param_3 = '*abandoned*', param_4 = 0, param_5 = 1, param_6 = 0, param_7 = 1, param_8 = 0,
 --   param_9 = 0, position_1 = 1, send_marker_1 = '*abandoned*', send_marker_2 = '*abandoned*'
-WITH RECURSIVE owners(owner_did) AS (
-  SELECT min(kubun_connector_operation.owner_did) AS owner_did
-  FROM kubun_connector_operation
-  WHERE kubun_connector_operation.state = 'attempted'
-  UNION ALL
-  SELECT (
-    SELECT min(kubun_connector_operation.owner_did) AS min_1
-    FROM kubun_connector_operation
-    WHERE kubun_connector_operation.state = 'attempted'
-      AND kubun_connector_operation.owner_did > owners.owner_did
-  ) AS anon_1
-  FROM owners
-  WHERE owners.owner_did IS NOT NULL
-),
-owner_accounts(owner_did, connector_name, model, account_key) AS (
+WITH RECURSIVE owner_accounts(owner_did, connector_name, model, account_key) AS (
   SELECT first.owner_did AS owner_did,
     first.connector_name AS connector_name,
     first.model AS model,
@@ -471,49 +438,44 @@ owner_accounts(owner_did, connector_name, model, account_key) AS (
     OFFSET :param_11
   ))
 ),
-leasing_owners AS (
-  SELECT owners.owner_did AS owner_did
-  FROM owners
-  WHERE EXISTS (
+owners AS (
+  SELECT DISTINCT owner_accounts.owner_did AS owner_did
+  FROM owner_accounts
+  WHERE NOT (EXISTS (
     SELECT *
-    FROM owner_accounts
-    WHERE owner_accounts.owner_did = owners.owner_did
-      AND NOT (EXISTS (
-        SELECT *
-        FROM kubun_connector_account
-        WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
-          AND kubun_connector_account.account_key = owner_accounts.account_key
-          AND kubun_connector_account.paused_at IS NOT NULL
-      ))
-      AND NOT (EXISTS (
-        SELECT *
-        FROM kubun_connector_paused_connector
-        WHERE kubun_connector_paused_connector.connector_name = owner_accounts.connector_name
-      ))
-      AND NOT (EXISTS (
-        SELECT *
-        FROM kubun_connector_account
-        WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
-          AND kubun_connector_account.account_key = owner_accounts.account_key
-          AND kubun_connector_account.throttled_until > :p_now
-      ))
-      AND NOT (EXISTS (
-        SELECT *
-        FROM kubun_connector_account
-        WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
-          AND kubun_connector_account.account_key = owner_accounts.account_key
-          AND kubun_connector_account.max_in_flight <= (
-            SELECT count(*) AS count_2
-            FROM kubun_connector_operation AS account_leases
-            WHERE account_leases.connector_name = owner_accounts.connector_name
-              AND account_leases.account_key = owner_accounts.account_key
-              AND account_leases.state = 'attempted'
-              AND account_leases.lease_token IS NOT NULL
-              AND account_leases.lease_expires_at >= :p_now
-          )
-      ))
-      AND owner_accounts.connector_name = :p_connector
-  )
+    FROM kubun_connector_account
+    WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
+      AND kubun_connector_account.account_key = owner_accounts.account_key
+      AND kubun_connector_account.paused_at IS NOT NULL
+  ))
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_paused_connector
+      WHERE kubun_connector_paused_connector.connector_name = owner_accounts.connector_name
+    ))
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_account
+      WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
+        AND kubun_connector_account.account_key = owner_accounts.account_key
+        AND kubun_connector_account.throttled_until > :p_now
+    ))
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_account
+      WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
+        AND kubun_connector_account.account_key = owner_accounts.account_key
+        AND kubun_connector_account.max_in_flight <= (
+          SELECT count(*) AS count_2
+          FROM kubun_connector_operation AS account_leases
+          WHERE account_leases.connector_name = owner_accounts.connector_name
+            AND account_leases.account_key = owner_accounts.account_key
+            AND account_leases.state = 'attempted'
+            AND account_leases.lease_token IS NOT NULL
+            AND account_leases.lease_expires_at >= :p_now
+        )
+    ))
+    AND owner_accounts.connector_name = :p_connector
 ),
 candidates AS (
   SELECT candidate.caller_did AS caller_did,
@@ -538,12 +500,12 @@ candidates AS (
         walked.connector_name AS connector_name,
         walked.account_key AS account_key,
         coalesce(walked.next_attempt_at, walked.created_at) AS due_at
-      FROM leasing_owners
+      FROM owners
       JOIN kubun_connector_operation AS walked ON (walked.caller_did, walked.operation_id) IN (
         SELECT kubun_connector_operation.caller_did,
           kubun_connector_operation.operation_id
         FROM kubun_connector_operation
-        WHERE kubun_connector_operation.owner_did = leasing_owners.owner_did
+        WHERE kubun_connector_operation.owner_did = owners.owner_did
           AND kubun_connector_operation.state = 'attempted'
           AND kubun_connector_operation.next_attempt_at IS NULL
           AND (kubun_connector_operation.lease_token IS NULL OR kubun_connector_operation.lease_expires_at < :p_now)
@@ -579,7 +541,7 @@ candidates AS (
               AND (entity_other.created_at, entity_other.caller_did, entity_other.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
           )
           AND NOT (EXISTS (
-            SELECT :param_12 AS anon_2
+            SELECT :param_12 AS anon_1
             FROM kubun_connector_operation AS entity_other
             WHERE entity_other.state = 'attempted'
               AND entity_other.owner_did = kubun_connector_operation.owner_did
@@ -606,12 +568,12 @@ candidates AS (
         walked.connector_name AS connector_name,
         walked.account_key AS account_key,
         coalesce(walked.next_attempt_at, walked.created_at) AS due_at
-      FROM leasing_owners
+      FROM owners
       JOIN kubun_connector_operation AS walked ON (walked.caller_did, walked.operation_id) IN (
         SELECT kubun_connector_operation.caller_did,
           kubun_connector_operation.operation_id
         FROM kubun_connector_operation
-        WHERE kubun_connector_operation.owner_did = leasing_owners.owner_did
+        WHERE kubun_connector_operation.owner_did = owners.owner_did
           AND kubun_connector_operation.state = 'attempted'
           AND kubun_connector_operation.next_attempt_at IS NOT NULL
           AND kubun_connector_operation.next_attempt_at <= :p_now
@@ -648,7 +610,7 @@ candidates AS (
               AND (entity_other.created_at, entity_other.caller_did, entity_other.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
           )
           AND NOT (EXISTS (
-            SELECT :param_16 AS anon_3
+            SELECT :param_16 AS anon_2
             FROM kubun_connector_operation AS entity_other
             WHERE entity_other.state = 'attempted'
               AND entity_other.owner_did = kubun_connector_operation.owner_did
