@@ -216,8 +216,8 @@ class LeasingStore:
         each owner's first in due order; a call that leases some so is done (fewer than
         ``limit`` only when the bytes ran out or peers' statements held some: another round
         would rank its owners without what it just leased), one that leased none while
-        peers held the head reads it again (``HEAD_ROUNDS`` in all). Else a CTE walks each
-        owner's first
+        peers held the head reads it again (``HEAD_ROUNDS`` in all). Else a CTE walks, of
+        each owner with an account that may lease (``_leasing_owners``), the owner's first
         ``depth`` qualifying operations (``_ranked_by_owner``; ``depth`` = twice
         ``limit`` over the owners with attempted operations that the previous statement
         counted, rounded up; the first call counts them first), so the cost follows the
@@ -773,6 +773,100 @@ def _count_owners() -> sa.Select[Any]:
     return sa.select(sa.func.count().label("n")).where(owners.c.owner_did.is_not(None))
 
 
+ACCOUNT_GROUP = ("owner_did", "connector_name", "model", "account_key")
+"""An owner's operations of one account (and model): the leading columns of the entity
+index, by which ``_owner_accounts`` finds each owner's accounts."""
+
+
+def _owner_accounts(postgres: bool) -> sa.CTE:
+    """Each owner's accounts (``ACCOUNT_GROUP``) with attempted operations, one index probe
+    or a few each (a loose index scan of the entity index, which leads with them): on
+    PostgreSQL the next group is the first row past the last as a row value (a lateral read
+    of one row); SQLite seeks a row value by its first column only, and would read every
+    row of the owner's groups before the next: it takes the row id of the next group's first
+    row with the last group's leading columns equal and the next one past (an account of the
+    same owner, model or connector first; the next owner last)."""
+    columns = [op.c[name] for name in ACCOUNT_GROUP]
+    first = sa.select(*columns).where(guards.live()).order_by(*columns).limit(1).subquery("first")
+    accounts = sa.select(first).cte("owner_accounts", recursive=True)
+    last = [accounts.c[name] for name in ACCOUNT_GROUP]
+    following = sa.select(*columns).where(guards.live()).order_by(*columns).limit(1)
+    if postgres:
+        lateral = following.where(sa.tuple_(*columns) > sa.tuple_(*last)).lateral("following")
+        return accounts.union_all(sa.select(lateral).select_from(accounts.join(lateral, sa.true())))
+    row_ids = [
+        following.with_only_columns(sa.literal_column("rowid"))
+        .where(*(c == v for c, v in zip(columns[:n], last[:n], strict=True)))
+        .where(columns[n] > last[n])
+        .scalar_subquery()
+        for n in reversed(range(len(columns)))
+    ]
+    rows = op.alias("following")
+    return accounts.union_all(
+        sa.select(*(rows.c[name] for name in ACCOUNT_GROUP)).select_from(
+            accounts.join(rows, sa.literal_column("following.rowid") == sa.func.coalesce(*row_ids))
+        )
+    )
+
+
+def _leasing_accounts(accounts: sa.CTE, now: Any, where: Filters) -> sa.ColumnElement[bool]:
+    """The rows of ``accounts`` (``_owner_accounts``) whose account may lease at ``now``:
+    not paused, not throttled, below its cap (``lease_guards``), and of the connector and
+    account keys ``where`` names. An account's live leases are counted through the index of
+    live leases, at most its cap."""
+    subject = accounts.c
+    conditions = [
+        guards.unpaused(subject),
+        sa.not_(guards.throttled(subject, now)),
+        sa.not_(_at_cap(accounts, now)),
+    ]
+    connector, keys, _ = where
+    if connector is not None:
+        conditions.append(subject.connector_name == connector)
+    if keys is not None:
+        conditions.append(subject.account_key.in_(keys))
+    return sa.and_(*conditions)
+
+
+def _at_cap(rows: sa.FromClause, now: Any) -> sa.ColumnElement[bool]:
+    """The account of a row of ``rows`` (naming ``connector_name`` and ``account_key``) has a
+    cap and its live leases at ``now`` reach it: ``lease_guards.at_cap`` with the count of
+    live leases (through the index of live leases, at most the cap) correlated to ``rows``
+    itself, not to the cap's row."""
+    leased = op.alias("account_leases")
+    in_flight = (
+        sa.select(sa.func.count())
+        .where(
+            leased.c.connector_name == rows.c.connector_name,
+            leased.c.account_key == rows.c.account_key,
+            guards.live_lease(now, leased),
+        )
+        .correlate(rows)
+        .scalar_subquery()
+    )
+    return sa.exists().where(
+        account.c.connector_name == rows.c.connector_name,
+        account.c.account_key == rows.c.account_key,
+        account.c.max_in_flight <= in_flight,
+    )
+
+
+def _leasing_owners(now: Any, where: Filters, postgres: bool) -> tuple[sa.CTE, Any]:
+    """The owners with an account that may lease (``_leasing_accounts``) among their
+    accounts with attempted operations (``_owner_accounts``), and how many owners have
+    attempted operations (a scalar subquery). An owner whose every account is paused,
+    throttled or at its cap is not walked: its backlog costs a probe per account."""
+    accounts = _owner_accounts(postgres)
+    count = sa.select(sa.func.count(sa.distinct(accounts.c.owner_did))).scalar_subquery()
+    owners = (
+        sa.select(accounts.c.owner_did)
+        .where(_leasing_accounts(accounts, now, where))
+        .distinct()
+        .cte("owners")
+    )
+    return owners, count
+
+
 def _due_walk(
     now: Any, where: Filters, depth: Any, never_deferred: bool, owner: Any, *, guarded: bool
 ) -> LateralFromClause:
@@ -909,9 +1003,9 @@ def _ranked_by_owner(now: Any, where: Filters, depth: Any) -> sa.Subquery:
     within the owner and (``OWNERS``) how many owners have attempted operations
     (PostgreSQL). Per owner, a walk of each due index of the owner in due order that stops
     at ``depth``, so the cost grows with the owners and ``depth``, not with the operations
-    due."""
-    owners = _owners()
-    count = sa.select(sa.func.count()).where(owners.c.owner_did.is_not(None)).scalar_subquery()
+    due. Only the owners with an account that may lease are walked (``_leasing_owners``),
+    and their rows of an account at its cap are passed over (``_due_select``)."""
+    owners, count = _leasing_owners(now, where, True)
     sides = []
     for never_deferred in (True, False):
         side = _due_walk(now, where, depth, never_deferred, owners.c.owner_did, guarded=True)
@@ -942,8 +1036,9 @@ def _ranked_by_owner_sqlite(now: Any, where: Filters, depth: Any) -> sa.Subquery
     the operations whose keys are among the owner's first ``depth`` of each due walk
     (``_due_select``, a correlated ``IN`` subquery that SQLite runs once per owner, probing
     the key for each key it gives), ranked within the owner; ``OWNERS`` is 0 (the caller
-    counts the owners)."""
-    owners = _owners()
+    counts the owners). Only the owners with an account that may lease are walked
+    (``_leasing_owners``)."""
+    owners, _ = _leasing_owners(now, where, False)
     found = op.alias("walked")
     sides = []
     for never_deferred in (True, False):
@@ -1000,13 +1095,15 @@ def _lease_update(
     kept = _within(chosen, CHOSEN_KEYS, CHOSEN_ORDER, *bounds).cte("kept")
     update = (
         sa.update(op)
-        .where(
-            op.c.caller_did == kept.c.caller_did,
-            op.c.operation_id == kept.c.operation_id,
-            due_operation(now),
-        )
+        .where(op.c.caller_did == kept.c.caller_did, op.c.operation_id == kept.c.operation_id)
         .values(lease_values(now, token, expires_at))
     )
+    if not postgres:
+        update = update.where(due_operation(now))
+    # On PostgreSQL ``_chosen`` holds each chosen row locked, checked due once locked: no
+    # peer changes it before this update, which finds it by its key alone (a due guard here
+    # would let a planner whose statistics are older than a burst read every due row
+    # through a due index to join them to the few chosen).
     return update, kept, info
 
 
@@ -1167,40 +1264,78 @@ def _chosen(
         (sa.func.count().filter(has_room).over() >= size if head else sa.true()).label("whole"),
     ).cte("capacity")
     pick = op.alias("pick")
-    query = (
-        sa.select(
-            pick.c.caller_did,
-            pick.c.operation_id,
-            pick.c.lease_token.label("prior_token"),
-            room.c.owner_rank,
-            room.c.due_at,
-            row_bytes(pick.c, lease_values(now, *lease, row=pick)).label(SIZE),
-        )
-        .join_from(
-            pick,
-            room,
-            sa.and_(
-                pick.c.caller_did == room.c.caller_did, pick.c.operation_id == room.c.operation_id
-            ),
-        )
-        .where(
-            sa.or_(room.c.room.is_(None), room.c.account_rank <= room.c.room),
-            room.c.whole,
-            # Checked again on a row a peer changed since this statement's snapshot, once
-            # its lock is taken: a row a peer has just leased is passed over, and the limit
-            # takes the next candidate.
-            guards.live(pick),
-            lease_free(now, pick),
-        )
-        .order_by(room.c.owner_rank, room.c.due_at, room.c.caller_did, room.c.operation_id)
-        .limit(size)
+    fits = sa.and_(sa.or_(room.c.room.is_(None), room.c.account_rank <= room.c.room), room.c.whole)
+    picked = sa.select(
+        pick.c.caller_did,
+        pick.c.operation_id,
+        pick.c.lease_token.label("prior_token"),
+        row_bytes(pick.c, lease_values(now, *lease, row=pick)).label(SIZE),
+    ).where(
+        # Checked again on a row a peer changed since this statement's snapshot, once
+        # its lock is taken: a row a peer has just leased or deferred is passed over, and
+        # the limit takes the next candidate.
+        guards.live(pick),
+        sa.or_(pick.c.next_attempt_at.is_(None), pick.c.next_attempt_at <= now),
+        lease_free(now, pick),
+        guards.unpaused(pick.c),
     )
+    if postgres:
+        # Each candidate's row found by its key, in fair order, and locked as it is found
+        # (``FOR UPDATE SKIP LOCKED`` in the lateral read): the limit stops the reads at
+        # ``size`` rows taken, and no plan joins the candidates to a scan of the operations
+        # (a planner whose statistics are older than a burst of due rows may think that
+        # scan small and read every due row for the few candidates).
+        ordered = (
+            sa.select(room.c.caller_did, room.c.operation_id, room.c.owner_rank, room.c.due_at)
+            .where(fits)
+            .order_by(*_order_of(room))
+            .subquery("ordered")
+        )
+        found = (
+            picked.where(
+                pick.c.caller_did == ordered.c.caller_did,
+                pick.c.operation_id == ordered.c.operation_id,
+            )
+            .with_for_update(of=pick, skip_locked=True)
+            .lateral("found")
+        )
+        query = (
+            sa.select(
+                found.c.caller_did,
+                found.c.operation_id,
+                found.c.prior_token,
+                ordered.c.owner_rank,
+                ordered.c.due_at,
+                found.c[SIZE],
+            )
+            .select_from(ordered.join(found, sa.true()))
+            .order_by(*_order_of(ordered))
+            .limit(size)
+        )
+    else:
+        query = (
+            picked.add_columns(room.c.owner_rank, room.c.due_at)
+            .join_from(
+                pick,
+                room,
+                sa.and_(
+                    pick.c.caller_did == room.c.caller_did,
+                    pick.c.operation_id == room.c.operation_id,
+                ),
+            )
+            .where(fits)
+            .order_by(*_order_of(room))
+            .limit(size)
+        )
     info = sa.select(
         sa.func.coalesce(sa.func.max(sa.case((room.c.whole, room.c.walked), else_=0)), 0).label(
             OWNERS
         ),
         sa.func.coalesce(sa.func.bool_or(room.c[STALE]), False).label(STALE),
     )
-    if not postgres:
-        return query, info
-    return query.with_for_update(of=pick, skip_locked=True), info
+    return query, info
+
+
+def _order_of(rows: sa.FromClause) -> list[sa.ColumnElement[Any]]:
+    """The fair order of ``rows`` (columns ``CHOSEN_ORDER``)."""
+    return [rows.c[name] for name in CHOSEN_ORDER]

@@ -756,7 +756,7 @@ async def test_lease_operations__the_per_owner_walk_is_planned_with_its_values(s
     finally:
         store.db.statement_observer = None
 
-    walks = [(sql, tx) for sql, tx in seen if "RECURSIVE owners" in sql and "UPDATE" in sql]
+    walks = [(sql, tx) for sql, tx in seen if "RECURSIVE owner_accounts" in sql and "UPDATE" in sql]
     plans = [tx for sql, tx in seen if "plan_cache_mode = force_custom_plan" in sql]
     assert len(leased) == 5
     assert walks and all(tx is not None and tx in plans for _, tx in walks)
@@ -834,3 +834,80 @@ async def test_lease_operations__a_capped_accounts_backlog_leaves_every_call_ful
     assert [(a.account.account_key, a.in_flight) for a in capped if a.account.max_in_flight] == [
         ("capped", 5)
     ]
+
+
+async def test_lease_operations__a_capped_account_with_room_gets_its_share_never_past_its_cap(
+    store,
+):
+    """The capped case with room for 2 (2 of its 5 held leases released): each call is full
+    while the others have due work, the capped account's first two (due before everyone
+    else's) go in the first two calls, one each (its owner's first, then its second), and
+    none after: its live leases reach its cap of 5 and stay there."""
+    now = store.clock()
+    for statement in capped_statements(store.db.is_postgres, now, due=300, owners=30):
+        await store.db.write_all(sa.text(statement))
+    await store.leasing.release_leases("bench-holder", [("did:bench:caller", "held-1")])
+    await store.leasing.release_leases("bench-holder", [("did:bench:caller", "held-2")])
+    capped_by_call = []
+    for _ in range(30):
+        leased = await store.leasing.lease_operations("worker", 60_000, limit=10)
+        assert len(leased) == 10
+        capped_by_call.append(sorted(r.operation_id for r in leased if r.account_key == "capped"))
+    assert capped_by_call[:2] == [["capped-1"], ["capped-2"]]
+    assert all(ids == [] for ids in capped_by_call[2:])
+    accounts = await store.accounts.list_accounts("bench")
+    assert [(a.account.account_key, a.in_flight) for a in accounts if a.account.max_in_flight] == [
+        ("capped", 5)
+    ]
+
+
+@pytest.mark.parametrize("blocked", ["paused", "throttled"])
+async def test_lease_operations__a_blocked_accounts_backlog_leaves_every_call_full(store, blocked):
+    """A paused or throttled account with 300 operations due before everyone else's, and
+    200 due across 20 other owners: each call leases a full batch of the others in fair
+    order, none of the blocked account, until the others have no due work left."""
+    backlog = [
+        due_record(store, n, owner_did="did:key:blocked", account_key="acct-blocked")
+        for n in range(300)
+    ]
+    others = [due_record(store, 1_000 + n, owner_did=f"owner-{n % 20:02}") for n in range(200)]
+    await insert_operations(store, [*backlog, *others])
+    if blocked == "paused":
+        await store.pauses.pause_account("calendar", "acct-blocked")
+    else:
+        await store.accounts.throttle_account("calendar", "acct-blocked", 3_600_000)
+    taken: dict[str, int] = {}
+    for _ in range(20):
+        leased = await lease(store, limit=10)
+        assert len(leased) == 10
+        assert {record.account_key for record in leased}.isdisjoint({"acct-blocked"})
+        for record in leased:
+            taken[record.owner_did] = taken.get(record.owner_did, 0) + 1
+        assert max(taken.values()) - min(taken.values()) <= 1, taken
+    assert sorted(taken.values()) == [10] * 20
+    assert await lease(store, limit=10) == []
+
+
+@pytest.mark.parametrize("blocked", ["paused", "throttled"])
+async def test_lease_operations__an_owners_other_account_is_not_held_behind_a_blocked_backlog(
+    store, blocked
+):
+    """Owner X has 100 operations due first on an account that may not lease (paused or
+    throttled) and 5 later on an open account; 9 other owners have 5 each.
+    Every call of 10 is each owner's next in fair order: X's open operations go one a call,
+    beside the others', never behind its blocked backlog."""
+    backlog = [due_record(store, n, owner_did="X", account_key="acct-blocked") for n in range(100)]
+    mine = [due_record(store, 1_000 + n, owner_did="X") for n in range(5)]
+    others = [due_record(store, 2_000 + n, owner_did=f"owner-{n % 9}") for n in range(45)]
+    await insert_operations(store, [*backlog, *mine, *others])
+    if blocked == "paused":
+        await store.pauses.pause_account("calendar", "acct-blocked")
+    else:
+        await store.accounts.throttle_account("calendar", "acct-blocked", 3_600_000)
+
+    calls = [await lease(store, limit=10) for _ in range(5)]
+
+    assert [sorted({r.owner_did for r in leased}) for leased in calls] == [
+        ["X", *(f"owner-{n}" for n in range(9))]
+    ] * 5
+    assert [r.operation_id for leased in calls for r in leased if r.owner_did == "X"] == ids(mine)

@@ -7,48 +7,107 @@
 -- Each owner's first due operations, as deep as the call asks.
 
 -- the driver's parameters: $1 p_token, $2 p_now, $3 send_marker_1, $4 attempts_1, $5 param_1,
---   $6 p_expires, $7 param_2, $8 coalesce_1, $9 coalesce_2, $10 coalesce_3, $11 coalesce_4,
---   $12 coalesce_5, $13 coalesce_6, $14 coalesce_7, $15 coalesce_8, $16 coalesce_9,
---   $17 coalesce_10, $18 coalesce_11, $19 coalesce_12, $20 coalesce_13, $21 coalesce_14,
---   $22 coalesce_15, $23 coalesce_16, $24 coalesce_17, $25 coalesce_18, $26 coalesce_19,
---   $27 coalesce_20, $28 send_marker_2, $29 param_3, $30 coalesce_21, $31 coalesce_22,
---   $32 coalesce_23, $33 coalesce_24, $34 coalesce_25, $35 coalesce_26, $36 param_4,
---   $37 param_5, $38 param_6, $39 param_7, $40 p_connector, $41 p_depth, $42 param_8,
---   $43 param_9, $44 param_10, $45 p_size, $46 position_1, $47 p_max_bytes, $48 param_11,
---   $49 coalesce_27, $50 coalesce_28, $51 coalesce_29, $52 coalesce_30, $53 coalesce_31,
---   $54 coalesce_32, $55 coalesce_33, $56 coalesce_34, $57 coalesce_35, $58 coalesce_36,
---   $59 coalesce_37, $60 coalesce_38, $61 coalesce_39, $62 coalesce_40, $63 coalesce_41,
---   $64 coalesce_42, $65 coalesce_43, $66 coalesce_44, $67 coalesce_45, $68 coalesce_46,
---   $69 coalesce_47, $70 coalesce_48, $71 coalesce_49, $72 coalesce_50, $73 coalesce_51,
---   $74 param_12, $75 param_13, $76 p_actor, $77 param_14, $78 coalesce_52, $79 coalesce_53
--- bound when built: attempts_1 = 1, coalesce_1 = 0, coalesce_10 = 0, coalesce_11 = 0,
+--   $6 p_expires, $7 coalesce_1, $8 param_2, $9 param_3, $10 param_4, $11 p_connector,
+--   $12 param_5, $13 param_6, $14 param_7, $15 p_depth, $16 param_8, $17 param_9, $18 param_10,
+--   $19 param_11, $20 coalesce_2, $21 coalesce_3, $22 coalesce_4, $23 coalesce_5,
+--   $24 coalesce_6, $25 coalesce_7, $26 coalesce_8, $27 coalesce_9, $28 coalesce_10,
+--   $29 coalesce_11, $30 coalesce_12, $31 coalesce_13, $32 coalesce_14, $33 coalesce_15,
+--   $34 coalesce_16, $35 coalesce_17, $36 coalesce_18, $37 coalesce_19, $38 coalesce_20,
+--   $39 coalesce_21, $40 send_marker_2, $41 param_12, $42 coalesce_22, $43 coalesce_23,
+--   $44 coalesce_24, $45 coalesce_25, $46 coalesce_26, $47 p_size, $48 position_1,
+--   $49 p_max_bytes, $50 param_13, $51 coalesce_27, $52 coalesce_28, $53 coalesce_29,
+--   $54 coalesce_30, $55 coalesce_31, $56 coalesce_32, $57 coalesce_33, $58 coalesce_34,
+--   $59 coalesce_35, $60 coalesce_36, $61 coalesce_37, $62 coalesce_38, $63 coalesce_39,
+--   $64 coalesce_40, $65 coalesce_41, $66 coalesce_42, $67 coalesce_43, $68 coalesce_44,
+--   $69 coalesce_45, $70 coalesce_46, $71 coalesce_47, $72 coalesce_48, $73 coalesce_49,
+--   $74 coalesce_50, $75 coalesce_51, $76 param_14, $77 param_15, $78 p_actor, $79 param_16,
+--   $80 coalesce_52, $81 coalesce_53
+-- bound when built: attempts_1 = 1, coalesce_1 = False, coalesce_10 = 0, coalesce_11 = 0,
 --   coalesce_12 = 0, coalesce_13 = 0, coalesce_14 = 0, coalesce_15 = 0, coalesce_16 = 0,
 --   coalesce_17 = 0, coalesce_18 = 0, coalesce_19 = 0, coalesce_2 = 0, coalesce_20 = 0,
 --   coalesce_21 = 0, coalesce_22 = 0, coalesce_23 = 0, coalesce_24 = 0, coalesce_25 = 0,
---   coalesce_26 = False, coalesce_27 = 0, coalesce_28 = 0, coalesce_29 = 0, coalesce_3 = 0,
+--   coalesce_26 = 0, coalesce_27 = 0, coalesce_28 = 0, coalesce_29 = 0, coalesce_3 = 0,
 --   coalesce_30 = 0, coalesce_31 = 0, coalesce_32 = 0, coalesce_33 = 0, coalesce_34 = 0,
 --   coalesce_35 = 0, coalesce_36 = 0, coalesce_37 = 0, coalesce_38 = 0, coalesce_39 = 0,
 --   coalesce_4 = 0, coalesce_40 = 0, coalesce_41 = 0, coalesce_42 = 0, coalesce_43 = 0,
 --   coalesce_44 = 0, coalesce_45 = 0, coalesce_46 = 0, coalesce_47 = 0, coalesce_48 = 0,
 --   coalesce_49 = 0, coalesce_5 = 0, coalesce_50 = 0, coalesce_51 = 0, coalesce_52 = 0,
 --   coalesce_53 = False, coalesce_6 = 0, coalesce_7 = 0, coalesce_8 = 0, coalesce_9 = 0,
---   param_1 = '*abandoned*', param_10 = 0, param_11 = 512, param_12 = 'taken_over',
---   param_13 = 'leased', param_14 = 0, param_2 = 512, param_3 = '*abandoned*', param_4 = 0,
---   param_5 = 1, param_6 = 1, param_7 = 0, param_8 = 1, param_9 = 1, position_1 = 1,
---   send_marker_1 = '*abandoned*', send_marker_2 = '*abandoned*'
-WITH RECURSIVE owners(owner_did) AS (
-  SELECT min(kubun_connector_operation.owner_did) AS owner_did
-  FROM kubun_connector_operation
-  WHERE kubun_connector_operation.state = 'attempted'
-  UNION ALL
-  SELECT (
-    SELECT min(kubun_connector_operation.owner_did) AS min_1
+--   param_1 = '*abandoned*', param_10 = 0, param_11 = 512, param_12 = '*abandoned*',
+--   param_13 = 512, param_14 = 'taken_over', param_15 = 'leased', param_16 = 0, param_2 = 0,
+--   param_3 = 1, param_4 = 1, param_5 = 1, param_6 = 1, param_7 = 0, param_8 = 1, param_9 = 1,
+--   position_1 = 1, send_marker_1 = '*abandoned*', send_marker_2 = '*abandoned*'
+WITH RECURSIVE owner_accounts(owner_did, connector_name, model, account_key) AS (
+  SELECT first.owner_did AS owner_did,
+    first.connector_name AS connector_name,
+    first.model AS model,
+    first.account_key AS account_key
+  FROM (
+    SELECT kubun_connector_operation.owner_did AS owner_did,
+      kubun_connector_operation.connector_name AS connector_name,
+      kubun_connector_operation.model AS model,
+      kubun_connector_operation.account_key AS account_key
     FROM kubun_connector_operation
     WHERE kubun_connector_operation.state = 'attempted'
-      AND kubun_connector_operation.owner_did > owners.owner_did
-  ) AS anon_1
-  FROM owners
-  WHERE owners.owner_did IS NOT NULL
+    ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.connector_name, kubun_connector_operation.model, kubun_connector_operation.account_key
+    LIMIT :param_3::INTEGER
+  ) AS first
+  UNION ALL
+  SELECT following.owner_did AS owner_did,
+    following.connector_name AS connector_name,
+    following.model AS model,
+    following.account_key AS account_key
+  FROM owner_accounts
+  JOIN LATERAL (
+    SELECT kubun_connector_operation.owner_did AS owner_did,
+      kubun_connector_operation.connector_name AS connector_name,
+      kubun_connector_operation.model AS model,
+      kubun_connector_operation.account_key AS account_key
+    FROM kubun_connector_operation
+    WHERE kubun_connector_operation.state = 'attempted'
+      AND (kubun_connector_operation.owner_did, kubun_connector_operation.connector_name, kubun_connector_operation.model, kubun_connector_operation.account_key) > (owner_accounts.owner_did, owner_accounts.connector_name, owner_accounts.model, owner_accounts.account_key)
+    ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.connector_name, kubun_connector_operation.model, kubun_connector_operation.account_key
+    LIMIT :param_4::INTEGER
+  ) AS following ON true
+),
+owners AS (
+  SELECT DISTINCT owner_accounts.owner_did AS owner_did
+  FROM owner_accounts
+  WHERE NOT (EXISTS (
+    SELECT *
+    FROM kubun_connector_account
+    WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
+      AND kubun_connector_account.account_key = owner_accounts.account_key
+      AND kubun_connector_account.paused_at IS NOT NULL
+  ))
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_paused_connector
+      WHERE kubun_connector_paused_connector.connector_name = owner_accounts.connector_name
+    ))
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_account
+      WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
+        AND kubun_connector_account.account_key = owner_accounts.account_key
+        AND kubun_connector_account.throttled_until > :p_now::BIGINT
+    ))
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_account
+      WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
+        AND kubun_connector_account.account_key = owner_accounts.account_key
+        AND kubun_connector_account.max_in_flight <= (
+          SELECT count(*) AS count_3
+          FROM kubun_connector_operation AS account_leases
+          WHERE account_leases.connector_name = owner_accounts.connector_name
+            AND account_leases.account_key = owner_accounts.account_key
+            AND account_leases.state = 'attempted'
+            AND account_leases.lease_token IS NOT NULL
+            AND account_leases.lease_expires_at >= :p_now::BIGINT
+        )
+    ))
+    AND owner_accounts.connector_name = :p_connector::VARCHAR COLLATE "C"
 ),
 candidates AS (
   SELECT candidate.caller_did AS caller_did,
@@ -66,9 +125,8 @@ candidates AS (
       ranked.due_at AS due_at,
       ranked.owner_rank AS owner_rank,
       (
-        SELECT count(*) AS count_2
-        FROM owners
-        WHERE owners.owner_did IS NOT NULL
+        SELECT count(DISTINCT owner_accounts.owner_did) AS count_2
+        FROM owner_accounts
       ) AS owners
     FROM (
       SELECT gathered.caller_did AS caller_did,
@@ -78,15 +136,15 @@ candidates AS (
         gathered.due_at AS due_at,
         row_number() OVER (PARTITION BY gathered.owner_did ORDER BY gathered.due_at, gathered.caller_did, gathered.operation_id) AS owner_rank
       FROM (
-        SELECT anon_2.caller_did AS caller_did,
-          anon_2.operation_id AS operation_id,
-          anon_2.owner_did AS owner_did,
-          anon_2.connector_name AS connector_name,
-          anon_2.model AS model,
-          anon_2.account_key AS account_key,
-          anon_2.source_id AS source_id,
-          anon_2.created_at AS created_at,
-          anon_2.due_at AS due_at
+        SELECT anon_1.caller_did AS caller_did,
+          anon_1.operation_id AS operation_id,
+          anon_1.owner_did AS owner_did,
+          anon_1.connector_name AS connector_name,
+          anon_1.model AS model,
+          anon_1.account_key AS account_key,
+          anon_1.source_id AS source_id,
+          anon_1.created_at AS created_at,
+          anon_1.due_at AS due_at
         FROM owners
         JOIN LATERAL (
           SELECT kubun_connector_operation.caller_did AS caller_did,
@@ -148,7 +206,7 @@ candidates AS (
                 AND (entity_first.created_at, entity_first.caller_did, entity_first.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
             )
             AND NOT (EXISTS (
-              SELECT :param_6::INTEGER AS anon_3
+              SELECT :param_6::INTEGER AS anon_2
               FROM kubun_connector_operation AS entity_other
               WHERE entity_other.state = 'attempted'
                 AND entity_other.owner_did = kubun_connector_operation.owner_did
@@ -166,17 +224,17 @@ candidates AS (
             AND kubun_connector_operation.connector_name = :p_connector::VARCHAR COLLATE "C"
           ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
           LIMIT :p_depth::INTEGER
-        ) AS anon_2 ON true
+        ) AS anon_1 ON true
         UNION ALL
-        SELECT anon_4.caller_did AS caller_did,
-          anon_4.operation_id AS operation_id,
-          anon_4.owner_did AS owner_did,
-          anon_4.connector_name AS connector_name,
-          anon_4.model AS model,
-          anon_4.account_key AS account_key,
-          anon_4.source_id AS source_id,
-          anon_4.created_at AS created_at,
-          anon_4.due_at AS due_at
+        SELECT anon_3.caller_did AS caller_did,
+          anon_3.operation_id AS operation_id,
+          anon_3.owner_did AS owner_did,
+          anon_3.connector_name AS connector_name,
+          anon_3.model AS model,
+          anon_3.account_key AS account_key,
+          anon_3.source_id AS source_id,
+          anon_3.created_at AS created_at,
+          anon_3.due_at AS due_at
         FROM owners
         JOIN LATERAL (
           SELECT kubun_connector_operation.caller_did AS caller_did,
@@ -239,7 +297,7 @@ candidates AS (
                 AND (entity_first.created_at, entity_first.caller_did, entity_first.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
             )
             AND NOT (EXISTS (
-              SELECT :param_9::INTEGER AS anon_5
+              SELECT :param_9::INTEGER AS anon_4
               FROM kubun_connector_operation AS entity_other
               WHERE entity_other.state = 'attempted'
                 AND entity_other.owner_did = kubun_connector_operation.owner_did
@@ -257,7 +315,7 @@ candidates AS (
             AND kubun_connector_operation.connector_name = :p_connector::VARCHAR COLLATE "C"
           ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.next_attempt_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
           LIMIT :p_depth::INTEGER
-        ) AS anon_4 ON true
+        ) AS anon_3 ON true
       ) AS gathered
     ) AS ranked
     WHERE ranked.owner_rank <= :p_depth::INTEGER
@@ -308,7 +366,7 @@ capacity AS (
           AND leased.state = 'attempted'
           AND leased.lease_token IS NOT NULL
           AND leased.lease_expires_at >= :p_now::BIGINT
-      ) END IS NOT NULL AND NOT coalesce(capped_locked.fresh, :coalesce_26::BOOLEAN)) THEN :param_4::INTEGER ELSE CASE WHEN (capped.max_in_flight IS NULL) THEN NULL ELSE capped.max_in_flight - (
+      ) END IS NOT NULL AND NOT coalesce(capped_locked.fresh, :coalesce_1::BOOLEAN)) THEN :param_2::INTEGER ELSE CASE WHEN (capped.max_in_flight IS NULL) THEN NULL ELSE capped.max_in_flight - (
         SELECT count(*) AS count_1
         FROM kubun_connector_operation AS leased
         WHERE leased.connector_name = candidates.connector_name
@@ -325,7 +383,7 @@ capacity AS (
           AND leased.state = 'attempted'
           AND leased.lease_token IS NOT NULL
           AND leased.lease_expires_at >= :p_now::BIGINT
-      ) END IS NOT NULL AND NOT coalesce(capped_locked.fresh, :coalesce_26::BOOLEAN) AS stale,
+      ) END IS NOT NULL AND NOT coalesce(capped_locked.fresh, :coalesce_1::BOOLEAN) AS stale,
       candidates.owners AS walked,
       row_number() OVER (PARTITION BY candidates.connector_name, candidates.account_key ORDER BY candidates.owner_rank, candidates.due_at, candidates.caller_did, candidates.operation_id) AS account_rank
     FROM candidates
@@ -334,21 +392,49 @@ capacity AS (
   ) AS ranked_in_account
 ),
 chosen AS (
-  SELECT pick.caller_did AS caller_did,
-    pick.operation_id AS operation_id,
-    pick.lease_token AS prior_token,
-    capacity.owner_rank AS owner_rank,
-    capacity.due_at AS due_at,
-    :param_2::INTEGER + coalesce(octet_length(pick.caller_did), :coalesce_1::INTEGER) + coalesce(octet_length(pick.operation_id), :coalesce_2::INTEGER) + coalesce(octet_length(pick.node_key), :coalesce_3::INTEGER) + coalesce(octet_length(pick.owner_did), :coalesce_4::INTEGER) + coalesce(octet_length(pick.connector_name), :coalesce_5::INTEGER) + coalesce(octet_length(pick.model), :coalesce_6::INTEGER) + coalesce(octet_length(pick.op), :coalesce_7::INTEGER) + coalesce(octet_length(pick.account_key), :coalesce_8::INTEGER) + coalesce(octet_length(pick.target), :coalesce_9::INTEGER) + coalesce(octet_length(pick.source_id), :coalesce_10::INTEGER) + coalesce(octet_length(pick.deterministic_event_id), :coalesce_11::INTEGER) + coalesce(octet_length(pick.payload_hash), :coalesce_12::INTEGER) + coalesce(octet_length(pick.reissue_intent), :coalesce_13::INTEGER) + coalesce(octet_length(pick.provider_etag), :coalesce_14::INTEGER) + coalesce(octet_length(pick.document_id), :coalesce_15::INTEGER) + coalesce(octet_length(pick.result_entity), :coalesce_16::INTEGER) + coalesce(octet_length(pick.state), :coalesce_17::INTEGER) + coalesce(octet_length(pick.defer_reason), :coalesce_18::INTEGER) + coalesce(octet_length(pick.last_kind), :coalesce_19::INTEGER) + coalesce(octet_length(pick.last_error), :coalesce_20::INTEGER) + coalesce(octet_length(CASE WHEN (pick.lease_token IS NOT NULL AND pick.lease_token != :p_token::VARCHAR AND pick.lease_expires_at < :p_now::BIGINT AND pick.send_marker IS NOT NULL AND pick.send_marker != :send_marker_2::VARCHAR) THEN :param_3::VARCHAR ELSE pick.send_marker END), :coalesce_21::INTEGER) + coalesce(octet_length(pick.incarnation), :coalesce_22::INTEGER) + coalesce(octet_length(:p_token::VARCHAR), :coalesce_23::INTEGER) + coalesce(octet_length(pick.reissued_from), :coalesce_24::INTEGER) + coalesce(octet_length(pick.reissued_as), :coalesce_25::INTEGER) AS row_bytes
-  FROM kubun_connector_operation AS pick
-  JOIN capacity ON pick.caller_did = capacity.caller_did AND pick.operation_id = capacity.operation_id
-  WHERE (capacity.room IS NULL OR capacity.account_rank <= capacity.room)
-    AND capacity.whole
-    AND pick.state = 'attempted'
-    AND (pick.lease_token IS NULL OR pick.lease_expires_at < :p_now::BIGINT)
-  ORDER BY capacity.owner_rank, capacity.due_at, capacity.caller_did, capacity.operation_id
+  SELECT found.caller_did AS caller_did,
+    found.operation_id AS operation_id,
+    found.prior_token AS prior_token,
+    ordered.owner_rank AS owner_rank,
+    ordered.due_at AS due_at,
+    found.row_bytes AS row_bytes
+  FROM (
+    SELECT capacity.caller_did AS caller_did,
+      capacity.operation_id AS operation_id,
+      capacity.owner_rank AS owner_rank,
+      capacity.due_at AS due_at
+    FROM capacity
+    WHERE (capacity.room IS NULL OR capacity.account_rank <= capacity.room)
+      AND capacity.whole
+    ORDER BY capacity.owner_rank, capacity.due_at, capacity.caller_did, capacity.operation_id
+  ) AS ordered
+  JOIN LATERAL (
+    SELECT pick.caller_did AS caller_did,
+      pick.operation_id AS operation_id,
+      pick.lease_token AS prior_token,
+      :param_11::INTEGER + coalesce(octet_length(pick.caller_did), :coalesce_2::INTEGER) + coalesce(octet_length(pick.operation_id), :coalesce_3::INTEGER) + coalesce(octet_length(pick.node_key), :coalesce_4::INTEGER) + coalesce(octet_length(pick.owner_did), :coalesce_5::INTEGER) + coalesce(octet_length(pick.connector_name), :coalesce_6::INTEGER) + coalesce(octet_length(pick.model), :coalesce_7::INTEGER) + coalesce(octet_length(pick.op), :coalesce_8::INTEGER) + coalesce(octet_length(pick.account_key), :coalesce_9::INTEGER) + coalesce(octet_length(pick.target), :coalesce_10::INTEGER) + coalesce(octet_length(pick.source_id), :coalesce_11::INTEGER) + coalesce(octet_length(pick.deterministic_event_id), :coalesce_12::INTEGER) + coalesce(octet_length(pick.payload_hash), :coalesce_13::INTEGER) + coalesce(octet_length(pick.reissue_intent), :coalesce_14::INTEGER) + coalesce(octet_length(pick.provider_etag), :coalesce_15::INTEGER) + coalesce(octet_length(pick.document_id), :coalesce_16::INTEGER) + coalesce(octet_length(pick.result_entity), :coalesce_17::INTEGER) + coalesce(octet_length(pick.state), :coalesce_18::INTEGER) + coalesce(octet_length(pick.defer_reason), :coalesce_19::INTEGER) + coalesce(octet_length(pick.last_kind), :coalesce_20::INTEGER) + coalesce(octet_length(pick.last_error), :coalesce_21::INTEGER) + coalesce(octet_length(CASE WHEN (pick.lease_token IS NOT NULL AND pick.lease_token != :p_token::VARCHAR AND pick.lease_expires_at < :p_now::BIGINT AND pick.send_marker IS NOT NULL AND pick.send_marker != :send_marker_2::VARCHAR) THEN :param_12::VARCHAR ELSE pick.send_marker END), :coalesce_22::INTEGER) + coalesce(octet_length(pick.incarnation), :coalesce_23::INTEGER) + coalesce(octet_length(:p_token::VARCHAR), :coalesce_24::INTEGER) + coalesce(octet_length(pick.reissued_from), :coalesce_25::INTEGER) + coalesce(octet_length(pick.reissued_as), :coalesce_26::INTEGER) AS row_bytes
+    FROM kubun_connector_operation AS pick
+    WHERE pick.state = 'attempted'
+      AND (pick.next_attempt_at IS NULL OR pick.next_attempt_at <= :p_now::BIGINT)
+      AND (pick.lease_token IS NULL OR pick.lease_expires_at < :p_now::BIGINT)
+      AND NOT (EXISTS (
+        SELECT *
+        FROM kubun_connector_account
+        WHERE kubun_connector_account.connector_name = pick.connector_name
+          AND kubun_connector_account.account_key = pick.account_key
+          AND kubun_connector_account.paused_at IS NOT NULL
+      ))
+      AND NOT (EXISTS (
+        SELECT *
+        FROM kubun_connector_paused_connector
+        WHERE kubun_connector_paused_connector.connector_name = pick.connector_name
+      ))
+      AND pick.caller_did = ordered.caller_did
+      AND pick.operation_id = ordered.operation_id
+    FOR UPDATE OF pick SKIP LOCKED
+  ) AS found ON true
+  ORDER BY ordered.owner_rank, ordered.due_at, ordered.caller_did, ordered.operation_id
   LIMIT :p_size::INTEGER
-  FOR UPDATE OF pick SKIP LOCKED
 ),
 kept AS (
   SELECT sized.caller_did AS caller_did,
@@ -375,21 +461,6 @@ leased AS (
   FROM kept
   WHERE kubun_connector_operation.caller_did = kept.caller_did
     AND kubun_connector_operation.operation_id = kept.operation_id
-    AND kubun_connector_operation.state = 'attempted'
-    AND (kubun_connector_operation.next_attempt_at IS NULL OR kubun_connector_operation.next_attempt_at <= :p_now::BIGINT)
-    AND (kubun_connector_operation.lease_token IS NULL OR kubun_connector_operation.lease_expires_at < :p_now::BIGINT)
-    AND NOT (EXISTS (
-      SELECT *
-      FROM kubun_connector_account
-      WHERE kubun_connector_account.connector_name = kubun_connector_operation.connector_name
-        AND kubun_connector_account.account_key = kubun_connector_operation.account_key
-        AND kubun_connector_account.paused_at IS NOT NULL
-    ))
-    AND NOT (EXISTS (
-      SELECT *
-      FROM kubun_connector_paused_connector
-      WHERE kubun_connector_paused_connector.connector_name = kubun_connector_operation.connector_name
-    ))
   RETURNING kubun_connector_operation.caller_did,
     kubun_connector_operation.operation_id,
     kubun_connector_operation.node_key,
@@ -422,7 +493,7 @@ leased AS (
     kubun_connector_operation.updated_at,
     kubun_connector_operation.reissued_from,
     kubun_connector_operation.reissued_as,
-    :param_11::INTEGER + coalesce(octet_length(kubun_connector_operation.caller_did), :coalesce_27::INTEGER) + coalesce(octet_length(kubun_connector_operation.operation_id), :coalesce_28::INTEGER) + coalesce(octet_length(kubun_connector_operation.node_key), :coalesce_29::INTEGER) + coalesce(octet_length(kubun_connector_operation.owner_did), :coalesce_30::INTEGER) + coalesce(octet_length(kubun_connector_operation.connector_name), :coalesce_31::INTEGER) + coalesce(octet_length(kubun_connector_operation.model), :coalesce_32::INTEGER) + coalesce(octet_length(kubun_connector_operation.op), :coalesce_33::INTEGER) + coalesce(octet_length(kubun_connector_operation.account_key), :coalesce_34::INTEGER) + coalesce(octet_length(kubun_connector_operation.target), :coalesce_35::INTEGER) + coalesce(octet_length(kubun_connector_operation.source_id), :coalesce_36::INTEGER) + coalesce(octet_length(kubun_connector_operation.deterministic_event_id), :coalesce_37::INTEGER) + coalesce(octet_length(kubun_connector_operation.payload_hash), :coalesce_38::INTEGER) + coalesce(octet_length(kubun_connector_operation.reissue_intent), :coalesce_39::INTEGER) + coalesce(octet_length(kubun_connector_operation.provider_etag), :coalesce_40::INTEGER) + coalesce(octet_length(kubun_connector_operation.document_id), :coalesce_41::INTEGER) + coalesce(octet_length(kubun_connector_operation.result_entity), :coalesce_42::INTEGER) + coalesce(octet_length(kubun_connector_operation.state), :coalesce_43::INTEGER) + coalesce(octet_length(kubun_connector_operation.defer_reason), :coalesce_44::INTEGER) + coalesce(octet_length(kubun_connector_operation.last_kind), :coalesce_45::INTEGER) + coalesce(octet_length(kubun_connector_operation.last_error), :coalesce_46::INTEGER) + coalesce(octet_length(kubun_connector_operation.send_marker), :coalesce_47::INTEGER) + coalesce(octet_length(kubun_connector_operation.incarnation), :coalesce_48::INTEGER) + coalesce(octet_length(kubun_connector_operation.lease_token), :coalesce_49::INTEGER) + coalesce(octet_length(kubun_connector_operation.reissued_from), :coalesce_50::INTEGER) + coalesce(octet_length(kubun_connector_operation.reissued_as), :coalesce_51::INTEGER) AS row_bytes,
+    :param_13::INTEGER + coalesce(octet_length(kubun_connector_operation.caller_did), :coalesce_27::INTEGER) + coalesce(octet_length(kubun_connector_operation.operation_id), :coalesce_28::INTEGER) + coalesce(octet_length(kubun_connector_operation.node_key), :coalesce_29::INTEGER) + coalesce(octet_length(kubun_connector_operation.owner_did), :coalesce_30::INTEGER) + coalesce(octet_length(kubun_connector_operation.connector_name), :coalesce_31::INTEGER) + coalesce(octet_length(kubun_connector_operation.model), :coalesce_32::INTEGER) + coalesce(octet_length(kubun_connector_operation.op), :coalesce_33::INTEGER) + coalesce(octet_length(kubun_connector_operation.account_key), :coalesce_34::INTEGER) + coalesce(octet_length(kubun_connector_operation.target), :coalesce_35::INTEGER) + coalesce(octet_length(kubun_connector_operation.source_id), :coalesce_36::INTEGER) + coalesce(octet_length(kubun_connector_operation.deterministic_event_id), :coalesce_37::INTEGER) + coalesce(octet_length(kubun_connector_operation.payload_hash), :coalesce_38::INTEGER) + coalesce(octet_length(kubun_connector_operation.reissue_intent), :coalesce_39::INTEGER) + coalesce(octet_length(kubun_connector_operation.provider_etag), :coalesce_40::INTEGER) + coalesce(octet_length(kubun_connector_operation.document_id), :coalesce_41::INTEGER) + coalesce(octet_length(kubun_connector_operation.result_entity), :coalesce_42::INTEGER) + coalesce(octet_length(kubun_connector_operation.state), :coalesce_43::INTEGER) + coalesce(octet_length(kubun_connector_operation.defer_reason), :coalesce_44::INTEGER) + coalesce(octet_length(kubun_connector_operation.last_kind), :coalesce_45::INTEGER) + coalesce(octet_length(kubun_connector_operation.last_error), :coalesce_46::INTEGER) + coalesce(octet_length(kubun_connector_operation.send_marker), :coalesce_47::INTEGER) + coalesce(octet_length(kubun_connector_operation.incarnation), :coalesce_48::INTEGER) + coalesce(octet_length(kubun_connector_operation.lease_token), :coalesce_49::INTEGER) + coalesce(octet_length(kubun_connector_operation.reissued_from), :coalesce_50::INTEGER) + coalesce(octet_length(kubun_connector_operation.reissued_as), :coalesce_51::INTEGER) AS row_bytes,
     kept.prior_token
 ),
 touched AS (
@@ -438,15 +509,15 @@ touched AS (
 ),
 appended_leased AS (
   INSERT INTO kubun_connector_operation_event (tx, caller_did, operation_id, at, action, actor_did, to_state, attempts, kind, http_status, message)
-  SELECT pg_current_xact_id()::text::bigint AS anon_6,
+  SELECT pg_current_xact_id()::text::bigint AS anon_5,
     leased.caller_did AS caller_did,
     leased.operation_id AS operation_id,
-    floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS anon_7,
-    CASE WHEN (leased.prior_token IS NOT NULL AND leased.prior_token != leased.lease_token) THEN :param_12::VARCHAR ELSE :param_13::VARCHAR END AS anon_8,
-    :p_actor::VARCHAR AS anon_9,
+    floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS anon_6,
+    CASE WHEN (leased.prior_token IS NOT NULL AND leased.prior_token != leased.lease_token) THEN :param_14::VARCHAR ELSE :param_15::VARCHAR END AS anon_7,
+    :p_actor::VARCHAR AS anon_8,
     leased.state AS state,
     leased.attempts AS attempts,
-    NULL AS anon_10,
+    NULL AS anon_9,
     NULL AS anon__1,
     NULL AS anon__2
   FROM leased
@@ -488,7 +559,7 @@ SELECT leased.caller_did,
   facts.owners,
   facts.stale
 FROM (
-  SELECT coalesce(max(CASE WHEN capacity.whole THEN capacity.walked ELSE :param_14::INTEGER END), :coalesce_52::INTEGER) AS owners,
+  SELECT coalesce(max(CASE WHEN capacity.whole THEN capacity.walked ELSE :param_16::INTEGER END), :coalesce_52::INTEGER) AS owners,
     coalesce(bool_or(capacity.stale), :coalesce_53::BOOLEAN) AS stale
   FROM capacity
 ) AS facts

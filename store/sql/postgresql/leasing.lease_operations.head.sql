@@ -7,36 +7,36 @@
 -- The head of the due order (PostgreSQL only; SQLite walks by owner).
 
 -- the driver's parameters: $1 p_token, $2 p_now, $3 send_marker_1, $4 attempts_1, $5 param_1,
---   $6 p_expires, $7 param_2, $8 coalesce_1, $9 coalesce_2, $10 coalesce_3, $11 coalesce_4,
---   $12 coalesce_5, $13 coalesce_6, $14 coalesce_7, $15 coalesce_8, $16 coalesce_9,
---   $17 coalesce_10, $18 coalesce_11, $19 coalesce_12, $20 coalesce_13, $21 coalesce_14,
---   $22 coalesce_15, $23 coalesce_16, $24 coalesce_17, $25 coalesce_18, $26 coalesce_19,
---   $27 coalesce_20, $28 send_marker_2, $29 param_3, $30 coalesce_21, $31 coalesce_22,
---   $32 coalesce_23, $33 coalesce_24, $34 coalesce_25, $35 p_size, $36 coalesce_26,
---   $37 param_4, $38 p_connector, $39 p_depth, $40 param_5, $41 param_6, $42 param_7,
---   $43 param_8, $44 param_9, $45 param_10, $46 owner_rank_1, $47 position_1, $48 p_max_bytes,
---   $49 param_11, $50 coalesce_27, $51 coalesce_28, $52 coalesce_29, $53 coalesce_30,
---   $54 coalesce_31, $55 coalesce_32, $56 coalesce_33, $57 coalesce_34, $58 coalesce_35,
---   $59 coalesce_36, $60 coalesce_37, $61 coalesce_38, $62 coalesce_39, $63 coalesce_40,
---   $64 coalesce_41, $65 coalesce_42, $66 coalesce_43, $67 coalesce_44, $68 coalesce_45,
---   $69 coalesce_46, $70 coalesce_47, $71 coalesce_48, $72 coalesce_49, $73 coalesce_50,
---   $74 coalesce_51, $75 param_12, $76 param_13, $77 p_actor, $78 param_14, $79 coalesce_52,
---   $80 coalesce_53
--- bound when built: attempts_1 = 1, coalesce_1 = 0, coalesce_10 = 0, coalesce_11 = 0,
+--   $6 p_expires, $7 p_size, $8 coalesce_1, $9 param_2, $10 p_connector, $11 p_depth,
+--   $12 param_3, $13 param_4, $14 param_5, $15 param_6, $16 param_7, $17 param_8,
+--   $18 owner_rank_1, $19 param_9, $20 coalesce_2, $21 coalesce_3, $22 coalesce_4,
+--   $23 coalesce_5, $24 coalesce_6, $25 coalesce_7, $26 coalesce_8, $27 coalesce_9,
+--   $28 coalesce_10, $29 coalesce_11, $30 coalesce_12, $31 coalesce_13, $32 coalesce_14,
+--   $33 coalesce_15, $34 coalesce_16, $35 coalesce_17, $36 coalesce_18, $37 coalesce_19,
+--   $38 coalesce_20, $39 coalesce_21, $40 send_marker_2, $41 param_10, $42 coalesce_22,
+--   $43 coalesce_23, $44 coalesce_24, $45 coalesce_25, $46 coalesce_26, $47 position_1,
+--   $48 p_max_bytes, $49 param_11, $50 coalesce_27, $51 coalesce_28, $52 coalesce_29,
+--   $53 coalesce_30, $54 coalesce_31, $55 coalesce_32, $56 coalesce_33, $57 coalesce_34,
+--   $58 coalesce_35, $59 coalesce_36, $60 coalesce_37, $61 coalesce_38, $62 coalesce_39,
+--   $63 coalesce_40, $64 coalesce_41, $65 coalesce_42, $66 coalesce_43, $67 coalesce_44,
+--   $68 coalesce_45, $69 coalesce_46, $70 coalesce_47, $71 coalesce_48, $72 coalesce_49,
+--   $73 coalesce_50, $74 coalesce_51, $75 param_12, $76 param_13, $77 p_actor, $78 param_14,
+--   $79 coalesce_52, $80 coalesce_53
+-- bound when built: attempts_1 = 1, coalesce_1 = False, coalesce_10 = 0, coalesce_11 = 0,
 --   coalesce_12 = 0, coalesce_13 = 0, coalesce_14 = 0, coalesce_15 = 0, coalesce_16 = 0,
 --   coalesce_17 = 0, coalesce_18 = 0, coalesce_19 = 0, coalesce_2 = 0, coalesce_20 = 0,
 --   coalesce_21 = 0, coalesce_22 = 0, coalesce_23 = 0, coalesce_24 = 0, coalesce_25 = 0,
---   coalesce_26 = False, coalesce_27 = 0, coalesce_28 = 0, coalesce_29 = 0, coalesce_3 = 0,
+--   coalesce_26 = 0, coalesce_27 = 0, coalesce_28 = 0, coalesce_29 = 0, coalesce_3 = 0,
 --   coalesce_30 = 0, coalesce_31 = 0, coalesce_32 = 0, coalesce_33 = 0, coalesce_34 = 0,
 --   coalesce_35 = 0, coalesce_36 = 0, coalesce_37 = 0, coalesce_38 = 0, coalesce_39 = 0,
 --   coalesce_4 = 0, coalesce_40 = 0, coalesce_41 = 0, coalesce_42 = 0, coalesce_43 = 0,
 --   coalesce_44 = 0, coalesce_45 = 0, coalesce_46 = 0, coalesce_47 = 0, coalesce_48 = 0,
 --   coalesce_49 = 0, coalesce_5 = 0, coalesce_50 = 0, coalesce_51 = 0, coalesce_52 = 0,
 --   coalesce_53 = False, coalesce_6 = 0, coalesce_7 = 0, coalesce_8 = 0, coalesce_9 = 0,
---   owner_rank_1 = 1, param_1 = '*abandoned*', param_10 = 0, param_11 = 512,
---   param_12 = 'taken_over', param_13 = 'leased', param_14 = 0, param_2 = 512,
---   param_3 = '*abandoned*', param_4 = 0, param_5 = 1, param_6 = '', param_7 = '', param_8 = 1,
---   param_9 = 1, position_1 = 1, send_marker_1 = '*abandoned*', send_marker_2 = '*abandoned*'
+--   owner_rank_1 = 1, param_1 = '*abandoned*', param_10 = '*abandoned*', param_11 = 512,
+--   param_12 = 'taken_over', param_13 = 'leased', param_14 = 0, param_2 = 0, param_3 = 1,
+--   param_4 = '', param_5 = '', param_6 = 1, param_7 = 1, param_8 = 0, param_9 = 512,
+--   position_1 = 1, send_marker_1 = '*abandoned*', send_marker_2 = '*abandoned*'
 WITH candidates AS (
   SELECT candidate.caller_did AS caller_did,
     candidate.operation_id AS operation_id,
@@ -133,7 +133,7 @@ WITH candidates AS (
               FROM kubun_connector_operation
               WHERE kubun_connector_operation.state = 'attempted'
                 AND kubun_connector_operation.next_attempt_at IS NOT NULL
-                AND (kubun_connector_operation.next_attempt_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id) < (:p_now::BIGINT + :param_5::BIGINT, :param_6::VARCHAR, :param_7::VARCHAR)
+                AND (kubun_connector_operation.next_attempt_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id) < (:p_now::BIGINT + :param_3::BIGINT, :param_4::VARCHAR, :param_5::VARCHAR)
                 AND (kubun_connector_operation.lease_token IS NULL OR kubun_connector_operation.lease_expires_at < :p_now::BIGINT)
                 AND kubun_connector_operation.connector_name = :p_connector::VARCHAR COLLATE "C"
               ORDER BY kubun_connector_operation.next_attempt_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
@@ -177,7 +177,7 @@ WITH candidates AS (
               WHERE entity_first_of.state = 'attempted'
                 AND (entity_first_of.owner_did, entity_first_of.connector_name, entity_first_of.model, entity_first_of.account_key, entity_first_of.source_id) >= (head.owner_did, head.connector_name, head.model, head.account_key, head.source_id)
               ORDER BY entity_first_of.owner_did, entity_first_of.connector_name, entity_first_of.model, entity_first_of.account_key, entity_first_of.source_id, entity_first_of.created_at, entity_first_of.caller_did, entity_first_of.operation_id
-              LIMIT :param_8::INTEGER
+              LIMIT :param_6::INTEGER
             ) AS entity_first
             WHERE entity_first.owner_did = head.owner_did
               AND entity_first.connector_name = head.connector_name
@@ -187,7 +187,7 @@ WITH candidates AS (
               AND (entity_first.created_at, entity_first.caller_did, entity_first.operation_id) < (head.created_at, head.caller_did, head.operation_id)
           )
           AND NOT (EXISTS (
-            SELECT :param_9::INTEGER AS anon_3
+            SELECT :param_7::INTEGER AS anon_3
             FROM kubun_connector_operation AS entity_other
             WHERE entity_other.state = 'attempted'
               AND entity_other.owner_did = head.owner_did
@@ -200,7 +200,7 @@ WITH candidates AS (
               AND entity_other.lease_token IS NOT NULL
               AND entity_other.lease_expires_at >= :p_now::BIGINT
             LIMIT ALL
-            OFFSET :param_10::INTEGER
+            OFFSET :param_8::INTEGER
           ))
       ) AS ranked
       WHERE ranked.owner_rank = :owner_rank_1::INTEGER
@@ -253,7 +253,7 @@ capacity AS (
           AND leased.state = 'attempted'
           AND leased.lease_token IS NOT NULL
           AND leased.lease_expires_at >= :p_now::BIGINT
-      ) END IS NOT NULL AND NOT coalesce(capped_locked.fresh, :coalesce_26::BOOLEAN)) THEN :param_4::INTEGER ELSE CASE WHEN (capped.max_in_flight IS NULL) THEN NULL ELSE capped.max_in_flight - (
+      ) END IS NOT NULL AND NOT coalesce(capped_locked.fresh, :coalesce_1::BOOLEAN)) THEN :param_2::INTEGER ELSE CASE WHEN (capped.max_in_flight IS NULL) THEN NULL ELSE capped.max_in_flight - (
         SELECT count(*) AS count_1
         FROM kubun_connector_operation AS leased
         WHERE leased.connector_name = candidates.connector_name
@@ -270,7 +270,7 @@ capacity AS (
           AND leased.state = 'attempted'
           AND leased.lease_token IS NOT NULL
           AND leased.lease_expires_at >= :p_now::BIGINT
-      ) END IS NOT NULL AND NOT coalesce(capped_locked.fresh, :coalesce_26::BOOLEAN) AS stale,
+      ) END IS NOT NULL AND NOT coalesce(capped_locked.fresh, :coalesce_1::BOOLEAN) AS stale,
       candidates.head_firsts AS walked,
       row_number() OVER (PARTITION BY candidates.connector_name, candidates.account_key ORDER BY candidates.owner_rank, candidates.due_at, candidates.caller_did, candidates.operation_id) AS account_rank
     FROM candidates
@@ -279,21 +279,49 @@ capacity AS (
   ) AS ranked_in_account
 ),
 chosen AS (
-  SELECT pick.caller_did AS caller_did,
-    pick.operation_id AS operation_id,
-    pick.lease_token AS prior_token,
-    capacity.owner_rank AS owner_rank,
-    capacity.due_at AS due_at,
-    :param_2::INTEGER + coalesce(octet_length(pick.caller_did), :coalesce_1::INTEGER) + coalesce(octet_length(pick.operation_id), :coalesce_2::INTEGER) + coalesce(octet_length(pick.node_key), :coalesce_3::INTEGER) + coalesce(octet_length(pick.owner_did), :coalesce_4::INTEGER) + coalesce(octet_length(pick.connector_name), :coalesce_5::INTEGER) + coalesce(octet_length(pick.model), :coalesce_6::INTEGER) + coalesce(octet_length(pick.op), :coalesce_7::INTEGER) + coalesce(octet_length(pick.account_key), :coalesce_8::INTEGER) + coalesce(octet_length(pick.target), :coalesce_9::INTEGER) + coalesce(octet_length(pick.source_id), :coalesce_10::INTEGER) + coalesce(octet_length(pick.deterministic_event_id), :coalesce_11::INTEGER) + coalesce(octet_length(pick.payload_hash), :coalesce_12::INTEGER) + coalesce(octet_length(pick.reissue_intent), :coalesce_13::INTEGER) + coalesce(octet_length(pick.provider_etag), :coalesce_14::INTEGER) + coalesce(octet_length(pick.document_id), :coalesce_15::INTEGER) + coalesce(octet_length(pick.result_entity), :coalesce_16::INTEGER) + coalesce(octet_length(pick.state), :coalesce_17::INTEGER) + coalesce(octet_length(pick.defer_reason), :coalesce_18::INTEGER) + coalesce(octet_length(pick.last_kind), :coalesce_19::INTEGER) + coalesce(octet_length(pick.last_error), :coalesce_20::INTEGER) + coalesce(octet_length(CASE WHEN (pick.lease_token IS NOT NULL AND pick.lease_token != :p_token::VARCHAR AND pick.lease_expires_at < :p_now::BIGINT AND pick.send_marker IS NOT NULL AND pick.send_marker != :send_marker_2::VARCHAR) THEN :param_3::VARCHAR ELSE pick.send_marker END), :coalesce_21::INTEGER) + coalesce(octet_length(pick.incarnation), :coalesce_22::INTEGER) + coalesce(octet_length(:p_token::VARCHAR), :coalesce_23::INTEGER) + coalesce(octet_length(pick.reissued_from), :coalesce_24::INTEGER) + coalesce(octet_length(pick.reissued_as), :coalesce_25::INTEGER) AS row_bytes
-  FROM kubun_connector_operation AS pick
-  JOIN capacity ON pick.caller_did = capacity.caller_did AND pick.operation_id = capacity.operation_id
-  WHERE (capacity.room IS NULL OR capacity.account_rank <= capacity.room)
-    AND capacity.whole
-    AND pick.state = 'attempted'
-    AND (pick.lease_token IS NULL OR pick.lease_expires_at < :p_now::BIGINT)
-  ORDER BY capacity.owner_rank, capacity.due_at, capacity.caller_did, capacity.operation_id
+  SELECT found.caller_did AS caller_did,
+    found.operation_id AS operation_id,
+    found.prior_token AS prior_token,
+    ordered.owner_rank AS owner_rank,
+    ordered.due_at AS due_at,
+    found.row_bytes AS row_bytes
+  FROM (
+    SELECT capacity.caller_did AS caller_did,
+      capacity.operation_id AS operation_id,
+      capacity.owner_rank AS owner_rank,
+      capacity.due_at AS due_at
+    FROM capacity
+    WHERE (capacity.room IS NULL OR capacity.account_rank <= capacity.room)
+      AND capacity.whole
+    ORDER BY capacity.owner_rank, capacity.due_at, capacity.caller_did, capacity.operation_id
+  ) AS ordered
+  JOIN LATERAL (
+    SELECT pick.caller_did AS caller_did,
+      pick.operation_id AS operation_id,
+      pick.lease_token AS prior_token,
+      :param_9::INTEGER + coalesce(octet_length(pick.caller_did), :coalesce_2::INTEGER) + coalesce(octet_length(pick.operation_id), :coalesce_3::INTEGER) + coalesce(octet_length(pick.node_key), :coalesce_4::INTEGER) + coalesce(octet_length(pick.owner_did), :coalesce_5::INTEGER) + coalesce(octet_length(pick.connector_name), :coalesce_6::INTEGER) + coalesce(octet_length(pick.model), :coalesce_7::INTEGER) + coalesce(octet_length(pick.op), :coalesce_8::INTEGER) + coalesce(octet_length(pick.account_key), :coalesce_9::INTEGER) + coalesce(octet_length(pick.target), :coalesce_10::INTEGER) + coalesce(octet_length(pick.source_id), :coalesce_11::INTEGER) + coalesce(octet_length(pick.deterministic_event_id), :coalesce_12::INTEGER) + coalesce(octet_length(pick.payload_hash), :coalesce_13::INTEGER) + coalesce(octet_length(pick.reissue_intent), :coalesce_14::INTEGER) + coalesce(octet_length(pick.provider_etag), :coalesce_15::INTEGER) + coalesce(octet_length(pick.document_id), :coalesce_16::INTEGER) + coalesce(octet_length(pick.result_entity), :coalesce_17::INTEGER) + coalesce(octet_length(pick.state), :coalesce_18::INTEGER) + coalesce(octet_length(pick.defer_reason), :coalesce_19::INTEGER) + coalesce(octet_length(pick.last_kind), :coalesce_20::INTEGER) + coalesce(octet_length(pick.last_error), :coalesce_21::INTEGER) + coalesce(octet_length(CASE WHEN (pick.lease_token IS NOT NULL AND pick.lease_token != :p_token::VARCHAR AND pick.lease_expires_at < :p_now::BIGINT AND pick.send_marker IS NOT NULL AND pick.send_marker != :send_marker_2::VARCHAR) THEN :param_10::VARCHAR ELSE pick.send_marker END), :coalesce_22::INTEGER) + coalesce(octet_length(pick.incarnation), :coalesce_23::INTEGER) + coalesce(octet_length(:p_token::VARCHAR), :coalesce_24::INTEGER) + coalesce(octet_length(pick.reissued_from), :coalesce_25::INTEGER) + coalesce(octet_length(pick.reissued_as), :coalesce_26::INTEGER) AS row_bytes
+    FROM kubun_connector_operation AS pick
+    WHERE pick.state = 'attempted'
+      AND (pick.next_attempt_at IS NULL OR pick.next_attempt_at <= :p_now::BIGINT)
+      AND (pick.lease_token IS NULL OR pick.lease_expires_at < :p_now::BIGINT)
+      AND NOT (EXISTS (
+        SELECT *
+        FROM kubun_connector_account
+        WHERE kubun_connector_account.connector_name = pick.connector_name
+          AND kubun_connector_account.account_key = pick.account_key
+          AND kubun_connector_account.paused_at IS NOT NULL
+      ))
+      AND NOT (EXISTS (
+        SELECT *
+        FROM kubun_connector_paused_connector
+        WHERE kubun_connector_paused_connector.connector_name = pick.connector_name
+      ))
+      AND pick.caller_did = ordered.caller_did
+      AND pick.operation_id = ordered.operation_id
+    FOR UPDATE OF pick SKIP LOCKED
+  ) AS found ON true
+  ORDER BY ordered.owner_rank, ordered.due_at, ordered.caller_did, ordered.operation_id
   LIMIT :p_size::INTEGER
-  FOR UPDATE OF pick SKIP LOCKED
 ),
 kept AS (
   SELECT sized.caller_did AS caller_did,
@@ -320,21 +348,6 @@ leased AS (
   FROM kept
   WHERE kubun_connector_operation.caller_did = kept.caller_did
     AND kubun_connector_operation.operation_id = kept.operation_id
-    AND kubun_connector_operation.state = 'attempted'
-    AND (kubun_connector_operation.next_attempt_at IS NULL OR kubun_connector_operation.next_attempt_at <= :p_now::BIGINT)
-    AND (kubun_connector_operation.lease_token IS NULL OR kubun_connector_operation.lease_expires_at < :p_now::BIGINT)
-    AND NOT (EXISTS (
-      SELECT *
-      FROM kubun_connector_account
-      WHERE kubun_connector_account.connector_name = kubun_connector_operation.connector_name
-        AND kubun_connector_account.account_key = kubun_connector_operation.account_key
-        AND kubun_connector_account.paused_at IS NOT NULL
-    ))
-    AND NOT (EXISTS (
-      SELECT *
-      FROM kubun_connector_paused_connector
-      WHERE kubun_connector_paused_connector.connector_name = kubun_connector_operation.connector_name
-    ))
   RETURNING kubun_connector_operation.caller_did,
     kubun_connector_operation.operation_id,
     kubun_connector_operation.node_key,

@@ -133,15 +133,28 @@ chosen AS (
   SELECT pick.caller_did AS caller_did,
     pick.operation_id AS operation_id,
     pick.lease_token AS prior_token,
+    :param_1 + coalesce(length(CAST(pick.caller_did AS BLOB)), :coalesce_1) + coalesce(length(CAST(pick.operation_id AS BLOB)), :coalesce_2) + coalesce(length(CAST(pick.node_key AS BLOB)), :coalesce_3) + coalesce(length(CAST(pick.owner_did AS BLOB)), :coalesce_4) + coalesce(length(CAST(pick.connector_name AS BLOB)), :coalesce_5) + coalesce(length(CAST(pick.model AS BLOB)), :coalesce_6) + coalesce(length(CAST(pick.op AS BLOB)), :coalesce_7) + coalesce(length(CAST(pick.account_key AS BLOB)), :coalesce_8) + coalesce(length(CAST(pick.target AS BLOB)), :coalesce_9) + coalesce(length(CAST(pick.source_id AS BLOB)), :coalesce_10) + coalesce(length(CAST(pick.deterministic_event_id AS BLOB)), :coalesce_11) + coalesce(length(CAST(pick.payload_hash AS BLOB)), :coalesce_12) + coalesce(length(CAST(pick.reissue_intent AS BLOB)), :coalesce_13) + coalesce(length(CAST(pick.provider_etag AS BLOB)), :coalesce_14) + coalesce(length(CAST(pick.document_id AS BLOB)), :coalesce_15) + coalesce(length(CAST(pick.result_entity AS BLOB)), :coalesce_16) + coalesce(length(CAST(pick.state AS BLOB)), :coalesce_17) + coalesce(length(CAST(pick.defer_reason AS BLOB)), :coalesce_18) + coalesce(length(CAST(pick.last_kind AS BLOB)), :coalesce_19) + coalesce(length(CAST(pick.last_error AS BLOB)), :coalesce_20) + coalesce(length(CAST(CASE WHEN (pick.lease_token IS NOT NULL AND pick.lease_token != :p_token AND pick.lease_expires_at < :p_now AND pick.send_marker IS NOT NULL AND pick.send_marker != :send_marker_1) THEN :param_2 ELSE pick.send_marker END AS BLOB)), :coalesce_21) + coalesce(length(CAST(pick.incarnation AS BLOB)), :coalesce_22) + coalesce(length(CAST(:p_token AS BLOB)), :coalesce_23) + coalesce(length(CAST(pick.reissued_from AS BLOB)), :coalesce_24) + coalesce(length(CAST(pick.reissued_as AS BLOB)), :coalesce_25) AS row_bytes,
     capacity.owner_rank AS owner_rank,
-    capacity.due_at AS due_at,
-    :param_1 + coalesce(length(CAST(pick.caller_did AS BLOB)), :coalesce_1) + coalesce(length(CAST(pick.operation_id AS BLOB)), :coalesce_2) + coalesce(length(CAST(pick.node_key AS BLOB)), :coalesce_3) + coalesce(length(CAST(pick.owner_did AS BLOB)), :coalesce_4) + coalesce(length(CAST(pick.connector_name AS BLOB)), :coalesce_5) + coalesce(length(CAST(pick.model AS BLOB)), :coalesce_6) + coalesce(length(CAST(pick.op AS BLOB)), :coalesce_7) + coalesce(length(CAST(pick.account_key AS BLOB)), :coalesce_8) + coalesce(length(CAST(pick.target AS BLOB)), :coalesce_9) + coalesce(length(CAST(pick.source_id AS BLOB)), :coalesce_10) + coalesce(length(CAST(pick.deterministic_event_id AS BLOB)), :coalesce_11) + coalesce(length(CAST(pick.payload_hash AS BLOB)), :coalesce_12) + coalesce(length(CAST(pick.reissue_intent AS BLOB)), :coalesce_13) + coalesce(length(CAST(pick.provider_etag AS BLOB)), :coalesce_14) + coalesce(length(CAST(pick.document_id AS BLOB)), :coalesce_15) + coalesce(length(CAST(pick.result_entity AS BLOB)), :coalesce_16) + coalesce(length(CAST(pick.state AS BLOB)), :coalesce_17) + coalesce(length(CAST(pick.defer_reason AS BLOB)), :coalesce_18) + coalesce(length(CAST(pick.last_kind AS BLOB)), :coalesce_19) + coalesce(length(CAST(pick.last_error AS BLOB)), :coalesce_20) + coalesce(length(CAST(CASE WHEN (pick.lease_token IS NOT NULL AND pick.lease_token != :p_token AND pick.lease_expires_at < :p_now AND pick.send_marker IS NOT NULL AND pick.send_marker != :send_marker_1) THEN :param_2 ELSE pick.send_marker END AS BLOB)), :coalesce_21) + coalesce(length(CAST(pick.incarnation AS BLOB)), :coalesce_22) + coalesce(length(CAST(:p_token AS BLOB)), :coalesce_23) + coalesce(length(CAST(pick.reissued_from AS BLOB)), :coalesce_24) + coalesce(length(CAST(pick.reissued_as AS BLOB)), :coalesce_25) AS row_bytes
+    capacity.due_at AS due_at
   FROM kubun_connector_operation AS pick
   JOIN capacity ON pick.caller_did = capacity.caller_did AND pick.operation_id = capacity.operation_id
-  WHERE (capacity.room IS NULL OR capacity.account_rank <= capacity.room)
-    AND capacity.whole = 1
-    AND pick.state = 'attempted'
+  WHERE pick.state = 'attempted'
+    AND (pick.next_attempt_at IS NULL OR pick.next_attempt_at <= :p_now)
     AND (pick.lease_token IS NULL OR pick.lease_expires_at < :p_now)
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_account
+      WHERE kubun_connector_account.connector_name = pick.connector_name
+        AND kubun_connector_account.account_key = pick.account_key
+        AND kubun_connector_account.paused_at IS NOT NULL
+    ))
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_paused_connector
+      WHERE kubun_connector_paused_connector.connector_name = pick.connector_name
+    ))
+    AND (capacity.room IS NULL OR capacity.account_rank <= capacity.room)
+    AND capacity.whole = 1
   ORDER BY capacity.owner_rank, capacity.due_at, capacity.caller_did, capacity.operation_id
   LIMIT :p_size
   OFFSET :param_7
@@ -299,15 +312,28 @@ chosen AS (
   SELECT pick.caller_did AS caller_did,
     pick.operation_id AS operation_id,
     pick.lease_token AS prior_token,
+    :param_2 + coalesce(length(CAST(pick.caller_did AS BLOB)), :coalesce_1) + coalesce(length(CAST(pick.operation_id AS BLOB)), :coalesce_2) + coalesce(length(CAST(pick.node_key AS BLOB)), :coalesce_3) + coalesce(length(CAST(pick.owner_did AS BLOB)), :coalesce_4) + coalesce(length(CAST(pick.connector_name AS BLOB)), :coalesce_5) + coalesce(length(CAST(pick.model AS BLOB)), :coalesce_6) + coalesce(length(CAST(pick.op AS BLOB)), :coalesce_7) + coalesce(length(CAST(pick.account_key AS BLOB)), :coalesce_8) + coalesce(length(CAST(pick.target AS BLOB)), :coalesce_9) + coalesce(length(CAST(pick.source_id AS BLOB)), :coalesce_10) + coalesce(length(CAST(pick.deterministic_event_id AS BLOB)), :coalesce_11) + coalesce(length(CAST(pick.payload_hash AS BLOB)), :coalesce_12) + coalesce(length(CAST(pick.reissue_intent AS BLOB)), :coalesce_13) + coalesce(length(CAST(pick.provider_etag AS BLOB)), :coalesce_14) + coalesce(length(CAST(pick.document_id AS BLOB)), :coalesce_15) + coalesce(length(CAST(pick.result_entity AS BLOB)), :coalesce_16) + coalesce(length(CAST(pick.state AS BLOB)), :coalesce_17) + coalesce(length(CAST(pick.defer_reason AS BLOB)), :coalesce_18) + coalesce(length(CAST(pick.last_kind AS BLOB)), :coalesce_19) + coalesce(length(CAST(pick.last_error AS BLOB)), :coalesce_20) + coalesce(length(CAST(CASE WHEN (pick.lease_token IS NOT NULL AND pick.lease_token != :p_token AND pick.lease_expires_at < :p_now AND pick.send_marker IS NOT NULL AND pick.send_marker != :send_marker_2) THEN :param_3 ELSE pick.send_marker END AS BLOB)), :coalesce_21) + coalesce(length(CAST(pick.incarnation AS BLOB)), :coalesce_22) + coalesce(length(CAST(:p_token AS BLOB)), :coalesce_23) + coalesce(length(CAST(pick.reissued_from AS BLOB)), :coalesce_24) + coalesce(length(CAST(pick.reissued_as AS BLOB)), :coalesce_25) AS row_bytes,
     capacity.owner_rank AS owner_rank,
-    capacity.due_at AS due_at,
-    :param_2 + coalesce(length(CAST(pick.caller_did AS BLOB)), :coalesce_1) + coalesce(length(CAST(pick.operation_id AS BLOB)), :coalesce_2) + coalesce(length(CAST(pick.node_key AS BLOB)), :coalesce_3) + coalesce(length(CAST(pick.owner_did AS BLOB)), :coalesce_4) + coalesce(length(CAST(pick.connector_name AS BLOB)), :coalesce_5) + coalesce(length(CAST(pick.model AS BLOB)), :coalesce_6) + coalesce(length(CAST(pick.op AS BLOB)), :coalesce_7) + coalesce(length(CAST(pick.account_key AS BLOB)), :coalesce_8) + coalesce(length(CAST(pick.target AS BLOB)), :coalesce_9) + coalesce(length(CAST(pick.source_id AS BLOB)), :coalesce_10) + coalesce(length(CAST(pick.deterministic_event_id AS BLOB)), :coalesce_11) + coalesce(length(CAST(pick.payload_hash AS BLOB)), :coalesce_12) + coalesce(length(CAST(pick.reissue_intent AS BLOB)), :coalesce_13) + coalesce(length(CAST(pick.provider_etag AS BLOB)), :coalesce_14) + coalesce(length(CAST(pick.document_id AS BLOB)), :coalesce_15) + coalesce(length(CAST(pick.result_entity AS BLOB)), :coalesce_16) + coalesce(length(CAST(pick.state AS BLOB)), :coalesce_17) + coalesce(length(CAST(pick.defer_reason AS BLOB)), :coalesce_18) + coalesce(length(CAST(pick.last_kind AS BLOB)), :coalesce_19) + coalesce(length(CAST(pick.last_error AS BLOB)), :coalesce_20) + coalesce(length(CAST(CASE WHEN (pick.lease_token IS NOT NULL AND pick.lease_token != :p_token AND pick.lease_expires_at < :p_now AND pick.send_marker IS NOT NULL AND pick.send_marker != :send_marker_2) THEN :param_3 ELSE pick.send_marker END AS BLOB)), :coalesce_21) + coalesce(length(CAST(pick.incarnation AS BLOB)), :coalesce_22) + coalesce(length(CAST(:p_token AS BLOB)), :coalesce_23) + coalesce(length(CAST(pick.reissued_from AS BLOB)), :coalesce_24) + coalesce(length(CAST(pick.reissued_as AS BLOB)), :coalesce_25) AS row_bytes
+    capacity.due_at AS due_at
   FROM kubun_connector_operation AS pick
   JOIN capacity ON pick.caller_did = capacity.caller_did AND pick.operation_id = capacity.operation_id
-  WHERE (capacity.room IS NULL OR capacity.account_rank <= capacity.room)
-    AND capacity.whole = 1
-    AND pick.state = 'attempted'
+  WHERE pick.state = 'attempted'
+    AND (pick.next_attempt_at IS NULL OR pick.next_attempt_at <= :p_now)
     AND (pick.lease_token IS NULL OR pick.lease_expires_at < :p_now)
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_account
+      WHERE kubun_connector_account.connector_name = pick.connector_name
+        AND kubun_connector_account.account_key = pick.account_key
+        AND kubun_connector_account.paused_at IS NOT NULL
+    ))
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_paused_connector
+      WHERE kubun_connector_paused_connector.connector_name = pick.connector_name
+    ))
+    AND (capacity.room IS NULL OR capacity.account_rank <= capacity.room)
+    AND capacity.whole = 1
   ORDER BY capacity.owner_rank, capacity.due_at, capacity.caller_did, capacity.operation_id
   LIMIT :p_size
   OFFSET :param_8

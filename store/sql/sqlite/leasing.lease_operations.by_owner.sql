@@ -12,22 +12,110 @@
 --   coalesce_18 = 0, coalesce_19 = 0, coalesce_2 = 0, coalesce_20 = 0, coalesce_21 = 0,
 --   coalesce_22 = 0, coalesce_23 = 0, coalesce_24 = 0, coalesce_25 = 0, coalesce_3 = 0,
 --   coalesce_4 = 0, coalesce_5 = 0, coalesce_6 = 0, coalesce_7 = 0, coalesce_8 = 0,
---   coalesce_9 = 0, param_1 = 512, param_10 = 0, param_11 = 0, param_12 = 0,
---   param_2 = '*abandoned*', param_3 = 0, param_4 = 1, param_5 = -1, param_6 = 0, param_7 = 0,
---   param_8 = 1, param_9 = -1, position_1 = 1, send_marker_1 = '*abandoned*'
-WITH RECURSIVE owners(owner_did) AS (
-  SELECT min(kubun_connector_operation.owner_did) AS owner_did
-  FROM kubun_connector_operation
-  WHERE kubun_connector_operation.state = 'attempted'
-  UNION ALL
-  SELECT (
-    SELECT min(kubun_connector_operation.owner_did) AS min_1
+--   coalesce_9 = 0, param_1 = 512, param_10 = 0, param_11 = 1, param_12 = -1, param_13 = 0,
+--   param_14 = 0, param_15 = 1, param_16 = -1, param_17 = 0, param_18 = 0, param_19 = 0,
+--   param_2 = '*abandoned*', param_3 = 0, param_4 = 1, param_5 = 0, param_6 = 1, param_7 = 0,
+--   param_8 = 0, param_9 = 0, position_1 = 1, send_marker_1 = '*abandoned*'
+WITH RECURSIVE owner_accounts(owner_did, connector_name, model, account_key) AS (
+  SELECT first.owner_did AS owner_did,
+    first.connector_name AS connector_name,
+    first.model AS model,
+    first.account_key AS account_key
+  FROM (
+    SELECT kubun_connector_operation.owner_did AS owner_did,
+      kubun_connector_operation.connector_name AS connector_name,
+      kubun_connector_operation.model AS model,
+      kubun_connector_operation.account_key AS account_key
     FROM kubun_connector_operation
     WHERE kubun_connector_operation.state = 'attempted'
-      AND kubun_connector_operation.owner_did > owners.owner_did
-  ) AS anon_1
-  FROM owners
-  WHERE owners.owner_did IS NOT NULL
+    ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.connector_name, kubun_connector_operation.model, kubun_connector_operation.account_key
+    LIMIT :param_4
+    OFFSET :param_5
+  ) AS first
+  UNION ALL
+  SELECT following.owner_did AS owner_did,
+    following.connector_name AS connector_name,
+    following.model AS model,
+    following.account_key AS account_key
+  FROM owner_accounts
+  JOIN kubun_connector_operation AS following ON following.rowid = coalesce((
+    SELECT rowid
+    FROM kubun_connector_operation
+    WHERE kubun_connector_operation.state = 'attempted'
+      AND kubun_connector_operation.owner_did = owner_accounts.owner_did
+      AND kubun_connector_operation.connector_name = owner_accounts.connector_name
+      AND kubun_connector_operation.model = owner_accounts.model
+      AND kubun_connector_operation.account_key > owner_accounts.account_key
+    ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.connector_name, kubun_connector_operation.model, kubun_connector_operation.account_key
+    LIMIT :param_6
+    OFFSET :param_7
+  ), (
+    SELECT rowid
+    FROM kubun_connector_operation
+    WHERE kubun_connector_operation.state = 'attempted'
+      AND kubun_connector_operation.owner_did = owner_accounts.owner_did
+      AND kubun_connector_operation.connector_name = owner_accounts.connector_name
+      AND kubun_connector_operation.model > owner_accounts.model
+    ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.connector_name, kubun_connector_operation.model, kubun_connector_operation.account_key
+    LIMIT :param_6
+    OFFSET :param_8
+  ), (
+    SELECT rowid
+    FROM kubun_connector_operation
+    WHERE kubun_connector_operation.state = 'attempted'
+      AND kubun_connector_operation.owner_did = owner_accounts.owner_did
+      AND kubun_connector_operation.connector_name > owner_accounts.connector_name
+    ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.connector_name, kubun_connector_operation.model, kubun_connector_operation.account_key
+    LIMIT :param_6
+    OFFSET :param_9
+  ), (
+    SELECT rowid
+    FROM kubun_connector_operation
+    WHERE kubun_connector_operation.state = 'attempted'
+      AND kubun_connector_operation.owner_did > owner_accounts.owner_did
+    ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.connector_name, kubun_connector_operation.model, kubun_connector_operation.account_key
+    LIMIT :param_6
+    OFFSET :param_10
+  ))
+),
+owners AS (
+  SELECT DISTINCT owner_accounts.owner_did AS owner_did
+  FROM owner_accounts
+  WHERE NOT (EXISTS (
+    SELECT *
+    FROM kubun_connector_account
+    WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
+      AND kubun_connector_account.account_key = owner_accounts.account_key
+      AND kubun_connector_account.paused_at IS NOT NULL
+  ))
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_paused_connector
+      WHERE kubun_connector_paused_connector.connector_name = owner_accounts.connector_name
+    ))
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_account
+      WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
+        AND kubun_connector_account.account_key = owner_accounts.account_key
+        AND kubun_connector_account.throttled_until > :p_now
+    ))
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_account
+      WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
+        AND kubun_connector_account.account_key = owner_accounts.account_key
+        AND kubun_connector_account.max_in_flight <= (
+          SELECT count(*) AS count_2
+          FROM kubun_connector_operation AS account_leases
+          WHERE account_leases.connector_name = owner_accounts.connector_name
+            AND account_leases.account_key = owner_accounts.account_key
+            AND account_leases.state = 'attempted'
+            AND account_leases.lease_token IS NOT NULL
+            AND account_leases.lease_expires_at >= :p_now
+        )
+    ))
+    AND owner_accounts.connector_name = :p_connector
 ),
 candidates AS (
   SELECT candidate.caller_did AS caller_did,
@@ -93,7 +181,7 @@ candidates AS (
               AND (entity_other.created_at, entity_other.caller_did, entity_other.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
           )
           AND NOT (EXISTS (
-            SELECT :param_4 AS anon_2
+            SELECT :param_11 AS anon_1
             FROM kubun_connector_operation AS entity_other
             WHERE entity_other.state = 'attempted'
               AND entity_other.owner_did = kubun_connector_operation.owner_did
@@ -105,13 +193,13 @@ candidates AS (
               AND entity_other.state = 'attempted'
               AND entity_other.lease_token IS NOT NULL
               AND entity_other.lease_expires_at >= :p_now
-            LIMIT :param_5
-            OFFSET :param_6
+            LIMIT :param_12
+            OFFSET :param_13
           ))
           AND kubun_connector_operation.connector_name = :p_connector
         ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
         LIMIT :p_depth
-        OFFSET :param_7
+        OFFSET :param_14
       )
       UNION ALL
       SELECT walked.caller_did AS caller_did,
@@ -162,7 +250,7 @@ candidates AS (
               AND (entity_other.created_at, entity_other.caller_did, entity_other.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
           )
           AND NOT (EXISTS (
-            SELECT :param_8 AS anon_3
+            SELECT :param_15 AS anon_2
             FROM kubun_connector_operation AS entity_other
             WHERE entity_other.state = 'attempted'
               AND entity_other.owner_did = kubun_connector_operation.owner_did
@@ -174,13 +262,13 @@ candidates AS (
               AND entity_other.state = 'attempted'
               AND entity_other.lease_token IS NOT NULL
               AND entity_other.lease_expires_at >= :p_now
-            LIMIT :param_9
-            OFFSET :param_10
+            LIMIT :param_16
+            OFFSET :param_17
           ))
           AND kubun_connector_operation.connector_name = :p_connector
         ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.next_attempt_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
         LIMIT :p_depth
-        OFFSET :param_11
+        OFFSET :param_18
       )
     ) AS gathered
   ) AS candidate
@@ -226,18 +314,31 @@ chosen AS (
   SELECT pick.caller_did AS caller_did,
     pick.operation_id AS operation_id,
     pick.lease_token AS prior_token,
+    :param_1 + coalesce(length(CAST(pick.caller_did AS BLOB)), :coalesce_1) + coalesce(length(CAST(pick.operation_id AS BLOB)), :coalesce_2) + coalesce(length(CAST(pick.node_key AS BLOB)), :coalesce_3) + coalesce(length(CAST(pick.owner_did AS BLOB)), :coalesce_4) + coalesce(length(CAST(pick.connector_name AS BLOB)), :coalesce_5) + coalesce(length(CAST(pick.model AS BLOB)), :coalesce_6) + coalesce(length(CAST(pick.op AS BLOB)), :coalesce_7) + coalesce(length(CAST(pick.account_key AS BLOB)), :coalesce_8) + coalesce(length(CAST(pick.target AS BLOB)), :coalesce_9) + coalesce(length(CAST(pick.source_id AS BLOB)), :coalesce_10) + coalesce(length(CAST(pick.deterministic_event_id AS BLOB)), :coalesce_11) + coalesce(length(CAST(pick.payload_hash AS BLOB)), :coalesce_12) + coalesce(length(CAST(pick.reissue_intent AS BLOB)), :coalesce_13) + coalesce(length(CAST(pick.provider_etag AS BLOB)), :coalesce_14) + coalesce(length(CAST(pick.document_id AS BLOB)), :coalesce_15) + coalesce(length(CAST(pick.result_entity AS BLOB)), :coalesce_16) + coalesce(length(CAST(pick.state AS BLOB)), :coalesce_17) + coalesce(length(CAST(pick.defer_reason AS BLOB)), :coalesce_18) + coalesce(length(CAST(pick.last_kind AS BLOB)), :coalesce_19) + coalesce(length(CAST(pick.last_error AS BLOB)), :coalesce_20) + coalesce(length(CAST(CASE WHEN (pick.lease_token IS NOT NULL AND pick.lease_token != :p_token AND pick.lease_expires_at < :p_now AND pick.send_marker IS NOT NULL AND pick.send_marker != :send_marker_1) THEN :param_2 ELSE pick.send_marker END AS BLOB)), :coalesce_21) + coalesce(length(CAST(pick.incarnation AS BLOB)), :coalesce_22) + coalesce(length(CAST(:p_token AS BLOB)), :coalesce_23) + coalesce(length(CAST(pick.reissued_from AS BLOB)), :coalesce_24) + coalesce(length(CAST(pick.reissued_as AS BLOB)), :coalesce_25) AS row_bytes,
     capacity.owner_rank AS owner_rank,
-    capacity.due_at AS due_at,
-    :param_1 + coalesce(length(CAST(pick.caller_did AS BLOB)), :coalesce_1) + coalesce(length(CAST(pick.operation_id AS BLOB)), :coalesce_2) + coalesce(length(CAST(pick.node_key AS BLOB)), :coalesce_3) + coalesce(length(CAST(pick.owner_did AS BLOB)), :coalesce_4) + coalesce(length(CAST(pick.connector_name AS BLOB)), :coalesce_5) + coalesce(length(CAST(pick.model AS BLOB)), :coalesce_6) + coalesce(length(CAST(pick.op AS BLOB)), :coalesce_7) + coalesce(length(CAST(pick.account_key AS BLOB)), :coalesce_8) + coalesce(length(CAST(pick.target AS BLOB)), :coalesce_9) + coalesce(length(CAST(pick.source_id AS BLOB)), :coalesce_10) + coalesce(length(CAST(pick.deterministic_event_id AS BLOB)), :coalesce_11) + coalesce(length(CAST(pick.payload_hash AS BLOB)), :coalesce_12) + coalesce(length(CAST(pick.reissue_intent AS BLOB)), :coalesce_13) + coalesce(length(CAST(pick.provider_etag AS BLOB)), :coalesce_14) + coalesce(length(CAST(pick.document_id AS BLOB)), :coalesce_15) + coalesce(length(CAST(pick.result_entity AS BLOB)), :coalesce_16) + coalesce(length(CAST(pick.state AS BLOB)), :coalesce_17) + coalesce(length(CAST(pick.defer_reason AS BLOB)), :coalesce_18) + coalesce(length(CAST(pick.last_kind AS BLOB)), :coalesce_19) + coalesce(length(CAST(pick.last_error AS BLOB)), :coalesce_20) + coalesce(length(CAST(CASE WHEN (pick.lease_token IS NOT NULL AND pick.lease_token != :p_token AND pick.lease_expires_at < :p_now AND pick.send_marker IS NOT NULL AND pick.send_marker != :send_marker_1) THEN :param_2 ELSE pick.send_marker END AS BLOB)), :coalesce_21) + coalesce(length(CAST(pick.incarnation AS BLOB)), :coalesce_22) + coalesce(length(CAST(:p_token AS BLOB)), :coalesce_23) + coalesce(length(CAST(pick.reissued_from AS BLOB)), :coalesce_24) + coalesce(length(CAST(pick.reissued_as AS BLOB)), :coalesce_25) AS row_bytes
+    capacity.due_at AS due_at
   FROM kubun_connector_operation AS pick
   JOIN capacity ON pick.caller_did = capacity.caller_did AND pick.operation_id = capacity.operation_id
-  WHERE (capacity.room IS NULL OR capacity.account_rank <= capacity.room)
-    AND capacity.whole = 1
-    AND pick.state = 'attempted'
+  WHERE pick.state = 'attempted'
+    AND (pick.next_attempt_at IS NULL OR pick.next_attempt_at <= :p_now)
     AND (pick.lease_token IS NULL OR pick.lease_expires_at < :p_now)
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_account
+      WHERE kubun_connector_account.connector_name = pick.connector_name
+        AND kubun_connector_account.account_key = pick.account_key
+        AND kubun_connector_account.paused_at IS NOT NULL
+    ))
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_paused_connector
+      WHERE kubun_connector_paused_connector.connector_name = pick.connector_name
+    ))
+    AND (capacity.room IS NULL OR capacity.account_rank <= capacity.room)
+    AND capacity.whole = 1
   ORDER BY capacity.owner_rank, capacity.due_at, capacity.caller_did, capacity.operation_id
   LIMIT :p_size
-  OFFSET :param_12
+  OFFSET :param_19
 ),
 kept AS (
   SELECT sized.caller_did AS caller_did,
@@ -270,23 +371,111 @@ FROM kept;
 --   coalesce_4 = 0, coalesce_40 = 0, coalesce_41 = 0, coalesce_42 = 0, coalesce_43 = 0,
 --   coalesce_44 = 0, coalesce_45 = 0, coalesce_46 = 0, coalesce_47 = 0, coalesce_48 = 0,
 --   coalesce_49 = 0, coalesce_5 = 0, coalesce_50 = 0, coalesce_6 = 0, coalesce_7 = 0,
---   coalesce_8 = 0, coalesce_9 = 0, param_1 = '*abandoned*', param_10 = -1, param_11 = 0,
---   param_12 = 0, param_13 = 0, param_14 = 512, param_2 = 512, param_3 = '*abandoned*',
---   param_4 = 0, param_5 = 1, param_6 = -1, param_7 = 0, param_8 = 0, param_9 = 1,
---   position_1 = 1, send_marker_1 = '*abandoned*', send_marker_2 = '*abandoned*'
-WITH RECURSIVE owners(owner_did) AS (
-  SELECT min(kubun_connector_operation.owner_did) AS owner_did
-  FROM kubun_connector_operation
-  WHERE kubun_connector_operation.state = 'attempted'
-  UNION ALL
-  SELECT (
-    SELECT min(kubun_connector_operation.owner_did) AS min_1
+--   coalesce_8 = 0, coalesce_9 = 0, param_1 = '*abandoned*', param_10 = 0, param_11 = 0,
+--   param_12 = 1, param_13 = -1, param_14 = 0, param_15 = 0, param_16 = 1, param_17 = -1,
+--   param_18 = 0, param_19 = 0, param_2 = 512, param_20 = 0, param_21 = 512,
+--   param_3 = '*abandoned*', param_4 = 0, param_5 = 1, param_6 = 0, param_7 = 1, param_8 = 0,
+--   param_9 = 0, position_1 = 1, send_marker_1 = '*abandoned*', send_marker_2 = '*abandoned*'
+WITH RECURSIVE owner_accounts(owner_did, connector_name, model, account_key) AS (
+  SELECT first.owner_did AS owner_did,
+    first.connector_name AS connector_name,
+    first.model AS model,
+    first.account_key AS account_key
+  FROM (
+    SELECT kubun_connector_operation.owner_did AS owner_did,
+      kubun_connector_operation.connector_name AS connector_name,
+      kubun_connector_operation.model AS model,
+      kubun_connector_operation.account_key AS account_key
     FROM kubun_connector_operation
     WHERE kubun_connector_operation.state = 'attempted'
-      AND kubun_connector_operation.owner_did > owners.owner_did
-  ) AS anon_1
-  FROM owners
-  WHERE owners.owner_did IS NOT NULL
+    ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.connector_name, kubun_connector_operation.model, kubun_connector_operation.account_key
+    LIMIT :param_5
+    OFFSET :param_6
+  ) AS first
+  UNION ALL
+  SELECT following.owner_did AS owner_did,
+    following.connector_name AS connector_name,
+    following.model AS model,
+    following.account_key AS account_key
+  FROM owner_accounts
+  JOIN kubun_connector_operation AS following ON following.rowid = coalesce((
+    SELECT rowid
+    FROM kubun_connector_operation
+    WHERE kubun_connector_operation.state = 'attempted'
+      AND kubun_connector_operation.owner_did = owner_accounts.owner_did
+      AND kubun_connector_operation.connector_name = owner_accounts.connector_name
+      AND kubun_connector_operation.model = owner_accounts.model
+      AND kubun_connector_operation.account_key > owner_accounts.account_key
+    ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.connector_name, kubun_connector_operation.model, kubun_connector_operation.account_key
+    LIMIT :param_7
+    OFFSET :param_8
+  ), (
+    SELECT rowid
+    FROM kubun_connector_operation
+    WHERE kubun_connector_operation.state = 'attempted'
+      AND kubun_connector_operation.owner_did = owner_accounts.owner_did
+      AND kubun_connector_operation.connector_name = owner_accounts.connector_name
+      AND kubun_connector_operation.model > owner_accounts.model
+    ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.connector_name, kubun_connector_operation.model, kubun_connector_operation.account_key
+    LIMIT :param_7
+    OFFSET :param_9
+  ), (
+    SELECT rowid
+    FROM kubun_connector_operation
+    WHERE kubun_connector_operation.state = 'attempted'
+      AND kubun_connector_operation.owner_did = owner_accounts.owner_did
+      AND kubun_connector_operation.connector_name > owner_accounts.connector_name
+    ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.connector_name, kubun_connector_operation.model, kubun_connector_operation.account_key
+    LIMIT :param_7
+    OFFSET :param_10
+  ), (
+    SELECT rowid
+    FROM kubun_connector_operation
+    WHERE kubun_connector_operation.state = 'attempted'
+      AND kubun_connector_operation.owner_did > owner_accounts.owner_did
+    ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.connector_name, kubun_connector_operation.model, kubun_connector_operation.account_key
+    LIMIT :param_7
+    OFFSET :param_11
+  ))
+),
+owners AS (
+  SELECT DISTINCT owner_accounts.owner_did AS owner_did
+  FROM owner_accounts
+  WHERE NOT (EXISTS (
+    SELECT *
+    FROM kubun_connector_account
+    WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
+      AND kubun_connector_account.account_key = owner_accounts.account_key
+      AND kubun_connector_account.paused_at IS NOT NULL
+  ))
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_paused_connector
+      WHERE kubun_connector_paused_connector.connector_name = owner_accounts.connector_name
+    ))
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_account
+      WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
+        AND kubun_connector_account.account_key = owner_accounts.account_key
+        AND kubun_connector_account.throttled_until > :p_now
+    ))
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_account
+      WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
+        AND kubun_connector_account.account_key = owner_accounts.account_key
+        AND kubun_connector_account.max_in_flight <= (
+          SELECT count(*) AS count_2
+          FROM kubun_connector_operation AS account_leases
+          WHERE account_leases.connector_name = owner_accounts.connector_name
+            AND account_leases.account_key = owner_accounts.account_key
+            AND account_leases.state = 'attempted'
+            AND account_leases.lease_token IS NOT NULL
+            AND account_leases.lease_expires_at >= :p_now
+        )
+    ))
+    AND owner_accounts.connector_name = :p_connector
 ),
 candidates AS (
   SELECT candidate.caller_did AS caller_did,
@@ -352,7 +541,7 @@ candidates AS (
               AND (entity_other.created_at, entity_other.caller_did, entity_other.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
           )
           AND NOT (EXISTS (
-            SELECT :param_5 AS anon_2
+            SELECT :param_12 AS anon_1
             FROM kubun_connector_operation AS entity_other
             WHERE entity_other.state = 'attempted'
               AND entity_other.owner_did = kubun_connector_operation.owner_did
@@ -364,13 +553,13 @@ candidates AS (
               AND entity_other.state = 'attempted'
               AND entity_other.lease_token IS NOT NULL
               AND entity_other.lease_expires_at >= :p_now
-            LIMIT :param_6
-            OFFSET :param_7
+            LIMIT :param_13
+            OFFSET :param_14
           ))
           AND kubun_connector_operation.connector_name = :p_connector
         ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
         LIMIT :p_depth
-        OFFSET :param_8
+        OFFSET :param_15
       )
       UNION ALL
       SELECT walked.caller_did AS caller_did,
@@ -421,7 +610,7 @@ candidates AS (
               AND (entity_other.created_at, entity_other.caller_did, entity_other.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
           )
           AND NOT (EXISTS (
-            SELECT :param_9 AS anon_3
+            SELECT :param_16 AS anon_2
             FROM kubun_connector_operation AS entity_other
             WHERE entity_other.state = 'attempted'
               AND entity_other.owner_did = kubun_connector_operation.owner_did
@@ -433,13 +622,13 @@ candidates AS (
               AND entity_other.state = 'attempted'
               AND entity_other.lease_token IS NOT NULL
               AND entity_other.lease_expires_at >= :p_now
-            LIMIT :param_10
-            OFFSET :param_11
+            LIMIT :param_17
+            OFFSET :param_18
           ))
           AND kubun_connector_operation.connector_name = :p_connector
         ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.next_attempt_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
         LIMIT :p_depth
-        OFFSET :param_12
+        OFFSET :param_19
       )
     ) AS gathered
   ) AS candidate
@@ -485,18 +674,31 @@ chosen AS (
   SELECT pick.caller_did AS caller_did,
     pick.operation_id AS operation_id,
     pick.lease_token AS prior_token,
+    :param_2 + coalesce(length(CAST(pick.caller_did AS BLOB)), :coalesce_1) + coalesce(length(CAST(pick.operation_id AS BLOB)), :coalesce_2) + coalesce(length(CAST(pick.node_key AS BLOB)), :coalesce_3) + coalesce(length(CAST(pick.owner_did AS BLOB)), :coalesce_4) + coalesce(length(CAST(pick.connector_name AS BLOB)), :coalesce_5) + coalesce(length(CAST(pick.model AS BLOB)), :coalesce_6) + coalesce(length(CAST(pick.op AS BLOB)), :coalesce_7) + coalesce(length(CAST(pick.account_key AS BLOB)), :coalesce_8) + coalesce(length(CAST(pick.target AS BLOB)), :coalesce_9) + coalesce(length(CAST(pick.source_id AS BLOB)), :coalesce_10) + coalesce(length(CAST(pick.deterministic_event_id AS BLOB)), :coalesce_11) + coalesce(length(CAST(pick.payload_hash AS BLOB)), :coalesce_12) + coalesce(length(CAST(pick.reissue_intent AS BLOB)), :coalesce_13) + coalesce(length(CAST(pick.provider_etag AS BLOB)), :coalesce_14) + coalesce(length(CAST(pick.document_id AS BLOB)), :coalesce_15) + coalesce(length(CAST(pick.result_entity AS BLOB)), :coalesce_16) + coalesce(length(CAST(pick.state AS BLOB)), :coalesce_17) + coalesce(length(CAST(pick.defer_reason AS BLOB)), :coalesce_18) + coalesce(length(CAST(pick.last_kind AS BLOB)), :coalesce_19) + coalesce(length(CAST(pick.last_error AS BLOB)), :coalesce_20) + coalesce(length(CAST(CASE WHEN (pick.lease_token IS NOT NULL AND pick.lease_token != :p_token AND pick.lease_expires_at < :p_now AND pick.send_marker IS NOT NULL AND pick.send_marker != :send_marker_2) THEN :param_3 ELSE pick.send_marker END AS BLOB)), :coalesce_21) + coalesce(length(CAST(pick.incarnation AS BLOB)), :coalesce_22) + coalesce(length(CAST(:p_token AS BLOB)), :coalesce_23) + coalesce(length(CAST(pick.reissued_from AS BLOB)), :coalesce_24) + coalesce(length(CAST(pick.reissued_as AS BLOB)), :coalesce_25) AS row_bytes,
     capacity.owner_rank AS owner_rank,
-    capacity.due_at AS due_at,
-    :param_2 + coalesce(length(CAST(pick.caller_did AS BLOB)), :coalesce_1) + coalesce(length(CAST(pick.operation_id AS BLOB)), :coalesce_2) + coalesce(length(CAST(pick.node_key AS BLOB)), :coalesce_3) + coalesce(length(CAST(pick.owner_did AS BLOB)), :coalesce_4) + coalesce(length(CAST(pick.connector_name AS BLOB)), :coalesce_5) + coalesce(length(CAST(pick.model AS BLOB)), :coalesce_6) + coalesce(length(CAST(pick.op AS BLOB)), :coalesce_7) + coalesce(length(CAST(pick.account_key AS BLOB)), :coalesce_8) + coalesce(length(CAST(pick.target AS BLOB)), :coalesce_9) + coalesce(length(CAST(pick.source_id AS BLOB)), :coalesce_10) + coalesce(length(CAST(pick.deterministic_event_id AS BLOB)), :coalesce_11) + coalesce(length(CAST(pick.payload_hash AS BLOB)), :coalesce_12) + coalesce(length(CAST(pick.reissue_intent AS BLOB)), :coalesce_13) + coalesce(length(CAST(pick.provider_etag AS BLOB)), :coalesce_14) + coalesce(length(CAST(pick.document_id AS BLOB)), :coalesce_15) + coalesce(length(CAST(pick.result_entity AS BLOB)), :coalesce_16) + coalesce(length(CAST(pick.state AS BLOB)), :coalesce_17) + coalesce(length(CAST(pick.defer_reason AS BLOB)), :coalesce_18) + coalesce(length(CAST(pick.last_kind AS BLOB)), :coalesce_19) + coalesce(length(CAST(pick.last_error AS BLOB)), :coalesce_20) + coalesce(length(CAST(CASE WHEN (pick.lease_token IS NOT NULL AND pick.lease_token != :p_token AND pick.lease_expires_at < :p_now AND pick.send_marker IS NOT NULL AND pick.send_marker != :send_marker_2) THEN :param_3 ELSE pick.send_marker END AS BLOB)), :coalesce_21) + coalesce(length(CAST(pick.incarnation AS BLOB)), :coalesce_22) + coalesce(length(CAST(:p_token AS BLOB)), :coalesce_23) + coalesce(length(CAST(pick.reissued_from AS BLOB)), :coalesce_24) + coalesce(length(CAST(pick.reissued_as AS BLOB)), :coalesce_25) AS row_bytes
+    capacity.due_at AS due_at
   FROM kubun_connector_operation AS pick
   JOIN capacity ON pick.caller_did = capacity.caller_did AND pick.operation_id = capacity.operation_id
-  WHERE (capacity.room IS NULL OR capacity.account_rank <= capacity.room)
-    AND capacity.whole = 1
-    AND pick.state = 'attempted'
+  WHERE pick.state = 'attempted'
+    AND (pick.next_attempt_at IS NULL OR pick.next_attempt_at <= :p_now)
     AND (pick.lease_token IS NULL OR pick.lease_expires_at < :p_now)
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_account
+      WHERE kubun_connector_account.connector_name = pick.connector_name
+        AND kubun_connector_account.account_key = pick.account_key
+        AND kubun_connector_account.paused_at IS NOT NULL
+    ))
+    AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_paused_connector
+      WHERE kubun_connector_paused_connector.connector_name = pick.connector_name
+    ))
+    AND (capacity.room IS NULL OR capacity.account_rank <= capacity.room)
+    AND capacity.whole = 1
   ORDER BY capacity.owner_rank, capacity.due_at, capacity.caller_did, capacity.operation_id
   LIMIT :p_size
-  OFFSET :param_13
+  OFFSET :param_20
 ),
 kept AS (
   SELECT sized.caller_did AS caller_did,
@@ -569,7 +771,7 @@ RETURNING caller_did,
   updated_at,
   reissued_from,
   reissued_as,
-  :param_14 + coalesce(length(CAST(caller_did AS BLOB)), :coalesce_26) + coalesce(length(CAST(operation_id AS BLOB)), :coalesce_27) + coalesce(length(CAST(node_key AS BLOB)), :coalesce_28) + coalesce(length(CAST(owner_did AS BLOB)), :coalesce_29) + coalesce(length(CAST(connector_name AS BLOB)), :coalesce_30) + coalesce(length(CAST(model AS BLOB)), :coalesce_31) + coalesce(length(CAST(op AS BLOB)), :coalesce_32) + coalesce(length(CAST(account_key AS BLOB)), :coalesce_33) + coalesce(length(CAST(target AS BLOB)), :coalesce_34) + coalesce(length(CAST(source_id AS BLOB)), :coalesce_35) + coalesce(length(CAST(deterministic_event_id AS BLOB)), :coalesce_36) + coalesce(length(CAST(payload_hash AS BLOB)), :coalesce_37) + coalesce(length(CAST(reissue_intent AS BLOB)), :coalesce_38) + coalesce(length(CAST(provider_etag AS BLOB)), :coalesce_39) + coalesce(length(CAST(document_id AS BLOB)), :coalesce_40) + coalesce(length(CAST(result_entity AS BLOB)), :coalesce_41) + coalesce(length(CAST(state AS BLOB)), :coalesce_42) + coalesce(length(CAST(defer_reason AS BLOB)), :coalesce_43) + coalesce(length(CAST(last_kind AS BLOB)), :coalesce_44) + coalesce(length(CAST(last_error AS BLOB)), :coalesce_45) + coalesce(length(CAST(send_marker AS BLOB)), :coalesce_46) + coalesce(length(CAST(incarnation AS BLOB)), :coalesce_47) + coalesce(length(CAST(lease_token AS BLOB)), :coalesce_48) + coalesce(length(CAST(reissued_from AS BLOB)), :coalesce_49) + coalesce(length(CAST(reissued_as AS BLOB)), :coalesce_50) AS row_bytes;
+  :param_21 + coalesce(length(CAST(caller_did AS BLOB)), :coalesce_26) + coalesce(length(CAST(operation_id AS BLOB)), :coalesce_27) + coalesce(length(CAST(node_key AS BLOB)), :coalesce_28) + coalesce(length(CAST(owner_did AS BLOB)), :coalesce_29) + coalesce(length(CAST(connector_name AS BLOB)), :coalesce_30) + coalesce(length(CAST(model AS BLOB)), :coalesce_31) + coalesce(length(CAST(op AS BLOB)), :coalesce_32) + coalesce(length(CAST(account_key AS BLOB)), :coalesce_33) + coalesce(length(CAST(target AS BLOB)), :coalesce_34) + coalesce(length(CAST(source_id AS BLOB)), :coalesce_35) + coalesce(length(CAST(deterministic_event_id AS BLOB)), :coalesce_36) + coalesce(length(CAST(payload_hash AS BLOB)), :coalesce_37) + coalesce(length(CAST(reissue_intent AS BLOB)), :coalesce_38) + coalesce(length(CAST(provider_etag AS BLOB)), :coalesce_39) + coalesce(length(CAST(document_id AS BLOB)), :coalesce_40) + coalesce(length(CAST(result_entity AS BLOB)), :coalesce_41) + coalesce(length(CAST(state AS BLOB)), :coalesce_42) + coalesce(length(CAST(defer_reason AS BLOB)), :coalesce_43) + coalesce(length(CAST(last_kind AS BLOB)), :coalesce_44) + coalesce(length(CAST(last_error AS BLOB)), :coalesce_45) + coalesce(length(CAST(send_marker AS BLOB)), :coalesce_46) + coalesce(length(CAST(incarnation AS BLOB)), :coalesce_47) + coalesce(length(CAST(lease_token AS BLOB)), :coalesce_48) + coalesce(length(CAST(reissued_from AS BLOB)), :coalesce_49) + coalesce(length(CAST(reissued_as AS BLOB)), :coalesce_50) AS row_bytes;
 
 -- 3. then, once per row the write returned (one executemany): that row's event
 -- bound when built: param_1 = 1, param_2 = 0, param_3 = 'taken_over', param_4 = 'leased'
