@@ -16,7 +16,7 @@ from strawberry.types.info import Info
 from resolvers.batch_mutations import BatchMutation
 from resolvers.context import Context
 from resolvers.counts import CountsQuery
-from resolvers.errors import bad_input, requested_operation_name
+from resolvers.errors import bad_input
 from resolvers.leasing import AccountsQuery, LeasingMutation
 from resolvers.mutations import Mutation
 from resolvers.operator import OperatorMutation, ViewerQuery
@@ -29,6 +29,7 @@ from schema.names import SeedNameConverter
 from schema.operation import Operation
 from schema.scalars import SCALAR_MAP
 from schema.watch import Watch
+from server.errors.error_codes import requested_operation_name
 from server.pipeline import pipeline_extension
 from server.settings import Settings
 from store.context import acting_as

@@ -61,9 +61,11 @@ from typing import Any
 from graphql import NoSchemaIntrospectionCustomRule
 from strawberry.extensions import AddValidationRules, MaxTokensLimiter, SchemaExtension
 
-from resolvers.errors import CodedValidation, ErrorCodes, VariableBounds
 from resolvers.permissions import Authorization
 from server.document_cache import DocumentCache
+from server.errors.coded_validation import CodedValidation
+from server.errors.error_codes import ErrorCodes
+from server.errors.variable_bounds import VariableBounds
 from server.federated_tracing import FederatedTracing
 from server.query_limits import Limits, QueryLimits
 from server.settings import Settings
