@@ -61,7 +61,6 @@ from resolvers.codes import (
 )
 from resolvers.context import Context
 from resolvers.errors import RequestError
-from resolvers.live import SESSION_RECHECK_S, Hub, LiveLimits, Session, SessionCheck
 from resolvers.loaders import Loaders
 from resolvers.permissions import Viewer
 from server.auth import (
@@ -76,6 +75,7 @@ from server.auth import (
 )
 from server.graph import build_schema
 from server.http_server import REFUSED_STATUS, ShutdownCut, listening
+from server.live import SESSION_RECHECK_S, Hub, LiveLimits, Session, SessionCheck
 from server.metrics import Metrics, metrics_endpoint, refreshing
 from server.responses import (
     http_exception,

@@ -35,7 +35,7 @@ are held open, so ``Bounds`` adds them to uvicorn's HTTP/1.1 protocol of ``HTTP_
   the WebSocket protocol (``BoundedWebSocketProtocol``, given through uvicorn's ``ws=``
   setting) aborts a client that reads nothing of its messages for ``SEND_TIMEOUT_SECONDS``
   (a subscriber too slow to keep up), and has its own pings; subscriptions have their own
-  bounds (``resolvers.live``);
+  bounds (``server.live``);
 - at shutdown, a request that has not started its response ``SHUTDOWN_GRACE_SECONDS``
   later is cut: cancelled and answered 503 ``SERVICE_UNAVAILABLE`` (retryable) with
   ``Connection: close`` by ``ShutdownCut``, logged at WARNING, counted as 503; a response
@@ -341,7 +341,7 @@ class BoundedWebSocketProtocol(SendDeadline, WebSocketsSansIOProtocol):
     """uvicorn's WebSocket protocol (its default, on websockets' sans-I/O implementation)
     with the send deadline: a client that reads nothing of its messages (a subscription's
     events) for ``SEND_TIMEOUT_SECONDS`` loses its connection, so the server holds no more
-    than its write buffer and one page of each stream (``resolvers.live``); the client sees
+    than its write buffer and one page of each stream (``server.live``); the client sees
     the connection closed abnormally (1006) and resumes each stream with ``after``."""
 
     unread = (
