@@ -65,7 +65,7 @@ class ConnectorSchema(strawberry.federation.Schema):
         A subscription is never among the ``allowed_operation_types``: its stream is not one
         result (graphql-core would run its root field as a query's and fail on the stream),
         so Strawberry raises ``InvalidOperationTypeError`` for it, which the HTTP view
-        refuses with 406 (``server.app.GraphQLApp``); subscriptions run by ``stream``."""
+        refuses with 406 (``server.graphql_view.GraphQLApp``); subscriptions run by ``stream``."""
         allowed = set(
             DEFAULT_ALLOWED_OPERATION_TYPES
             if allowed_operation_types is None

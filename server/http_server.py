@@ -41,7 +41,7 @@ are held open, so ``Bounds`` adds them to uvicorn's HTTP/1.1 protocol of ``HTTP_
   ``Connection: close`` by ``ShutdownCut``, logged at WARNING, counted as 503; a response
   already started has its connection closed.
 
-A stalled request body is bounded at ASGI level (``server.app.RequestBody``).
+A stalled request body is bounded at ASGI level (``server.request_body.RequestBody``).
 
 What this relies on beyond uvicorn's public settings, pinned by
 ``tests/test_http_server.py`` for both protocols (``H11Protocol`` and ``HttpToolsProtocol``):
@@ -115,7 +115,7 @@ the parser calls Python once per chunk (about 6 µs), and one 256 KiB read of on
 (43,000 of them) would hold the event loop a quarter of a second; a slice, under 20 ms."""
 REFUSED_STATUS = "connector_store.refused_status"
 """The ASGI scope key where the protocol leaves the status it answered a request with on its
-own (413 for its body's framing) before closing the connection; ``server.app.RequestBody``
+own (413 for its body's framing) before closing the connection; ``server.request_body.RequestBody``
 reports that status rather than the disconnect's 499."""
 SHUTDOWN_CUT = "connector_store.shutdown_cut"
 """The ASGI scope key of a request's cut (``ShutdownCut`` puts it there; the protocol calls

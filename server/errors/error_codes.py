@@ -231,7 +231,7 @@ class ErrorCodes(SchemaExtension):
 STREAM_REFUSALS = (CannotGetOperationTypeError, InvalidOperationTypeError, MissingQueryError)
 """What Strawberry's stream path (graphql-transport-ws, multipart subscriptions) turns into an
 error before validation, with the exception as its ``original_error``; its execute path raises
-them to the HTTP view instead (``server.app.GraphQLApp``), which refuses an unknown
+them to the HTTP view instead (``server.graphql_view.GraphQLApp``), which refuses an unknown
 ``operationName`` and a missing query with the codes ``stream_refusal`` gives."""
 
 ONLY_SUBSCRIPTIONS_STREAM = (

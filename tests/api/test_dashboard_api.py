@@ -2,7 +2,7 @@
 viewer counting only what it may read, and the page, its documents and assets served by the
 server without a token (and holding none: tests/api/test_sign_in.py)."""
 
-from server.app import DASHBOARD_DOCUMENTS
+from server.pages import DASHBOARD_DOCUMENTS
 from server.settings import Settings
 from tests.api.conftest import GraphQLClient, app_client
 from tests.leasing_factories import due_record, due_watch_record, insert_operations, insert_watches
