@@ -30,6 +30,7 @@ from schema.operation import Operation
 from schema.scalars import SCALAR_MAP
 from schema.watch import Watch
 from server.errors.error_codes import requested_operation_name
+from server.fast_path import FastExecutor
 from server.pipeline import pipeline_extension
 from server.settings import Settings
 from store.context import acting_as
@@ -150,6 +151,7 @@ def build_schema(settings: Settings | None = None) -> strawberry.federation.Sche
         extensions=[pipeline_extension(settings)],
         config=StrawberryConfig(name_converter=SeedNameConverter(), scalar_map=SCALAR_MAP),
         federation_version=FEDERATION_VERSION,
+        execution_context_class=FastExecutor if settings.fast_path else None,
     )
     describe(graphql_schema(schema))
     guard_subscriptions(graphql_schema(schema))
