@@ -27,6 +27,7 @@ from typing import Any
 from graphql import (
     FieldNode,
     FragmentSpreadNode,
+    GraphQLAbstractType,
     GraphQLError,
     GraphQLField,
     GraphQLList,
@@ -42,7 +43,13 @@ from graphql import (
 )
 from graphql.execution import ExecutionResult, get_argument_values
 from graphql.pyutils import Path, Undefined, inspect, is_iterable
-from graphql.type import is_leaf_type, is_list_type, is_non_null_type, is_object_type
+from graphql.type import (
+    is_abstract_type,
+    is_leaf_type,
+    is_list_type,
+    is_non_null_type,
+    is_object_type,
+)
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 STRAWBERRY_DEFINITION = "strawberry-definition"
@@ -64,7 +71,7 @@ class FieldPlan:
     definition: GraphQLField | None
     attribute: str | None
     nodes: tuple[FieldNode, ...]
-    selection: "SelectionPlan | None"
+    selection: "SelectionPlan | AbstractPlan | None"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +80,14 @@ class SelectionPlan:
 
     type_: GraphQLObjectType
     fields: tuple[FieldPlan, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AbstractPlan:
+    """An abstract type's selection: the plan of each of its possible object types."""
+
+    type_: GraphQLAbstractType
+    by_type: Mapping[str, SelectionPlan]
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +141,7 @@ def plan_of(
     if root_type is None:
         return None
     try:
-        roots = collect(root_type, operation.selection_set, fragments)
+        roots = collect(schema, root_type, operation.selection_set, fragments)
         if len(roots) != 1:
             return None
         key, nodes = next(iter(roots.items()))
@@ -143,7 +158,7 @@ def plan_of(
                 definition,
                 None,
                 tuple(nodes),
-                selection_of(definition.type, nodes, fragments),
+                selection_of(schema, definition.type, nodes, fragments),
             ),
         )
     except NotPlanned:
@@ -151,10 +166,13 @@ def plan_of(
 
 
 def collect(
-    type_: GraphQLObjectType, selection_set: SelectionSetNode, fragments: Mapping[str, Any]
+    schema: GraphQLSchema,
+    type_: GraphQLObjectType,
+    selection_set: SelectionSetNode,
+    fragments: Mapping[str, Any],
 ) -> dict[str, list[FieldNode]]:
-    """The fields of ``selection_set`` on ``type_`` by response key, fragments inlined.
-    Raises ``NotPlanned`` for a directive or a fragment on another type."""
+    """The fields of ``selection_set`` on ``type_`` by response key, the fragments that
+    apply to ``type_`` inlined (``applies``). Raises ``NotPlanned`` for a directive."""
     fields: dict[str, list[FieldNode]] = {}
     for selection in selection_set.selections:
         if selection.directives:
@@ -174,40 +192,75 @@ def collect(
             condition, inner = fragment.type_condition, fragment.selection_set
         else:
             raise NotPlanned
-        if condition is not None and condition.name.value != type_.name:
-            raise NotPlanned
-        for key, nodes in collect(type_, inner, fragments).items():
+        if condition is not None and not applies(schema, condition.name.value, type_):
+            continue
+        for key, nodes in collect(schema, type_, inner, fragments).items():
             fields.setdefault(key, []).extend(nodes)
     return fields
 
 
+def applies(schema: GraphQLSchema, condition: str, type_: GraphQLObjectType) -> bool:
+    """Whether a fragment on the type named ``condition`` applies to an object of ``type_``
+    (graphql-core's ``does_fragment_condition_match``)."""
+    conditional = schema.get_type(condition)
+    if conditional is type_:
+        return True
+    return is_abstract_type(conditional) and schema.is_sub_type(conditional, type_)  # type: ignore[arg-type]
+
+
 def selection_of(
-    type_: GraphQLOutputType, nodes: list[FieldNode], fragments: Mapping[str, Any]
-) -> SelectionPlan | None:
-    """The plan of the selection of fields ``nodes`` of type ``type_`` (None for a leaf).
-    Raises ``NotPlanned`` for an abstract type or a field the plan does not cover."""
+    schema: GraphQLSchema,
+    type_: GraphQLOutputType,
+    nodes: list[FieldNode],
+    fragments: Mapping[str, Any],
+) -> SelectionPlan | AbstractPlan | None:
+    """The plan of the selection of fields ``nodes`` of type ``type_`` (None for a leaf; one
+    per possible type for an abstract type). Raises ``NotPlanned`` for a field the plan does
+    not cover."""
     named = type_
     while isinstance(named, (GraphQLNonNull, GraphQLList)):
         named = named.of_type
     if is_leaf_type(named):
         return None
-    if not is_object_type(named):
-        raise NotPlanned
-    object_type: GraphQLObjectType = named  # type: ignore[assignment]
+    if is_abstract_type(named):
+        abstract: GraphQLAbstractType = named  # type: ignore[assignment]
+        return AbstractPlan(
+            abstract,
+            {
+                possible.name: object_selection(schema, possible, nodes, fragments)
+                for possible in schema.get_possible_types(abstract)
+            },
+        )
+    return object_selection(schema, named, nodes, fragments)  # type: ignore[arg-type]
+
+
+def object_selection(
+    schema: GraphQLSchema,
+    object_type: GraphQLObjectType,
+    nodes: list[FieldNode],
+    fragments: Mapping[str, Any],
+) -> SelectionPlan:
+    """The plan of the selection of fields ``nodes`` on an object of ``object_type``."""
     merged: dict[str, list[FieldNode]] = {}
     for node in nodes:
         if node.selection_set is None:
             raise NotPlanned
-        for key, inner in collect(object_type, node.selection_set, fragments).items():
+        for key, inner in collect(schema, object_type, node.selection_set, fragments).items():
             merged.setdefault(key, []).extend(inner)
     return SelectionPlan(
         object_type,
-        tuple(field_plan(object_type, key, inner, fragments) for key, inner in merged.items()),
+        tuple(
+            field_plan(schema, object_type, key, inner, fragments) for key, inner in merged.items()
+        ),
     )
 
 
 def field_plan(
-    parent: GraphQLObjectType, key: str, nodes: list[FieldNode], fragments: Mapping[str, Any]
+    schema: GraphQLSchema,
+    parent: GraphQLObjectType,
+    key: str,
+    nodes: list[FieldNode],
+    fragments: Mapping[str, Any],
 ) -> FieldPlan:
     """The plan of field ``key`` of ``parent``. Raises ``NotPlanned`` for a field with
     arguments, an asynchronous resolver, or Strawberry field extensions or permissions."""
@@ -231,7 +284,7 @@ def field_plan(
         definition,
         attribute,
         tuple(nodes),
-        selection_of(definition.type, nodes, fragments),
+        selection_of(schema, definition.type, nodes, fragments),
     )
 
 
@@ -343,7 +396,9 @@ class FastExecutor(StrawberryGraphQLCoreExecutionContext):
             return {field.key: self.complete(field, field.definition.type, value, path, errors)}
         except Propagated as propagated:
             errors.append(propagated.error)
-            return None if is_non_null_type(field.definition.type) else {field.key: None}
+        except Exception as raised:
+            errors.append(located_error(raised, list(field.nodes), path.as_list()))
+        return None if is_non_null_type(field.definition.type) else {field.key: None}
 
     def complete(
         self,
@@ -389,6 +444,12 @@ class FastExecutor(StrawberryGraphQLCoreExecutionContext):
                         raise
                     errors.append(propagated.error)
                     items.append(None)
+                except Exception as raised:
+                    error = located_error(raised, list(field.nodes), item_path.as_list())
+                    if is_non_null_type(item_type):
+                        raise Propagated(error) from None
+                    errors.append(error)
+                    items.append(None)
             return items
         if is_leaf_type(type_):
             try:
@@ -405,19 +466,69 @@ class FastExecutor(StrawberryGraphQLCoreExecutionContext):
                     located_error(TypeError(message), list(field.nodes), path.as_list())
                 )
             return coerced
-        return self.complete_object(field, type_, value, path, errors)  # type: ignore[arg-type]
+        selection = field.selection
+        if isinstance(selection, AbstractPlan):
+            runtime = self.runtime_type(field, selection.type_, value, path)
+            return self.complete_object(
+                field, selection.by_type[runtime.name], runtime, value, path, errors
+            )
+        assert selection is not None
+        return self.complete_object(field, selection, type_, value, path, errors)  # type: ignore[arg-type]
+
+    def runtime_type(
+        self, field: FieldPlan, abstract: GraphQLAbstractType, value: Any, path: Path
+    ) -> GraphQLObjectType:
+        """The object type ``value`` of the abstract type ``abstract`` is, by its type
+        resolver, checked as graphql-core checks it (``ensure_valid_runtime_type``, with
+        its messages); raises ``Propagated`` with the error it would raise."""
+        definition = field.definition
+        assert definition is not None
+        info = self.build_resolve_info(definition, list(field.nodes), field.parent, path)
+        resolve_type = abstract.resolve_type or self.type_resolver
+        name = resolve_type(value, info, abstract)
+        where = f"{field.parent.name}.{field.name}"
+        runtime = self.schema.get_type(name) if isinstance(name, str) else None
+        if self.is_awaitable(name):
+            message = f"Abstract type '{abstract}' resolved asynchronously for field '{where}'."
+        elif name is None:
+            message = (
+                f"Abstract type '{abstract}' must resolve to an Object type at runtime"
+                f" for field '{where}'. Either the '{abstract}' type should provide"
+                " a 'resolve_type' function or each possible type should provide"
+                " an 'is_type_of' function."
+            )
+        elif not isinstance(name, str):
+            message = (
+                f"Abstract type '{abstract}' must resolve to an Object type at runtime"
+                f" for field '{where}' with value {inspect(value)}, received"
+                f" '{inspect(name)}', which is not a valid Object type name."
+            )
+        elif runtime is None:
+            message = (
+                f"Abstract type '{abstract}' was resolved to a type"
+                f" '{name}' that does not exist inside the schema."
+            )
+        elif not is_object_type(runtime):
+            message = f"Abstract type '{abstract}' was resolved to a non-object type '{name}'."
+        elif not self.schema.is_sub_type(abstract, runtime):  # type: ignore[arg-type]
+            message = f"Runtime Object type '{runtime}' is not a possible type for '{abstract}'."
+        else:
+            return runtime  # type: ignore[return-value]
+        error = GraphQLError(message, list(field.nodes))
+        raise Propagated(located_error(error, list(field.nodes), path.as_list()))
 
     def complete_object(
         self,
         field: FieldPlan,
+        selection: SelectionPlan,
         type_: GraphQLObjectType,
         value: Any,
         path: Path,
         errors: list[GraphQLError],
     ) -> dict[str, Any]:
-        """``value`` as an object of ``type_``, each field of the selection's plan."""
-        selection, definition = field.selection, field.definition
-        assert selection is not None and definition is not None
+        """``value`` as an object of ``type_``, each field of ``selection``."""
+        definition = field.definition
+        assert definition is not None
         if type_.is_type_of is not None:
             info = self.build_resolve_info(definition, list(field.nodes), field.parent, path)
             if not type_.is_type_of(value, info):

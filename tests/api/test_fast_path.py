@@ -18,7 +18,7 @@ from resolvers.loaders import Loaders
 from resolvers.permissions import Viewer
 from resolvers.strawberry_internals import graphql_schema
 from schema.operation import Operation
-from schema.results import OperationWritePayload
+from schema.results import OperationClaimed, OperationConflict, OperationWritePayload
 from server.fast_path import REVIEWED_STEPS, plan_of
 from server.graph import build_schema
 from server.pipeline import pipeline
@@ -32,6 +32,8 @@ KEY = {"callerDID": "did:key:caller", "operationID": "op-1"}
 SCHEMA = graphql_schema(build_schema())
 
 WORKER_HOT_PATH = (
+    "ClaimOperation",
+    "ClaimOperations",
     "AcquireLease",
     "RenewLease",
     "ReleaseLease",
@@ -91,6 +93,7 @@ async def test_worker_documents__both_paths_agree_over_http(gql: GraphQLClient, 
     )
     await gql.run("DueOperations", now=clock.now + 60_000)
     assert COMPARED == [
+        "ClaimOperation",
         "ServerTime",
         "GetOperation",
         "RenewLease",
@@ -183,8 +186,9 @@ async def test_generated_data__both_paths_agree(store):
         applied=ODD_VALUES,
         present=st.booleans(),
         raised=st.booleans(),
+        claim=st.sampled_from(["claimed", "conflict", "odd", "none"]),
     )
-    def both_paths_agree(changes, applied, present, raised):
+    def both_paths_agree(changes, applied, present, raised, claim):
         COMPARED.clear()
         MISMATCHES.clear()
         operation = Operation.from_record(record)
@@ -196,7 +200,14 @@ async def test_generated_data__both_paths_agree(store):
         answered("MarkSendStarted", {"input": input_}, value, store)
         answered("GetOperation", KEY, operation if present else None, store)
         answered("DueOperations", {"now": 1}, [operation, None] if present else [operation], store)
-        assert COMPARED == ["MarkSendStarted", "GetOperation", "DueOperations"]
+        claimed = {
+            "claimed": OperationClaimed(operation=operation),
+            "conflict": OperationConflict(caller_did="c", operation_id="o", message=applied),
+            "odd": applied,
+            "none": None,
+        }[claim]
+        answered("ClaimOperation", {"input": claim_input()}, claimed, store)
+        assert COMPARED == ["MarkSendStarted", "GetOperation", "DueOperations", "ClaimOperation"]
         for mismatch in MISMATCHES:
             print(mismatch[0], mismatch[1].decode(), mismatch[2].decode(), sep="\n")
         assert MISMATCHES == []
