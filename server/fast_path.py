@@ -13,11 +13,13 @@ raise, at the same paths, nulling the same parents.
 
 What a plan covers (``plan_of``; anything else runs on graphql-core's path): a query or a
 mutation of one root field, no directive anywhere, every selection on an object type
-(fragments whose type condition is that type), fields whose resolvers take no argument and
-are not asynchronous, and no step whose resolver middleware reaches below the root
+(or each possible type of an abstract one), no root field whose name begins with an
+underscore (introspection's; Federation's ``_entities``, whose items may each be awaitable,
+and ``_service``), fields whose resolvers take no argument and are not asynchronous, and no step whose resolver middleware reaches below the root
 (``FederatedTracing`` when it traces: ``resolves_below_root``). graphql-core stays the
-reference: ``tests/api/test_fast_path.py`` compares both paths on every document of
-``graphql/``, on generated data, and on refusals.
+reference: every planned request of the API tests runs on both paths and is compared byte
+for byte (``tests/api/conftest.both_paths``), and ``tests/api/test_fast_path.py`` adds the
+worker's documents, generated data and refusals.
 """
 
 from collections.abc import Mapping
@@ -147,7 +149,7 @@ def plan_of(
         key, nodes = next(iter(roots.items()))
         name = nodes[0].name.value
         definition = root_type.fields.get(name)
-        if definition is None or name.startswith("__"):
+        if definition is None or name.startswith("_"):
             return None
         return OperationPlan(
             root_type,
