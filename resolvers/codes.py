@@ -6,7 +6,7 @@ store, and the resolvers coin codes themselves (``BAD_USER_INPUT`` naming a fiel
 may import. ``server/`` imports them from here. A test fails when any other module of
 ``server/``, ``resolvers/``, ``schema/`` or ``store/`` spells a code as a string literal.
 
-Which error gets which code is decided in ``resolvers.errors`` (GraphQL errors) and
+Which error gets which code is decided in ``server.errors`` (GraphQL errors) and
 ``server.responses`` (requests refused before GraphQL runs).
 """
 

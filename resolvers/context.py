@@ -6,10 +6,10 @@ from typing import Any
 import strawberry
 
 from resolvers.budget import Budget
-from resolvers.live import Hub, Session
 from resolvers.loaders import Loaders
 from resolvers.permissions import Viewer
 from resolvers.visible import Visible
+from server.live import Hub, Session
 from store import ConnectorStore
 from store.retention import RETAIN_FAILED_S
 
@@ -32,7 +32,7 @@ class Context:
     """The HTTP request or WebSocket (federated tracing reads its
     ``apollo-federation-include-trace`` header); None outside HTTP."""
     hub: Hub | None = None
-    """This process's subscriptions (``resolvers.live``); None where none are served."""
+    """This process's subscriptions (``server.live``); None where none are served."""
     session: Session | None = None
     """The subscriptions of this connection (a WebSocket, or one HTTP request)."""
     connection_params: dict[str, Any] | None = None

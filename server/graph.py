@@ -16,7 +16,7 @@ from strawberry.types.info import Info
 from resolvers.batch_mutations import BatchMutation
 from resolvers.context import Context
 from resolvers.counts import CountsQuery
-from resolvers.errors import bad_input, requested_operation_name
+from resolvers.errors import bad_input
 from resolvers.leasing import AccountsQuery, LeasingMutation
 from resolvers.mutations import Mutation
 from resolvers.operator import OperatorMutation, ViewerQuery
@@ -29,6 +29,8 @@ from schema.names import SeedNameConverter
 from schema.operation import Operation
 from schema.scalars import SCALAR_MAP
 from schema.watch import Watch
+from server.errors.error_codes import requested_operation_name
+from server.fast_path import FastExecutor
 from server.pipeline import pipeline_extension
 from server.settings import Settings
 from store.context import acting_as
@@ -64,7 +66,7 @@ class ConnectorSchema(strawberry.federation.Schema):
         A subscription is never among the ``allowed_operation_types``: its stream is not one
         result (graphql-core would run its root field as a query's and fail on the stream),
         so Strawberry raises ``InvalidOperationTypeError`` for it, which the HTTP view
-        refuses with 406 (``server.app.GraphQLApp``); subscriptions run by ``stream``."""
+        refuses with 406 (``server.graphql_view.GraphQLApp``); subscriptions run by ``stream``."""
         allowed = set(
             DEFAULT_ALLOWED_OPERATION_TYPES
             if allowed_operation_types is None
@@ -149,6 +151,7 @@ def build_schema(settings: Settings | None = None) -> strawberry.federation.Sche
         extensions=[pipeline_extension(settings)],
         config=StrawberryConfig(name_converter=SeedNameConverter(), scalar_map=SCALAR_MAP),
         federation_version=FEDERATION_VERSION,
+        execution_context_class=FastExecutor if settings.fast_path else None,
     )
     describe(graphql_schema(schema))
     guard_subscriptions(graphql_schema(schema))

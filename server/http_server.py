@@ -35,13 +35,13 @@ are held open, so ``Bounds`` adds them to uvicorn's HTTP/1.1 protocol of ``HTTP_
   the WebSocket protocol (``BoundedWebSocketProtocol``, given through uvicorn's ``ws=``
   setting) aborts a client that reads nothing of its messages for ``SEND_TIMEOUT_SECONDS``
   (a subscriber too slow to keep up), and has its own pings; subscriptions have their own
-  bounds (``resolvers.live``);
+  bounds (``server.live``);
 - at shutdown, a request that has not started its response ``SHUTDOWN_GRACE_SECONDS``
   later is cut: cancelled and answered 503 ``SERVICE_UNAVAILABLE`` (retryable) with
   ``Connection: close`` by ``ShutdownCut``, logged at WARNING, counted as 503; a response
   already started has its connection closed.
 
-A stalled request body is bounded at ASGI level (``server.app.RequestBody``).
+A stalled request body is bounded at ASGI level (``server.request_body.RequestBody``).
 
 What this relies on beyond uvicorn's public settings, pinned by
 ``tests/test_http_server.py`` for both protocols (``H11Protocol`` and ``HttpToolsProtocol``):
@@ -115,7 +115,7 @@ the parser calls Python once per chunk (about 6 µs), and one 256 KiB read of on
 (43,000 of them) would hold the event loop a quarter of a second; a slice, under 20 ms."""
 REFUSED_STATUS = "connector_store.refused_status"
 """The ASGI scope key where the protocol leaves the status it answered a request with on its
-own (413 for its body's framing) before closing the connection; ``server.app.RequestBody``
+own (413 for its body's framing) before closing the connection; ``server.request_body.RequestBody``
 reports that status rather than the disconnect's 499."""
 SHUTDOWN_CUT = "connector_store.shutdown_cut"
 """The ASGI scope key of a request's cut (``ShutdownCut`` puts it there; the protocol calls
@@ -341,7 +341,7 @@ class BoundedWebSocketProtocol(SendDeadline, WebSocketsSansIOProtocol):
     """uvicorn's WebSocket protocol (its default, on websockets' sans-I/O implementation)
     with the send deadline: a client that reads nothing of its messages (a subscription's
     events) for ``SEND_TIMEOUT_SECONDS`` loses its connection, so the server holds no more
-    than its write buffer and one page of each stream (``resolvers.live``); the client sees
+    than its write buffer and one page of each stream (``server.live``); the client sees
     the connection closed abnormally (1006) and resumes each stream with ``after``."""
 
     unread = (

@@ -209,7 +209,7 @@ class Metrics:
             self.swept_rows.labels(kind)
 
     def opened(self, field: str) -> None:
-        """A subscription of root field ``field`` started (``resolvers.live.Observer``)."""
+        """A subscription of root field ``field`` started (``server.live.Observer``)."""
         self.subscriptions.labels(field).inc()
 
     def closed(self, field: str) -> None:

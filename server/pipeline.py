@@ -61,9 +61,11 @@ from typing import Any
 from graphql import NoSchemaIntrospectionCustomRule
 from strawberry.extensions import AddValidationRules, MaxTokensLimiter, SchemaExtension
 
-from resolvers.errors import CodedValidation, ErrorCodes, VariableBounds
 from resolvers.permissions import Authorization
 from server.document_cache import DocumentCache
+from server.errors.coded_validation import CodedValidation
+from server.errors.error_codes import ErrorCodes
+from server.errors.variable_bounds import VariableBounds
 from server.federated_tracing import FederatedTracing
 from server.query_limits import Limits, QueryLimits
 from server.settings import Settings
@@ -99,6 +101,11 @@ def pipeline(settings: Settings) -> list[Callable[[], SchemaExtension]]:
 
 
 Step = Callable[[], SchemaExtension]
+
+ROOT_RESOLVERS: tuple[type[SchemaExtension], ...] = (Authorization,)
+"""The steps whose ``resolve`` hook acts on root fields only (``Authorization``'s rules): the
+fast path, which runs no resolver middleware below the root, keeps them. A step with a
+``resolve`` hook not listed here sends every request it resolves to graphql-core's path."""
 PHASES = ("on_operation", "on_parse", "on_validate", "on_execute", "on_stream_result")
 
 
@@ -187,6 +194,15 @@ class Pipeline(SchemaExtension):
         for hook in reversed(hooks[1:]):
             _next = partial(hook, _next)
         return hooks[0](_next, root, info, *args, **kwargs)
+
+    def resolves_below_root(self) -> bool:
+        """Whether a ``resolve`` hook this request runs reaches below the root fields: every
+        step's but those of ``ROOT_RESOLVERS`` (the fast path runs only the root field's
+        resolver middleware: ``server.fast_path``)."""
+        return any(
+            not isinstance(getattr(hook, "__self__", None), ROOT_RESOLVERS)
+            for hook in self.resolving
+        )
 
     def get_results(self) -> dict[str, Any]:
         results: dict[str, Any] = {}

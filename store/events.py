@@ -62,6 +62,7 @@ from store.database import Database, Row, chunked
 from store.dialects import DIALECTS, EVENT_CLOCK_POSTGRESQL, Dialect
 from store.errors import EventsCollected, InvalidInput
 from store.items import ItemStatement
+from store.operation_match import key_conditions
 from store.pages import MAX_PAGE, read_limit
 from store.records import (
     OperationEventRecord,
@@ -888,22 +889,15 @@ class EventsStore:
             if not states:
                 return []
             query = query.where(event.c.to_state.in_(states))
-        row_filters = {
-            "callerDID": (op.c.caller_did, where.caller_did),
-            "operationID": (op.c.operation_id, where.operation_id),
-            "ownerDID": (op.c.owner_did, where.owner_did),
-            "connectorName": (op.c.connector_name, where.connector_name),
-            "accountKey": (op.c.account_key, where.account_key),
-            "kind": (op.c.last_kind, where.kind),
-        }
-        conditions = [
-            column == check.key(field, value)
-            for field, (column, value) in row_filters.items()
-            if value is not None
-        ]
-        if where.visible_to is not None:
-            did = check.key("visibleTo", where.visible_to)
-            conditions.append(sa.or_(op.c.caller_did == did, op.c.owner_did == did))
+        conditions = key_conditions(
+            caller_did=where.caller_did,
+            operation_id=where.operation_id,
+            owner_did=where.owner_did,
+            connector_name=where.connector_name,
+            account_key=where.account_key,
+            kind=where.kind,
+            visible_to=where.visible_to,
+        )
         if conditions:
             query = query.where(
                 sa.exists().where(

@@ -32,6 +32,7 @@ from store.events import (
     checked_message,
 )
 from store.items import Inputs, unindexed
+from store.operation_match import key_conditions
 from store.records import (
     ATTEMPTED,
     COMMITTED,
@@ -160,25 +161,17 @@ def filter_conditions(where: OperationFilter) -> list[sa.ColumnElement[bool]] | 
         if where.states is None
         else sorted({check.choice("states", state, OPERATION_STATES) for state in where.states})
     )
-    keys = {
-        "nodeKey": (op.c.node_key, where.node_key),
-        "callerDID": (op.c.caller_did, where.caller_did),
-        "operationID": (op.c.operation_id, where.operation_id),
-        "connectorName": (op.c.connector_name, where.connector_name),
-        "ownerDID": (op.c.owner_did, where.owner_did),
-        "accountKey": (op.c.account_key, where.account_key),
-        "kind": (op.c.last_kind, where.kind),
-    }
-    conditions = [
-        column == check.key(field, value)
-        for field, (column, value) in keys.items()
-        if value is not None
-    ]
-    if where.last_error is not None:
-        conditions.append(op.c.last_error == check.text("lastError", where.last_error))
-    if where.visible_to is not None:
-        visible_to = check.key("visibleTo", where.visible_to)
-        conditions.append(sa.or_(op.c.caller_did == visible_to, op.c.owner_did == visible_to))
+    conditions = key_conditions(
+        node_key=where.node_key,
+        caller_did=where.caller_did,
+        operation_id=where.operation_id,
+        connector_name=where.connector_name,
+        owner_did=where.owner_did,
+        account_key=where.account_key,
+        kind=where.kind,
+        last_error=where.last_error,
+        visible_to=where.visible_to,
+    )
     after = check.optional_epoch_ms("updatedAfter", where.updated_after)
     before = check.optional_epoch_ms("updatedBefore", where.updated_before)
     if after is not None and before is not None and before < after:

@@ -1,8 +1,9 @@
-"""The HTTP server's bounds (``server/http_server.py`` and ``server.app.RequestBody``), with
-raw sockets against a real ``connector-store serve`` process: slow and silent clients are
-closed in bounded time, headers are bounded in size, idle sockets never use up the file
-descriptors, a client gone mid-body is a 499 at INFO, and SIGTERM ends a stalled upload
-within the grace. Short bounds keep each test to a second or two."""
+"""The HTTP server's bounds (``server/http_server.py`` and
+``server.request_body.RequestBody``), with raw sockets against a real ``connector-store
+serve`` process: slow and silent clients are closed in bounded time, headers are bounded in
+size, idle sockets never use up the file descriptors, a client gone mid-body is a 499 at
+INFO, and SIGTERM ends a stalled upload within the grace. Short bounds keep each test to a
+second or two."""
 
 import asyncio
 import contextlib

@@ -1,12 +1,12 @@
 """The bound the GraphQL front puts on a list variable of input objects before coercing it
-(``resolvers.errors.first_oversized``: ``MAX_ITEMS``) refuses nothing the store takes: every
+(``server.errors.variables.first_oversized``: ``MAX_ITEMS``) refuses nothing the store takes: every
 list of input objects in the schema is a batch's items or a call's keys, which the store
 bounds at ``MAX_ITEMS``."""
 
 from graphql import get_named_type, get_nullable_type, is_input_object_type, is_list_type
 
-from resolvers.errors import first_oversized
 from resolvers.strawberry_internals import graphql_schema
+from server.errors.variables import first_oversized
 from server.graph import build_schema
 from store.items import MAX_ITEMS
 

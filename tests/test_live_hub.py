@@ -1,4 +1,4 @@
-"""The hub's pure parts (resolvers.live): a workAvailable waiter coalesces what is pending,
+"""The hub's pure parts (server.live): a workAvailable waiter coalesces what is pending,
 so a reader that does not keep up costs a bounded amount, however many wake-ups arrive; and
 its background loops stop when told, even at the moment they are woken."""
 
@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from resolvers.codes import TOO_MANY_SUBSCRIPTIONS, UNAUTHENTICATED
-from resolvers.live import Hub, LiveLimits, Session, WorkWaiter
 from resolvers.permissions import Viewer
+from server.live import Hub, LiveLimits, Session, WorkWaiter
 
 
 def test_work_waiter__a_connector_pending_once_however_often_told():

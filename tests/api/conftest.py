@@ -1,16 +1,18 @@
 """GraphQL tests drive the real ASGI app in-process over httpx, on both backends."""
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+import server.graph
 from server.app import create_app
 from server.settings import Settings
 from store import ConnectorStore
+from tests.fast_path_differential import MISMATCHES, Differential
 from tests.tokens import SERVICE_TOKEN, bearer
 
 DOCUMENTS = Path(__file__).resolve().parents[2] / "graphql" / "operations"
@@ -56,6 +58,17 @@ def app_client(
         base_url="http://test",
         headers={} if token is None else bearer(token),
     )
+
+
+@pytest.fixture(autouse=True)
+def both_paths(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every app of an API test answers each planned request by the fast path, checked
+    against graphql-core's path on the same request (``Differential``): a test fails when
+    the two responses differ by a byte."""
+    monkeypatch.setattr(server.graph, "FastExecutor", Differential)
+    MISMATCHES.clear()
+    yield
+    assert MISMATCHES == []
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from connector_store_client import (
     follow_events,
 )
 
-import server.app
+import server.websocket
 from tests.api.live_client import served
 from tests.api.test_sign_in import signed_in
 from tests.factories import claimed_operation
@@ -47,7 +47,7 @@ async def test_follow_events__a_refused_token_raises_unauthenticated(store):
 async def test_follow_events__a_session_signed_out_mid_stream_raises_unauthenticated(
     store, monkeypatch
 ):
-    monkeypatch.setattr(server.app, "SESSION_RECHECK_S", 0.05)
+    monkeypatch.setattr(server.websocket, "SESSION_RECHECK_S", 0.05)
     await claimed_operation(store)
     async with served(store) as app, httpx.AsyncClient(base_url=app.http) as http:
         token = (await signed_in(http, store))["token"]

@@ -4,7 +4,7 @@ server without a token (and holding none: tests/api/test_sign_in.py)."""
 
 from typing import Any
 
-from server.app import DASHBOARD_DOCUMENTS
+from server.pages import DASHBOARD_DOCUMENTS
 from server.settings import Settings
 from tests.api.conftest import GraphQLClient, app_client, claim_input
 from tests.leasing_factories import due_record, due_watch_record, insert_operations, insert_watches

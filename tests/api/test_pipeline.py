@@ -8,10 +8,12 @@ import strawberry
 from graphql import GraphQLSchema, ValidationRule
 from strawberry.extensions import AddValidationRules, MaxTokensLimiter, SchemaExtension
 
-from resolvers.errors import CodedValidation, ErrorCodes, VariableBounds
 from resolvers.permissions import Authorization
 from resolvers.strawberry_internals import graphql_schema
 from server.document_cache import DocumentCache
+from server.errors.coded_validation import CodedValidation
+from server.errors.error_codes import ErrorCodes
+from server.errors.variable_bounds import VariableBounds
 from server.federated_tracing import FederatedTracing
 from server.graph import build_schema
 from server.pipeline import Pipeline, pipeline

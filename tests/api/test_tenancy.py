@@ -12,7 +12,6 @@ import pytest
 import strawberry
 from strawberry.schema.config import StrawberryConfig
 
-from resolvers.live import Hub
 from resolvers.permissions import (
     ALL_SCOPES,
     OBSERVER,
@@ -23,6 +22,7 @@ from resolvers.permissions import (
 )
 from resolvers.strawberry_internals import graphql_schema
 from server.graph import build_schema
+from server.live import Hub
 from tests.api.conftest import app_client, claim_input
 from tests.factories import committed_operation
 from tests.tokens import SERVICE_TOKEN, mint

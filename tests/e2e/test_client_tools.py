@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from connector_store_client import Client
 
-from server.app import MULTIPART_SUBSCRIPTION_ACCEPT, with_stream_accept
+from server.graphql_view import MULTIPART_SUBSCRIPTION_ACCEPT, with_stream_accept
 from tests.e2e.live import NODE_DIR, Server, live_server
 from tests.e2e.test_client_sdk import claims, enqueue_all
 from tests.tokens import SERVICE_TOKEN

@@ -10,7 +10,7 @@ table>'``, delivered at commit (not on rollback) to every replica's listener, on
 and transaction; the listener then reads the log from where its streams stand
 (``store.events``: the log is the truth, the notification a wake-up). SQLite has no
 notifications: each server process reads the head of each log while someone streams it
-(``resolvers.live``), which covers the writes of every process on the file, so this
+(``server.live``), which covers the writes of every process on the file, so this
 revision changes nothing there.
 """
 
