@@ -85,6 +85,7 @@ class CountsQuery:
     async def failure_groups(
         self, info: Info, filter: OperationFilter | None = None, first: int = DEFAULT_LIMIT
     ) -> list[FailureGroup]:
+        info.context.budget.take("first", max(first, 0))
         where = to_store_filter(filter, info.context.viewer.visible_to)
         records = await info.context.store.operator.failure_groups(where, limit=first)
         return [FailureGroup.from_record(record) for record in records]
