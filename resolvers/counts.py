@@ -16,6 +16,7 @@ from schema.inputs import OperationFilter, WatchFilter
 from schema.operator import ReissueSkipped
 from schema.scalars import EpochMillis
 from schema.stats import OperationStatsBucket
+from store.errors import InvalidInput
 from store.operator import DEFAULT_LIMIT, MAX_FAILURE_GROUPS
 from store.stats import MAX_BUCKETS
 
@@ -54,14 +55,20 @@ class CountsQuery:
         account_key: str | None = None,
     ) -> list[OperationStatsBucket]:
         store = info.context.store
-        records = await store.stats.operation_stats(
-            since=since,
-            until=store.clock() if until is None else until,
-            bucket_ms=bucket_ms,
-            connector_name=connector_name,
-            account_key=account_key,
-            visible_to=info.context.viewer.visible_to,
-        )
+        try:
+            records = await store.stats.operation_stats(
+                since=since,
+                until=store.clock() if until is None else until,
+                bucket_ms=bucket_ms,
+                connector_name=connector_name,
+                account_key=account_key,
+                visible_to=info.context.viewer.visible_to,
+            )
+        except InvalidInput as error:
+            # `until` omitted is the server's now: the window's wrong end is the given one.
+            if until is None and error.field == "until":
+                raise type(error)("since", "must be earlier than the server's now") from error
+            raise
         return [OperationStatsBucket.from_record(record) for record in records]
 
     @fields.query(
@@ -85,6 +92,7 @@ class CountsQuery:
     async def failure_groups(
         self, info: Info, filter: OperationFilter | None = None, first: int = DEFAULT_LIMIT
     ) -> list[FailureGroup]:
+        info.context.budget.take("first", max(first, 0))
         where = to_store_filter(filter, info.context.viewer.visible_to)
         records = await info.context.store.operator.failure_groups(where, limit=first)
         return [FailureGroup.from_record(record) for record in records]

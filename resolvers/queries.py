@@ -184,13 +184,19 @@ class Query:
         where = to_store_filter(filter, viewer.visible_to)
         store = info.context.store
         async with info.context.budget.reading("operations") as allowance:
-            records = await store.operations.list_tracked_operations(
-                where,
-                after=None if key is None else tuple(key),
-                limit=size + 1,
-                max_bytes=allowance,
-                newest_first=(order_by == OperationOrder.NEWEST_FIRST) != backwards,
-            )
+            try:
+                records = await store.operations.list_tracked_operations(
+                    where,
+                    after=None if key is None else tuple(key),
+                    limit=size + 1,
+                    max_bytes=allowance,
+                    newest_first=(order_by == OperationOrder.NEWEST_FIRST) != backwards,
+                )
+            except InvalidInput as error:
+                # Backwards, the store reads the other order after the cursor `before` gave.
+                if backwards and error.field == "after":
+                    raise type(error)("before", error.problem) from error
+                raise
             nodes = info.context.visible.operations("operations", records.first(size))
         if backwards:
             nodes.reverse()

@@ -15,6 +15,7 @@ from graphql import (
     GraphQLSchema,
 )
 
+from store.operator import DEFAULT_LIMIT, MAX_FAILURE_GROUPS
 from store.stats import MAX_BUCKETS
 
 MUTATION_ERRORS = (
@@ -208,6 +209,8 @@ BY_FIELD: dict[str, str] = {
     "be shorter.",
     "Query.operationStats(connectorName)": "Only this connector's operations; omitted: all.",
     "Query.operationStats(accountKey)": "Only this provider account's operations; omitted: all.",
+    "Query.failureGroups(first)": f"At most this many groups (1 to {MAX_FAILURE_GROUPS:,}, "
+    f"default {DEFAULT_LIMIT}).",
     "Query.operations(last)": "Backwards: at most this many items before `before` (1 to 500, "
     "default 50), in the list's order.",
     "Query.operations(before)": "The cursor of the first item already seen, paging "

@@ -211,3 +211,21 @@ async def test_operation_stats__bad_input_names_the_field(gql):
 
     assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
     assert body["errors"][0]["extensions"]["field"] == "until"
+
+
+async def test_operation_stats__since_not_before_now_names_since_when_until_is_omitted(gql):
+    body = await gql.query("{ operationStats(since: 4102444800000, bucketMs: 60000) { start } }")
+
+    assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    assert body["errors"][0]["extensions"]["field"] == "since"
+
+
+async def test_failure_groups__count_against_the_requests_rows(gql):
+    # Each alias may ask for up to 500 groups; a request's lists share MAX_ROWS_PER_REQUEST.
+    aliases = " ".join(f"g{n}: failureGroups(first: 500) {{ count }}" for n in range(3))
+
+    body = await gql.query(f"{{ {aliases} }}")
+
+    assert body["data"] is None, body
+    assert [error["extensions"]["field"] for error in body["errors"]] == ["first"]
+    assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"

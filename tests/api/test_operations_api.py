@@ -378,6 +378,10 @@ async def test_operations__total_counts_the_filter_not_the_page(gql, clock):
         ({"last": 0}, "last"),
         ({"last": 501}, "last"),
         ({"last": 2, "before": "bogus"}, "before"),
+        # A cursor of the right shape whose parts are not an operation's order key.
+        ({"last": 2, "before": encode_opaque(["1", "did:key:caller", "op-1"])}, "before"),
+        ({"last": 2, "before": encode_opaque([-1, "did:key:caller", "op-1"])}, "before"),
+        ({"first": 2, "after": encode_opaque([-1, "did:key:caller", "op-1"])}, "after"),
     ],
 )
 async def test_operations__bad_backward_page_arguments_name_the_field(gql, arguments, field):

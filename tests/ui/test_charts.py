@@ -120,3 +120,18 @@ async def test_overview__charts_draw_under_the_pages_own_csp(browser, server, se
 
         assert await page.locator("#failure-rate-chart circle.point").count() >= 1
         assert not [text for text in refused if "Content Security Policy" in text], refused
+
+
+async def test_overview__charts_window_ends_at_the_servers_now_whatever_the_browsers_clock(
+    page, seeded
+):
+    async with api_of(seeded) as api:
+        now = (await api("{ serverTime }"))["serverTime"]
+    # A browser whose clock is two hours behind the server's: its "last hour" by its own
+    # clock would hold none of the seeded commits.
+    await page.clock.set_system_time(now - 2 * 3_600_000)
+
+    await page.goto(seeded.url + "/ui#/overview")
+    await page.locator(BARS).first.wait_for()
+
+    assert (total(await bars(page), "committed"), total(await bars(page), "failed")) == (2, 1)

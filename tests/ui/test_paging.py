@@ -84,3 +84,12 @@ async def test_operations__oldest_first_by_default_last_page_holds_the_newest(pa
 
     assert last == [f"op-page-{index:03d}" for index in range(70, EXTRA)]
     assert await page.locator("#operations-total").inner_text() == "126 operations match."
+
+
+async def test_operations__the_order_and_the_total_read_as_two_sentences(page, seeded):
+    await page.goto(seeded.url + "/ui#/operations")
+    await page.locator("#operations-total").wait_for()
+
+    note = page.locator("p.note", has=page.locator("#operations-total"))
+
+    assert await note.inner_text() == "Oldest first (by when each was claimed). 6 operations match."

@@ -3,8 +3,9 @@ group's operations shown, no wider than a phone, the group reissued after asking
 count), rows selected and acted on after asking, and the list of watches with their actions
 (checked through the API)."""
 
-from tests.ui.seed import FAILURE, Seeded
+from tests.ui.seed import FAILURE, RECORD, Seeded, claimed, key_of
 from tests.ui.test_actions import api
+from tests.ui.test_charts import api_of
 from tests.ui.test_layout import PHONE, axe_violations
 
 GROUPS = "{ failureGroups { kind message count unreissued } }"
@@ -60,6 +61,39 @@ async def test_failures__grouped_by_kind_and_message_with_their_operations(page,
     assert await axe_violations(page) == []
     await page.set_viewport_size(PHONE)
     assert await page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+
+async def test_failures__a_group_without_a_kind_shows_and_reissues_only_its_own(page, seeded):
+    # The seeded permanent failure's message, recorded by a worker that gave no kind: a group
+    # of its own, which the filter (kind omitted: any) cannot pick out from the permanent one.
+    async with api_of(seeded) as seeding:
+        now = (await seeding("{ serverTime }"))["serverTime"]
+        given = await claimed(seeding, "op-kindless", now)
+        recorded = await seeding(
+            RECORD,
+            input=key_of(given)
+            | {
+                "fromState": "ATTEMPTED",
+                "toState": "FAILED",
+                "version": 0,
+                "leaseToken": given["leaseToken"],
+                "errorMessage": FAILURE,
+            },
+        )
+        assert recorded["recordOperation"]["applied"]
+    await page.goto(seeded.url + "/ui#/failures")
+    group = page.locator("#failure-groups tbody > tr[data-group]", has_text="none")
+    await group.wait_for()
+    assert await group.locator("td[data-count]").inner_text() == "1"
+
+    await group.get_by_role("button", name="Show its operations").click()
+    detail = page.locator(f"#group-{await group.get_attribute('data-group')} tr[data-operation]")
+    await detail.first.wait_for()
+
+    assert await detail.evaluate_all("rows => rows.map(r => r.dataset.operation)") == [
+        "op-kindless"
+    ]
+    assert await group.get_by_role("button", name="Reissue this group").count() == 0
 
 
 async def test_failures__a_group_reissued_after_asking_its_exact_count(page, seeded):

@@ -23,8 +23,10 @@ import { SelectAll, SelectRow, SelectedActions, useSelection } from "../lib/sele
 /** The most groups the view shows (the API's failureGroups answers up to 500). */
 export const GROUPS = 100;
 
-/** The operations filter of a group: its kind and message (a group with no message names
- * only its kind: the operations shown are then narrowed to those with no message here). */
+/** The operations filter of a group: its kind and message. A filter cannot ask for no kind or
+ * no message, so a group without one names only the other: the operations shown are then
+ * narrowed here to those without it, and such a group offers no reissue of its own (the
+ * filter would reach other groups' operations too). */
 export function groupFilter(group) {
   const filter = { states: ["FAILED"] };
   if (group.kind !== null) filter.kind = group.kind;
@@ -47,7 +49,9 @@ function GroupOperations({ group, version }) {
   if (!data) return html`<p aria-busy="true">Loading…</p>`;
   const rows = data.operations.edges
     .map((e) => e.node)
-    .filter((op) => group.message !== null || op.lastError === null);
+    .filter(
+      (op) => (group.kind !== null || op.lastKind === null) && (group.message !== null || op.lastError === null),
+    );
   return html`<${SelectedActions} rows=${rows} selection=${selection} after=${reload} />
     <table tabindex="0" class="group-operations">
       <caption>
@@ -156,6 +160,7 @@ function FailureGroups({ groups, version, after }) {
                   ${shown ? "Hide" : "Show"} its operations
                 </button>
                 ${group.unreissued > 0 &&
+                group.kind !== null &&
                 group.message !== null &&
                 html`<${Action}
                   field="reissueOperations"

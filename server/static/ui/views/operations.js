@@ -131,7 +131,7 @@ export function Operations({ params }) {
       <button type="submit">Apply</button>
     </form>
     <p class="note">
-      ${form.order === "newest" ? "Newest first" : "Oldest first"} (by when each was claimed).
+      ${form.order === "newest" ? "Newest first" : "Oldest first"} (by when each was claimed).${" "}
       ${data && html`<span id="operations-total">${plural(data.operations.totalCount, "operation")} match.</span>`}
     </p>
     ${data &&

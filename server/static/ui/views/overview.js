@@ -34,10 +34,15 @@ export function windowOf(range, now = Date.now()) {
 }
 
 /** Throughput and failure rate over the chosen range (``operationStats``), re-read with the
- * counts (``round``). */
-function Charts({ round, time }) {
+ * counts (``round``). The window ends at the server's now (``skew``: the server's clock less
+ * the browser's, ms), as the events' times are the server's. */
+function Charts({ round, time, skew }) {
   const [range, setRange] = useState("hour");
-  const [stats, error, reload] = useQuery("DashboardOperationStats", windowOf(range), range);
+  const [stats, error, reload] = useQuery(
+    "DashboardOperationStats",
+    windowOf(range, Date.now() + skew),
+    range,
+  );
   useEffect(() => {
     if (round) reload();
   }, [round]);
@@ -93,6 +98,10 @@ export function Overview() {
   const [data, error, reloadCounts] = useQuery("DashboardOverview", {}, "overview");
   const [paused, setPaused] = useState(null);
   const [round, setRound] = useState(0);
+  const [skew, setSkew] = useState(null);
+  useEffect(() => {
+    if (data) setSkew(data.serverTime - Date.now());
+  }, [data]);
   const reload = () => {
     reloadCounts();
     setRound((n) => n + 1);
@@ -139,7 +148,7 @@ export function Overview() {
   }
   return html`
     <h2>Overview</h2>
-    <${Charts} round=${round} time=${(ms) => time(ms, zone)} />
+    ${skew !== null && html`<${Charts} round=${round} time=${(ms) => time(ms, zone)} skew=${skew} />`}
     <p class="note">Exact counts at <${Time} ms=${data.serverTime} /> (server time).</p>
     <table tabindex="0" id="operation-counts">
       <caption>Operations by connector and account</caption>
