@@ -207,39 +207,35 @@ class LeasingStore:
         its live leases, in fair order. A takeover of a lapsed lease counts an abandoned
         send as ``acquire_lease`` does (``lease_values``).
 
-        On PostgreSQL each round is one statement, no transaction around it. When the
-        owners with attempted operations that the last ``BY_OWNER`` walk counted (the first
-        call counts them first) are at least ``limit``, and no head of the last
-        ``HEAD_SKIPS`` calls held too few owners, it first reads the head of the due
-        order (``_ranked_head``: ``HEAD_ROWS`` times ``limit`` rows) and, when the head
-        holds ``limit`` owners of which ``limit`` have room in their accounts' caps, leases
-        each owner's first in due order; a call that leases some so is done (fewer than
-        ``limit`` only when the bytes ran out or peers' statements held some: another round
-        would rank its owners without what it just leased), one that leased none while
-        peers held the head reads it again (``HEAD_ROUNDS`` in all). Else a CTE walks, of
-        each owner with an account that may lease (``_leasing_owners``), the owner's first
-        ``depth`` qualifying operations (``_ranked_by_owner``; ``depth`` = twice
-        ``limit`` over the owners with attempted operations that the previous statement
-        counted, rounded up; the first call counts them first), so the cost follows the
-        owners, not the operations due; it locks the
-        capped accounts among them with ``FOR UPDATE SKIP LOCKED`` and keeps only those
-        whose counts its snapshot holds fresh (``_fresh_capped``), picks the operations with
-        ``FOR UPDATE SKIP LOCKED`` (a peer's rows are skipped, never waited for), leases
-        them with ``UPDATE … RETURNING`` and writes the capped accounts it drew on
-        (``_touch_accounts``). When that leases fewer than ``limit``: if a capped account
-        was skipped, one transaction locks every capped account in scope (in key order,
-        waiting) and goes again; and while some owner may have more to give, it goes again
-        twice as deep (``_deeper``). For a tenant (``caller_did`` given) one statement ranks
-        every qualifying operation it called (``_ranked_all``, found by the key's leading
-        column). On SQLite one ``BEGIN IMMEDIATE`` transaction counts the owners with
-        attempted operations and runs the ``BY_OWNER`` walk (``_ranked_by_owner_sqlite``)
-        and its deeper rounds (a tenant's: ``_ranked_all``); no plan of either reads the
-        due operations of an owner past the ones it hands out. Raises
-        ``InvalidInput`` naming ``leaseToken``, ``leaseMs``, ``limit``, ``connectorName``,
-        ``accountKeys`` or ``maxBytes``; ``DatabaseBusy`` (a lock waited for past the lock
-        timeout) only when no round of the call has leased anything yet: else the call
-        returns what its committed rounds leased.
-        """
+        On PostgreSQL each round is one statement, no transaction around it. When the owners with
+        attempted operations that the last ``BY_OWNER`` walk counted (the first call counts them
+        first) are at least ``limit``, and no head of the last ``HEAD_SKIPS`` calls held too few
+        owners, it first reads the head of the due order (``_ranked_head``: ``HEAD_ROWS`` times
+        ``limit`` rows) and, when the head holds ``limit`` owners of which ``limit`` have room in
+        their accounts' caps, leases each owner's first in due order; a call that leases some so is
+        done (fewer than ``limit`` only when the bytes ran out or peers' statements held some:
+        another round would rank its owners without what it just leased), one that leased none while
+        peers held the head reads it again (``HEAD_ROUNDS`` in all). Else a CTE walks, of each owner
+        with an account that may lease, the owner's first ``depth`` qualifying operations, walked
+        account by account over its accounts that may lease (``_ranked_by_owner``,
+        ``_leasing_groups``; ``depth`` = twice ``limit`` over the owners with attempted operations
+        that the previous statement counted, rounded up; the first call counts them first), so the
+        cost follows those accounts, not the operations due; it locks the capped accounts among them
+        with ``FOR UPDATE SKIP LOCKED`` and keeps only those whose counts its snapshot holds fresh
+        (``_fresh_capped``), picks the operations with ``FOR UPDATE SKIP LOCKED`` (a peer's rows are
+        skipped, never waited for), leases them with ``UPDATE … RETURNING`` and writes the capped
+        accounts it drew on (``_touch_accounts``). When that leases fewer than ``limit``: if a
+        capped account was skipped, one transaction locks every capped account in scope (in key
+        order, waiting) and goes again; and while some owner may have more to give, it goes again
+        twice as deep (``_deeper``). For a tenant (``caller_did`` given) one statement ranks every
+        qualifying operation it called (``_ranked_all``, found by the key's leading column). On
+        SQLite one ``BEGIN IMMEDIATE`` transaction counts the owners with attempted operations and
+        runs the ``BY_OWNER`` walk (``_ranked_by_owner_sqlite``) and its deeper rounds (a tenant's:
+        ``_ranked_all``); no plan of either reads the due operations of an owner past the ones it
+        hands out. Raises ``InvalidInput`` naming ``leaseToken``, ``leaseMs``, ``limit``,
+        ``connectorName``, ``accountKeys`` or ``maxBytes``; ``DatabaseBusy`` (a lock waited for past
+        the lock timeout) only when no round of the call has leased anything yet: else the call
+        returns what its committed rounds leased."""
         check.key("leaseToken", token)
         duration = _duration("leaseMs", lease_ms)
         size = _batch(limit)
@@ -778,6 +774,14 @@ ACCOUNT_GROUP = ("owner_did", "connector_name", "model", "account_key")
 index, by which ``_owner_accounts`` finds each owner's accounts."""
 
 
+WALKED_GROUP = ("model", "account_key", "connector_name", "owner_did")
+"""``ACCOUNT_GROUP`` in the order of the per-account due indexes' leading columns, led by the
+model: a row value's range is served by an index holding its first column, and no other index
+of the live rows holds the model but the entity index, far down (led by the owner, the owner's
+index would serve it and sort; led by the account key or connector, the account's indexes
+would, with a bitmap scan of the account's every live row)."""
+
+
 def _owner_accounts(postgres: bool) -> sa.CTE:
     """Each owner's accounts (``ACCOUNT_GROUP``) with attempted operations, one index probe
     or a few each (a loose index scan of the entity index, which leads with them): on
@@ -851,58 +855,71 @@ def _at_cap(rows: sa.FromClause, now: Any) -> sa.ColumnElement[bool]:
     )
 
 
-def _leasing_owners(now: Any, where: Filters, postgres: bool) -> tuple[sa.CTE, Any]:
-    """The owners with an account that may lease (``_leasing_accounts``) among their
-    accounts with attempted operations (``_owner_accounts``), and how many owners have
-    attempted operations (a scalar subquery). An owner whose every account is paused,
-    throttled or at its cap is not walked: its backlog costs a probe per account."""
+def _leasing_groups(now: Any, where: Filters, postgres: bool) -> tuple[sa.CTE, Any]:
+    """Each owner's accounts (``ACCOUNT_GROUP``) with attempted operations that may lease
+    (``_leasing_accounts``; ``_owner_accounts``), and how many owners have attempted
+    operations (a scalar subquery). An account that is paused, throttled or at its cap is
+    not walked: its backlog costs a probe, and never hides its owner's other accounts."""
     accounts = _owner_accounts(postgres)
     count = sa.select(sa.func.count(sa.distinct(accounts.c.owner_did))).scalar_subquery()
-    owners = (
-        sa.select(accounts.c.owner_did)
+    groups = (
+        sa.select(*(accounts.c[name] for name in ACCOUNT_GROUP))
         .where(_leasing_accounts(accounts, now, where))
-        .distinct()
-        .cte("owners")
+        .cte("leasing_accounts")
     )
-    return owners, count
+    return groups, count
 
 
 def _due_walk(
-    now: Any, where: Filters, depth: Any, never_deferred: bool, owner: Any, *, guarded: bool
+    now: Any, where: Filters, depth: Any, never_deferred: bool, group: Any, *, guarded: bool
 ) -> LateralFromClause:
     """``_due_select`` as a lateral subquery (PostgreSQL)."""
-    return _due_select(now, where, depth, never_deferred, owner, guarded=guarded).lateral()
+    return _due_select(now, where, depth, never_deferred, group, guarded=guarded).lateral()
 
 
 def _due_select(
-    now: Any, where: Filters, depth: Any, never_deferred: bool, owner: Any, *, guarded: bool
+    now: Any, where: Filters, depth: Any, never_deferred: bool, group: Any, *, guarded: bool
 ) -> sa.Select[Any]:
-    """The first ``depth`` operations due at ``now`` with their leases free (of ``owner``
-    when not None, a column of an outer row; qualifying, with ``lease_guards.lease_allowed``
-    but the cap, when ``guarded``) among those never deferred (due at ``created_at``) or
-    those with a next attempt (due at ``next_attempt_at``), in due order: one due index read
-    in order, stopping at ``depth`` (``owner`` may name an outer row). Each row names its
-    key, its entity and claim order (``lease_guards``' subject) and ``due_at``.
+    """The first ``depth`` operations due at ``now`` with their leases free (of one owner's
+    account when ``group`` is not None: the columns ``ACCOUNT_GROUP`` of an outer row;
+    qualifying, with ``lease_guards.lease_allowed`` but the cap, when ``guarded``) among
+    those never deferred (due at ``created_at``) or those with a next attempt (due at
+    ``next_attempt_at``), in due order: one due index read in order, stopping at ``depth``.
+    Each row names its key, its entity and claim order (``lease_guards``' subject) and
+    ``due_at``.
 
-    Of an owner, the walk asks for the owner's range in the order of the per-owner due
-    index (owner, then due order) rather than the owner by equality: with an equality the
-    global due index gives the same order, and a planner that thinks the owner's rows few
-    (statistics older than a burst) reads it, filtering every due row of every other owner
-    for each owner; so no plan but the per-owner index's is cheap, whatever the
-    statistics."""
+    Of an account, the walk asks for the account's range as row values in the order of the
+    per-account due index (``WALKED_GROUP``, then due order) and orders by all of them,
+    rather than naming the account by equalities: with equalities the owner's index, the
+    account's indexes or the global due index serve too, and a planner whose statistics say
+    the account's rows are many or few may read one of them (filtering the other accounts'
+    or owners' rows, or reading the account's rows whole and sorting them); as row values
+    led by the model (``WALKED_GROUP``), only the per-account index serves the range and its
+    order, so no plan but reading it in order up to ``depth`` is cheap, whatever the
+    statistics. SQLite,
+    which seeks a row value by its first column only, is given the equalities."""
     due_at = op.c.created_at if never_deferred else op.c.next_attempt_at
     in_order = [due_at, op.c.caller_did, op.c.operation_id]
     narrowed = []
-    if owner is not None:
+    if group is not None:
+        columns = [op.c[name] for name in WALKED_GROUP]
+        outer = [group[name] for name in WALKED_GROUP]
+        # The due side's bound is in the row value: through the account's rows due by now.
+        last = sa.tuple_(*outer) if never_deferred else sa.tuple_(*outer, now)
+        through = sa.tuple_(*columns) if never_deferred else sa.tuple_(*columns, due_at)
         narrowed = [
             by_backend(
-                sa.and_(op.c.owner_did >= owner, op.c.owner_did <= owner), op.c.owner_did == owner
+                sa.and_(sa.tuple_(*columns) >= sa.tuple_(*outer), through <= last),
+                sa.and_(
+                    *(c == v for c, v in zip(columns, outer, strict=True)),
+                    sa.true() if never_deferred else due_at <= now,
+                ),
             )
         ]
-        in_order.insert(0, op.c.owner_did)
+        in_order[:0] = columns
     if never_deferred:
         due: sa.ColumnElement[bool] = op.c.next_attempt_at.is_(None)
-    elif owner is None:
+    elif group is None:
         # Due as a row value in the due index's order (keys are never empty, so before
         # ``(now + 1, '', '')`` is at most ``now``): only that index serves it, read in
         # order up to ``depth``; as a bare bound on ``next_attempt_at``, an index that holds
@@ -912,7 +929,7 @@ def _due_select(
             sa.tuple_(*in_order) < sa.tuple_(now + 1, sa.literal(""), sa.literal("")),
         )
     else:
-        due = sa.and_(op.c.next_attempt_at.is_not(None), op.c.next_attempt_at <= now)
+        due = op.c.next_attempt_at.is_not(None)
     conditions = [*narrowed, guards.live(), due, lease_free(now)]
     if guarded:
         conditions.append(guards.lease_allowed(op.c, now, guards.own_key(), cap=False))
@@ -1001,15 +1018,15 @@ def _ranked(
 def _ranked_by_owner(now: Any, where: Filters, depth: Any) -> sa.Subquery:
     """The first ``depth`` qualifying operations of each owner at ``now``, with their rank
     within the owner and (``OWNERS``) how many owners have attempted operations
-    (PostgreSQL). Per owner, a walk of each due index of the owner in due order that stops
-    at ``depth``, so the cost grows with the owners and ``depth``, not with the operations
-    due. Only the owners with an account that may lease are walked (``_leasing_owners``),
-    and their rows of an account at its cap are passed over (``_due_select``)."""
-    owners, count = _leasing_owners(now, where, True)
+    (PostgreSQL). Per account of an owner that may lease (``_leasing_groups``), a walk of
+    each of its due indexes in due order that stops at ``depth``, so the cost grows with
+    those accounts and ``depth``, not with the operations due: an account paused, throttled
+    or at its cap is not walked, and its backlog never hides its owner's other accounts."""
+    groups, count = _leasing_groups(now, where, True)
     sides = []
     for never_deferred in (True, False):
-        side = _due_walk(now, where, depth, never_deferred, owners.c.owner_did, guarded=True)
-        sides.append(sa.select(side).select_from(owners.join(side, sa.true())))
+        side = _due_walk(now, where, depth, never_deferred, groups.c, guarded=True)
+        sides.append(sa.select(side).select_from(groups.join(side, sa.true())))
     both = sa.union_all(*sides).subquery("gathered")
     owner_rank = sa.func.row_number().over(
         partition_by=both.c.owner_did,
@@ -1023,7 +1040,7 @@ def _ranked_by_owner(now: Any, where: Filters, depth: Any) -> sa.Subquery:
         both.c.due_at,
         owner_rank.label("owner_rank"),
     ).subquery("ranked")
-    # Past ``depth`` a rank may skip an operation the other walk did not reach.
+    # Past ``depth`` a rank may skip an operation another walk did not reach.
     return (
         sa.select(ranked, count.label(OWNERS))
         .where(ranked.c.owner_rank <= depth)
@@ -1032,20 +1049,19 @@ def _ranked_by_owner(now: Any, where: Filters, depth: Any) -> sa.Subquery:
 
 
 def _ranked_by_owner_sqlite(now: Any, where: Filters, depth: Any) -> sa.Subquery:
-    """``_ranked_by_owner`` on SQLite, which has no lateral join: for each owner (``_owners``)
-    the operations whose keys are among the owner's first ``depth`` of each due walk
-    (``_due_select``, a correlated ``IN`` subquery that SQLite runs once per owner, probing
-    the key for each key it gives), ranked within the owner; ``OWNERS`` is 0 (the caller
-    counts the owners). Only the owners with an account that may lease are walked
-    (``_leasing_owners``)."""
-    owners, _ = _leasing_owners(now, where, False)
+    """``_ranked_by_owner`` on SQLite, which has no lateral join: for each account that may
+    lease (``_leasing_groups``) the operations whose keys are among the account's first
+    ``depth`` of each due walk (``_due_select``, a correlated ``IN`` subquery that SQLite
+    runs once per account, probing the key for each key it gives), ranked within the owner;
+    ``OWNERS`` is 0 (the caller counts the owners)."""
+    groups, _ = _leasing_groups(now, where, False)
     found = op.alias("walked")
     sides = []
     for never_deferred in (True, False):
         keys = (
-            _due_select(now, where, depth, never_deferred, owners.c.owner_did, guarded=True)
+            _due_select(now, where, depth, never_deferred, groups.c, guarded=True)
             .with_only_columns(op.c.caller_did, op.c.operation_id)
-            .correlate(owners)
+            .correlate(groups)
         )
         sides.append(
             sa.select(
@@ -1056,7 +1072,7 @@ def _ranked_by_owner_sqlite(now: Any, where: Filters, depth: Any) -> sa.Subquery
                 found.c.account_key,
                 sa.func.coalesce(found.c.next_attempt_at, found.c.created_at).label("due_at"),
             ).select_from(
-                owners.join(found, sa.tuple_(found.c.caller_did, found.c.operation_id).in_(keys))
+                groups.join(found, sa.tuple_(found.c.caller_did, found.c.operation_id).in_(keys))
             )
         )
     both = sa.union_all(*sides).subquery("gathered")

@@ -109,10 +109,15 @@ operation = sa.Table(
         postgresql_where=sa.text("state = 'attempted'"),
         sqlite_where=sa.text("state = 'attempted'"),
     ),
-    # Each owner's live operations in due order (``lease_operations``' fair walk on
-    # PostgreSQL), as the due indexes above but per owner.
+    # Each owner's live operations of one account in due order (``lease_operations``' fair
+    # walk, account by account: a capped account's backlog is never read past), as the due
+    # indexes above but per account and owner; led by the model, which no other index of
+    # the live rows holds but far down (``store.leasing.WALKED_GROUP``).
     sa.Index(
-        "kubun_connector_operation_owner_due_new_idx",
+        "kubun_connector_operation_account_due_new_idx",
+        "model",
+        "account_key",
+        "connector_name",
         "owner_did",
         "created_at",
         "caller_did",
@@ -121,7 +126,10 @@ operation = sa.Table(
         sqlite_where=sa.text("state = 'attempted' AND next_attempt_at IS NULL"),
     ),
     sa.Index(
-        "kubun_connector_operation_owner_due_next_idx",
+        "kubun_connector_operation_account_due_next_idx",
+        "model",
+        "account_key",
+        "connector_name",
         "owner_did",
         "next_attempt_at",
         "caller_did",

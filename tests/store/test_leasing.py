@@ -911,3 +911,44 @@ async def test_lease_operations__an_owners_other_account_is_not_held_behind_a_bl
         ["X", *(f"owner-{n}" for n in range(9))]
     ] * 5
     assert [r.operation_id for leased in calls for r in leased if r.owner_did == "X"] == ids(mine)
+
+
+async def test_lease_operations__an_owners_other_account_is_not_held_behind_a_capped_backlog(
+    store, clock
+):
+    """Owner X has an account at its cap of 1 (one lease held) with 100 operations due
+    first (half of them deferred to a past next attempt), more than a call's limit, and 5
+    due later on an open account; 9 other owners have 5 each. Every call of 10 is each
+    owner's next in fair order: X's open operations go one a call, beside the others',
+    never behind its capped backlog."""
+    held = due_record(
+        store,
+        -5,
+        operation_id="held",
+        owner_did="X",
+        account_key="acct-capped",
+        source_id="evt-held",
+        lease_token="other",
+        lease_expires_at=clock() + LEASE_MS,
+    )
+    backlog = [
+        due_record(
+            store,
+            n,
+            owner_did="X",
+            account_key="acct-capped",
+            next_attempt_at=None if n % 2 else clock() - 999_500 + n,
+        )
+        for n in range(100)
+    ]
+    mine = [due_record(store, 1_000 + n, owner_did="X") for n in range(5)]
+    others = [due_record(store, 2_000 + n, owner_did=f"owner-{n % 9}") for n in range(45)]
+    await insert_operations(store, [held, *backlog, *mine, *others])
+    await store.accounts.set_account_limit("calendar", "acct-capped", 1)
+
+    calls = [await lease(store, limit=10) for _ in range(5)]
+
+    assert [sorted({r.owner_did for r in leased}) for leased in calls] == [
+        ["X", *(f"owner-{n}" for n in range(9))]
+    ] * 5
+    assert [r.operation_id for leased in calls for r in leased if r.owner_did == "X"] == ids(mine)

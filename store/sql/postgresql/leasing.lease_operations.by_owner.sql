@@ -70,8 +70,11 @@ WITH RECURSIVE owner_accounts(owner_did, connector_name, model, account_key) AS 
     LIMIT :param_4::INTEGER
   ) AS following ON true
 ),
-owners AS (
-  SELECT DISTINCT owner_accounts.owner_did AS owner_did
+leasing_accounts AS (
+  SELECT owner_accounts.owner_did AS owner_did,
+    owner_accounts.connector_name AS connector_name,
+    owner_accounts.model AS model,
+    owner_accounts.account_key AS account_key
   FROM owner_accounts
   WHERE NOT (EXISTS (
     SELECT *
@@ -145,7 +148,7 @@ candidates AS (
           anon_1.source_id AS source_id,
           anon_1.created_at AS created_at,
           anon_1.due_at AS due_at
-        FROM owners
+        FROM leasing_accounts
         JOIN LATERAL (
           SELECT kubun_connector_operation.caller_did AS caller_did,
             kubun_connector_operation.operation_id AS operation_id,
@@ -157,8 +160,8 @@ candidates AS (
             kubun_connector_operation.created_at AS created_at,
             kubun_connector_operation.created_at AS due_at
           FROM kubun_connector_operation
-          WHERE kubun_connector_operation.owner_did >= owners.owner_did
-            AND kubun_connector_operation.owner_did <= owners.owner_did
+          WHERE (kubun_connector_operation.model, kubun_connector_operation.account_key, kubun_connector_operation.connector_name, kubun_connector_operation.owner_did) >= (leasing_accounts.model, leasing_accounts.account_key, leasing_accounts.connector_name, leasing_accounts.owner_did)
+            AND (kubun_connector_operation.model, kubun_connector_operation.account_key, kubun_connector_operation.connector_name, kubun_connector_operation.owner_did) <= (leasing_accounts.model, leasing_accounts.account_key, leasing_accounts.connector_name, leasing_accounts.owner_did)
             AND kubun_connector_operation.state = 'attempted'
             AND kubun_connector_operation.next_attempt_at IS NULL
             AND (kubun_connector_operation.lease_token IS NULL OR kubun_connector_operation.lease_expires_at < :p_now::BIGINT)
@@ -222,7 +225,7 @@ candidates AS (
               OFFSET :param_7::INTEGER
             ))
             AND kubun_connector_operation.connector_name = :p_connector::VARCHAR COLLATE "C"
-          ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
+          ORDER BY kubun_connector_operation.model, kubun_connector_operation.account_key, kubun_connector_operation.connector_name, kubun_connector_operation.owner_did, kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
           LIMIT :p_depth::INTEGER
         ) AS anon_1 ON true
         UNION ALL
@@ -235,7 +238,7 @@ candidates AS (
           anon_3.source_id AS source_id,
           anon_3.created_at AS created_at,
           anon_3.due_at AS due_at
-        FROM owners
+        FROM leasing_accounts
         JOIN LATERAL (
           SELECT kubun_connector_operation.caller_did AS caller_did,
             kubun_connector_operation.operation_id AS operation_id,
@@ -247,11 +250,10 @@ candidates AS (
             kubun_connector_operation.created_at AS created_at,
             kubun_connector_operation.next_attempt_at AS due_at
           FROM kubun_connector_operation
-          WHERE kubun_connector_operation.owner_did >= owners.owner_did
-            AND kubun_connector_operation.owner_did <= owners.owner_did
+          WHERE (kubun_connector_operation.model, kubun_connector_operation.account_key, kubun_connector_operation.connector_name, kubun_connector_operation.owner_did) >= (leasing_accounts.model, leasing_accounts.account_key, leasing_accounts.connector_name, leasing_accounts.owner_did)
+            AND (kubun_connector_operation.model, kubun_connector_operation.account_key, kubun_connector_operation.connector_name, kubun_connector_operation.owner_did, kubun_connector_operation.next_attempt_at) <= (leasing_accounts.model, leasing_accounts.account_key, leasing_accounts.connector_name, leasing_accounts.owner_did, :p_now::BIGINT)
             AND kubun_connector_operation.state = 'attempted'
             AND kubun_connector_operation.next_attempt_at IS NOT NULL
-            AND kubun_connector_operation.next_attempt_at <= :p_now::BIGINT
             AND (kubun_connector_operation.lease_token IS NULL OR kubun_connector_operation.lease_expires_at < :p_now::BIGINT)
             AND NOT (EXISTS (
               SELECT *
@@ -313,7 +315,7 @@ candidates AS (
               OFFSET :param_10::INTEGER
             ))
             AND kubun_connector_operation.connector_name = :p_connector::VARCHAR COLLATE "C"
-          ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.next_attempt_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
+          ORDER BY kubun_connector_operation.model, kubun_connector_operation.account_key, kubun_connector_operation.connector_name, kubun_connector_operation.owner_did, kubun_connector_operation.next_attempt_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
           LIMIT :p_depth::INTEGER
         ) AS anon_3 ON true
       ) AS gathered

@@ -78,8 +78,11 @@ WITH RECURSIVE owner_accounts(owner_did, connector_name, model, account_key) AS 
     OFFSET :param_10
   ))
 ),
-owners AS (
-  SELECT DISTINCT owner_accounts.owner_did AS owner_did
+leasing_accounts AS (
+  SELECT owner_accounts.owner_did AS owner_did,
+    owner_accounts.connector_name AS connector_name,
+    owner_accounts.model AS model,
+    owner_accounts.account_key AS account_key
   FROM owner_accounts
   WHERE NOT (EXISTS (
     SELECT *
@@ -140,12 +143,15 @@ candidates AS (
         walked.connector_name AS connector_name,
         walked.account_key AS account_key,
         coalesce(walked.next_attempt_at, walked.created_at) AS due_at
-      FROM owners
+      FROM leasing_accounts
       JOIN kubun_connector_operation AS walked ON (walked.caller_did, walked.operation_id) IN (
         SELECT kubun_connector_operation.caller_did,
           kubun_connector_operation.operation_id
         FROM kubun_connector_operation
-        WHERE kubun_connector_operation.owner_did = owners.owner_did
+        WHERE kubun_connector_operation.model = leasing_accounts.model
+          AND kubun_connector_operation.account_key = leasing_accounts.account_key
+          AND kubun_connector_operation.connector_name = leasing_accounts.connector_name
+          AND kubun_connector_operation.owner_did = leasing_accounts.owner_did
           AND kubun_connector_operation.state = 'attempted'
           AND kubun_connector_operation.next_attempt_at IS NULL
           AND (kubun_connector_operation.lease_token IS NULL OR kubun_connector_operation.lease_expires_at < :p_now)
@@ -197,7 +203,7 @@ candidates AS (
             OFFSET :param_13
           ))
           AND kubun_connector_operation.connector_name = :p_connector
-        ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
+        ORDER BY kubun_connector_operation.model, kubun_connector_operation.account_key, kubun_connector_operation.connector_name, kubun_connector_operation.owner_did, kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
         LIMIT :p_depth
         OFFSET :param_14
       )
@@ -208,15 +214,18 @@ candidates AS (
         walked.connector_name AS connector_name,
         walked.account_key AS account_key,
         coalesce(walked.next_attempt_at, walked.created_at) AS due_at
-      FROM owners
+      FROM leasing_accounts
       JOIN kubun_connector_operation AS walked ON (walked.caller_did, walked.operation_id) IN (
         SELECT kubun_connector_operation.caller_did,
           kubun_connector_operation.operation_id
         FROM kubun_connector_operation
-        WHERE kubun_connector_operation.owner_did = owners.owner_did
+        WHERE kubun_connector_operation.model = leasing_accounts.model
+          AND kubun_connector_operation.account_key = leasing_accounts.account_key
+          AND kubun_connector_operation.connector_name = leasing_accounts.connector_name
+          AND kubun_connector_operation.owner_did = leasing_accounts.owner_did
+          AND kubun_connector_operation.next_attempt_at <= :p_now
           AND kubun_connector_operation.state = 'attempted'
           AND kubun_connector_operation.next_attempt_at IS NOT NULL
-          AND kubun_connector_operation.next_attempt_at <= :p_now
           AND (kubun_connector_operation.lease_token IS NULL OR kubun_connector_operation.lease_expires_at < :p_now)
           AND NOT (EXISTS (
             SELECT *
@@ -266,7 +275,7 @@ candidates AS (
             OFFSET :param_17
           ))
           AND kubun_connector_operation.connector_name = :p_connector
-        ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.next_attempt_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
+        ORDER BY kubun_connector_operation.model, kubun_connector_operation.account_key, kubun_connector_operation.connector_name, kubun_connector_operation.owner_did, kubun_connector_operation.next_attempt_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
         LIMIT :p_depth
         OFFSET :param_18
       )
@@ -438,8 +447,11 @@ WITH RECURSIVE owner_accounts(owner_did, connector_name, model, account_key) AS 
     OFFSET :param_11
   ))
 ),
-owners AS (
-  SELECT DISTINCT owner_accounts.owner_did AS owner_did
+leasing_accounts AS (
+  SELECT owner_accounts.owner_did AS owner_did,
+    owner_accounts.connector_name AS connector_name,
+    owner_accounts.model AS model,
+    owner_accounts.account_key AS account_key
   FROM owner_accounts
   WHERE NOT (EXISTS (
     SELECT *
@@ -500,12 +512,15 @@ candidates AS (
         walked.connector_name AS connector_name,
         walked.account_key AS account_key,
         coalesce(walked.next_attempt_at, walked.created_at) AS due_at
-      FROM owners
+      FROM leasing_accounts
       JOIN kubun_connector_operation AS walked ON (walked.caller_did, walked.operation_id) IN (
         SELECT kubun_connector_operation.caller_did,
           kubun_connector_operation.operation_id
         FROM kubun_connector_operation
-        WHERE kubun_connector_operation.owner_did = owners.owner_did
+        WHERE kubun_connector_operation.model = leasing_accounts.model
+          AND kubun_connector_operation.account_key = leasing_accounts.account_key
+          AND kubun_connector_operation.connector_name = leasing_accounts.connector_name
+          AND kubun_connector_operation.owner_did = leasing_accounts.owner_did
           AND kubun_connector_operation.state = 'attempted'
           AND kubun_connector_operation.next_attempt_at IS NULL
           AND (kubun_connector_operation.lease_token IS NULL OR kubun_connector_operation.lease_expires_at < :p_now)
@@ -557,7 +572,7 @@ candidates AS (
             OFFSET :param_14
           ))
           AND kubun_connector_operation.connector_name = :p_connector
-        ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
+        ORDER BY kubun_connector_operation.model, kubun_connector_operation.account_key, kubun_connector_operation.connector_name, kubun_connector_operation.owner_did, kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
         LIMIT :p_depth
         OFFSET :param_15
       )
@@ -568,15 +583,18 @@ candidates AS (
         walked.connector_name AS connector_name,
         walked.account_key AS account_key,
         coalesce(walked.next_attempt_at, walked.created_at) AS due_at
-      FROM owners
+      FROM leasing_accounts
       JOIN kubun_connector_operation AS walked ON (walked.caller_did, walked.operation_id) IN (
         SELECT kubun_connector_operation.caller_did,
           kubun_connector_operation.operation_id
         FROM kubun_connector_operation
-        WHERE kubun_connector_operation.owner_did = owners.owner_did
+        WHERE kubun_connector_operation.model = leasing_accounts.model
+          AND kubun_connector_operation.account_key = leasing_accounts.account_key
+          AND kubun_connector_operation.connector_name = leasing_accounts.connector_name
+          AND kubun_connector_operation.owner_did = leasing_accounts.owner_did
+          AND kubun_connector_operation.next_attempt_at <= :p_now
           AND kubun_connector_operation.state = 'attempted'
           AND kubun_connector_operation.next_attempt_at IS NOT NULL
-          AND kubun_connector_operation.next_attempt_at <= :p_now
           AND (kubun_connector_operation.lease_token IS NULL OR kubun_connector_operation.lease_expires_at < :p_now)
           AND NOT (EXISTS (
             SELECT *
@@ -626,7 +644,7 @@ candidates AS (
             OFFSET :param_18
           ))
           AND kubun_connector_operation.connector_name = :p_connector
-        ORDER BY kubun_connector_operation.owner_did, kubun_connector_operation.next_attempt_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
+        ORDER BY kubun_connector_operation.model, kubun_connector_operation.account_key, kubun_connector_operation.connector_name, kubun_connector_operation.owner_did, kubun_connector_operation.next_attempt_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
         LIMIT :p_depth
         OFFSET :param_19
       )
