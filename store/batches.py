@@ -127,6 +127,23 @@ RECORD_OPERATIONS_STAYING = LoggedItems(
 """``RECORD_OPERATIONS`` of items that each stay in their state (``to_state`` is
 ``from_state``): ``state`` is left out of the SET."""
 
+RECORD_OPERATIONS_KEEPING_SCHEDULE = LoggedItems(
+    OPERATIONS,
+    RECORDED,
+    RECORDED_COLUMNS,
+    lambda _, rows: record_operation_update(rows.c, NOW, keeps_schedule=True),
+)
+"""``RECORD_OPERATIONS`` where each row's ``next_attempt_at`` and ``defer_reason`` already
+are its item's: both are left out of the SET."""
+
+RECORD_OPERATIONS_STAYING_KEEPING_SCHEDULE = LoggedItems(
+    OPERATIONS,
+    RECORDED,
+    RECORDED_COLUMNS,
+    lambda _, rows: record_operation_update(rows.c, NOW, stays=True, keeps_schedule=True),
+)
+"""``RECORD_OPERATIONS_STAYING`` and ``RECORD_OPERATIONS_KEEPING_SCHEDULE`` at once."""
+
 FINALIZED_COLUMNS = _columns(
     "caller", "operation", "version", "token", "result_entity", "provider_etag"
 )
@@ -428,16 +445,25 @@ class BatchesStore:
         """``record_operation`` of each change, in input order (None where it did not
         apply; a terminal ``from_state`` never does). Raises ``InvalidInput``/
         ``ReservedValue`` (naming ``items[i].<field>``) for a bad change or a key named
-        twice."""
+        twice. One transaction: first the items whose rows already hold their
+        ``next_attempt_at`` and ``defer_reason``, by a statement that does not name them,
+        then the rest; an item the first refuses for another guard the second refuses too."""
         items = each_item(changes, record_item)
         refuse_repeats([_key(item) for item in items], "operationID")
-        live = [item for item in items if item["from_state"] not in TERMINAL_STATES]
+        live = _in_key_order([i for i in items if i["from_state"] not in TERMINAL_STATES])
         stay = all(item["to_state"] == item["from_state"] for item in live)
-        record = RECORD_OPERATIONS_STAYING if stay else RECORD_OPERATIONS
-        rows = (
-            await self._write(record, _in_key_order(live), p_now=self._ctx.clock()) if live else []
+        kept = (
+            RECORD_OPERATIONS_STAYING_KEEPING_SCHEDULE
+            if stay
+            else RECORD_OPERATIONS_KEEPING_SCHEDULE
         )
-        applied = _by_key(rows)
+        record = RECORD_OPERATIONS_STAYING if stay else RECORD_OPERATIONS
+        now = self._ctx.clock()
+        async with self._db.write_transaction():
+            applied = _by_key(await self._write(kept, live, p_now=now)) if live else {}
+            rest = [item for item in live if _key(item) not in applied]
+            if rest:
+                applied |= _by_key(await self._write(record, rest, p_now=now))
         return [applied.get(_key(item)) for item in items]
 
     async def finalize_operations(self, finals: Sequence[Finalize]) -> list[Finalization | None]:

@@ -535,7 +535,9 @@ its error message."""
 AttemptsMode = Literal["refund", "count", "keep"]
 
 
-def record_operation_update(item: Inputs, now: Any, stays: bool = False) -> sa.Update:
+def record_operation_update(
+    item: Inputs, now: Any, stays: bool = False, keeps_schedule: bool = False
+) -> sa.Update:
     """``record_operation``'s compare-and-set of the operation at the item's ``caller`` and
     ``operation`` on (state = ``from_state``, ``version``, lease ``token``), to
     ``to_state``, by what the item's ``attempts`` (an ``AttemptsMode``) does to the
@@ -544,7 +546,10 @@ def record_operation_update(item: Inputs, now: Any, stays: bool = False) -> sa.U
     refund and count clear the send marker. ``stays`` True, for items whose ``to_state``
     is their ``from_state``, leaves ``state`` out of the SET: SQLite rewrites a row's entry
     in every index of a column its SET names (and in every partial index whose condition
-    names it), changed or not, and ``state`` is in most of them."""
+    names it), changed or not, and ``state`` is in most of them. ``keeps_schedule`` True
+    applies only where the row's ``next_attempt_at`` and ``defer_reason`` already are the
+    item's, and leaves both out of the SET (the due, per-owner due and live account
+    indexes keep the row's entries)."""
     mode = item["attempts"]
     refundable = sa.and_(
         op.c.attempts > 0,
@@ -568,6 +573,12 @@ def record_operation_update(item: Inputs, now: Any, stays: bool = False) -> sa.U
     )
     if not stays:
         values["state"] = item["to_state"]
+    schedule = sa.and_(
+        op.c.next_attempt_at.is_not_distinct_from(item["next_attempt_at"]),
+        op.c.defer_reason.is_not_distinct_from(item["defer_reason"]),
+    )
+    if keeps_schedule:
+        del values["next_attempt_at"], values["defer_reason"]
     return (
         sa.update(op)
         .where(
@@ -576,6 +587,7 @@ def record_operation_update(item: Inputs, now: Any, stays: bool = False) -> sa.U
             op.c.version == item["version"],
             op.c.lease_token == item["token"],
             sa.or_(mode != "refund", refundable),
+            *([schedule] if keeps_schedule else []),
         )
         .values(values)
         .returning(op)

@@ -19,7 +19,9 @@ from store.batches import (
     FINALIZE_OPERATIONS_KEEPING_DOCUMENTS,
     MARK_SENDS_STARTED,
     RECORD_OPERATIONS,
+    RECORD_OPERATIONS_KEEPING_SCHEDULE,
     RECORD_OPERATIONS_STAYING,
+    RECORD_OPERATIONS_STAYING_KEEPING_SCHEDULE,
 )
 from store.dialects import POSTGRESQL, SQLITE
 from store.errors import InvalidInput, ReservedValue
@@ -668,6 +670,8 @@ SETTLES = {
     "markSendsStarted": MARK_SENDS_STARTED,
     "recordOperations": RECORD_OPERATIONS,
     "recordOperations staying": RECORD_OPERATIONS_STAYING,
+    "recordOperations keeping schedule": RECORD_OPERATIONS_KEEPING_SCHEDULE,
+    "recordOperations staying, keeping schedule": RECORD_OPERATIONS_STAYING_KEEPING_SCHEDULE,
     "finalizeOperations": FINALIZE_OPERATIONS,
     "finalizeOperations keeping documents": FINALIZE_OPERATIONS_KEEPING_DOCUMENTS,
 }
@@ -677,6 +681,10 @@ SETTLES = {
     ("statement", "left_out"),
     [
         (RECORD_OPERATIONS_STAYING, "state"),
+        (RECORD_OPERATIONS_KEEPING_SCHEDULE, "next_attempt_at"),
+        (RECORD_OPERATIONS_KEEPING_SCHEDULE, "defer_reason"),
+        (RECORD_OPERATIONS_STAYING_KEEPING_SCHEDULE, "state"),
+        (RECORD_OPERATIONS_STAYING_KEEPING_SCHEDULE, "next_attempt_at"),
         (FINALIZE_OPERATIONS_KEEPING_DOCUMENTS, "document_id"),
         (RECORD_OPERATION_STAYING, "state"),
         (FINALIZE_KEEPING_DOCUMENT, "document_id"),
@@ -684,9 +692,10 @@ SETTLES = {
 )
 def test_settle_variants_leave_the_unchanged_indexed_column_out_of_the_set(statement, left_out):
     """SQLite rewrites a row's entry in every index of a column an UPDATE's SET names,
-    changed or not: the variants for items that keep ``state`` or ``document_id`` do not
-    name it, so a settle writes no entry of the indexes that hold it (or, for ``state``,
-    of the partial indexes whose condition names it)."""
+    changed or not: the variants for items that keep ``state``, ``document_id`` or the
+    schedule (``next_attempt_at``, ``defer_reason``) do not name it, so a settle writes no
+    entry of the indexes that hold it (nor of the partial indexes whose condition names
+    it)."""
     [(_, write), *_] = statement.statements("sqlite")
     sql = str(compiled(write, "sqlite", by_name=True))
     assigned = sql.split(" SET ", 1)[1].split(" FROM ", 1)[0].split(" WHERE ", 1)[0]
