@@ -96,38 +96,74 @@ MARK_SENDS_STARTED = LoggedItems(
 )
 """``mark_send_started_update`` of every item."""
 
+RECORDED_COLUMNS = _columns(
+    "caller",
+    "operation",
+    "from_state",
+    "to_state",
+    "version",
+    "token",
+    "attempts",
+    "marker",
+    "provider_etag",
+    "next_attempt_at",
+    "defer_reason",
+    "kind",
+    "http_status",
+    "message",
+)
+
 RECORD_OPERATIONS = LoggedItems(
-    OPERATIONS,
-    RECORDED,
-    _columns(
-        "caller",
-        "operation",
-        "from_state",
-        "to_state",
-        "version",
-        "token",
-        "attempts",
-        "marker",
-        "provider_etag",
-        "next_attempt_at",
-        "defer_reason",
-        "kind",
-        "http_status",
-        "message",
-    ),
-    lambda _, rows: record_operation_update(rows.c, NOW),
+    OPERATIONS, RECORDED, RECORDED_COLUMNS, lambda _, rows: record_operation_update(rows.c, NOW)
 )
 """``record_operation_update`` of every item."""
+
+RECORD_OPERATIONS_STAYING = LoggedItems(
+    OPERATIONS,
+    RECORDED,
+    RECORDED_COLUMNS,
+    lambda _, rows: record_operation_update(rows.c, NOW, stays=True),
+)
+"""``RECORD_OPERATIONS`` of items that each stay in their state (``to_state`` is
+``from_state``): ``state`` is left out of the SET."""
+
+RECORD_OPERATIONS_KEEPING_SCHEDULE = LoggedItems(
+    OPERATIONS,
+    RECORDED,
+    RECORDED_COLUMNS,
+    lambda _, rows: record_operation_update(rows.c, NOW, keeps_schedule=True),
+)
+"""``RECORD_OPERATIONS`` where each row's ``next_attempt_at`` and ``defer_reason`` already
+are its item's: both are left out of the SET."""
+
+RECORD_OPERATIONS_STAYING_KEEPING_SCHEDULE = LoggedItems(
+    OPERATIONS,
+    RECORDED,
+    RECORDED_COLUMNS,
+    lambda _, rows: record_operation_update(rows.c, NOW, stays=True, keeps_schedule=True),
+)
+"""``RECORD_OPERATIONS_STAYING`` and ``RECORD_OPERATIONS_KEEPING_SCHEDULE`` at once."""
+
+FINALIZED_COLUMNS = _columns(
+    "caller", "operation", "version", "token", "result_entity", "provider_etag"
+)
 
 FINALIZE_OPERATIONS = LoggedItems(
     OPERATIONS,
     FINALIZED,
-    _columns(
-        "caller", "operation", "version", "token", "result_entity", "provider_etag", "document_id"
-    ),
+    {**FINALIZED_COLUMNS, **_columns("document_id")},
     lambda _, rows: finalize_update(rows.c, NOW),
 )
 """``finalize_update`` of every item."""
+
+FINALIZE_OPERATIONS_KEEPING_DOCUMENTS = LoggedItems(
+    OPERATIONS,
+    FINALIZED,
+    FINALIZED_COLUMNS,
+    lambda _, rows: finalize_update(rows.c, NOW, sets_document=False),
+)
+"""``FINALIZE_OPERATIONS`` of items that give no ``document_id``: each row keeps its own,
+and ``document_id`` is left out of the SET."""
 
 ACCOUNTS = {"connector_name": account.c.connector_name, "account_key": account.c.account_key}
 
@@ -409,16 +445,25 @@ class BatchesStore:
         """``record_operation`` of each change, in input order (None where it did not
         apply; a terminal ``from_state`` never does). Raises ``InvalidInput``/
         ``ReservedValue`` (naming ``items[i].<field>``) for a bad change or a key named
-        twice."""
+        twice. One transaction: first the items whose rows already hold their
+        ``next_attempt_at`` and ``defer_reason``, by a statement that does not name them,
+        then the rest; an item the first refuses for another guard the second refuses too."""
         items = each_item(changes, record_item)
         refuse_repeats([_key(item) for item in items], "operationID")
-        live = [item for item in items if item["from_state"] not in TERMINAL_STATES]
-        rows = (
-            await self._write(RECORD_OPERATIONS, _in_key_order(live), p_now=self._ctx.clock())
-            if live
-            else []
+        live = _in_key_order([i for i in items if i["from_state"] not in TERMINAL_STATES])
+        stay = all(item["to_state"] == item["from_state"] for item in live)
+        kept = (
+            RECORD_OPERATIONS_STAYING_KEEPING_SCHEDULE
+            if stay
+            else RECORD_OPERATIONS_KEEPING_SCHEDULE
         )
-        applied = _by_key(rows)
+        record = RECORD_OPERATIONS_STAYING if stay else RECORD_OPERATIONS
+        now = self._ctx.clock()
+        async with self._db.write_transaction():
+            applied = _by_key(await self._write(kept, live, p_now=now)) if live else {}
+            rest = [item for item in live if _key(item) not in applied]
+            if rest:
+                applied |= _by_key(await self._write(record, rest, p_now=now))
         return [applied.get(_key(item)) for item in items]
 
     async def finalize_operations(self, finals: Sequence[Finalize]) -> list[Finalization | None]:
@@ -433,7 +478,9 @@ class BatchesStore:
         refuse_repeats([_key(item) for item in items], "operationID")
         now = self._ctx.clock()
         async with self._db.write_transaction():
-            rows = await self._write(FINALIZE_OPERATIONS, _in_key_order(items), p_now=now)
+            keep = all(item["document_id"] is None for item in items)
+            finalize = FINALIZE_OPERATIONS_KEEPING_DOCUMENTS if keep else FINALIZE_OPERATIONS
+            rows = await self._write(finalize, _in_key_order(items), p_now=now)
             committed = _by_key(rows)
             done = [(item, committed[_key(item)]) for item in items if _key(item) in committed]
             documents = {record.document_id for _, record in done} - {None}

@@ -381,10 +381,27 @@ MARK_SEND_STARTED = Logged(OPERATIONS, SEND_MARKED, lambda _: mark_send_started_
 """``mark_send_started``'s guarded update, logged."""
 
 
-def finalize_update(item: Inputs, now: Any) -> sa.Update:
+def finalize_update(item: Inputs, now: Any, sets_document: bool = True) -> sa.Update:
     """``finalize_operation_and_arm_watch``'s compare-and-set to committed of the operation
     at the item's ``caller`` and ``operation``, on state attempted, ``version`` and the
-    lease ``token``."""
+    lease ``token``. ``sets_document`` False leaves ``document_id`` out of the SET (for
+    items that give none, which keep theirs): SQLite rewrites a row's entry in every index
+    of a column its SET names, changed or not, so naming it would rewrite the document
+    index's entry of each row."""
+    values: dict[str, Any] = {
+        "state": COMMITTED,
+        "result_entity": item["result_entity"],
+        "attempts": op.c.attempts + 1,
+        "send_marker": None,
+        "next_attempt_at": None,
+        "defer_reason": None,
+        "version": op.c.version + 1,
+        # Replaced when given, kept when None.
+        "provider_etag": sa.func.coalesce(item["provider_etag"], op.c.provider_etag),
+        "updated_at": now,
+    }
+    if sets_document:
+        values["document_id"] = sa.func.coalesce(item["document_id"], op.c.document_id)
     return (
         sa.update(op)
         .where(
@@ -393,25 +410,18 @@ def finalize_update(item: Inputs, now: Any) -> sa.Update:
             op.c.version == item["version"],
             op.c.lease_token == item["token"],
         )
-        .values(
-            state=COMMITTED,
-            result_entity=item["result_entity"],
-            attempts=op.c.attempts + 1,
-            send_marker=None,
-            next_attempt_at=None,
-            defer_reason=None,
-            version=op.c.version + 1,
-            # Replaced when given, kept when None.
-            provider_etag=sa.func.coalesce(item["provider_etag"], op.c.provider_etag),
-            document_id=sa.func.coalesce(item["document_id"], op.c.document_id),
-            updated_at=now,
-        )
+        .values(values)
         .returning(op)
     )
 
 
 FINALIZE = Logged(OPERATIONS, FINALIZED, lambda _: finalize_update(PARAMS, NOW))
 """``finalize_operation_and_arm_watch``'s compare-and-set to committed, logged."""
+
+FINALIZE_KEEPING_DOCUMENT = Logged(
+    OPERATIONS, FINALIZED, lambda _: finalize_update(PARAMS, NOW, sets_document=False)
+)
+"""``FINALIZE`` of an item that gives no ``document_id``: the row keeps its own."""
 
 
 def _keyed_update(guard: sa.ColumnElement[bool], values: dict[str, Any]) -> Callable[[Any], Any]:
@@ -518,18 +528,50 @@ its error message."""
 AttemptsMode = Literal["refund", "count", "keep"]
 
 
-def record_operation_update(item: Inputs, now: Any) -> sa.Update:
+def record_operation_update(
+    item: Inputs, now: Any, stays: bool = False, keeps_schedule: bool = False
+) -> sa.Update:
     """``record_operation``'s compare-and-set of the operation at the item's ``caller`` and
     ``operation`` on (state = ``from_state``, ``version``, lease ``token``), to
     ``to_state``, by what the item's ``attempts`` (an ``AttemptsMode``) does to the
     attempts: ``refund`` takes one back (guarded by attempts > 0 and the send marker
     absent or ``marker``; NULL: absent only), ``count`` counts one, ``keep`` keeps them;
-    refund and count clear the send marker."""
+    refund and count clear the send marker. ``stays`` True, for items whose ``to_state``
+    is their ``from_state``, leaves ``state`` out of the SET: SQLite rewrites a row's entry
+    in every index of a column its SET names (and in every partial index whose condition
+    names it), changed or not, and ``state`` is in most of them. ``keeps_schedule`` True
+    applies only where the row's ``next_attempt_at`` and ``defer_reason`` already are the
+    item's, and leaves both out of the SET (the due, per-owner due and live account
+    indexes keep the row's entries)."""
     mode = item["attempts"]
     refundable = sa.and_(
         op.c.attempts > 0,
         sa.or_(op.c.send_marker.is_(None), op.c.send_marker == item["marker"]),
     )
+    values: dict[str, Any] = dict(
+        provider_etag=item["provider_etag"],
+        next_attempt_at=item["next_attempt_at"],
+        defer_reason=item["defer_reason"],
+        last_kind=item["kind"],
+        last_http_status=item["http_status"],
+        last_error=item["message"],
+        attempts=sa.case(
+            (mode == "refund", op.c.attempts - 1),
+            (mode == "count", op.c.attempts + 1),
+            else_=op.c.attempts,
+        ),
+        send_marker=sa.case((mode == "keep", op.c.send_marker), else_=None),
+        version=op.c.version + 1,
+        updated_at=now,
+    )
+    if not stays:
+        values["state"] = item["to_state"]
+    schedule = sa.and_(
+        op.c.next_attempt_at.is_not_distinct_from(item["next_attempt_at"]),
+        op.c.defer_reason.is_not_distinct_from(item["defer_reason"]),
+    )
+    if keeps_schedule:
+        del values["next_attempt_at"], values["defer_reason"]
     return (
         sa.update(op)
         .where(
@@ -538,30 +580,20 @@ def record_operation_update(item: Inputs, now: Any) -> sa.Update:
             op.c.version == item["version"],
             op.c.lease_token == item["token"],
             sa.or_(mode != "refund", refundable),
+            *([schedule] if keeps_schedule else []),
         )
-        .values(
-            state=item["to_state"],
-            provider_etag=item["provider_etag"],
-            next_attempt_at=item["next_attempt_at"],
-            defer_reason=item["defer_reason"],
-            last_kind=item["kind"],
-            last_http_status=item["http_status"],
-            last_error=item["message"],
-            attempts=sa.case(
-                (mode == "refund", op.c.attempts - 1),
-                (mode == "count", op.c.attempts + 1),
-                else_=op.c.attempts,
-            ),
-            send_marker=sa.case((mode == "keep", op.c.send_marker), else_=None),
-            version=op.c.version + 1,
-            updated_at=now,
-        )
+        .values(values)
         .returning(op)
     )
 
 
 RECORD_OPERATION = Logged(OPERATIONS, RECORDED, lambda _: record_operation_update(PARAMS, NOW))
 """``record_operation``'s compare-and-set, logged."""
+
+RECORD_OPERATION_STAYING = Logged(
+    OPERATIONS, RECORDED, lambda _: record_operation_update(PARAMS, NOW, stays=True)
+)
+"""``RECORD_OPERATION`` of a change whose ``to_state`` is its ``from_state``."""
 
 
 def _reject_reserved_marker(field: str, marker: str | None) -> None:
@@ -1079,7 +1111,10 @@ class OperationsStore:
         if item["from_state"] in TERMINAL_STATES:
             return None
         params = prefixed(item) | {"p_now": self._ctx.clock()}
-        return await self._update_prepared(RECORD_OPERATION, params)
+        stays = item["to_state"] == item["from_state"]
+        return await self._update_prepared(
+            RECORD_OPERATION_STAYING if stays else RECORD_OPERATION, params
+        )
 
     async def finalize_operation_and_arm_watch(self, final: Finalize) -> Finalization | None:
         """Commit the live operation at ``final``'s key and arm its watch, in one transaction.
@@ -1096,7 +1131,8 @@ class OperationsStore:
         item = finalize_item(final)
         params = prefixed(item)
         async with self._db.write_transaction():
-            row = await FINALIZE.run_one(self._db, params | {"p_now": self._ctx.clock()})
+            finalize = FINALIZE_KEEPING_DOCUMENT if item["document_id"] is None else FINALIZE
+            row = await finalize.run_one(self._db, params | {"p_now": self._ctx.clock()})
             if row is None:
                 return None
             committed = OperationRecord.from_row(row)

@@ -14,11 +14,26 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 
-from store.batches import FINALIZE_OPERATIONS, MARK_SENDS_STARTED, RECORD_OPERATIONS
+from store.batches import (
+    FINALIZE_OPERATIONS,
+    FINALIZE_OPERATIONS_KEEPING_DOCUMENTS,
+    MARK_SENDS_STARTED,
+    RECORD_OPERATIONS,
+    RECORD_OPERATIONS_KEEPING_SCHEDULE,
+    RECORD_OPERATIONS_STAYING,
+    RECORD_OPERATIONS_STAYING_KEEPING_SCHEDULE,
+)
 from store.dialects import POSTGRESQL, SQLITE
 from store.errors import InvalidInput, ReservedValue
 from store.items import MAX_ITEMS
-from store.operations import ITEM_COLUMNS, Finalize, SendMark
+from store.operations import (
+    FINALIZE_KEEPING_DOCUMENT,
+    ITEM_COLUMNS,
+    RECORD_OPERATION_STAYING,
+    Finalize,
+    SendMark,
+)
+from store.sql_text import compiled
 from store.tables import operation as operation_table
 from store.tables import projection_watch as watch_table
 from store.watches import Verification
@@ -232,6 +247,13 @@ async def test_record_operations__outcomes_equal_single(store, clock):
     await assert_same_outcomes(store, clock, RECORD_CASES, record_one, record_many)
 
 
+async def test_record_operations__items_staying_in_their_state_outcomes_equal_single(store, clock):
+    """A batch whose every item stays in its state runs the statement that leaves ``state``
+    out of its SET (``RECORD_OPERATIONS_STAYING``): the same outcomes as the single write."""
+    staying = [c for c in RECORD_CASES if c not in (record_counts, record_wrong_token)]
+    await assert_same_outcomes(store, clock, staying, record_one, record_many)
+
+
 # finalizeOperations
 
 
@@ -308,6 +330,14 @@ async def finalize_many(store, finals):
 
 async def test_finalize_operations__outcomes_equal_single(store, clock):
     await assert_same_outcomes(store, clock, FINALIZE_CASES, finalize_one, finalize_many)
+
+
+async def test_finalize_operations__items_without_document_outcomes_equal_single(store, clock):
+    """A batch whose items give no ``document_id`` runs the statement that leaves it out of
+    its SET (``FINALIZE_OPERATIONS_KEEPING_DOCUMENTS``): each row keeps its own, as the
+    single write."""
+    keeping = [c for c in FINALIZE_CASES if c is not finalize_reopens]
+    await assert_same_outcomes(store, clock, keeping, finalize_one, finalize_many)
 
 
 # claimOperations
@@ -639,8 +669,37 @@ async def test_record_verifications__racing_batches_lose_no_attempt(store, clock
 SETTLES = {
     "markSendsStarted": MARK_SENDS_STARTED,
     "recordOperations": RECORD_OPERATIONS,
+    "recordOperations staying": RECORD_OPERATIONS_STAYING,
+    "recordOperations keeping schedule": RECORD_OPERATIONS_KEEPING_SCHEDULE,
+    "recordOperations staying, keeping schedule": RECORD_OPERATIONS_STAYING_KEEPING_SCHEDULE,
     "finalizeOperations": FINALIZE_OPERATIONS,
+    "finalizeOperations keeping documents": FINALIZE_OPERATIONS_KEEPING_DOCUMENTS,
 }
+
+
+@pytest.mark.parametrize(
+    ("statement", "left_out"),
+    [
+        (RECORD_OPERATIONS_STAYING, "state"),
+        (RECORD_OPERATIONS_KEEPING_SCHEDULE, "next_attempt_at"),
+        (RECORD_OPERATIONS_KEEPING_SCHEDULE, "defer_reason"),
+        (RECORD_OPERATIONS_STAYING_KEEPING_SCHEDULE, "state"),
+        (RECORD_OPERATIONS_STAYING_KEEPING_SCHEDULE, "next_attempt_at"),
+        (FINALIZE_OPERATIONS_KEEPING_DOCUMENTS, "document_id"),
+        (RECORD_OPERATION_STAYING, "state"),
+        (FINALIZE_KEEPING_DOCUMENT, "document_id"),
+    ],
+)
+def test_settle_variants_leave_the_unchanged_indexed_column_out_of_the_set(statement, left_out):
+    """SQLite rewrites a row's entry in every index of a column an UPDATE's SET names,
+    changed or not: the variants for items that keep ``state``, ``document_id`` or the
+    schedule (``next_attempt_at``, ``defer_reason``) do not name it, so a settle writes no
+    entry of the indexes that hold it (nor of the partial indexes whose condition names
+    it)."""
+    [(_, write), *_] = statement.statements("sqlite")
+    sql = str(compiled(write, "sqlite", by_name=True))
+    assigned = sql.split(" SET ", 1)[1].split(" FROM ", 1)[0].split(" WHERE ", 1)[0]
+    assert f"{left_out}=" not in assigned.replace(" ", ""), assigned
 
 
 @pytest.mark.parametrize("name", SETTLES)
