@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from store import ConnectorStore
 from store.errors import DatabaseBusy
-from store.operations import Finalize, OperationTransition
+from store.operations import Finalize, OperationFilter, OperationTransition
 from store.records import OperationRecord
 from tests.factories import LEASE_MS
 from tests.leasing_factories import due_record, insert_operations
@@ -249,3 +249,122 @@ async def test_leasers_settlers_and_an_operator_keep_caps_and_entities(store, cl
     }
     assert looks > 0 and stale_refused.total() > 0 and leased.total() > 0
     print(dict(stale_refused), leased.total(), len(ended), looks)
+
+
+async def test_takeovers_and_the_lapsed_holders_record_count_each_abandoned_send_once(store, clock):
+    """Marked sends whose leases lapsed: 16 leasers take them over while each lapsed
+    holder records its attempt (counting it) at once; then the new holders abandon
+    theirs unmarked, and 16 leasers take them over again. Each attempt is counted once,
+    by the record or by the takeover, never by both, and a second takeover counts none."""
+    await insert_operations(
+        store,
+        [
+            due_record(store, n, owner_did=f"owner-{n % 3}", account_key=f"acct-{n % 2}")
+            for n in range(40)
+        ],
+    )
+    first = await lease(store, "holder", limit=40)
+    assert len(first) == 40
+    marked = [
+        await store.operations.mark_send_started(r.caller_did, r.operation_id, "holder", "run-1")
+        for r in first
+    ]
+    clock.advance(LEASE_MS + 1)
+    records = [
+        OperationTransition(
+            r.caller_did, r.operation_id, "attempted", "attempted", r.version, "holder"
+        )
+        for r in marked
+        if r is not None
+    ]
+    assert len(records) == 40
+
+    async def drain(token: str) -> list[OperationRecord]:
+        taken = []
+        while batch := await lease(store, token, limit=3):
+            taken.extend(batch)
+        return taken
+
+    results = await asyncio.gather(
+        *(drain(f"taker-{n}") for n in range(16)),
+        *(store.operations.record_operation(change) for change in records[::2]),
+        store.batches.record_operations(records[1::2]),
+    )
+    taken = Counter(r.operation_id for batch in results[:16] for r in batch)
+    recorded = {r.operation_id for r in results[16:-1] if r is not None} | {
+        r.operation_id for r in results[-1] if r is not None
+    }
+    rows = {
+        r.operation_id: r for r in await store.operations.list_tracked_operations(OperationFilter())
+    }
+    assert set(taken.values()) <= {1}
+    assert all(row.attempts == 1 for row in rows.values()), {k: v.attempts for k, v in rows.items()}
+    print("recorded", len(recorded), "taken", len(taken))
+
+    clock.advance(LEASE_MS + 1)
+    again = await asyncio.gather(*(drain(f"again-{n}") for n in range(16)))
+    retaken = Counter(r.operation_id for batch in again for r in batch)
+    assert set(retaken.values()) == {1} and len(retaken) == 40
+    rows = await store.operations.list_tracked_operations(OperationFilter())
+    assert {row.attempts for row in rows} == {1}
+
+
+async def test_a_paused_account_is_never_leased_by_a_call_begun_after_the_pause(store, clock):
+    """An operator pauses and resumes an account over and over while 8 leasers lease and
+    release: a call that began after a pause returned, and ended before the resume
+    began, hands out none of the account's operations."""
+    await insert_operations(
+        store,
+        [
+            due_record(store, n, account_key=f"acct-{min(n % 6, 1)}", owner_did="owner-a")
+            for n in range(60)
+        ],
+    )
+    stop = asyncio.Event()
+    paused_at: list[tuple[int, int]] = []
+    seen = 0
+    events = 0
+
+    def tick() -> int:
+        nonlocal events
+        events += 1
+        return events
+
+    async def leaser(n: int) -> list[tuple[int, int, str]]:
+        calls = []
+        while not stop.is_set():
+            began = tick()
+            batch = await lease(store, f"l-{n}-{began}", limit=4)
+            ended = tick()
+            calls.extend((began, ended, r.account_key) for r in batch)
+            for r in batch:
+                await store.operations.release_lease(
+                    r.caller_did, r.operation_id, r.lease_token or ""
+                )
+            await asyncio.sleep(0)
+        return calls
+
+    async def operator() -> None:
+        nonlocal seen
+        for _ in range(60):
+            await store.pauses.pause_account("calendar", "acct-1")
+            start = tick()
+            await asyncio.sleep(0.003)
+            end = tick()
+            await store.pauses.resume_account("calendar", "acct-1")
+            paused_at.append((start, end))
+            await asyncio.sleep(0.003)
+        stop.set()
+
+    results = await asyncio.wait_for(
+        asyncio.gather(operator(), *(leaser(n) for n in range(8))), timeout=60
+    )
+    calls = [call for batch in results[1:] for call in batch]
+    wrong = [
+        (began, ended)
+        for began, ended, account in calls
+        for start, end in paused_at
+        if account == "acct-1" and start < began and ended < end
+    ]
+    assert wrong == []
+    assert {account for _, _, account in calls} == {"acct-0", "acct-1"}
