@@ -445,9 +445,14 @@ class BatchesStore:
         """``record_operation`` of each change, in input order (None where it did not
         apply; a terminal ``from_state`` never does). Raises ``InvalidInput``/
         ``ReservedValue`` (naming ``items[i].<field>``) for a bad change or a key named
-        twice. One transaction: first the items whose rows already hold their
-        ``next_attempt_at`` and ``defer_reason``, by a statement that does not name them,
-        then the rest; an item the first refuses for another guard the second refuses too."""
+        twice. Where the database takes one writer at a time (``Dialect.one_writer``:
+        SQLite, which rewrites an index entry of every column a SET names), one
+        transaction: first the items whose rows already hold their ``next_attempt_at`` and
+        ``defer_reason``, by a statement that does not name them, then the rest; an item
+        the first refuses for another guard the second refuses too. Elsewhere one statement
+        over every item: two would lock the batch's rows out of key order, so two batches
+        naming the same rows could deadlock (and PostgreSQL keeps an update HOT by the
+        indexed values, whatever the SET names)."""
         items = each_item(changes, record_item)
         refuse_repeats([_key(item) for item in items], "operationID")
         live = _in_key_order([i for i in items if i["from_state"] not in TERMINAL_STATES])
@@ -459,8 +464,13 @@ class BatchesStore:
         )
         record = RECORD_OPERATIONS_STAYING if stay else RECORD_OPERATIONS
         now = self._ctx.clock()
+        if not live:
+            return [None for _ in items]
+        if not self._db.dialect.one_writer:
+            applied = _by_key(await self._write(record, live, p_now=now))
+            return [applied.get(_key(item)) for item in items]
         async with self._db.write_transaction():
-            applied = _by_key(await self._write(kept, live, p_now=now)) if live else {}
+            applied = _by_key(await self._write(kept, live, p_now=now))
             rest = [item for item in live if _key(item) not in applied]
             if rest:
                 applied |= _by_key(await self._write(record, rest, p_now=now))

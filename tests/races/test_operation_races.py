@@ -3,6 +3,7 @@ gives each its own connection, and the database decides who wins. On both backen
 one winner per CAS, and no call fails (no "database is locked" on SQLite)."""
 
 import asyncio
+from collections import Counter
 from dataclasses import replace
 
 from store import ConnectorStore
@@ -249,3 +250,48 @@ async def test_races__four_database_handles_share_one_database(database_url, clo
     finally:
         for handle in handles:
             await handle.disconnect()
+
+
+async def test_record_operations__overlapping_batches_splitting_rows_differently_never_deadlock(
+    store, clock
+):
+    """Batches of one holder name the same rows live with a schedule, each keeping the
+    schedule of some and moving the others' (a retry beside its first call), in both
+    orders: each row is recorded once, and no batch fails (a deadlock would be
+    ``DatabaseBusy``)."""
+    for round_ in range(10):
+        kept = []
+        for n in range(6):
+            record = await claimed_operation(
+                store, operation_id=f"r{round_}-{n}", source_id=f"e{round_}-{n}"
+            )
+            live = await store.operations.record_operation(
+                transition(
+                    record, count_attempt=False, next_attempt_at=clock() + 9, defer_reason="offline"
+                )
+            )
+            assert live is not None
+            kept.append(live)
+
+        def batch(keeping: int, kept: list = kept) -> list:
+            return [
+                transition(
+                    record,
+                    count_attempt=False,
+                    next_attempt_at=(record.next_attempt_at or 0) + (n % 2 != keeping),
+                    defer_reason="offline",
+                )
+                for n, record in enumerate(kept)
+            ]
+
+        results = await asyncio.gather(
+            *(
+                store.batches.record_operations(changes)
+                for changes in [batch(0), batch(1), batch(0)[::-1], batch(1)[::-1]]
+            ),
+            return_exceptions=True,
+        )
+
+        assert [r for r in results if isinstance(r, BaseException)] == []
+        applied = Counter(r.operation_id for result in results for r in result if r)
+        assert applied == Counter(r.operation_id for r in kept)

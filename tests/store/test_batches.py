@@ -254,6 +254,102 @@ async def test_record_operations__items_staying_in_their_state_outcomes_equal_si
     await assert_same_outcomes(store, clock, staying, record_one, record_many)
 
 
+async def scheduled_operation(store, clock, p, case, reason="offline"):
+    """A claimed operation recorded back to attempted, kept live with a due time and a
+    defer reason (as a failed send kept live is)."""
+    record = await claimed_operation(store, **keyed(p, case))
+    kept = await store.operations.record_operation(
+        transition(record, next_attempt_at=clock.now + 7, defer_reason=reason)
+    )
+    assert kept is not None
+    return kept
+
+
+async def record_keeps_schedule(store, clock, p, case):
+    record = await scheduled_operation(store, clock, p, case)
+    return transition(record, next_attempt_at=record.next_attempt_at, defer_reason="offline")
+
+
+async def record_keeps_schedule_to_failed(store, clock, p, case):
+    record = await scheduled_operation(store, clock, p, case)
+    return transition(
+        record,
+        to_state="failed",
+        next_attempt_at=record.next_attempt_at,
+        defer_reason="offline",
+    )
+
+
+async def record_keeps_due_changes_reason(store, clock, p, case):
+    record = await scheduled_operation(store, clock, p, case)
+    return transition(record, next_attempt_at=record.next_attempt_at, defer_reason="auth")
+
+
+async def record_clears_schedule(store, clock, p, case):
+    return transition(await scheduled_operation(store, clock, p, case))
+
+
+async def record_keeps_schedule_stale(store, clock, p, case):
+    record = await scheduled_operation(store, clock, p, case)
+    return transition(
+        record,
+        version=record.version - 1,
+        next_attempt_at=record.next_attempt_at,
+        defer_reason="offline",
+    )
+
+
+async def record_keeps_schedule_foreign(store, clock, p, case):
+    record = await scheduled_operation(store, clock, p, case)
+    return transition(
+        record,
+        lease_token="lease-B",
+        next_attempt_at=record.next_attempt_at,
+        defer_reason="offline",
+    )
+
+
+async def record_keeps_schedule_refund_refused(store, clock, p, case):
+    record = await marked(store, await scheduled_operation(store, clock, p, case), "run-1")
+    return transition(
+        record,
+        refund_attempt=True,
+        send_marker="run-2",
+        next_attempt_at=record.next_attempt_at,
+        defer_reason="offline",
+    )
+
+
+SCHEDULE_CASES = [
+    record_keeps_schedule,
+    record_keeps_schedule_to_failed,
+    record_keeps_due_changes_reason,
+    record_clears_schedule,
+    record_keeps_schedule_stale,
+    record_keeps_schedule_foreign,
+    record_keeps_schedule_refund_refused,
+]
+
+
+@pytest.mark.parametrize("cases", ["schedule", "mixed", "staying"])
+async def test_record_operations__items_keeping_their_schedule_outcomes_equal_single(
+    store, clock, cases
+):
+    """Items whose rows already hold their due time and defer reason (written by the
+    statement that leaves both out), beside items that change them, stale and foreign
+    items: each outcome, and every row, is the single write's."""
+    chosen = {
+        "schedule": SCHEDULE_CASES,
+        "mixed": [*SCHEDULE_CASES, *RECORD_CASES],
+        "staying": [
+            c
+            for c in [*SCHEDULE_CASES, *RECORD_CASES]
+            if c not in (record_counts, record_wrong_token, record_keeps_schedule_to_failed)
+        ],
+    }[cases]
+    await assert_same_outcomes(store, clock, chosen, record_one, record_many)
+
+
 # finalizeOperations
 
 

@@ -19,9 +19,12 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from store import migrate
 from store.errors import DatabaseBusy
 from store.migrate import alembic_config, upgrade
+from store.operations import OperationFilter
 from store.tables import metadata
 from store.urls import sqlite_path
 from tests.databases import as_driver
+from tests.factories import transition
+from tests.leasing_factories import due_record, insert_operations
 
 
 async def schema_drift(url: str) -> list:
@@ -188,3 +191,55 @@ async def test_migrations__a_lock_held_past_the_bound_gives_up_busy_saying_why(d
         assert SAYS["sqlite", lock] in str(busy.value)
     await asyncio.to_thread(upgrade, database_url)
     assert await schema_drift(database_url) == []
+
+
+async def operation_indexes(url: str) -> dict[str, str]:
+    engine = create_async_engine(url, poolclass=pool.NullPool)
+    query = (
+        "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+        " AND tbl_name = 'kubun_connector_operation'"
+        if backend(url) == "sqlite"
+        else "SELECT indexname, indexdef FROM pg_indexes"
+        " WHERE tablename = 'kubun_connector_operation'"
+    )
+    try:
+        async with engine.connect() as connection:
+            return dict((await connection.execute(text(query))).all())
+    finally:
+        await engine.dispose()
+
+
+async def test_migration_0018__down_and_up_over_rows_keeps_them_and_the_indexes(
+    database_url, store, clock
+):
+    """Over a table holding live operations (new, scheduled, leased, ended): downgraded
+    past 0018 the indexes are those 0017 builds, upgraded again those of the head, and
+    every row is kept."""
+    await insert_operations(
+        store,
+        [
+            due_record(store, n, account_key=f"acct-{n % 3}", owner_did=f"owner-{n % 2}")
+            for n in range(30)
+        ],
+    )
+    await store.leasing.lease_operations("leaser", 30_000, limit=5)
+    await store.operations.record_operation(
+        transition(
+            (await store.operations.list_tracked_operations(OperationFilter()))[0],
+            to_state="failed",
+        )
+    )
+    before = await store.operations.list_tracked_operations(OperationFilter())
+    head = await operation_indexes(database_url)
+    config = alembic_config(database_url)
+    await asyncio.to_thread(command.downgrade, config, "0017_stats_event_at")
+    downgraded = await operation_indexes(database_url)
+    # Built again from before 0005, which made the per-owner due indexes first.
+    await asyncio.to_thread(command.downgrade, config, "0004")
+    await asyncio.to_thread(command.upgrade, config, "0017_stats_event_at")
+    assert downgraded == await operation_indexes(database_url)
+    assert downgraded != head
+    await asyncio.to_thread(upgrade, database_url)
+    assert await operation_indexes(database_url) == head
+    assert await schema_drift(database_url) == []
+    assert await store.operations.list_tracked_operations(OperationFilter()) == before
