@@ -79,6 +79,15 @@ POSTGRESQL_ONLY = frozenset(
 """The module-level statements the store runs on PostgreSQL only (their callers ask the
 dialect, ``store.dialects``): they get no SQLite file."""
 
+SQLITE_ONLY = frozenset(
+    {
+        "batches.RECORD_OPERATIONS_KEEPING_SCHEDULE",
+        "batches.RECORD_OPERATIONS_STAYING_KEEPING_SCHEDULE",
+    }
+)
+"""The module-level statements the store runs only where writers take turns
+(``Dialect.one_writer``: SQLite): they get no PostgreSQL file."""
+
 Steps = list[tuple[str, Prepared]]
 """What one named statement sends on one backend, in order: each step's description (empty
 for a statement alone) and its ``Prepared``."""
@@ -125,7 +134,13 @@ def _module_statements() -> Iterator[Named]:
             if not isinstance(value, kinds):
                 continue
             name = f"{info.name}.{constant}"
-            backends = ("postgresql",) if name in POSTGRESQL_ONLY else BACKENDS
+            backends = (
+                ("postgresql",)
+                if name in POSTGRESQL_ONLY
+                else ("sqlite",)
+                if name in SQLITE_ONLY
+                else BACKENDS
+            )
             yield Named(name, {backend: _steps_of(value, backend) for backend in backends})
 
 

@@ -47,11 +47,13 @@ def test_layout__changes_only_whitespace(backend: str) -> None:
             assert laid_out.count("\n") >= sql.count("\n"), named.name
 
 
-def test_named_statements__postgresql_only_names_a_statement() -> None:
+def test_named_statements__one_backend_sets_name_statements_of_that_backend_only() -> None:
     names = {named.name for named in sql_text.named_statements()}
-    assert names >= sql_text.POSTGRESQL_ONLY
+    assert names >= sql_text.POSTGRESQL_ONLY | sql_text.SQLITE_ONLY
+    assert not sql_text.POSTGRESQL_ONLY & sql_text.SQLITE_ONLY
     for named in sql_text.named_statements():
         assert named.name not in sql_text.POSTGRESQL_ONLY or "sqlite" not in named.steps
+        assert named.name not in sql_text.SQLITE_ONLY or "postgresql" not in named.steps
 
 
 def test_lease_statement__is_readable_as_sql() -> None:
