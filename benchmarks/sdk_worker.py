@@ -2,7 +2,9 @@
 connector author would run it, beside the hand-written batch path of ``benchmarks.load``
 (``leased_batch``: leaseOperations → markSendsStarted → finalizeOperations on lean raw
 HTTP/1.1). The same three requests per batch; the SDK adds httpx, parsing each answer into
-its generated models, and its bookkeeping.
+its generated models, and its bookkeeping. Its lessees send ``leaseOperations`` one at a
+time and end the run with one or two empty answers; the hand path's 16 connections lease at
+once and stop when the count is done.
 
     .venv/bin/python -m benchmarks.sdk_worker '{"port": 18931, "token": "…", "count": 5000}'
 

@@ -69,7 +69,13 @@ class Worker:
 
     It leases batches of up to ``batch_size`` (1 to 500) for ``lease_ms`` with
     ``concurrency`` lessees at once, each until ``leaseOperations`` answers nothing; then it
-    waits for a ``workAvailable`` signal (or ``fallback_s``, when signals stop). For each
+    waits for a ``workAvailable`` signal (or ``fallback_s``, when signals stop). The
+    lessees send ``leaseOperations`` one at a time (handlers and settles still run
+    ``concurrency`` at once): concurrent calls of one worker would only contend for the same
+    due rows, each walking past the rows the others hold locked and leasing short batches.
+    After an empty answer, a lessee whose turn comes before any batch has been settled since
+    that call was sent is done without asking: this worker has freed nothing, so the
+    answer would be the same (work others free wakes it). For each
     batch it marks the sends started (``marker``, this worker's run id), renews the leases
     every third of ``lease_ms`` while the handler runs, and settles the outcomes in one
     request per kind: ``finalizeOperations`` (the watch due ``verify_delay_ms`` later),
@@ -112,6 +118,12 @@ class Worker:
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
         self._refused: GraphQLResponseError | None = None
+        self._leasing = asyncio.Lock()
+        self._settled = 0
+        """Batches settled or released so far: what may have made work leasable again."""
+        self._empty_at: int | None = None
+        """``_settled`` when the last empty ``leaseOperations`` answer was asked for (None:
+        no empty answer this round)."""
 
     def stop(self) -> None:
         """Lease no more; ``run`` returns once running batches are settled or released."""
@@ -131,6 +143,7 @@ class Worker:
         try:
             while not self._stopping.is_set():
                 self._wake.clear()
+                self._empty_at = None
                 await asyncio.gather(*(self._lessee() for _ in range(self.concurrency)))
                 if until_idle:
                     break
@@ -184,19 +197,7 @@ class Worker:
         while not self._stopping.is_set():
             token = f"{self.marker}-{uuid.uuid4().hex}"
             try:
-                data = await self.client.execute(
-                    doc.LEASE_OPERATIONS,
-                    {
-                        "input": {
-                            "leaseToken": token,
-                            "leaseMs": self.lease_ms,
-                            "limit": self.batch_size,
-                            "connectorName": self.connector_name,
-                            "accountKeys": self.account_keys,
-                        }
-                    },
-                    repeatable=False,
-                )
+                batch = await self._lease(token)
             except ConnectorStoreError as error:
                 if self._refuses_token(error):
                     return
@@ -205,12 +206,38 @@ class Worker:
                 await asyncio.sleep(backoff_s(min(failures, 6)))
                 continue
             failures = 0
-            batch = [
-                LeasedOperation.model_validate(raw) for raw in data["leaseOperations"]["operations"]
-            ]
             if not batch:
                 return
-            await self._work(token, batch)
+            try:
+                await self._work(token, batch)
+            finally:
+                self._settled += 1
+
+    async def _lease(self, token: str) -> list[LeasedOperation]:
+        """This lessee's turn at ``leaseOperations``: its batch, empty when there is nothing
+        to lease, when the worker stops, or when the last call answered nothing and no batch
+        was settled since it was sent."""
+        async with self._leasing:
+            if self._stopping.is_set() or self._empty_at == self._settled:
+                return []
+            asked_at = self._settled
+            data = await self.client.execute(
+                doc.LEASE_OPERATIONS,
+                {
+                    "input": {
+                        "leaseToken": token,
+                        "leaseMs": self.lease_ms,
+                        "limit": self.batch_size,
+                        "connectorName": self.connector_name,
+                        "accountKeys": self.account_keys,
+                    }
+                },
+                repeatable=False,
+            )
+            operations = data["leaseOperations"]["operations"]
+            if not operations:
+                self._empty_at = asked_at
+            return [LeasedOperation.model_validate(raw) for raw in operations]
 
     async def _work(self, token: str, batch: list[LeasedOperation]) -> None:
         marked = await self._mark(token, batch)
