@@ -144,7 +144,7 @@ class GraphQLApp(GraphQL):
         """The request's GraphQL parameters; a POST whose body is not JSON is refused here,
         with a message that says what is expected (Strawberry's says only "unsupported"), and
         so is an ``operationName`` that is not a string."""
-        if request.method != "GET":
+        if request.method != "GET" and request.content_type not in JSON_CONTENT_TYPES:
             content_type, _ = parse_content_type(request.content_type or "")
             if content_type != "application/json":
                 raise HTTPException(400, UNSUPPORTED_CONTENT_TYPE)
@@ -360,6 +360,9 @@ GRAPHQL_RESPONSE_JSON = "application/graphql-response+json; charset=utf-8"
 REQUEST_FAILED = "connector_store.request_failed"
 TO_REGISTER = "connector_store.persisted_query_to_register"
 """Set in the ASGI scope when the request failed before execution."""
+JSON_CONTENT_TYPES = frozenset({"application/json", "application/json; charset=utf-8"})
+"""The ``Content-Type`` headers clients send for a JSON body, taken as they are: any other
+is parsed (``parse_content_type``, which builds an ``email.message.Message``)."""
 UNSUPPORTED_CONTENT_TYPE = (
     "Unsupported content type: send application/json (or use GET with query parameters)"
 )

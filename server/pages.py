@@ -37,6 +37,7 @@ dialogs add ``<style>`` elements of their own (react-remove-scroll). No inline s
 the page's own is ``/graphiql/start.js``."""
 GRAPHIQL_PAGE = GRAPHIQL_ASSETS / "index.html"
 NO_FRAMING = "frame-ancestors 'none'"
+NO_FRAMING_HEADER = NO_FRAMING.encode()
 
 
 class NoFraming:
@@ -60,7 +61,7 @@ class NoFraming:
                 names = {name.lower() for name, _ in headers}
                 headers.append((b"x-frame-options", b"DENY"))
                 if b"content-security-policy" not in names:
-                    headers.append((b"content-security-policy", NO_FRAMING.encode()))
+                    headers.append((b"content-security-policy", NO_FRAMING_HEADER))
                 message = {**message, "headers": headers}
             await send(message)
 

@@ -125,8 +125,11 @@ class RequestTelemetry:
                     self.metrics.lease_takeovers.inc()
                 elif event == "contested_send":
                     self.metrics.contested_sends.inc()
+        level = logging.DEBUG if path in QUIET_PATHS else logging.INFO
+        if not log.isEnabledFor(level):
+            return
         log.log(
-            logging.DEBUG if path in QUIET_PATHS else logging.INFO,
+            level,
             "%s %s %d %s %.1f ms",
             scope["method"],
             path,

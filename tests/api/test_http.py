@@ -135,6 +135,30 @@ async def test_refused_requests__json_errors_that_echo_little(http):
     assert plain.status_code == 400 and error_codes(plain.json()) == ["BAD_REQUEST"]
 
 
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/json",
+        "application/json; charset=utf-8",
+        "application/json;charset=utf-8",
+        'application/json; charset="utf-8"',
+    ],
+)
+async def test_json_content_type__each_spelling_answers_alike(http, content_type):
+    body = json.dumps({"query": "{ __typename }"}).encode()
+    answered = await http.post("/graphql", content=body, headers={"content-type": content_type})
+    assert answered.status_code == 200 and answered.json() == {"data": {"__typename": "Query"}}
+
+
+@pytest.mark.parametrize(
+    "content_type", ["application/jsonx", "application/json-seq", "text/json", ""]
+)
+async def test_other_content_types__are_400(http, content_type):
+    body = json.dumps({"query": "{ __typename }"}).encode()
+    refused = await http.post("/graphql", content=body, headers={"content-type": content_type})
+    assert refused.status_code == 400 and error_codes(refused.json()) == ["BAD_REQUEST"]
+
+
 async def test_duplicate_json_key__in_a_body_is_400_naming_it_and_writes_nothing(http, store):
     item = json.dumps(claim_input(operationID="op-1"))
     twice = item.replace('"operationID": "op-1"', '"operationID": "op-1", "operationID": "op-2"')
