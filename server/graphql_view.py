@@ -358,8 +358,10 @@ def request_id() -> str:
 
 GRAPHQL_RESPONSE_JSON = "application/graphql-response+json; charset=utf-8"
 REQUEST_FAILED = "connector_store.request_failed"
-TO_REGISTER = "connector_store.persisted_query_to_register"
 """Set in the ASGI scope when the request failed before execution."""
+TO_REGISTER = "connector_store.persisted_query_to_register"
+"""Set in the ASGI scope to the query text of a persisted query sent with its hash the
+first time: registered once the request has been answered without a request error."""
 JSON_CONTENT_TYPES = frozenset({"application/json", "application/json; charset=utf-8"})
 """The ``Content-Type`` headers clients send for a JSON body, taken as they are: any other
 is parsed (``parse_content_type``, which builds an ``email.message.Message``)."""
