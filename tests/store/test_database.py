@@ -305,8 +305,9 @@ async def test_postgres__connection_terminated_mid_transaction_is_unavailable(da
     try:
         with pytest.raises(DatabaseUnavailable) as raised:
             async with db.write_transaction():
-                await db.fetch_one(sa.text("SELECT 1"))
-                await terminate_backends(database_url)
+                row = await db.fetch_one(sa.text("SELECT pg_backend_pid()"))
+                assert row is not None
+                await terminate_backend(row[0])
                 await db.fetch_one(sa.text("SELECT 1"))
         assert raised.value.__cause__ is not None
         # The next request (its own task, as in the server) gets a fresh connection.
@@ -315,17 +316,13 @@ async def test_postgres__connection_terminated_mid_transaction_is_unavailable(da
         await db.disconnect()
 
 
-async def terminate_backends(database_url: str) -> None:
-    """End every other connection to the database of ``database_url``, and wait until they
-    are gone."""
-    name = make_url(database_url).database
+async def terminate_backend(pid: int) -> None:
+    """End the connection served by backend ``pid`` and wait until it is gone. Only that one:
+    the event loop is shared by the whole run, so other connections may belong to others."""
     admin = await asyncpg.connect(postgres_admin_url())
-    others = "FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()"
     try:
-        # Terminated again while any is left: a pool may open a connection meanwhile (seen
-        # under load, where the wait below otherwise never ended).
-        while await admin.fetchval(f"SELECT count(*) {others}", name):
-            await admin.execute(f"SELECT pg_terminate_backend(pid) {others}", name)
+        assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
+        while await admin.fetchval("SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid):
             await asyncio.sleep(0.01)
     finally:
         await admin.close()
