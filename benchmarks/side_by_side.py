@@ -57,9 +57,11 @@ from store.records import OperationRecord
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = 16
 PEERS = ROOT / "benchmarks" / "peers"
-SERVER_PORT = 18931
-FLOOR_PORT = 18932
-STOCK_PORT = 18933
+SERVER_PORT = int(os.environ.get("BENCH_PORT", "18931"))
+"""Our server's port (``BENCH_PORT``, so that runs can share a machine); the floor service
+and stock Strawberry listen on the next two."""
+FLOOR_PORT = SERVER_PORT + 1
+STOCK_PORT = SERVER_PORT + 2
 BATCH = 50
 BATCH_JOBS = 10
 """The batch rows run ``BATCH_JOBS`` times ``--lifecycles``: with 16 workers taking 50 a
