@@ -45,7 +45,7 @@ async def step(request: Request) -> JSONResponse:
                     await stack.enter_async_context(connection.transaction())
                 for _, sql, values in statements:
                     found = await connection.fetch(
-                        sql, *values_for(values, body["id"], body["token"])
+                        sql, *values_for(values, body["id"], body["token"], body["tenant"])
                     )
                     rows = max(rows, len(found))
     return JSONResponse({"rows": rows})

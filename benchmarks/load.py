@@ -11,10 +11,12 @@ did, on the same two cores.
 
 The spec (JSON): ``scenario`` (a name in ``SCENARIOS``), ``port``, ``count`` (lifecycles, or
 requests for the ``*_time`` scenarios), ``connections`` (the workers, each with its own
-connection), ``batch`` (lifecycles per request, default 1) and optionally ``token`` (sent as
-``Authorization: Bearer``). It is a measured child of ``benchmarks.cpu``: after a warm-up
-(one call per connection) it says it is ready, and when told to go runs ``count``
-lifecycles and prints one JSON line, ``lifecycles``, ``per_s`` and
+connection), ``batch`` (lifecycles per request, default 1), optionally ``token`` (sent as
+``Authorization: Bearer``) and, for the batch-1 scenarios (``lifecycle``,
+``floor_lifecycle``), ``owners``: how many of the ``OWNERS`` tenants the operations are
+spread over (default 1, every claim of one account). It is a measured child of
+``benchmarks.cpu``: after a warm-up (one call per connection) it says it is ready, and when
+told to go runs ``count`` lifecycles and prints one JSON line, ``lifecycles``, ``per_s`` and
 ``requests_per_lifecycle``; the CPU of its window (its own, the server's, PostgreSQL's) is
 counted by whoever runs it (``benchmarks.side_by_side``).
 """
@@ -185,17 +187,26 @@ def new_ids() -> Callable[[], str]:
 
 def lifecycle(spec: dict[str, Any]) -> Scenario:
     """Ours at batch 1: claimOperation → markSendStarted → finalizeOperation, the whole
-    ``worker.graphql`` sent with an ``operationName`` as workers do."""
+    ``worker.graphql`` sent with an ``operationName`` as workers do; each operation of one of
+    the spec's ``owners`` tenants (``tenant_of``)."""
     claim = graphql_body(WORKER_DOCUMENT, "ClaimOperation")
     mark = graphql_body(WORKER_DOCUMENT, "MarkSendStarted")
     finalize = graphql_body(WORKER_DOCUMENT, "FinalizeOperation")
     new_id = new_ids()
+    owners = spec.get("owners", 1)
 
     async def run(connection: Connection, n: int) -> int:
         for _ in range(n):
             operation_id, token, now = new_id(), secrets.token_hex(8), now_ms()
             claimed = await graphql(
-                connection, claim({"input": claim_input(operation_id, token, now + LEASE_MS)})
+                connection,
+                claim(
+                    {
+                        "input": claim_input(
+                            operation_id, token, now + LEASE_MS, tenant_of(operation_id) % owners
+                        )
+                    }
+                ),
             )
             if claimed["claimOperation"]["__typename"] != "OperationClaimed":
                 raise LoadError(claimed)
@@ -319,13 +330,19 @@ async def preclaim_unleased(connection: Connection, count: int) -> None:
 
 
 def floor_lifecycle(spec: dict[str, Any]) -> Scenario:
-    """The minimal Starlette + asyncpg service: one POST per step of the store's lifecycle."""
+    """The minimal Starlette + asyncpg service: one POST per step of the store's lifecycle,
+    each operation of one of the spec's ``owners`` tenants, as ``lifecycle``'s."""
     paths = [b"/step/%d" % number for number in range(spec["steps"])]
     new_id = new_ids()
+    owners = spec.get("owners", 1)
 
     async def run(connection: Connection, n: int) -> int:
         for _ in range(n):
-            body = orjson.dumps({"id": new_id(), "token": secrets.token_hex(8)})
+            operation_id = new_id()
+            tenant = tenant_of(operation_id) % owners
+            body = orjson.dumps(
+                {"id": operation_id, "token": secrets.token_hex(8), "tenant": tenant}
+            )
             for path in paths:
                 reply = await connection.post(path, body)
                 if reply["rows"] != 1:

@@ -7,7 +7,9 @@ the store's recorded statements on raw asyncpg (pool, prepared statements) and o
 in process on PostgreSQL, 1 and 16 tasks; the same on raw ``sqlite3`` (WAL) and our store
 on SQLite. Over HTTP, 16 workers driven by ``benchmarks/load.py`` in a process of its own:
 our server at batch 1 beside pg-boss at batch 1 and a minimal Starlette + asyncpg service
-(``benchmarks/floor_service.py``); our server at batch 50 (claiming, and leasing) beside
+(``benchmarks/floor_service.py``), both with operations of ``OWNERS`` owners, each with its
+own account (and ours again with one owner and account: every claim locks that account, so
+claims wait for each other's commits); our server at batch 50 (claiming, and leasing) beside
 pg-boss at batch 50; the client SDK's ``Worker`` beside the leasing batch path
 (``benchmarks/sdk_worker.py``); procrastinate; ``{ serverTime }`` beside stock Strawberry
 (``benchmarks/stock_strawberry.py``) and a plain Starlette endpoint. Each of those rows,
@@ -55,9 +57,11 @@ from store.records import OperationRecord
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = 16
 PEERS = ROOT / "benchmarks" / "peers"
-SERVER_PORT = 18931
-FLOOR_PORT = 18932
-STOCK_PORT = 18933
+SERVER_PORT = int(os.environ.get("BENCH_PORT", "18931"))
+"""Our server's port (``BENCH_PORT``, so that runs can share a machine); the floor service
+and stock Strawberry listen on the next two."""
+FLOOR_PORT = SERVER_PORT + 1
+STOCK_PORT = SERVER_PORT + 2
 BATCH = 50
 BATCH_JOBS = 10
 """The batch rows run ``BATCH_JOBS`` times ``--lifecycles``: with 16 workers taking 50 a
@@ -569,7 +573,7 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         def ours_batch(scenario: str) -> Callable[[], Awaitable[dict[str, float]]]:
             return http(ours | {"scenario": scenario, "count": batch_count, "batch": BATCH}, server)
 
-        lifecycle_spec = ours | {"scenario": "lifecycle", "count": count}
+        lifecycle_spec = ours | {"scenario": "lifecycle", "count": count, "owners": OWNERS}
         rows: dict[str, Callable[[], Awaitable[dict[str, float]]]] = {
             "asyncpg_1": lambda: rate(asyncpg_floor(pool, pg_steps), count, 1),
             "store_pg_1": lambda: rate(store_run(pg_store, "spg"), count, 1),
@@ -592,9 +596,10 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             ),
             "pgboss_1": peer(pgboss_command(pgboss_dsn, count, 1)),
             "server_http_1": http(lifecycle_spec, server),
+            "server_http_1_one_account": http(lifecycle_spec | {"owners": 1}, server),
             "floor_http_1": http(
                 {"scenario": "floor_lifecycle", "port": FLOOR_PORT}
-                | {"count": count, "steps": len(pg_steps)},
+                | {"count": count, "steps": len(pg_steps), "owners": OWNERS},
                 floor,
             ),
             "pgboss_50": peer(pgboss_command(pgboss_dsn, batch_count, BATCH)),
@@ -688,12 +693,18 @@ RATIOS = [
     (
         "server_http_1",
         "ours over HTTP at batch 1: claimOperation → markSendStarted → finalizeOperation,"
-        f" {TASKS} workers",
+        f" {TASKS} workers, {OWNERS:,} owners",
         "pgboss_1",
     ),
     (
+        "server_http_1_one_account",
+        f"ours over HTTP at batch 1, {TASKS} workers, every claim of one owner and account",
+        "server_http_1",
+    ),
+    (
         "floor_http_1",
-        f"minimal Starlette + asyncpg service over HTTP, the store's SQL, {TASKS} workers",
+        f"minimal Starlette + asyncpg service over HTTP, the store's SQL, {TASKS} workers,"
+        f" {OWNERS:,} owners",
         None,
     ),
     (

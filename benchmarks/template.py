@@ -2,8 +2,9 @@
 
 ``record`` runs one lifecycle (claim → markSendStarted → finalize) through the store and
 keeps, per step, each statement's SQL (in the driver's paramstyle), its values and the
-transaction it ran in. ``values_for`` substitutes another operation id and lease token, so
-the floors run the same SQL, values and transactions as the store, on the bare driver.
+transaction it ran in. ``values_for`` substitutes another operation id and lease token (and
+owner and account), so the floors run the same SQL, values and transactions as the store, on
+the bare driver.
 """
 
 import json
@@ -11,6 +12,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
+from benchmarks.load import claim_input
 from store.database import Database
 
 Statement = tuple[int | None, str, list[Any]]
@@ -47,13 +49,25 @@ async def record(db: Database, lifecycle: Any) -> list[list[Statement]]:
     return [step for step in steps if step]
 
 
-def values_for(values: list[Any], operation_id: str, token: str) -> list[Any]:
+def tenant_values(tenant: int) -> dict[str, str]:
+    """The recorded lifecycle's owner and account (tenant 0's, ``load.claim_input``) to
+    ``tenant``'s."""
+    recorded, wanted = (claim_input("", "", 0, number) for number in (0, tenant))
+    return {recorded[field]: wanted[field] for field in ("ownerDID", "accountKey")}
+
+
+def values_for(values: list[Any], operation_id: str, token: str, tenant: int = 0) -> list[Any]:
     """The recorded ``values`` for another operation id and lease token (``token`` also
-    stands in for the store's random ids)."""
+    stands in for the store's random ids), and for the owner and account of ``tenant`` (a
+    value equal to tenant 0's owner or account is swapped whole)."""
+    swaps = tenant_values(tenant) if tenant else {}
     return [
-        value.replace(RECORDED_ID, operation_id)
-        .replace(RECORDED_TOKEN, token)
-        .replace(RECORDED_NEW_ID, token)
+        swaps.get(
+            value,
+            value.replace(RECORDED_ID, operation_id)
+            .replace(RECORDED_TOKEN, token)
+            .replace(RECORDED_NEW_ID, token),
+        )
         if isinstance(value, str)
         else value
         for value in values
