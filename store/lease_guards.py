@@ -4,9 +4,10 @@
 A live lease is one on an attempted operation that has not lapsed (``lease_expires_at >=
 now``, epoch ms): what an account's cap counts and what the one-lease-per-entity rule
 forbids twice. An operation may take a lease (``lease_allowed``) when its account is neither
-paused (on its own or with its whole connector: ``unpaused``) nor throttled, below its cap, and
-it is the oldest attempted operation of its provider entity (the watch identity) with no
-other operation of the entity holding a live lease. A paused account's watches are claimed
+paused (on its own or with its whole connector: ``unpaused``) nor throttled (both asked at
+once: ``open_account``), below its cap, and it is the oldest attempted operation of its
+provider entity (the watch identity) with no other operation of the entity holding a live
+lease. A paused account's watches are claimed
 by no verifier and its operations and watches are left out of the due lists: those
 predicates (``store.operations.due_operation``, ``store.retention``,
 ``store.watches.due_watch``) apply ``unpaused`` too.
