@@ -22,6 +22,22 @@ connection, so one backend serves every statement:
   per lifecycle, its share of the execution ms, and that share of the measured CPU per
   lifecycle (an estimate of what the statement costs the backend).
 
+With ``--leasing`` it measures instead the HTTP row "ours at batch 50, leasing"
+(``load.leased_batch``) through the store: ``--lessees`` (16) lessees, each on its own
+connection, drain a backlog of ``--backlog`` operations of ``load.OWNERS`` owners claimed
+with a lapsed lease (``load.preclaim_unleased``'s), ``leaseOperations(limit 50)`` →
+``markSendsStarted`` → ``finalizeOperations`` as ``load.drive`` hands out the work (a
+shared count, the last call asking for what is left); a fresh ``ConnectorStore`` per round,
+as a server started on the backlog, and the first round a warm-up. Each lessee's backend
+CPU is read around each ``lease_operations`` call and around its settle, so the lease's
+share is its own: **CPU per leased operation** of the lease and of the settle, statements
+per lease call and operations per call, the median of ``--rounds``. Then one lease
+statement of the head walk, taken with ``--lessees`` - 1 batches held by peers (the
+head's rows they hold are read past), is **split by part**: run cut after each of its
+CTEs (the walk and its guards; the accounts' caps and locks; the rows locked; the update),
+each ``--explains`` times in a rolled-back transaction, with the backend CPU and shared
+buffers of each cut.
+
 ``pg_stat_statements`` needs a server restart to load; this needs none and measures the same
 backend CPU, ``EXPLAIN`` standing in for the per-statement split.
 """
@@ -480,6 +496,232 @@ def report(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+LEASE_LIMIT = BATCH
+LEASE_BYTES = 4_000_000
+"""A byte bound as the API's call gives (``resolvers.budget``), far from binding."""
+
+
+async def fill(store: ConnectorStore, prefix: str, count: int) -> None:
+    """``count`` operations of ``load.OWNERS`` owners, each claimed with a lapsed lease: due
+    and free to lease (``load.preclaim_unleased``)."""
+    for start in range(0, count, 500):
+        lapsed = store.clock() - LEASE_MS - 1
+        ids = [f"{prefix}{i:06}" for i in range(start, min(count, start + 500))]
+        await store.batches.claim_operations([claim(i, secrets.token_hex(8), lapsed) for i in ids])
+
+
+async def lessee(db: Database, pid: int, remaining: list[int], totals: dict[str, float]) -> None:
+    """One lessee of ``leasing_round``: lease, then settle what it leased, until the shared
+    count of operations left is 0 (or a call leases none)."""
+    store = ConnectorStore(db)
+    sent = 0
+
+    def counting(sql: str, values: Sequence[Any], transaction: object | None) -> None:
+        nonlocal sent
+        sent += 1
+
+    while remaining[0] > 0:
+        take = min(LEASE_LIMIT, remaining[0])
+        remaining[0] -= take
+        token = secrets.token_hex(8)
+        db.statement_observer = counting
+        before = cpu_ms(pid)
+        leased = await store.leasing.lease_operations(
+            token, LEASE_MS, limit=take, max_bytes=LEASE_BYTES
+        )
+        leasing = cpu_ms(pid)
+        db.statement_observer = None
+        remaining[0] += take - len(leased)
+        totals["lease_cpu"] += leasing - before
+        totals["calls"] += 1
+        totals["leased"] += len(leased)
+        if not leased:
+            break
+        marked = await store.batches.mark_sends_started(
+            [SendMark(r.caller_did, r.operation_id, token, f"run-{token}") for r in leased]
+        )
+        finals = []
+        for record, mark in zip(leased, marked, strict=True):
+            assert mark is not None
+            finals.append(
+                Finalize(
+                    record.caller_did,
+                    record.operation_id,
+                    version=mark.version,
+                    lease_token=token,
+                    due_at=store.clock() + LEASE_MS,
+                    result_entity={"id": record.operation_id},
+                    provider_etag="etag-1",
+                )
+            )
+        done = await store.batches.finalize_operations(finals)
+        assert all(d is not None and d.operation.state == "committed" for d in done)
+        totals["settle_cpu"] += cpu_ms(pid) - leasing
+    totals["statements"] += sent
+
+
+async def leasing_round(
+    url: str, lessees: list[tuple[Database, int]], backlog: int, number: int
+) -> dict[str, float]:
+    """One round of ``--leasing``: ``backlog`` operations filled, then drained by the
+    lessees (a connection and its backend's pid each): per leased operation the lease's and
+    the settle's CPU ms, and per lease call the statements and the operations."""
+    db = Database(url, pool_size=1)
+    await db.connect()
+    try:
+        await fill(ConnectorStore(db), f"r{number}-", backlog)
+    finally:
+        await db.disconnect()
+    totals = dict.fromkeys(("lease_cpu", "settle_cpu", "calls", "leased", "statements"), 0.0)
+    remaining = [backlog]
+    wall = time.perf_counter()
+    await asyncio.gather(*(lessee(db, pid, remaining, totals) for db, pid in lessees))
+    wall = time.perf_counter() - wall
+    leased = max(totals["leased"], 1.0)
+    return {
+        "leased": totals["leased"],
+        "lease_cpu_ms": totals["lease_cpu"] / leased,
+        "settle_cpu_ms": totals["settle_cpu"] / leased,
+        "statements_per_call": totals["statements"] / max(totals["calls"], 1.0),
+        "per_call": totals["leased"] / max(totals["calls"], 1.0),
+        "per_s": totals["leased"] / wall,
+    }
+
+
+def cuts(sql: str) -> dict[str, str]:
+    """``sql`` (a lease statement) cut after each of its parts: its CTEs up to the one
+    named, then a count of that one's rows; the whole statement last."""
+    starts = {m.group(1): m.start() for m in re.finditer(r"(\w+) AS \n?\((?:SELECT|UPDATE)", sql)}
+    parts = {
+        "walk and guards (candidates)": ("capped_locked", "candidates"),
+        "+ caps and account locks (capacity)": ("chosen", "capacity"),
+        "+ rows locked (kept)": ("leased", "kept"),
+        "+ update (leased)": ("touched", "leased"),
+    }
+    shown = {
+        name: f"{sql[: starts[until]].rstrip().rstrip(',')}\nSELECT count(*) FROM {last}"
+        for name, (until, last) in parts.items()
+    }
+    return shown | {"whole statement (+ accounts touched, events)": sql}
+
+
+async def rolled_back(
+    connection: asyncpg.Connection, statement: Any, values: Sequence[Any]
+) -> list[Any]:
+    """The rows of ``statement`` (SQL or a prepared statement) run in a transaction that is
+    rolled back, so each run finds the rows as the last did."""
+    transaction = connection.transaction()
+    await transaction.start()
+    try:
+        if isinstance(statement, str):
+            return list(await connection.fetch(statement, *values))
+        return list(await statement.fetch(*values))
+    finally:
+        await transaction.rollback()
+
+
+async def split_lease(url: str, dsn: str, lessees: int, times: int) -> list[dict[str, Any]]:
+    """The head walk's lease statement, taken after ``lessees`` - 1 leases of ``BATCH``
+    held, cut by part (``cuts``): each cut's backend CPU ms (over ``times`` runs, each rolled
+    back) and shared buffers (``EXPLAIN (ANALYZE, BUFFERS)``)."""
+    db = Database(url, pool_size=1)
+    await db.connect()
+    try:
+        store = ConnectorStore(db)
+        await fill(store, "split-", BATCH * lessees * 4)
+        for _ in range(lessees - 1):
+            await store.leasing.lease_operations(
+                secrets.token_hex(8), LEASE_MS, limit=BATCH, max_bytes=LEASE_BYTES
+            )
+        recorded: list[tuple[str, list[Any]]] = []
+        db.statement_observer = lambda sql, values, _: recorded.append((sql, list(values)))
+        await store.leasing.lease_operations(
+            secrets.token_hex(8), LEASE_MS, limit=BATCH, max_bytes=LEASE_BYTES
+        )
+        db.statement_observer = None
+    finally:
+        await db.disconnect()
+    sql, values = next((s, v) for s, v in recorded if "LIMIT" in s)
+    connection = await asyncpg.connect(dsn)
+    try:
+        pid = await connection.fetchval("SELECT pg_backend_pid()")
+        types = [t.name for t in (await connection.prepare(sql)).get_parameters()]
+        # Every cut names every parameter, so each is typed as in the whole statement.
+        typed = ", ".join(f"${i}::{name}" for i, name in enumerate(types, 1))
+        results = []
+        for name, text in cuts(sql).items():
+            if text is not sql:
+                text = f"WITH parameters AS (SELECT {typed}), {text.removeprefix('WITH ')}"
+            plan = await rolled_back(
+                connection, f"EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, FORMAT JSON) {text}", values
+            )
+            statement = await connection.prepare(text)
+            cpu = cpu_ms(pid)
+            for _ in range(times):
+                await rolled_back(connection, statement, values)
+            results.append(
+                {
+                    "part": name,
+                    "cpu_ms": (cpu_ms(pid) - cpu) / times,
+                    "buffers": plan_totals(json.loads(plan[0][0])[0])["buffers"],
+                }
+            )
+        return results
+    finally:
+        await connection.close()
+
+
+async def leasing_main(args: argparse.Namespace) -> dict[str, Any]:
+    """``--leasing``: the rounds and the split, on a fresh database."""
+    admin_url = make_url(args.postgres_url).set(drivername="postgresql").render_as_string(False)
+    name = f"pglease_{secrets.token_hex(5)}"
+    admin = await asyncpg.connect(admin_url)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    dsn = make_url(admin_url).set(database=name).render_as_string(False)
+    url = dsn.replace("postgresql://", "postgresql+asyncpg://", 1)
+    try:
+        await asyncio.to_thread(upgrade, url)
+        lessees = []
+        for _ in range(args.lessees):
+            db = Database(url, pool_size=1)
+            await db.connect()
+            lessees.append((db, await backend_pid(db)))
+        try:
+            rounds = [
+                await leasing_round(url, lessees, args.backlog, number)
+                for number in range(args.rounds + 1)
+            ][1:]
+        finally:
+            for db, _ in lessees:
+                await db.disconnect()
+        row = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+        return {"row": row, "split": await split_lease(url, dsn, args.lessees, args.explains)}
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+def leasing_report(results: dict[str, Any], args: argparse.Namespace) -> str:
+    row = results["row"]
+    lines = [
+        f"{args.lessees} lessees, backlog {args.backlog}, median of {args.rounds} rounds:",
+        "",
+        "| lease CPU ms / leased op | settle CPU ms / leased op | statements / lease call |"
+        " ops / lease call | leased ops/s |",
+        "| ---: | ---: | ---: | ---: | ---: |",
+        f"| {row['lease_cpu_ms']:.3f} | {row['settle_cpu_ms']:.3f} |"
+        f" {row['statements_per_call']:.2f} | {row['per_call']:.1f} | {row['per_s']:.0f} |",
+        "",
+        f"One head-walk lease statement ({BATCH} leased, {args.lessees - 1} batches held by"
+        f" peers), cut after each part, {args.explains} runs each rolled back:",
+        "",
+        "| cut after | backend CPU ms | shared buffers |",
+        "| --- | ---: | ---: |",
+    ]
+    lines += [f"| {p['part']} | {p['cpu_ms']:.2f} | {p['buffers']:.0f} |" for p in results["split"]]
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lifecycles", type=int, default=1000, help="at batch 1; 5x at 50")
@@ -490,7 +732,14 @@ def main() -> None:
         default=os.environ.get("BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"),
     )
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--leasing", action="store_true", help="the leasing row instead")
+    parser.add_argument("--lessees", type=int, default=16, help="--leasing: concurrent lessees")
+    parser.add_argument("--backlog", type=int, default=3016, help="--leasing: per round")
     args = parser.parse_args()
+    if args.leasing:
+        leased = asyncio.run(leasing_main(args))
+        print(json.dumps(leased, indent=1) if args.json else leasing_report(leased, args))
+        return
     results = asyncio.run(main_async(args))
     print(json.dumps(results, indent=1) if args.json else report(results))
 

@@ -4,9 +4,10 @@
 A live lease is one on an attempted operation that has not lapsed (``lease_expires_at >=
 now``, epoch ms): what an account's cap counts and what the one-lease-per-entity rule
 forbids twice. An operation may take a lease (``lease_allowed``) when its account is neither
-paused (on its own or with its whole connector: ``unpaused``) nor throttled, below its cap, and
-it is the oldest attempted operation of its provider entity (the watch identity) with no
-other operation of the entity holding a live lease. A paused account's watches are claimed
+paused (on its own or with its whole connector: ``unpaused``) nor throttled (both asked at
+once: ``open_account``), below its cap, and it is the oldest attempted operation of its
+provider entity (the watch identity) with no other operation of the entity holding a live
+lease. A paused account's watches are claimed
 by no verifier and its operations and watches are left out of the due lists: those
 predicates (``store.operations.due_operation``, ``store.retention``,
 ``store.watches.due_watch``) apply ``unpaused`` too.
@@ -93,9 +94,16 @@ def unpaused(subject: Any) -> sa.ColumnElement[bool]:
     )
 
 
-def throttled(subject: Any, now: Any) -> sa.ColumnElement[bool]:
-    """``subject``'s account is throttled at ``now`` (``throttled_until > now``)."""
-    return sa.exists().where(_same_account(account, subject), account.c.throttled_until > now)
+def open_account(subject: Any, now: Any) -> sa.ColumnElement[bool]:
+    """``subject``'s account is neither paused (``unpaused``) nor throttled at ``now``
+    (``throttled_until > now``): one probe of its account row for both (``paused_at`` set
+    or the throttle), beside its connector's pause; what ``unpaused`` and a throttle probe
+    side by side would ask in two."""
+    shut = sa.or_(account.c.paused_at.is_not(None), account.c.throttled_until > now)
+    return sa.and_(
+        ~sa.exists().where(_same_account(account, subject), shut),
+        ~sa.exists().where(paused_connector.c.connector_name == subject.connector_name),
+    )
 
 
 def in_flight(subject: Any, now: Any, but: tuple[Any, Any] | None = None) -> Any:
@@ -112,18 +120,38 @@ def in_flight(subject: Any, now: Any, but: tuple[Any, Any] | None = None) -> Any
     return query.scalar_subquery()
 
 
-def with_room(subject: sa.FromClause, now: Any) -> tuple[sa.Join, sa.ColumnElement[Any]]:
+def with_room(
+    subject: sa.FromClause, now: Any, caps: sa.FromClause | None = None
+) -> tuple[sa.Join, sa.ColumnElement[Any]]:
     """``subject`` (rows naming ``connector_name`` and ``account_key``) outer-joined to its
-    account, and that account's room at ``now``: its cap less its live leases
+    account's cap, and that account's room at ``now``: its cap less its live leases
     (``in_flight``), null when it has no cap. What a batch that hands out leases ranks its
-    rows of one account against."""
-    capped = account.alias("capped")
+    rows of one account against. The cap is read from ``caps`` when given (rows naming
+    ``connector_name``, ``account_key`` and ``max_in_flight``, holding at least every
+    capped account of ``subject``'s: ``capped_accounts``), else from the account table."""
+    capped = account.alias("capped") if caps is None else caps
     joined = subject.outerjoin(capped, _same_account(capped, subject.c))
     room = sa.case(
         (capped.c.max_in_flight.is_(None), None),
         else_=capped.c.max_in_flight - in_flight(subject.c, now),
     )
     return joined, room
+
+
+def capped_accounts(subject: sa.FromClause) -> sa.CTE:
+    """The accounts of ``subject``'s rows (naming ``connector_name`` and ``account_key``)
+    that have a cap, with it (``max_in_flight``): one probe of each row's account, read once
+    by ``with_room`` and by whatever locks them, so an uncapped account costs no more."""
+    capped = account.alias("capped")
+    wanted = sa.select(subject.c.connector_name, subject.c.account_key)
+    return (
+        sa.select(capped.c.connector_name, capped.c.account_key, capped.c.max_in_flight)
+        .where(
+            capped.c.max_in_flight.is_not(None),
+            sa.tuple_(capped.c.connector_name, capped.c.account_key).in_(wanted),
+        )
+        .cte("caps")
+    )
 
 
 def at_cap(subject: Any, now: Any, but: tuple[Any, Any] | None = None) -> sa.ColumnElement[bool]:
@@ -222,13 +250,12 @@ def lease_allowed(
     attempted operation of its entity, and no other operation of the entity holds a live
     lease."""
     guards = [
-        unpaused(subject),
-        sa.not_(throttled(subject, now)),
+        open_account(subject, now),
         sa.not_(older_in_entity(subject, key)),
         sa.not_(entity_taken(subject, now, key)),
     ]
     if cap:
-        guards.insert(2, sa.not_(at_cap(subject, now, key)))
+        guards.insert(1, sa.not_(at_cap(subject, now, key)))
     return sa.and_(*guards)
 
 

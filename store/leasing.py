@@ -687,20 +687,21 @@ def _touch_accounts(leased: sa.CTE) -> sa.CTE:
     )
 
 
-def _fresh_capped(candidate: sa.FromClause) -> sa.CTE:
-    """The capped accounts of ``candidate``'s rows that this statement may lease from
-    (PostgreSQL): locked with ``FOR UPDATE SKIP LOCKED`` (an account a peer is leasing from,
-    or claiming in, is skipped, never waited for), and whose locked row is the version the
-    statement's snapshot reads (``xmin``): a peer that leased from it and committed after
-    the snapshot began wrote it (``_touch_accounts``), and the snapshot's in-flight count
-    would miss that peer's leases, so such an account is skipped too."""
+def _fresh_capped(caps: sa.FromClause) -> sa.CTE:
+    """The capped accounts of the candidates (``caps``: ``lease_guards.capped_accounts``)
+    that this statement may lease from (PostgreSQL): locked with ``FOR UPDATE SKIP LOCKED``
+    (an account a peer is leasing from, or claiming in, is skipped, never waited for), and
+    whose locked row is the version the statement's snapshot reads (``xmin``): a peer that
+    leased from it and committed after the snapshot began wrote it (``_touch_accounts``),
+    and the snapshot's in-flight count would miss that peer's leases, so such an account is
+    skipped too."""
     locked = account.alias("locked")
     seen = account.alias("seen")
     same = sa.and_(
         locked.c.connector_name == seen.c.connector_name,
         locked.c.account_key == seen.c.account_key,
     )
-    wanted = sa.select(candidate.c.connector_name, candidate.c.account_key)
+    wanted = sa.select(caps.c.connector_name, caps.c.account_key)
     return (
         sa.select(
             locked.c.connector_name,
@@ -820,8 +821,7 @@ def _leasing_accounts(accounts: sa.CTE, now: Any, where: Filters) -> sa.ColumnEl
     live leases, at most its cap."""
     subject = accounts.c
     conditions = [
-        guards.unpaused(subject),
-        sa.not_(guards.throttled(subject, now)),
+        guards.open_account(subject, now),
         sa.not_(_at_cap(accounts, now)),
     ]
     connector, keys, _ = where
@@ -1237,10 +1237,11 @@ def _chosen(
         candidate.c.caller_did,
         candidate.c.operation_id,
     ]
-    joined, account_room = guards.with_room(candidate, now)
+    caps = guards.capped_accounts(candidate)
+    joined, account_room = guards.with_room(candidate, now, caps)
     stale: sa.ColumnElement[bool] = sa.false()
     if postgres:
-        capped = _fresh_capped(candidate)
+        capped = _fresh_capped(caps)
         joined = joined.outerjoin(
             capped,
             sa.and_(

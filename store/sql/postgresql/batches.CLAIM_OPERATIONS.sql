@@ -131,17 +131,11 @@ WITH changed AS (
           FROM kubun_connector_account
           WHERE kubun_connector_account.connector_name = item.connector_name
             AND kubun_connector_account.account_key = item.account_key
-            AND kubun_connector_account.paused_at IS NOT NULL
+            AND (kubun_connector_account.paused_at IS NOT NULL OR kubun_connector_account.throttled_until > :p_now::BIGINT)
         )) AND NOT (EXISTS (
           SELECT *
           FROM kubun_connector_paused_connector
           WHERE kubun_connector_paused_connector.connector_name = item.connector_name
-        )) AND NOT (EXISTS (
-          SELECT *
-          FROM kubun_connector_account
-          WHERE kubun_connector_account.connector_name = item.connector_name
-            AND kubun_connector_account.account_key = item.account_key
-            AND kubun_connector_account.throttled_until > :p_now::BIGINT
         )) AND NOT EXISTS (
           SELECT *
           FROM (

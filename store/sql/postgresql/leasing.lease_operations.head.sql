@@ -148,19 +148,12 @@ WITH candidates AS (
           FROM kubun_connector_account
           WHERE kubun_connector_account.connector_name = head.connector_name
             AND kubun_connector_account.account_key = head.account_key
-            AND kubun_connector_account.paused_at IS NOT NULL
+            AND (kubun_connector_account.paused_at IS NOT NULL OR kubun_connector_account.throttled_until > :p_now::BIGINT)
         ))
           AND NOT (EXISTS (
             SELECT *
             FROM kubun_connector_paused_connector
             WHERE kubun_connector_paused_connector.connector_name = head.connector_name
-          ))
-          AND NOT (EXISTS (
-            SELECT *
-            FROM kubun_connector_account
-            WHERE kubun_connector_account.connector_name = head.connector_name
-              AND kubun_connector_account.account_key = head.account_key
-              AND kubun_connector_account.throttled_until > :p_now::BIGINT
           ))
           AND NOT EXISTS (
             SELECT *
@@ -208,6 +201,18 @@ WITH candidates AS (
     WHERE firsts.firsts >= :p_size::INTEGER
   ) AS candidate
 ),
+caps AS (
+  SELECT capped.connector_name AS connector_name,
+    capped.account_key AS account_key,
+    capped.max_in_flight AS max_in_flight
+  FROM kubun_connector_account AS capped
+  WHERE capped.max_in_flight IS NOT NULL
+    AND (capped.connector_name, capped.account_key) IN (
+      SELECT candidates.connector_name,
+        candidates.account_key
+      FROM candidates
+    )
+),
 capped_locked AS (
   SELECT locked.connector_name AS connector_name,
     locked.account_key AS account_key,
@@ -217,9 +222,9 @@ capped_locked AS (
   JOIN kubun_connector_account AS seen ON locked.connector_name = seen.connector_name AND locked.account_key = seen.account_key
   WHERE locked.max_in_flight IS NOT NULL
     AND (locked.connector_name, locked.account_key) IN (
-      SELECT candidates.connector_name,
-        candidates.account_key
-      FROM candidates
+      SELECT caps.connector_name,
+        caps.account_key
+      FROM caps
     )
   ORDER BY locked.connector_name, locked.account_key
   FOR UPDATE OF locked SKIP LOCKED
@@ -245,7 +250,7 @@ capacity AS (
       candidates.due_at AS due_at,
       candidates.owner_rank AS owner_rank,
       candidates.head_firsts AS head_firsts,
-      CASE WHEN (CASE WHEN (capped.max_in_flight IS NULL) THEN NULL ELSE capped.max_in_flight - (
+      CASE WHEN (CASE WHEN (caps.max_in_flight IS NULL) THEN NULL ELSE caps.max_in_flight - (
         SELECT count(*) AS count_1
         FROM kubun_connector_operation AS leased
         WHERE leased.connector_name = candidates.connector_name
@@ -253,7 +258,7 @@ capacity AS (
           AND leased.state = 'attempted'
           AND leased.lease_token IS NOT NULL
           AND leased.lease_expires_at >= :p_now::BIGINT
-      ) END IS NOT NULL AND NOT coalesce(capped_locked.fresh, :coalesce_1::BOOLEAN)) THEN :param_2::INTEGER ELSE CASE WHEN (capped.max_in_flight IS NULL) THEN NULL ELSE capped.max_in_flight - (
+      ) END IS NOT NULL AND NOT coalesce(capped_locked.fresh, :coalesce_1::BOOLEAN)) THEN :param_2::INTEGER ELSE CASE WHEN (caps.max_in_flight IS NULL) THEN NULL ELSE caps.max_in_flight - (
         SELECT count(*) AS count_1
         FROM kubun_connector_operation AS leased
         WHERE leased.connector_name = candidates.connector_name
@@ -262,7 +267,7 @@ capacity AS (
           AND leased.lease_token IS NOT NULL
           AND leased.lease_expires_at >= :p_now::BIGINT
       ) END END AS room,
-      CASE WHEN (capped.max_in_flight IS NULL) THEN NULL ELSE capped.max_in_flight - (
+      CASE WHEN (caps.max_in_flight IS NULL) THEN NULL ELSE caps.max_in_flight - (
         SELECT count(*) AS count_1
         FROM kubun_connector_operation AS leased
         WHERE leased.connector_name = candidates.connector_name
@@ -274,7 +279,7 @@ capacity AS (
       candidates.head_firsts AS walked,
       row_number() OVER (PARTITION BY candidates.connector_name, candidates.account_key ORDER BY candidates.owner_rank, candidates.due_at, candidates.caller_did, candidates.operation_id) AS account_rank
     FROM candidates
-    LEFT OUTER JOIN kubun_connector_account AS capped ON capped.connector_name = candidates.connector_name AND capped.account_key = candidates.account_key
+    LEFT OUTER JOIN caps ON caps.connector_name = candidates.connector_name AND caps.account_key = candidates.account_key
     LEFT OUTER JOIN capped_locked ON capped_locked.connector_name = candidates.connector_name AND capped_locked.account_key = candidates.account_key
   ) AS ranked_in_account
 ),

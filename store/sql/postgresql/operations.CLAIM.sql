@@ -45,17 +45,11 @@ WITH changed AS (
       FROM kubun_connector_account
       WHERE kubun_connector_account.connector_name = :p_connector_name::VARCHAR COLLATE "C"
         AND kubun_connector_account.account_key = :p_account_key::VARCHAR COLLATE "C"
-        AND kubun_connector_account.paused_at IS NOT NULL
+        AND (kubun_connector_account.paused_at IS NOT NULL OR kubun_connector_account.throttled_until > :p_now::BIGINT)
     )) AND NOT (EXISTS (
       SELECT *
       FROM kubun_connector_paused_connector
       WHERE kubun_connector_paused_connector.connector_name = :p_connector_name::VARCHAR COLLATE "C"
-    )) AND NOT (EXISTS (
-      SELECT *
-      FROM kubun_connector_account
-      WHERE kubun_connector_account.connector_name = :p_connector_name::VARCHAR COLLATE "C"
-        AND kubun_connector_account.account_key = :p_account_key::VARCHAR COLLATE "C"
-        AND kubun_connector_account.throttled_until > :p_now::BIGINT
     )) AND NOT (EXISTS (
       SELECT *
       FROM kubun_connector_account
@@ -113,17 +107,11 @@ WITH changed AS (
       FROM kubun_connector_account
       WHERE kubun_connector_account.connector_name = :p_connector_name::VARCHAR COLLATE "C"
         AND kubun_connector_account.account_key = :p_account_key::VARCHAR COLLATE "C"
-        AND kubun_connector_account.paused_at IS NOT NULL
+        AND (kubun_connector_account.paused_at IS NOT NULL OR kubun_connector_account.throttled_until > :p_now::BIGINT)
     )) AND NOT (EXISTS (
       SELECT *
       FROM kubun_connector_paused_connector
       WHERE kubun_connector_paused_connector.connector_name = :p_connector_name::VARCHAR COLLATE "C"
-    )) AND NOT (EXISTS (
-      SELECT *
-      FROM kubun_connector_account
-      WHERE kubun_connector_account.connector_name = :p_connector_name::VARCHAR COLLATE "C"
-        AND kubun_connector_account.account_key = :p_account_key::VARCHAR COLLATE "C"
-        AND kubun_connector_account.throttled_until > :p_now::BIGINT
     )) AND NOT (EXISTS (
       SELECT *
       FROM kubun_connector_account

@@ -121,17 +121,11 @@ FROM (
         FROM kubun_connector_account
         WHERE kubun_connector_account.connector_name = item.connector_name
           AND kubun_connector_account.account_key = item.account_key
-          AND kubun_connector_account.paused_at IS NOT NULL
+          AND (kubun_connector_account.paused_at IS NOT NULL OR kubun_connector_account.throttled_until > :p_now)
       )) AND NOT (EXISTS (
         SELECT *
         FROM kubun_connector_paused_connector
         WHERE kubun_connector_paused_connector.connector_name = item.connector_name
-      )) AND NOT (EXISTS (
-        SELECT *
-        FROM kubun_connector_account
-        WHERE kubun_connector_account.connector_name = item.connector_name
-          AND kubun_connector_account.account_key = item.account_key
-          AND kubun_connector_account.throttled_until > :p_now
       )) AND NOT EXISTS (
         SELECT *
         FROM kubun_connector_operation AS entity_other

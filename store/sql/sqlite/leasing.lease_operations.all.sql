@@ -49,19 +49,12 @@ WITH candidates AS (
         FROM kubun_connector_account
         WHERE kubun_connector_account.connector_name = kubun_connector_operation.connector_name
           AND kubun_connector_account.account_key = kubun_connector_operation.account_key
-          AND kubun_connector_account.paused_at IS NOT NULL
+          AND (kubun_connector_account.paused_at IS NOT NULL OR kubun_connector_account.throttled_until > :p_now)
       ))
       AND NOT (EXISTS (
         SELECT *
         FROM kubun_connector_paused_connector
         WHERE kubun_connector_paused_connector.connector_name = kubun_connector_operation.connector_name
-      ))
-      AND NOT (EXISTS (
-        SELECT *
-        FROM kubun_connector_account
-        WHERE kubun_connector_account.connector_name = kubun_connector_operation.connector_name
-          AND kubun_connector_account.account_key = kubun_connector_operation.account_key
-          AND kubun_connector_account.throttled_until > :p_now
       ))
       AND NOT EXISTS (
         SELECT *
@@ -94,6 +87,18 @@ WITH candidates AS (
       AND kubun_connector_operation.connector_name = :p_connector
   ) AS candidate
 ),
+caps AS (
+  SELECT capped.connector_name AS connector_name,
+    capped.account_key AS account_key,
+    capped.max_in_flight AS max_in_flight
+  FROM kubun_connector_account AS capped
+  WHERE capped.max_in_flight IS NOT NULL
+    AND (capped.connector_name, capped.account_key) IN (
+      SELECT candidates.connector_name,
+        candidates.account_key
+      FROM candidates
+    )
+),
 capacity AS (
   SELECT ranked_in_account.caller_did AS caller_did,
     ranked_in_account.operation_id AS operation_id,
@@ -113,7 +118,7 @@ capacity AS (
       candidates.account_key AS account_key,
       candidates.due_at AS due_at,
       candidates.owner_rank AS owner_rank,
-      CASE WHEN (capped.max_in_flight IS NULL) THEN NULL ELSE capped.max_in_flight - (
+      CASE WHEN (caps.max_in_flight IS NULL) THEN NULL ELSE caps.max_in_flight - (
         SELECT count(*) AS count_1
         FROM kubun_connector_operation AS leased
         WHERE leased.connector_name = candidates.connector_name
@@ -126,7 +131,7 @@ capacity AS (
       :param_3 AS walked,
       row_number() OVER (PARTITION BY candidates.connector_name, candidates.account_key ORDER BY candidates.owner_rank, candidates.due_at, candidates.caller_did, candidates.operation_id) AS account_rank
     FROM candidates
-    LEFT OUTER JOIN kubun_connector_account AS capped ON capped.connector_name = candidates.connector_name AND capped.account_key = candidates.account_key
+    LEFT OUTER JOIN caps ON caps.connector_name = candidates.connector_name AND caps.account_key = candidates.account_key
   ) AS ranked_in_account
 ),
 chosen AS (
@@ -228,19 +233,12 @@ WITH candidates AS (
         FROM kubun_connector_account
         WHERE kubun_connector_account.connector_name = kubun_connector_operation.connector_name
           AND kubun_connector_account.account_key = kubun_connector_operation.account_key
-          AND kubun_connector_account.paused_at IS NOT NULL
+          AND (kubun_connector_account.paused_at IS NOT NULL OR kubun_connector_account.throttled_until > :p_now)
       ))
       AND NOT (EXISTS (
         SELECT *
         FROM kubun_connector_paused_connector
         WHERE kubun_connector_paused_connector.connector_name = kubun_connector_operation.connector_name
-      ))
-      AND NOT (EXISTS (
-        SELECT *
-        FROM kubun_connector_account
-        WHERE kubun_connector_account.connector_name = kubun_connector_operation.connector_name
-          AND kubun_connector_account.account_key = kubun_connector_operation.account_key
-          AND kubun_connector_account.throttled_until > :p_now
       ))
       AND NOT EXISTS (
         SELECT *
@@ -273,6 +271,18 @@ WITH candidates AS (
       AND kubun_connector_operation.connector_name = :p_connector
   ) AS candidate
 ),
+caps AS (
+  SELECT capped.connector_name AS connector_name,
+    capped.account_key AS account_key,
+    capped.max_in_flight AS max_in_flight
+  FROM kubun_connector_account AS capped
+  WHERE capped.max_in_flight IS NOT NULL
+    AND (capped.connector_name, capped.account_key) IN (
+      SELECT candidates.connector_name,
+        candidates.account_key
+      FROM candidates
+    )
+),
 capacity AS (
   SELECT ranked_in_account.caller_did AS caller_did,
     ranked_in_account.operation_id AS operation_id,
@@ -292,7 +302,7 @@ capacity AS (
       candidates.account_key AS account_key,
       candidates.due_at AS due_at,
       candidates.owner_rank AS owner_rank,
-      CASE WHEN (capped.max_in_flight IS NULL) THEN NULL ELSE capped.max_in_flight - (
+      CASE WHEN (caps.max_in_flight IS NULL) THEN NULL ELSE caps.max_in_flight - (
         SELECT count(*) AS count_1
         FROM kubun_connector_operation AS leased
         WHERE leased.connector_name = candidates.connector_name
@@ -305,7 +315,7 @@ capacity AS (
       :param_4 AS walked,
       row_number() OVER (PARTITION BY candidates.connector_name, candidates.account_key ORDER BY candidates.owner_rank, candidates.due_at, candidates.caller_did, candidates.operation_id) AS account_rank
     FROM candidates
-    LEFT OUTER JOIN kubun_connector_account AS capped ON capped.connector_name = candidates.connector_name AND capped.account_key = candidates.account_key
+    LEFT OUTER JOIN caps ON caps.connector_name = candidates.connector_name AND caps.account_key = candidates.account_key
   ) AS ranked_in_account
 ),
 chosen AS (

@@ -89,19 +89,12 @@ leasing_accounts AS (
     FROM kubun_connector_account
     WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
       AND kubun_connector_account.account_key = owner_accounts.account_key
-      AND kubun_connector_account.paused_at IS NOT NULL
+      AND (kubun_connector_account.paused_at IS NOT NULL OR kubun_connector_account.throttled_until > :p_now)
   ))
     AND NOT (EXISTS (
       SELECT *
       FROM kubun_connector_paused_connector
       WHERE kubun_connector_paused_connector.connector_name = owner_accounts.connector_name
-    ))
-    AND NOT (EXISTS (
-      SELECT *
-      FROM kubun_connector_account
-      WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
-        AND kubun_connector_account.account_key = owner_accounts.account_key
-        AND kubun_connector_account.throttled_until > :p_now
     ))
     AND NOT (EXISTS (
       SELECT *
@@ -160,19 +153,12 @@ candidates AS (
             FROM kubun_connector_account
             WHERE kubun_connector_account.connector_name = kubun_connector_operation.connector_name
               AND kubun_connector_account.account_key = kubun_connector_operation.account_key
-              AND kubun_connector_account.paused_at IS NOT NULL
+              AND (kubun_connector_account.paused_at IS NOT NULL OR kubun_connector_account.throttled_until > :p_now)
           ))
           AND NOT (EXISTS (
             SELECT *
             FROM kubun_connector_paused_connector
             WHERE kubun_connector_paused_connector.connector_name = kubun_connector_operation.connector_name
-          ))
-          AND NOT (EXISTS (
-            SELECT *
-            FROM kubun_connector_account
-            WHERE kubun_connector_account.connector_name = kubun_connector_operation.connector_name
-              AND kubun_connector_account.account_key = kubun_connector_operation.account_key
-              AND kubun_connector_account.throttled_until > :p_now
           ))
           AND NOT EXISTS (
             SELECT *
@@ -232,19 +218,12 @@ candidates AS (
             FROM kubun_connector_account
             WHERE kubun_connector_account.connector_name = kubun_connector_operation.connector_name
               AND kubun_connector_account.account_key = kubun_connector_operation.account_key
-              AND kubun_connector_account.paused_at IS NOT NULL
+              AND (kubun_connector_account.paused_at IS NOT NULL OR kubun_connector_account.throttled_until > :p_now)
           ))
           AND NOT (EXISTS (
             SELECT *
             FROM kubun_connector_paused_connector
             WHERE kubun_connector_paused_connector.connector_name = kubun_connector_operation.connector_name
-          ))
-          AND NOT (EXISTS (
-            SELECT *
-            FROM kubun_connector_account
-            WHERE kubun_connector_account.connector_name = kubun_connector_operation.connector_name
-              AND kubun_connector_account.account_key = kubun_connector_operation.account_key
-              AND kubun_connector_account.throttled_until > :p_now
           ))
           AND NOT EXISTS (
             SELECT *
@@ -282,6 +261,18 @@ candidates AS (
     ) AS gathered
   ) AS candidate
 ),
+caps AS (
+  SELECT capped.connector_name AS connector_name,
+    capped.account_key AS account_key,
+    capped.max_in_flight AS max_in_flight
+  FROM kubun_connector_account AS capped
+  WHERE capped.max_in_flight IS NOT NULL
+    AND (capped.connector_name, capped.account_key) IN (
+      SELECT candidates.connector_name,
+        candidates.account_key
+      FROM candidates
+    )
+),
 capacity AS (
   SELECT ranked_in_account.caller_did AS caller_did,
     ranked_in_account.operation_id AS operation_id,
@@ -303,7 +294,7 @@ capacity AS (
       candidates.due_at AS due_at,
       candidates.owner_rank AS owner_rank,
       candidates.owners AS owners,
-      CASE WHEN (capped.max_in_flight IS NULL) THEN NULL ELSE capped.max_in_flight - (
+      CASE WHEN (caps.max_in_flight IS NULL) THEN NULL ELSE caps.max_in_flight - (
         SELECT count(*) AS count_1
         FROM kubun_connector_operation AS leased
         WHERE leased.connector_name = candidates.connector_name
@@ -316,7 +307,7 @@ capacity AS (
       candidates.owners AS walked,
       row_number() OVER (PARTITION BY candidates.connector_name, candidates.account_key ORDER BY candidates.owner_rank, candidates.due_at, candidates.caller_did, candidates.operation_id) AS account_rank
     FROM candidates
-    LEFT OUTER JOIN kubun_connector_account AS capped ON capped.connector_name = candidates.connector_name AND capped.account_key = candidates.account_key
+    LEFT OUTER JOIN caps ON caps.connector_name = candidates.connector_name AND caps.account_key = candidates.account_key
   ) AS ranked_in_account
 ),
 chosen AS (
@@ -458,19 +449,12 @@ leasing_accounts AS (
     FROM kubun_connector_account
     WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
       AND kubun_connector_account.account_key = owner_accounts.account_key
-      AND kubun_connector_account.paused_at IS NOT NULL
+      AND (kubun_connector_account.paused_at IS NOT NULL OR kubun_connector_account.throttled_until > :p_now)
   ))
     AND NOT (EXISTS (
       SELECT *
       FROM kubun_connector_paused_connector
       WHERE kubun_connector_paused_connector.connector_name = owner_accounts.connector_name
-    ))
-    AND NOT (EXISTS (
-      SELECT *
-      FROM kubun_connector_account
-      WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
-        AND kubun_connector_account.account_key = owner_accounts.account_key
-        AND kubun_connector_account.throttled_until > :p_now
     ))
     AND NOT (EXISTS (
       SELECT *
@@ -529,19 +513,12 @@ candidates AS (
             FROM kubun_connector_account
             WHERE kubun_connector_account.connector_name = kubun_connector_operation.connector_name
               AND kubun_connector_account.account_key = kubun_connector_operation.account_key
-              AND kubun_connector_account.paused_at IS NOT NULL
+              AND (kubun_connector_account.paused_at IS NOT NULL OR kubun_connector_account.throttled_until > :p_now)
           ))
           AND NOT (EXISTS (
             SELECT *
             FROM kubun_connector_paused_connector
             WHERE kubun_connector_paused_connector.connector_name = kubun_connector_operation.connector_name
-          ))
-          AND NOT (EXISTS (
-            SELECT *
-            FROM kubun_connector_account
-            WHERE kubun_connector_account.connector_name = kubun_connector_operation.connector_name
-              AND kubun_connector_account.account_key = kubun_connector_operation.account_key
-              AND kubun_connector_account.throttled_until > :p_now
           ))
           AND NOT EXISTS (
             SELECT *
@@ -601,19 +578,12 @@ candidates AS (
             FROM kubun_connector_account
             WHERE kubun_connector_account.connector_name = kubun_connector_operation.connector_name
               AND kubun_connector_account.account_key = kubun_connector_operation.account_key
-              AND kubun_connector_account.paused_at IS NOT NULL
+              AND (kubun_connector_account.paused_at IS NOT NULL OR kubun_connector_account.throttled_until > :p_now)
           ))
           AND NOT (EXISTS (
             SELECT *
             FROM kubun_connector_paused_connector
             WHERE kubun_connector_paused_connector.connector_name = kubun_connector_operation.connector_name
-          ))
-          AND NOT (EXISTS (
-            SELECT *
-            FROM kubun_connector_account
-            WHERE kubun_connector_account.connector_name = kubun_connector_operation.connector_name
-              AND kubun_connector_account.account_key = kubun_connector_operation.account_key
-              AND kubun_connector_account.throttled_until > :p_now
           ))
           AND NOT EXISTS (
             SELECT *
@@ -651,6 +621,18 @@ candidates AS (
     ) AS gathered
   ) AS candidate
 ),
+caps AS (
+  SELECT capped.connector_name AS connector_name,
+    capped.account_key AS account_key,
+    capped.max_in_flight AS max_in_flight
+  FROM kubun_connector_account AS capped
+  WHERE capped.max_in_flight IS NOT NULL
+    AND (capped.connector_name, capped.account_key) IN (
+      SELECT candidates.connector_name,
+        candidates.account_key
+      FROM candidates
+    )
+),
 capacity AS (
   SELECT ranked_in_account.caller_did AS caller_did,
     ranked_in_account.operation_id AS operation_id,
@@ -672,7 +654,7 @@ capacity AS (
       candidates.due_at AS due_at,
       candidates.owner_rank AS owner_rank,
       candidates.owners AS owners,
-      CASE WHEN (capped.max_in_flight IS NULL) THEN NULL ELSE capped.max_in_flight - (
+      CASE WHEN (caps.max_in_flight IS NULL) THEN NULL ELSE caps.max_in_flight - (
         SELECT count(*) AS count_1
         FROM kubun_connector_operation AS leased
         WHERE leased.connector_name = candidates.connector_name
@@ -685,7 +667,7 @@ capacity AS (
       candidates.owners AS walked,
       row_number() OVER (PARTITION BY candidates.connector_name, candidates.account_key ORDER BY candidates.owner_rank, candidates.due_at, candidates.caller_did, candidates.operation_id) AS account_rank
     FROM candidates
-    LEFT OUTER JOIN kubun_connector_account AS capped ON capped.connector_name = candidates.connector_name AND capped.account_key = candidates.account_key
+    LEFT OUTER JOIN caps ON caps.connector_name = candidates.connector_name AND caps.account_key = candidates.account_key
   ) AS ranked_in_account
 ),
 chosen AS (

@@ -36,17 +36,11 @@ SELECT :p_caller_did AS caller_did,
     FROM kubun_connector_account
     WHERE kubun_connector_account.connector_name = :p_connector_name
       AND kubun_connector_account.account_key = :p_account_key
-      AND kubun_connector_account.paused_at IS NOT NULL
+      AND (kubun_connector_account.paused_at IS NOT NULL OR kubun_connector_account.throttled_until > :p_now)
   )) AND NOT (EXISTS (
     SELECT *
     FROM kubun_connector_paused_connector
     WHERE kubun_connector_paused_connector.connector_name = :p_connector_name
-  )) AND NOT (EXISTS (
-    SELECT *
-    FROM kubun_connector_account
-    WHERE kubun_connector_account.connector_name = :p_connector_name
-      AND kubun_connector_account.account_key = :p_account_key
-      AND kubun_connector_account.throttled_until > :p_now
   )) AND NOT (EXISTS (
     SELECT *
     FROM kubun_connector_account
@@ -91,17 +85,11 @@ SELECT :p_caller_did AS caller_did,
     FROM kubun_connector_account
     WHERE kubun_connector_account.connector_name = :p_connector_name
       AND kubun_connector_account.account_key = :p_account_key
-      AND kubun_connector_account.paused_at IS NOT NULL
+      AND (kubun_connector_account.paused_at IS NOT NULL OR kubun_connector_account.throttled_until > :p_now)
   )) AND NOT (EXISTS (
     SELECT *
     FROM kubun_connector_paused_connector
     WHERE kubun_connector_paused_connector.connector_name = :p_connector_name
-  )) AND NOT (EXISTS (
-    SELECT *
-    FROM kubun_connector_account
-    WHERE kubun_connector_account.connector_name = :p_connector_name
-      AND kubun_connector_account.account_key = :p_account_key
-      AND kubun_connector_account.throttled_until > :p_now
   )) AND NOT (EXISTS (
     SELECT *
     FROM kubun_connector_account
