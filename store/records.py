@@ -37,8 +37,11 @@ JsonValue = Annotated[Any, "JSON"]
 
 
 def decode_json(value: Any) -> Any:
-    """Decode a JSON text column; a value the driver already decoded passes through."""
-    return json.loads(value) if isinstance(value, str) else value
+    """Decode a JSON text column (``null``, what a claim without a ``reissueIntent`` stores,
+    without the decoder); a value the driver already decoded passes through."""
+    if isinstance(value, str):
+        return None if value == "null" else json.loads(value)
+    return value
 
 
 def row_reader(
