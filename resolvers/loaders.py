@@ -99,10 +99,25 @@ class Loaders:
     _watch_operations_cached: DefaultCache[WatchIdentity, list[Sized[OperationRecord]]] = field(
         init=False, default_factory=DefaultCache
     )
+    _operations_cached: DefaultCache[tuple[str, str], Sized[OperationRecord] | None] = field(
+        init=False, default_factory=DefaultCache
+    )
+    _watches_cached: DefaultCache[WatchIdentity, Sized[WatchRecord] | None] = field(
+        init=False, default_factory=DefaultCache
+    )
+    _written_operations: dict[tuple[str, str], OperationRecord] = field(
+        init=False, default_factory=dict
+    )
+    """The operations this request's mutations wrote (``remember``), by key: ``operation``
+    answers them without a read."""
+    _written_watches: dict[WatchIdentity, WatchRecord] = field(init=False, default_factory=dict)
+    """The watches this request's mutations wrote, by identity: ``watch`` answers them."""
 
     def __post_init__(self) -> None:
-        self.operation = DataLoader(load_fn=self._load_operations)
-        self.watch = DataLoader(load_fn=self._load_watches)
+        self.operation = DataLoader(
+            load_fn=self._load_operations, cache_map=self._operations_cached
+        )
+        self.watch = DataLoader(load_fn=self._load_watches, cache_map=self._watches_cached)
         self.watch_operations = DataLoader(
             load_fn=self._load_watch_operations, cache_map=self._watch_operations_cached
         )
@@ -131,34 +146,42 @@ class Loaders:
     async def _load_operations(
         self, keys: Sequence[tuple[str, str]]
     ) -> list[Sized[OperationRecord] | GraphQLError | None]:
-        async with self.budget.reading("_entities") as allowance:
-            page = await self.store.operations.list_operations(keys, max_bytes=allowance)
-            self.budget.spend("_entities", page.sizes)
-        found = by_key(
-            keys,
-            page,
-            lambda record: (record.caller_did, record.operation_id),
-            lambda key: key,
-            lambda: self.budget.too_large("_entities"),
-            one_row=True,
-        )
-        return [one(found[key]) for key in keys]
+        answers = written(keys, self._written_operations)
+        unread = [key for key in keys if key not in answers]
+        if unread:
+            async with self.budget.reading("_entities") as allowance:
+                page = await self.store.operations.list_operations(unread, max_bytes=allowance)
+                self.budget.spend("_entities", page.sizes)
+            found = by_key(
+                unread,
+                page,
+                lambda record: (record.caller_did, record.operation_id),
+                lambda key: key,
+                lambda: self.budget.too_large("_entities"),
+                one_row=True,
+            )
+            answers |= {key: one(found[key]) for key in unread}
+        return [answers[key] for key in keys]
 
     async def _load_watches(
         self, identities: Sequence[WatchIdentity]
     ) -> list[Sized[WatchRecord] | GraphQLError | None]:
-        async with self.budget.reading("watch") as allowance:
-            page = await self.store.watches.list_watches(identities, max_bytes=allowance)
-            self.budget.spend("watch", page.sizes)
-        found = by_key(
-            identities,
-            page,
-            lambda record: record.identity,
-            lambda identity: identity.parts,
-            lambda: self.budget.too_large("watch"),
-            one_row=True,
-        )
-        return [one(found[identity]) for identity in identities]
+        answers = written(identities, self._written_watches)
+        unread = [identity for identity in identities if identity not in answers]
+        if unread:
+            async with self.budget.reading("watch") as allowance:
+                page = await self.store.watches.list_watches(unread, max_bytes=allowance)
+                self.budget.spend("watch", page.sizes)
+            found = by_key(
+                unread,
+                page,
+                lambda record: record.identity,
+                lambda identity: identity.parts,
+                lambda: self.budget.too_large("watch"),
+                one_row=True,
+            )
+            answers |= {identity: one(found[identity]) for identity in unread}
+        return [answers[identity] for identity in identities]
 
     async def _load_watch_operations(
         self, identities: Sequence[WatchIdentity]
@@ -180,18 +203,22 @@ class Loaders:
 
     def remember(self, *records: OperationRecord | WatchRecord | None) -> None:
         """Take in rows a mutation just wrote (or re-read): a watch replaces the cached one;
-        an operation drops the cached operation list of its watch. None is skipped."""
+        an operation replaces the cached one and drops the cached operation list of its
+        watch. None is skipped. The rows are kept by key and answered when a field loads
+        them (``_written_operations``, ``_written_watches``): most requests never do, and
+        pay for no cache entry then."""
         for record in records:
             if isinstance(record, WatchRecord):
-                self.watch.prime(record.identity, Sized(record, 0), force=True)
+                identity = record.identity
+                self._written_watches[identity] = record
+                forget(self.watch, self._watches_cached, identity)
             elif isinstance(record, OperationRecord):
                 key = (record.caller_did, record.operation_id)
-                self.operation.prime(key, Sized(record, 0), force=True)
+                self._written_operations[key] = record
+                forget(self.operation, self._operations_cached, key)
                 # Most requests never load a watch's operations: no identity to build then.
                 if self._watch_operations_cached.cache_map:
-                    # DataLoader.clear raises KeyError for a key it never loaded.
-                    with suppress(KeyError):
-                        self.watch_operations.clear(record.identity)
+                    forget(self.watch_operations, self._watch_operations_cached, record.identity)
         if records:
             # A write appended events: pages read before it are stale.
             self.operation_events.clear_all()
@@ -224,6 +251,21 @@ def _by_page(pages: Sequence[EventPage[_K]]) -> dict[tuple[str | None, int], lis
     for key, after, size in pages:
         grouped.setdefault((after, size), []).append(key)
     return grouped
+
+
+def written(keys: Sequence[_K], rows: dict[_K, _R]) -> dict[_K, Sized[_R] | GraphQLError | None]:
+    """The rows among ``keys`` a mutation of the request wrote, by key, at size 0: a
+    mutation's answer is bounded by its input."""
+    return {key: Sized(rows[key], 0) for key in keys if key in rows}
+
+
+def forget(loader: DataLoader[_K, _R], cache: DefaultCache[_K, _R], key: _K) -> None:
+    """Drop ``loader``'s cached answer for ``key`` (its cache is ``cache``), if it holds
+    one."""
+    if cache.cache_map:
+        # DataLoader.clear raises KeyError for a key it never loaded.
+        with suppress(KeyError):
+            loader.clear(key)
 
 
 def one(rows: list[Sized[_R]] | GraphQLError) -> Sized[_R] | GraphQLError | None:

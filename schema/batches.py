@@ -11,6 +11,7 @@ from schema.inputs import (
     RecordOperationInput,
     RecordVerificationInput,
 )
+from schema.leaf_inputs import items_input
 from schema.results import (
     ClaimOperationResult,
     FinalizeOperationPayload,
@@ -26,21 +27,25 @@ ITEMS = (
 RESULTS = "Each item's outcome, in input order."
 
 
+@items_input
 @strawberry.input(description="Claim many operation keys, each as `claimOperation`.")
 class ClaimOperationsInput:
     items: list[ClaimOperationInput] = strawberry.field(description=ITEMS)
 
 
+@items_input
 @strawberry.input(description="Mark many attempts as sent, each as `markSendStarted`.")
 class MarkSendsStartedInput:
     items: list[MarkSendStartedInput] = strawberry.field(description=ITEMS)
 
 
+@items_input
 @strawberry.input(description="Finalize many operations, each as `finalizeOperation`.")
 class FinalizeOperationsInput:
     items: list[FinalizeOperationInput] = strawberry.field(description=ITEMS)
 
 
+@items_input
 @strawberry.input(description="Record many operations, each as `recordOperation`.")
 class RecordOperationsInput:
     items: list[RecordOperationInput] = strawberry.field(description=ITEMS)

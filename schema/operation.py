@@ -9,7 +9,7 @@ from schema.enums import DeferReason, OperationState
 from schema.event import OperationEventConnection
 from schema.names import to_graphql_name
 from schema.node import Node
-from schema.records import mirrors, record_values
+from schema.records import RecordView, mirrors
 from schema.watch import Watch
 from store.records import OPERATION_KEY, OperationRecord
 
@@ -27,7 +27,7 @@ KEY_FIELDS = tuple(to_graphql_name(name) for name in OPERATION_KEY)
     types={"state": OperationState, "defer_reason": DeferReason | None},
     omit={"lease_token", "reissued_from", "reissued_as"},
 )
-class Operation(Node):
+class Operation(Node, RecordView):
     # The record's leaseToken is served by the field below (null to other viewers); nested
     # fields read the record itself.
     record: strawberry.Private[OperationRecord]
@@ -84,5 +84,5 @@ class Operation(Node):
 
     @classmethod
     def from_record(cls, record: OperationRecord) -> "Operation":
-        """The GraphQL view of a stored operation."""
-        return cls(record=record, **record_values(cls, record))
+        """The GraphQL view of a stored operation (``RecordView.view``)."""
+        return cls.view(record)

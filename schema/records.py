@@ -8,7 +8,9 @@ becomes ``EpochMillis``, ``JsonValue`` becomes ``JSON``, ``X | None`` stays null
 entry of ``types`` names another one (an enum). A field the class annotates itself (to give
 it a description) keeps the record's place; ``omit`` leaves record fields out, each for a
 reason said where it is used. The conversion from a record is ``record_values``: it names
-every mirrored field, converts enums by ``types``, and raises for a field it cannot fill.
+every mirrored field, converts enums by ``types``, and raises for a field it cannot fill. A
+type that holds its record (``RecordView``) reads each mirrored field from it when asked
+instead, so building one copies nothing.
 """
 
 import dataclasses
@@ -16,16 +18,17 @@ import inspect
 from collections.abc import Callable, Collection, Mapping
 from enum import Enum
 from types import NoneType, UnionType
-from typing import Any, TypeVar, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin
 
 from schema.scalars import JSON, EpochMillis
 from store.records import EpochMs, JsonValue
 
 _T = TypeVar("_T")
+_V = TypeVar("_V", bound="RecordView")
 
 MIRRORED = "__mirrored_fields__"
 """The class attribute naming the record fields a mirrored class carries, in order, each
-with the enum its GraphQL type is (or None)."""
+with the enum its GraphQL type is (or None), as a dict."""
 
 
 class RecordMismatch(TypeError):
@@ -84,7 +87,7 @@ def mirrors(
                 setattr(cls, name, field.default)
         annotations |= own
         cls.__annotations__ = annotations
-        setattr(cls, MIRRORED, tuple((name, _enum_of(annotations[name])) for name in mirrored))
+        setattr(cls, MIRRORED, {name: _enum_of(annotations[name]) for name in mirrored})
         return cls
 
     return decorate
@@ -96,11 +99,38 @@ def record_values(cls: type, record: object) -> dict[str, Any]:
     fields = getattr(cls, MIRRORED, None)
     if fields is None:
         raise RecordMismatch(f"{cls.__name__} mirrors no record")
-    values = {name: getattr(record, name) for name, _ in fields}
-    for name, enum in fields:
+    values = {name: getattr(record, name) for name in fields}
+    for name, enum in fields.items():
         if enum is not None and values[name] is not None:
             values[name] = enum(values[name])
     return values
+
+
+class RecordView:
+    """The base of a mirrored type that holds its record in ``record`` (a
+    ``strawberry.Private`` field of its own): ``view`` builds one from the record alone, and
+    each mirrored field is read from the record when a selection (or any code) asks for it,
+    an enum field's as its member, as ``record_values`` gives it. A batch's lean selections
+    read one or two of an operation's thirty fields: the rest are never copied."""
+
+    @classmethod
+    def view(cls: type[_V], record: object) -> _V:
+        """The view of ``record`` (its dataclass fields left unset: they are read through)."""
+        made = cls.__new__(cls)
+        made.__dict__["record"] = record
+        return made
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            """A mirrored field's value, read from the record; ``AttributeError`` for any
+            other name (only names the instance lacks come here)."""
+            fields = getattr(type(self), MIRRORED, {})
+            if name not in fields or "record" not in self.__dict__:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            value = getattr(self.__dict__["record"], name)
+            enum = fields[name]
+            return value if enum is None or value is None else enum(value)
 
 
 def _enum_of(annotation: Any) -> type[Enum] | None:

@@ -8,7 +8,7 @@ from schema.enums import DeferReason, VerificationStatus
 from schema.event import WatchEventConnection
 from schema.names import to_graphql_name
 from schema.node import Node
-from schema.records import mirrors, record_values
+from schema.records import RecordView, mirrors
 from store.records import WATCH_IDENTITY, WatchRecord
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ KEY_FIELDS = tuple(to_graphql_name(name) for name in WATCH_IDENTITY)
     WatchRecord,
     types={"verification_status": VerificationStatus, "defer_reason": DeferReason | None},
 )
-class Watch(Node):
+class Watch(Node, RecordView):
     record: strawberry.Private[WatchRecord]
 
     def global_key(self) -> list[str]:
@@ -65,5 +65,5 @@ class Watch(Node):
 
     @classmethod
     def from_record(cls, record: WatchRecord) -> "Watch":
-        """The GraphQL view of a stored watch."""
-        return cls(record=record, **record_values(cls, record))
+        """The GraphQL view of a stored watch (``RecordView.view``)."""
+        return cls.view(record)

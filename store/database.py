@@ -141,6 +141,14 @@ def _fetched(raw: sqlite3.Connection, sql: str, values: Sequence[Any], one: bool
     return [ResultRow(zip(names, row, strict=True)) for row in (rows[:1] if one else rows)]
 
 
+def _result_rows(records: Sequence[Any]) -> list[Row]:
+    """asyncpg's records as ``ResultRow``s, the column names read once for all of them."""
+    if not records:
+        return []
+    names = tuple(records[0].keys())
+    return [ResultRow(zip(names, record, strict=True)) for record in records]
+
+
 def _end(raw: sqlite3.Connection, statement: str) -> None:
     """``COMMIT`` or ``ROLLBACK`` the open transaction, if one is open."""
     if raw.in_transaction:
@@ -444,9 +452,7 @@ class Database:
                         if one:
                             record = await raw.fetchrow(sql, *values)
                             return [] if record is None else [ResultRow(record.items())]
-                        return [
-                            ResultRow(record.items()) for record in await raw.fetch(sql, *values)
-                        ]
+                        return _result_rows(await raw.fetch(sql, *values))
         return await self._on_sqlite(lambda raw: _fetched(raw, sql, values, one))
 
     async def _on_sqlite(self, work: Callable[[sqlite3.Connection], _T]) -> _T:

@@ -5,7 +5,9 @@ whatever the driver hands back.
 """
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Annotated, Any, Final, cast
 
 from store.database import Row
@@ -35,8 +37,40 @@ JsonValue = Annotated[Any, "JSON"]
 
 
 def decode_json(value: Any) -> Any:
-    """Decode a JSON text column; a value the driver already decoded passes through."""
-    return json.loads(value) if isinstance(value, str) else value
+    """Decode a JSON text column (``null``, what a claim without a ``reissueIntent`` stores,
+    without the decoder); a value the driver already decoded passes through."""
+    if isinstance(value, str):
+        return None if value == "null" else json.loads(value)
+    return value
+
+
+def row_reader(
+    names: tuple[str, ...], json_columns: tuple[str, ...] = ()
+) -> Callable[[Row], dict[str, Any]]:
+    """The values of the columns ``names`` of a row, by name, each of ``json_columns``
+    decoded (``decode_json``; NULL stays None): the keyword arguments of a record's
+    constructor. A row whose columns begin with ``names`` in order (a ``RETURNING`` or
+    ``SELECT`` of the whole table, perhaps with a size or a prior token after it) is copied
+    in one step, the columns after them left out; another is read column by column. Raises
+    ``KeyError`` for a column the row lacks."""
+    width = len(names)
+
+    def read(row: Row) -> dict[str, Any]:
+        values = dict(row)
+        columns = tuple(values)
+        if columns != names:
+            if columns[:width] == names:
+                for extra in columns[width:]:
+                    del values[extra]
+            else:
+                values = {name: row[name] for name in names}
+        for name in json_columns:
+            value = values[name]
+            if value is not None:
+                values[name] = decode_json(value)
+        return values
+
+    return read
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,10 +168,7 @@ class OperationRecord(OperationEnvelope, _NodeKeyed):
     @classmethod
     def from_row(cls, row: Row) -> "OperationRecord":
         """Build the record from a full row, decoding the JSON columns."""
-        values = {name: row[name] for name in OPERATION_FIELDS}
-        values["reissue_intent"] = decode_json(values["reissue_intent"])
-        values["result_entity"] = decode_json(values["result_entity"])
-        return cls(**values)
+        return cls(**_operation_values(row))
 
     @property
     def order_key(self) -> tuple[int, str, str]:
@@ -147,6 +178,8 @@ class OperationRecord(OperationEnvelope, _NodeKeyed):
 
 OPERATION_FIELDS: Final = tuple(field.name for field in fields(OperationRecord))
 """Every field of an operation, in the table's column order."""
+
+_operation_values = row_reader(OPERATION_FIELDS, ("reissue_intent", "result_entity"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -187,6 +220,8 @@ class _WatchIdentityParts:
 WATCH_IDENTITY: Final = tuple(field.name for field in fields(_WatchIdentityParts))
 """The five parts of a watch's identity, in key order."""
 
+_identity_parts = attrgetter(*WATCH_IDENTITY)
+
 
 @dataclass(frozen=True, slots=True)
 class WatchIdentity(_WatchIdentityParts):
@@ -197,12 +232,12 @@ class WatchIdentity(_WatchIdentityParts):
         """The identity named by ``holder``'s five same-named attributes: a watch, the
         operation whose finalize arms it, or an input carrying the five parts. Raises
         ``AttributeError`` when ``holder`` lacks one."""
-        return cls(*(getattr(holder, name) for name in WATCH_IDENTITY))
+        return cls(*_identity_parts(holder))
 
     @property
     def parts(self) -> tuple[str, str, str, str, str]:
         """The five parts in key order (the order of watch lists and their cursors)."""
-        return cast(tuple[str, str, str, str, str], tuple(getattr(self, n) for n in WATCH_IDENTITY))
+        return cast(tuple[str, str, str, str, str], _identity_parts(self))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -227,7 +262,7 @@ class WatchRecord(_WatchIdentityParts):
     @classmethod
     def from_row(cls, row: Row) -> "WatchRecord":
         """Build the record from a full row."""
-        return cls(**{name: row[name] for name in WATCH_FIELDS})
+        return cls(**_watch_values(row))
 
     @property
     def order_key(self) -> tuple[str, str, str, str, str]:
@@ -242,6 +277,8 @@ class WatchRecord(_WatchIdentityParts):
 
 WATCH_FIELDS: Final = tuple(field.name for field in fields(WatchRecord))
 """Every field of a watch, in the table's column order."""
+
+_watch_values = row_reader(WATCH_FIELDS)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -300,11 +337,13 @@ class AccountRecord:
     @classmethod
     def from_row(cls, row: Row) -> "AccountRecord":
         """Build the record from a full row."""
-        return cls(**{name: row[name] for name in ACCOUNT_FIELDS})
+        return cls(**_account_values(row))
 
 
 ACCOUNT_FIELDS: Final = tuple(field.name for field in fields(AccountRecord))
 """Every field of an account, in the table's column order."""
+
+_account_values = row_reader(ACCOUNT_FIELDS)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

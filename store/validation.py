@@ -126,6 +126,8 @@ def json_text(field: str, value: Any) -> str:
     """A JSON-encodable value, encoded as ASCII JSON (as responses carry it) of at most
     64 KiB, nested at most 32 deep (so every reader decodes it without recursing far), its
     strings valid Unicode."""
+    if value is None:
+        return "null"
     json_shape(field, value)
     try:
         text = json.dumps(value, separators=(",", ":"), allow_nan=False)

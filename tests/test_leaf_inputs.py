@@ -8,7 +8,7 @@ import pytest
 import strawberry
 from strawberry.schema.config import StrawberryConfig
 
-from schema.leaf_inputs import NotALeafInput, leaf_input
+from schema.leaf_inputs import NotALeafInput, items_input, leaf_input
 from schema.names import SeedNameConverter
 from schema.scalars import JSON, SCALAR_MAP, EpochMillis
 
@@ -41,8 +41,38 @@ class LeafInput(Fields):
     pass
 
 
+@strawberry.input
+class PlainItems:
+    items: list[PlainInput]
+    more: list[PlainInput] | None = None
+
+
+@items_input
+@strawberry.input
+class LeafItems:
+    items: list[LeafInput]
+    more: list[LeafInput] | None = None
+
+
+def items_of(input: PlainItems | LeafItems) -> JSON:
+    return {
+        "items": [(type(item).__name__, dataclasses.asdict(item)) for item in input.items],
+        "more": None if input.more is None else [dataclasses.asdict(item) for item in input.more],
+    }
+
+
 @strawberry.type
 class Query:
+    @strawberry.field
+    def plain_items(self, input: PlainItems) -> JSON:
+        assert type(input) is PlainItems
+        return items_of(input)
+
+    @strawberry.field
+    def leaf_items(self, input: LeafItems) -> JSON:
+        assert type(input) is LeafItems
+        return items_of(input)
+
     @strawberry.field
     def plain(self, input: PlainInput) -> JSON:
         assert type(input) is PlainInput
@@ -143,3 +173,39 @@ def test_leaf_input__output_type_refused() -> None:
 
     with pytest.raises(NotALeafInput, match="no input type"):
         leaf_input(Output)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"items": [{"callerDID": "did:a", "dueAt": 5}]},
+        {
+            "items": [
+                {"callerDID": "did:a", "dueAt": 0, "colors": ["RED"], "documentIDs": []},
+                {"callerDID": "did:b", "dueAt": 7, "note": "n", "payload": {"a": [1]}},
+            ],
+            "more": [{"callerDID": "did:c", "dueAt": 1, "count": 9}],
+        },
+        {"items": [], "more": None},
+    ],
+)
+def test_items_input__builds_what_strawberry_builds(value: dict[str, Any]) -> None:
+    result = SCHEMA.execute_sync(
+        "query ($p: PlainItems!, $l: LeafItems!) { plainItems(input: $p) leafItems(input: $l) }",
+        variable_values={"p": value, "l": value},
+    )
+    assert result.errors is None, result.errors
+    assert result.data is not None
+    plain, leaf = result.data["plainItems"], result.data["leafItems"]
+    assert [fields for _, fields in leaf["items"]] == [fields for _, fields in plain["items"]]
+    assert {kind for kind, _ in leaf["items"]} <= {"LeafInput"}
+    assert leaf["more"] == plain["more"]
+
+
+def test_items_input__a_list_of_other_inputs_refused() -> None:
+    with pytest.raises(NotALeafInput, match="items"):
+
+        @items_input
+        @strawberry.input
+        class Batch:
+            items: list[PlainInput]

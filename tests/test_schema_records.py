@@ -11,12 +11,15 @@ import strawberry
 
 from resolvers import fields
 from resolvers.mutations import to_claim, to_finalize
+from schema.enums import OperationState
 from schema.names import to_graphql_name
+from schema.operation import Operation
 from schema.records import RecordMismatch, mirrors, record_values
 from server.graph import build_schema
 from store import tables
 from store.operations import Finalize
 from store.records import (
+    OPERATION_FIELDS,
     AccountRecord,
     JsonValue,
     OperationClaim,
@@ -25,6 +28,7 @@ from store.records import (
     SyncStateRecord,
     WatchIdentity,
     WatchRecord,
+    row_reader,
 )
 from tests.factories import claim
 
@@ -125,6 +129,74 @@ def test_mirrors__a_new_record_field_reaches_the_type_and_its_values():
 def test_record_values__refuses_a_type_that_mirrors_no_record():
     with pytest.raises(RecordMismatch, match="mirrors no record"):
         record_values(type("Loose", (), {}), Gadget(name="g", size=1, tags={}))
+
+
+def stored_operation() -> OperationRecord:
+    stored: dict[str, Any] = {
+        "node_key": "node-1",
+        "state": "attempted",
+        "incarnation": "inc-1",
+        "lease_token": "lease-A",
+        "lease_expires_at": 9,
+        "created_at": 1,
+        "updated_at": 2,
+        "defer_reason": "auth",
+        "result_entity": {"id": "remote-1"},
+    }
+    claimed = claim()
+    for name in OPERATION_FIELDS:
+        if name not in stored and hasattr(claimed, name):
+            stored[name] = getattr(claimed, name)
+    return OperationRecord(**stored)
+
+
+def test_record_view__reads_every_mirrored_field_as_record_values_gives_it():
+    record = stored_operation()
+
+    view = Operation.from_record(record)
+
+    assert {name: getattr(view, name) for name in record_values(Operation, record)} == (
+        record_values(Operation, record)
+    )
+    assert view.state is OperationState.ATTEMPTED
+
+
+def test_record_view__refuses_a_name_it_does_not_mirror():
+    view: Any = Operation.from_record(stored_operation())
+
+    with pytest.raises(AttributeError, match="colour"):
+        view.colour  # noqa: B018
+
+
+ROW = {name: getattr(stored_operation(), name) for name in OPERATION_FIELDS} | {
+    "reissue_intent": '{"why": "again"}',
+    "result_entity": None,
+}
+"""A stored operation's row as the driver gives it: the JSON columns as text (NULL: None)."""
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        ROW,
+        ROW | {"row_bytes": 412, "prior_token": None},
+        dict(reversed(ROW.items())),
+        dict(reversed(ROW.items())) | {"row_bytes": 412},
+    ],
+    ids=["whole", "with columns after it", "in another order", "in another order, with more"],
+)
+def test_row_reader__reads_the_records_columns_of_any_row(row):
+    values = row_reader(OPERATION_FIELDS, ("reissue_intent", "result_entity"))(row)
+
+    assert values == ROW | {"reissue_intent": {"why": "again"}}
+    assert list(values) == list(OPERATION_FIELDS)
+
+
+def test_row_reader__refuses_a_row_missing_a_column():
+    row = {name: value for name, value in ROW.items() if name != "state"} | {"row_bytes": 1}
+
+    with pytest.raises(KeyError, match="state"):
+        row_reader(OPERATION_FIELDS)(row)
 
 
 FINALIZE = Finalize(

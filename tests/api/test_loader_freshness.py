@@ -1,6 +1,6 @@
 """DataLoaders in GraphQL requests, on both backends: nested fields batch one statement per nesting
-level (counted), and every mutation primes or clears the loader entries it wrote, so a later field
-of the same request reads the fresh row (docs/architecture.md, 'The request path')."""
+level (counted), and every mutation hands the loaders the rows it wrote or clears their entries, so
+a later field of the same request reads the fresh row (docs/architecture.md, 'The request path')."""
 
 from typing import Any
 
@@ -234,6 +234,47 @@ async def test_watch_operations_loader__cleared_by_collect(gql, store, clock):
     assert data["write"] == {"deleted": 1}
     assert data["before"]["watch"]["operations"] == [{"operationID": "op-1"}]
     assert data["after"]["watch"]["operations"] == []
+
+
+FINALIZE_NESTED = (
+    "mutation($input: FinalizeOperationInput!) {{ finalizeOperation(input: $input) "
+    "{{ applied {nested} }} }}"
+)
+
+
+async def test_finalize_operation__nested_rows_it_wrote_answered_without_a_read(gql, store):
+    """The operation and the watch a finalize wrote answer the fields below it (their own
+    and each other's) as written: the request runs no statement more than a finalize
+    selecting neither."""
+    statements: dict[str, list[str]] = {}
+    nested = {
+        "bare": "",
+        "nested": "operation { version watch { repairGeneration operations { operationID } } } "
+        "watch { repairGeneration }",
+    }
+    for name, selection in nested.items():
+        operation = await marked(
+            store, await leased_operation(store, operation_id=f"op-{name}", source_id=name)
+        )
+        seen = statements[name] = []
+        store.db.statement_observer = lambda sql, _values, _transaction, seen=seen: seen.append(sql)
+        data = await mutate(
+            gql,
+            FINALIZE_NESTED.format(nested=selection),
+            input={
+                "callerDID": operation.caller_did,
+                "operationID": operation.operation_id,
+                "version": operation.version,
+                "leaseToken": "lease-A",
+                "dueAt": 1,
+            },
+        )
+        store.db.statement_observer = None
+        assert data["finalizeOperation"]["applied"] is True
+
+    assert data["finalizeOperation"]["operation"]["watch"]["repairGeneration"] == 1
+    # Watch.operations is a list no write hands over: the one read more.
+    assert len(statements["nested"]) == len(statements["bare"]) + 1
 
 
 # --- statements per nesting level ---------------------------------------------------------------
