@@ -5,6 +5,8 @@ from typing import Any, Literal
 
 import strawberry
 from graphql import GraphQLError
+from strawberry.extensions import SchemaExtension
+from strawberry.extensions.runner import SchemaExtensionsRunner
 from strawberry.federation.schema import FederationAny
 from strawberry.schema.config import StrawberryConfig
 from strawberry.schema.schema import DEFAULT_ALLOWED_OPERATION_TYPES
@@ -31,7 +33,7 @@ from schema.scalars import SCALAR_MAP
 from schema.watch import Watch
 from server.errors.error_codes import requested_operation_name
 from server.fast_path import FastExecutor
-from server.pipeline import pipeline_extension
+from server.pipeline import Pipeline, PipelineRunner, pipeline_extension
 from server.settings import Settings
 from store.context import acting_as
 
@@ -48,6 +50,15 @@ class ConnectorSchema(strawberry.federation.Schema):
 
     def process_errors(self, errors: list[GraphQLError], execution_context: Any = None) -> None:
         return None
+
+    def create_extensions_runner(
+        self, execution_context: Any, extensions: list[SchemaExtension]
+    ) -> SchemaExtensionsRunner:
+        """The runner of the request's extensions: ``PipelineRunner`` when they are the one
+        ``Pipeline`` (the API's schema has no other), else Strawberry's."""
+        if len(extensions) == 1 and isinstance(extensions[0], Pipeline):
+            return PipelineRunner(execution_context, extensions[0])
+        return super().create_extensions_runner(execution_context, extensions)
 
     async def execute(
         self,

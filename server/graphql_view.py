@@ -143,12 +143,23 @@ class GraphQLApp(GraphQL):
     async def parse_http_body(self, request: Any) -> Any:
         """The request's GraphQL parameters; a POST whose body is not JSON is refused here,
         with a message that says what is expected (Strawberry's says only "unsupported"), and
-        so is an ``operationName`` that is not a string."""
+        so is an ``operationName`` that is not a string.
+
+        A POST of a JSON object with a ``Content-Type`` of ``JSON_CONTENT_TYPES`` from a
+        client that accepts no stream (``accepts_stream``) is read here, as Strawberry
+        reads it (``request_data``), without parsing its ``Content-Type`` and ``Accept``
+        headers again; any other request is Strawberry's."""
+        data: Any = None
         if request.method != "GET" and request.content_type not in JSON_CONTENT_TYPES:
             content_type, _ = parse_content_type(request.content_type or "")
             if content_type != "application/json":
                 raise HTTPException(400, UNSUPPORTED_CONTENT_TYPE)
-        data = await super().parse_http_body(request)
+        elif request.method == "POST" and not accepts_stream(request.headers.get("accept")):
+            body = self.parse_json(await request.get_body())
+            if isinstance(body, dict):
+                data = request_data(body)
+        if data is None:
+            data = await super().parse_http_body(request)
         name = getattr(data, "operation_name", None)
         if name is not None and not isinstance(name, str):
             raise HTTPException(400, "operationName must be a string")
@@ -390,6 +401,43 @@ def with_stream_accept(scope: Scope) -> Scope:
         return scope
     headers = [(key, value) for key, value in scope["headers"] if key != b"accept"]
     return dict(scope, headers=[*headers, (b"accept", MULTIPART_SUBSCRIPTION_ACCEPT)])
+
+
+def accepts_stream(accept: str | None) -> bool:
+    """Whether the ``Accept`` header may ask for a stream (it names ``multipart/mixed`` or
+    ``text/event-stream``, in any case): Strawberry then picks the response's transport."""
+    if not accept:
+        return False
+    lowered = accept.lower()
+    return "multipart/mixed" in lowered or "text/event-stream" in lowered
+
+
+def request_data(body: dict[str, Any]) -> GraphQLRequestData:
+    """A JSON body's GraphQL parameters for a single answer, each checked as Strawberry's
+    ``parse_http_body`` checks it (the same 400s)."""
+    query = body.get("query")
+    if not isinstance(query, (str, type(None))):
+        raise HTTPException(
+            400, "The GraphQL operation's `query` must be a string or null, if provided."
+        )
+    variables = body.get("variables")
+    if not isinstance(variables, (dict, type(None))):
+        raise HTTPException(
+            400, "The GraphQL operation's `variables` must be an object or null, if provided."
+        )
+    extensions = body.get("extensions")
+    if not isinstance(extensions, (dict, type(None))):
+        raise HTTPException(
+            400,
+            "The GraphQL operation's `extensions` must be an object or null, if provided.",
+        )
+    return GraphQLRequestData(
+        query=query,
+        variables=variables,
+        operation_name=body.get("operationName"),
+        extensions=extensions,
+        protocol="http",
+    )
 
 
 def accepts_graphql_response(accept: str | None) -> bool:

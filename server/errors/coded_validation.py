@@ -1,7 +1,9 @@
 """``CodedValidation``: the validation rules, each swapped for its coded twin."""
 
 from collections.abc import Iterator
+from functools import cache
 
+from graphql import ASTValidationRule
 from strawberry.extensions import SchemaExtension
 
 from resolvers.taking import TakesLast
@@ -15,6 +17,14 @@ class CodedValidation(SchemaExtension):
 
     def on_validate(self) -> Iterator[None]:
         context = self.execution_context
-        rules = (*context.validation_rules, TakesLast)
-        context.validation_rules = tuple(coded_rule(rule) for rule in rules)
+        context.validation_rules = coded_rules(tuple(context.validation_rules))
         yield
+
+
+@cache
+def coded_rules(
+    rules: tuple[type[ASTValidationRule], ...],
+) -> tuple[type[ASTValidationRule], ...]:
+    """``rules`` and ``TakesLast``, each swapped for its ``coded_rule``: worked out once per
+    list of rules (a request's are Strawberry's, with introspection's rule or not)."""
+    return tuple(coded_rule(rule) for rule in (*rules, TakesLast))

@@ -151,6 +151,31 @@ async def test_json_content_type__each_spelling_answers_alike(http, content_type
 
 
 @pytest.mark.parametrize(
+    "body",
+    [
+        {"query": "{ __typename }", "operationName": None, "variables": None},
+        {"query": 1},
+        {"query": "{ __typename }", "variables": []},
+        {"query": "{ __typename }", "extensions": "x"},
+        {"query": "{ __typename }", "operationName": 1},
+        [{"query": "{ __typename }"}],
+        "{ __typename }",
+    ],
+)
+async def test_json_body__read_here_answered_as_strawberry_reads_it(http, body):
+    """A JSON body with the usual ``Content-Type`` is read by the view itself
+    (``GraphQLApp.parse_http_body``); any other spelling by Strawberry: both answer alike."""
+    content = json.dumps(body).encode()
+    answers = [
+        await http.post("/graphql", content=content, headers={"content-type": content_type})
+        for content_type in ("application/json", "application/json;charset=utf-8")
+    ]
+    assert [(a.status_code, a.json()) for a in answers[1:]] == [
+        (answers[0].status_code, answers[0].json())
+    ]
+
+
+@pytest.mark.parametrize(
     "content_type", ["application/jsonx", "application/json-seq", "text/json", ""]
 )
 async def test_other_content_types__are_400(http, content_type):

@@ -16,7 +16,7 @@ from server.errors.error_codes import ErrorCodes
 from server.errors.variable_bounds import VariableBounds
 from server.federated_tracing import FederatedTracing
 from server.graph import build_schema
-from server.pipeline import Pipeline, pipeline
+from server.pipeline import Phase, Pipeline, PipelineRunner, pipeline
 from server.query_limits import QueryLimits
 from server.settings import Settings
 from server.telemetry import OperationTelemetry
@@ -146,6 +146,48 @@ def test_pipeline_extension__an_error_is_thrown_into_each_entered_step_innermost
     with pytest.raises(StopIteration):
         execute.throw(LookupError("boom"))
     assert seen == ["seen", "handled"]
+
+
+def test_schema__runs_its_pipeline_through_the_pipeline_runner():
+    schema = build_schema(Settings())
+    extensions = schema.get_extensions()
+    runner = schema.create_extensions_runner(None, extensions)
+    assert isinstance(runner, PipelineRunner) and runner.extensions == extensions
+
+
+def handling_step(seen):
+    class Handles(SchemaExtension):
+        def on_execute(self):
+            seen.append("before")
+            try:
+                yield
+            except LookupError:
+                seen.append("handled")
+                return
+            seen.append("after")
+
+    return Handles
+
+
+async def test_phase__enters_and_leaves_the_pipeline_hook_as_a_with_block():
+    seen = []
+    pipeline = Pipeline([handling_step(seen)])
+    async with Phase(pipeline.on_execute):
+        seen.append("step")
+    with Phase(pipeline.on_execute):
+        seen.append("step")
+    assert seen == ["before", "step", "after"] * 2
+
+
+async def test_phase__an_error_a_hook_handles_is_suppressed_others_raised():
+    seen = []
+    pipeline = Pipeline([handling_step(seen)])
+    async with Phase(pipeline.on_execute):
+        raise LookupError("handled by the step")
+    with pytest.raises(ValueError, match="not the step's"):
+        async with Phase(pipeline.on_execute):
+            raise ValueError("not the step's")
+    assert seen == ["before", "handled", "before"]
 
 
 def test_pipeline_extension__a_hook_that_is_not_a_generator_refused():
