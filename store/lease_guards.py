@@ -98,9 +98,19 @@ def throttled(subject: Any, now: Any) -> sa.ColumnElement[bool]:
     return sa.exists().where(_same_account(account, subject), account.c.throttled_until > now)
 
 
-def in_flight(subject: Any, now: Any, but: tuple[Any, Any] | None = None) -> Any:
+def in_flight(
+    subject: Any,
+    now: Any,
+    but: tuple[Any, Any] | None = None,
+    *,
+    rows: sa.FromClause | None = None,
+) -> Any:
     """How many live leases ``subject``'s account holds at ``now`` (a scalar subquery),
-    not counting the operation at ``but``."""
+    not counting the operation at ``but``. ``rows``, when given, is the FROM clause
+    ``subject``'s columns are of, which the count is correlated to explicitly: needed when
+    the count sits deeper than the query that reads ``rows`` (inside an ``EXISTS`` of that
+    query, say), where implicit correlation, which reaches only the enclosing query, would
+    read ``rows`` afresh as a FROM of the count's own."""
     leased = op.alias("leased")
     query = sa.select(sa.func.count()).where(
         _same_account(leased, subject), live_lease(now, leased)
@@ -109,6 +119,8 @@ def in_flight(subject: Any, now: Any, but: tuple[Any, Any] | None = None) -> Any
         query = query.where(
             sa.tuple_(leased.c.caller_did, leased.c.operation_id) != sa.tuple_(*but)
         )
+    if rows is not None:
+        query = query.correlate(rows)
     return query.scalar_subquery()
 
 
@@ -126,12 +138,20 @@ def with_room(subject: sa.FromClause, now: Any) -> tuple[sa.Join, sa.ColumnEleme
     return joined, room
 
 
-def at_cap(subject: Any, now: Any, but: tuple[Any, Any] | None = None) -> sa.ColumnElement[bool]:
-    """``subject``'s account has a cap and its live leases (but ``but``'s) reach it."""
+def at_cap(
+    subject: Any,
+    now: Any,
+    but: tuple[Any, Any] | None = None,
+    *,
+    rows: sa.FromClause | None = None,
+) -> sa.ColumnElement[bool]:
+    """``subject``'s account has a cap and its live leases (but ``but``'s) reach it.
+    ``rows``: the FROM clause ``subject``'s columns are of, when they are a statement's
+    rows rather than parameters (``in_flight``, whose count sits inside this ``EXISTS``)."""
     return sa.exists().where(
         _same_account(account, subject),
         account.c.max_in_flight.is_not(None),
-        account.c.max_in_flight <= in_flight(subject, now, but),
+        account.c.max_in_flight <= in_flight(subject, now, but, rows=rows),
     )
 
 

@@ -822,7 +822,7 @@ def _leasing_accounts(accounts: sa.CTE, now: Any, where: Filters) -> sa.ColumnEl
     conditions = [
         guards.unpaused(subject),
         sa.not_(guards.throttled(subject, now)),
-        sa.not_(_at_cap(accounts, now)),
+        sa.not_(guards.at_cap(subject, now, rows=accounts)),
     ]
     connector, keys, _ = where
     if connector is not None:
@@ -830,29 +830,6 @@ def _leasing_accounts(accounts: sa.CTE, now: Any, where: Filters) -> sa.ColumnEl
     if keys is not None:
         conditions.append(subject.account_key.in_(keys))
     return sa.and_(*conditions)
-
-
-def _at_cap(rows: sa.FromClause, now: Any) -> sa.ColumnElement[bool]:
-    """The account of a row of ``rows`` (naming ``connector_name`` and ``account_key``) has a
-    cap and its live leases at ``now`` reach it: ``lease_guards.at_cap`` with the count of
-    live leases (through the index of live leases, at most the cap) correlated to ``rows``
-    itself, not to the cap's row."""
-    leased = op.alias("account_leases")
-    in_flight = (
-        sa.select(sa.func.count())
-        .where(
-            leased.c.connector_name == rows.c.connector_name,
-            leased.c.account_key == rows.c.account_key,
-            guards.live_lease(now, leased),
-        )
-        .correlate(rows)
-        .scalar_subquery()
-    )
-    return sa.exists().where(
-        account.c.connector_name == rows.c.connector_name,
-        account.c.account_key == rows.c.account_key,
-        account.c.max_in_flight <= in_flight,
-    )
 
 
 def _leasing_groups(now: Any, where: Filters, postgres: bool) -> tuple[sa.CTE, Any]:
