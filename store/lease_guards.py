@@ -161,11 +161,6 @@ def entity_taken(subject: Any, now: Any, key: tuple[Any, Any] | None) -> sa.Colu
     return probe(other, *conditions, live_lease(now, other))
 
 
-ENTITY_ORDER = (*WATCH_IDENTITY, *ORDER_COLUMNS)
-"""The columns of the entity index (``kubun_connector_operation_entity_idx``), in order: the
-entity, then the claim order."""
-
-
 def older_in_entity(subject: Any, key: tuple[Any, Any] | None) -> sa.ColumnElement[bool]:
     """``subject`` is not the oldest attempted operation of its entity (by claim order); for
     a row not yet written (``key`` None), the entity has any attempted operation at all.
