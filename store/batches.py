@@ -41,6 +41,7 @@ from store.operations import (
     Finalization,
     Finalize,
     OperationTransition,
+    RecordShape,
     SendMark,
     by_key,
     claim_after_collection,
@@ -54,6 +55,8 @@ from store.operations import (
     mark_send_started_update,
     record_item,
     record_operation_update,
+    record_steps,
+    sets_documents,
 )
 from store.records import (
     TERMINAL_STATES,
@@ -143,6 +146,14 @@ RECORD_OPERATIONS_STAYING_KEEPING_SCHEDULE = LoggedItems(
     lambda _, rows: record_operation_update(rows.c, NOW, stays=True, keeps_schedule=True),
 )
 """``RECORD_OPERATIONS_STAYING`` and ``RECORD_OPERATIONS_KEEPING_SCHEDULE`` at once."""
+
+RECORD_OPERATIONS_BY_SHAPE = {
+    RecordShape(False, False): RECORD_OPERATIONS,
+    RecordShape(True, False): RECORD_OPERATIONS_STAYING,
+    RecordShape(False, True): RECORD_OPERATIONS_KEEPING_SCHEDULE,
+    RecordShape(True, True): RECORD_OPERATIONS_STAYING_KEEPING_SCHEDULE,
+}
+"""``record_operations``' statement of each ``record_steps`` shape."""
 
 FINALIZED_COLUMNS = _columns(
     "caller", "operation", "version", "token", "result_entity", "provider_etag"
@@ -445,35 +456,28 @@ class BatchesStore:
         """``record_operation`` of each change, in input order (None where it did not
         apply; a terminal ``from_state`` never does). Raises ``InvalidInput``/
         ``ReservedValue`` (naming ``items[i].<field>``) for a bad change or a key named
-        twice. Where the database takes one writer at a time (``Dialect.one_writer``:
-        SQLite, which rewrites an index entry of every column a SET names), one
-        transaction: first the items whose rows already hold their ``next_attempt_at`` and
-        ``defer_reason``, by a statement that does not name them, then the rest; an item
-        the first refuses for another guard the second refuses too. Elsewhere one statement
-        over every item: two would lock the batch's rows out of key order, so two batches
-        naming the same rows could deadlock (and PostgreSQL keeps an update HOT by the
-        indexed values, whatever the SET names)."""
+        twice. The statements are ``record_steps``': where the database takes one writer at
+        a time (``Dialect.one_writer``: SQLite), one transaction that first records the
+        items whose rows already hold their ``next_attempt_at`` and ``defer_reason``, by a
+        statement that does not name them, then the rest (an item the first refuses for
+        another guard the second refuses too); elsewhere one statement over every item."""
         items = each_item(changes, record_item)
         refuse_repeats([_key(item) for item in items], "operationID")
         live = _in_key_order([i for i in items if i["from_state"] not in TERMINAL_STATES])
-        stay = all(item["to_state"] == item["from_state"] for item in live)
-        kept = (
-            RECORD_OPERATIONS_STAYING_KEEPING_SCHEDULE
-            if stay
-            else RECORD_OPERATIONS_KEEPING_SCHEDULE
-        )
-        record = RECORD_OPERATIONS_STAYING if stay else RECORD_OPERATIONS
-        now = self._ctx.clock()
         if not live:
             return [None for _ in items]
-        if not self._db.dialect.one_writer:
-            applied = _by_key(await self._write(record, live, p_now=now))
+        now = self._ctx.clock()
+        first, *rest = record_steps(live, self._db.dialect.one_writer)
+        if not rest:
+            applied = _by_key(await self._write(RECORD_OPERATIONS_BY_SHAPE[first], live, p_now=now))
             return [applied.get(_key(item)) for item in items]
         async with self._db.write_transaction():
-            applied = _by_key(await self._write(kept, live, p_now=now))
-            rest = [item for item in live if _key(item) not in applied]
-            if rest:
-                applied |= _by_key(await self._write(record, rest, p_now=now))
+            applied = {}
+            for shape in [first, *rest]:
+                left = [item for item in live if _key(item) not in applied]
+                if left:
+                    statement = RECORD_OPERATIONS_BY_SHAPE[shape]
+                    applied |= _by_key(await self._write(statement, left, p_now=now))
         return [applied.get(_key(item)) for item in items]
 
     async def finalize_operations(self, finals: Sequence[Finalize]) -> list[Finalization | None]:
@@ -488,8 +492,11 @@ class BatchesStore:
         refuse_repeats([_key(item) for item in items], "operationID")
         now = self._ctx.clock()
         async with self._db.write_transaction():
-            keep = all(item["document_id"] is None for item in items)
-            finalize = FINALIZE_OPERATIONS_KEEPING_DOCUMENTS if keep else FINALIZE_OPERATIONS
+            finalize = (
+                FINALIZE_OPERATIONS
+                if sets_documents(items)
+                else FINALIZE_OPERATIONS_KEEPING_DOCUMENTS
+            )
             rows = await self._write(finalize, _in_key_order(items), p_now=now)
             committed = _by_key(rows)
             done = [(item, committed[_key(item)]) for item in items if _key(item) in committed]
