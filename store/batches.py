@@ -51,6 +51,7 @@ from store.operations import (
     claim_row,
     finalize_item,
     finalize_update,
+    items_locked_in_key_order,
     mark_item,
     mark_send_started_update,
     record_item,
@@ -96,6 +97,7 @@ MARK_SENDS_STARTED = LoggedItems(
     SEND_MARKED,
     _columns("caller", "operation", "token", "marker"),
     lambda _, rows: mark_send_started_update(rows.c, NOW),
+    lock_first=items_locked_in_key_order,
 )
 """``mark_send_started_update`` of every item."""
 
@@ -117,7 +119,11 @@ RECORDED_COLUMNS = _columns(
 )
 
 RECORD_OPERATIONS = LoggedItems(
-    OPERATIONS, RECORDED, RECORDED_COLUMNS, lambda _, rows: record_operation_update(rows.c, NOW)
+    OPERATIONS,
+    RECORDED,
+    RECORDED_COLUMNS,
+    lambda _, rows: record_operation_update(rows.c, NOW),
+    lock_first=items_locked_in_key_order,
 )
 """``record_operation_update`` of every item."""
 
@@ -126,6 +132,7 @@ RECORD_OPERATIONS_STAYING = LoggedItems(
     RECORDED,
     RECORDED_COLUMNS,
     lambda _, rows: record_operation_update(rows.c, NOW, stays=True),
+    lock_first=items_locked_in_key_order,
 )
 """``RECORD_OPERATIONS`` of items that each stay in their state (``to_state`` is
 ``from_state``): ``state`` is left out of the SET."""
@@ -135,6 +142,7 @@ RECORD_OPERATIONS_KEEPING_SCHEDULE = LoggedItems(
     RECORDED,
     RECORDED_COLUMNS,
     lambda _, rows: record_operation_update(rows.c, NOW, keeps_schedule=True),
+    lock_first=items_locked_in_key_order,
 )
 """``RECORD_OPERATIONS`` where each row's ``next_attempt_at`` and ``defer_reason`` already
 are its item's: both are left out of the SET."""
@@ -144,6 +152,7 @@ RECORD_OPERATIONS_STAYING_KEEPING_SCHEDULE = LoggedItems(
     RECORDED,
     RECORDED_COLUMNS,
     lambda _, rows: record_operation_update(rows.c, NOW, stays=True, keeps_schedule=True),
+    lock_first=items_locked_in_key_order,
 )
 """``RECORD_OPERATIONS_STAYING`` and ``RECORD_OPERATIONS_KEEPING_SCHEDULE`` at once."""
 
@@ -164,6 +173,7 @@ FINALIZE_OPERATIONS = LoggedItems(
     FINALIZED,
     {**FINALIZED_COLUMNS, **_columns("document_id")},
     lambda _, rows: finalize_update(rows.c, NOW),
+    lock_first=items_locked_in_key_order,
 )
 """``finalize_update`` of every item."""
 
@@ -172,6 +182,7 @@ FINALIZE_OPERATIONS_KEEPING_DOCUMENTS = LoggedItems(
     FINALIZED,
     FINALIZED_COLUMNS,
     lambda _, rows: finalize_update(rows.c, NOW, sets_document=False),
+    lock_first=items_locked_in_key_order,
 )
 """``FINALIZE_OPERATIONS`` of items that give no ``document_id``: each row keeps its own,
 and ``document_id`` is left out of the SET."""

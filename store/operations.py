@@ -17,6 +17,7 @@ from store import validation as check
 from store.accounts import ENSURE_ACCOUNT, ENSURE_AND_LOCK_ACCOUNT, touch
 from store.context import ReadWinner, StoreContext
 from store.database import chunked, fetch_in_chunks
+from store.dialects import Dialect
 from store.errors import InvalidInput, ReservedValue
 from store.events import (
     CLAIMED,
@@ -271,6 +272,38 @@ ORDER = (op.c.created_at, op.c.caller_did, op.c.operation_id)
 """The ``listTrackedOperations`` order (``OperationRecord.order_key``)."""
 KEY_ORDER = (op.c.caller_did, op.c.operation_id)
 """Key order (``list_operations``)."""
+
+
+def items_locked_in_key_order(rows: sa.FromClause) -> sa.FromClause:
+    """A batch's items (``rows``, naming ``caller`` and ``operation``) once their operations
+    are locked in key order (``FOR UPDATE``), for a batch write over them (its
+    ``lock_first``, PostgreSQL): the write's plan may visit the rows in any order (their
+    order in the table, say), and then locks none anew, so two batches, or a batch and
+    another write that waits for operations in key order (``force_release_leases``,
+    ``LeasingStore.renew_leases``), wait on each other instead of deadlocking. An item
+    whose operation is absent is left out: it writes nothing either way."""
+    locked = (
+        sa.select(rows)
+        .join_from(rows, op, by_key(rows.c.caller, rows.c.operation))
+        .order_by(*KEY_ORDER)
+        .with_for_update(of=op)
+    )
+    return locked.cte("locked_item")
+
+
+def locked_in_key_order(dialect: Dialect, *conditions: Any) -> sa.ColumnElement[bool]:
+    """The operation is one of those meeting ``conditions``, which are locked first in key
+    order where writers run side by side (``Dialect.locked_in_order``; ``conditions``
+    alone where they take turns): the WHERE of a write over several operations it names by
+    key, which then waits for them in the order ``items_locked_in_key_order`` gives a
+    batch."""
+    if dialect.one_writer:
+        return sa.and_(*conditions)
+    chosen = dialect.locked_in_order(sa.select(*KEY_ORDER).where(*conditions), *KEY_ORDER)
+    locked = chosen.cte("locked")
+    return sa.tuple_(*KEY_ORDER).in_(sa.select(locked.c.caller_did, locked.c.operation_id))
+
+
 WATCH_ORDER = (*(op.c[name] for name in WATCH_IDENTITY), *ORDER)
 """By watch identity, then in ``ORDER`` (``list_operations_of_watches``)."""
 ROW_BYTES = row_bytes(op.c)
