@@ -42,6 +42,7 @@ from store.operations import (
     held_by,
     lease_free,
     lease_values,
+    locked_in_key_order,
     releasable_by,
 )
 from store.records import OperationRecord, WatchRecord
@@ -409,7 +410,8 @@ class LeasingStore:
         ``renew_lease`` (``held_by``), and the lease must not have lapsed: a lapsed lease is
         taken again through ``acquire_lease`` or ``lease_operations``, which apply the
         account caps and the one-lease-per-entity rule. ``caller_did`` given: only that
-        caller's operations (a tenant's). One statement. Raises ``InvalidInput`` naming
+        caller's operations (a tenant's). One statement (on PostgreSQL it locks the rows in
+        key order first, ``locked_in_key_order``). Raises ``InvalidInput`` naming
         ``leaseToken``, ``leaseMs``, ``keys`` or ``keys[i].<field>`` (a key named twice
         among them)."""
         check.key("leaseToken", token)
@@ -419,13 +421,14 @@ class LeasingStore:
         if not wanted:
             return Measured()
         now = self._ctx.clock()
+        held = [
+            self._db.dialect.keys_in(op, wanted),
+            held_by(token),
+            op.c.lease_expires_at >= now,
+        ]
         update = (
             sa.update(op)
-            .where(
-                self._db.dialect.keys_in(op, wanted),
-                held_by(token),
-                op.c.lease_expires_at >= now,
-            )
+            .where(locked_in_key_order(self._db.dialect, *held), *held[1:])
             .values(lease_expires_at=now + duration, updated_at=now)
             .returning(op, ROW_BYTES.label(SIZE))
         )
@@ -439,7 +442,8 @@ class LeasingStore:
         """Drop the leases of the operations at ``keys`` (at most 500) where ``token`` holds
         it or none is held (``release_lease``'s guard, ``releasable_by``), and return those
         operations in key order, each with its size (charged, not bounded). ``caller_did``
-        given: only that caller's operations. One statement. Raises ``InvalidInput`` naming
+        given: only that caller's operations. One statement (on PostgreSQL it locks the rows
+        in key order first, ``locked_in_key_order``). Raises ``InvalidInput`` naming
         ``leaseToken``, ``keys`` or ``keys[i].<field>`` (a key named twice among them)."""
         check.key("leaseToken", token)
         wanted = operation_keys(keys, fewest=0)
@@ -447,9 +451,10 @@ class LeasingStore:
         if not wanted:
             return Measured()
         now = self._ctx.clock()
+        held = [self._db.dialect.keys_in(op, wanted), releasable_by(token)]
         update = (
             sa.update(op)
-            .where(self._db.dialect.keys_in(op, wanted), releasable_by(token))
+            .where(locked_in_key_order(self._db.dialect, *held), *held[1:])
             .values(lease_token=None, lease_expires_at=None, updated_at=now)
             .returning(op, ROW_BYTES.label(SIZE))
         )
