@@ -18,7 +18,7 @@ from store.records import OperationRecord
 from tests.factories import LEASE_MS, leased_operation, transition
 
 ROWS = 80
-ROUNDS = 15
+ROUNDS = 30
 CONNECTIONS = 4
 
 
@@ -38,7 +38,7 @@ async def stored_out_of_key_order(store: ConnectorStore, round_: int) -> list[Op
 
 
 async def test_bulk_writes__racing_in_opposite_orders_never_deadlock(database_url, clock):
-    handles = [Database(database_url, pool_size=3) for _ in range(CONNECTIONS)]
+    handles = [Database(database_url, pool_size=4) for _ in range(CONNECTIONS)]
     for handle in handles:
         await handle.connect()
     try:
@@ -65,6 +65,12 @@ async def test_bulk_writes__racing_in_opposite_orders_never_deadlock(database_ur
                     [transition(r, count_attempt=False) for r in records]
                 ),
                 stores[3].leasing.renew_leases("lease-A", LEASE_MS, keys),
+                stores[0].batches.mark_sends_started(
+                    [SendMark(r.caller_did, r.operation_id, "lease-A", "run-2") for r in backwards]
+                ),
+                stores[3].batches.mark_sends_started(
+                    [SendMark(r.caller_did, r.operation_id, "lease-A", "run-3") for r in records]
+                ),
             ]
             results = await asyncio.gather(
                 *(asyncio.create_task(call) for call in calls), return_exceptions=True
@@ -72,7 +78,7 @@ async def test_bulk_writes__racing_in_opposite_orders_never_deadlock(database_ur
             failed = [r for r in results if isinstance(r, BaseException)]
             assert not [r for r in failed if isinstance(r, DatabaseBusy)], failed
             assert failed == []
-            cancelled, recorded, _, _, _, _, recorded_again, _ = results
+            cancelled, recorded, _, _, _, _, recorded_again, *_ = results
             bumped = Counter(
                 r.operation_id for r in [*cancelled, *recorded, *recorded_again] if r is not None
             )
