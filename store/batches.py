@@ -41,6 +41,7 @@ from store.operations import (
     Finalization,
     Finalize,
     OperationTransition,
+    RecordShape,
     SendMark,
     by_key,
     claim_after_collection,
@@ -50,10 +51,13 @@ from store.operations import (
     claim_row,
     finalize_item,
     finalize_update,
+    items_locked_in_key_order,
     mark_item,
     mark_send_started_update,
     record_item,
     record_operation_update,
+    record_steps,
+    sets_documents,
 )
 from store.records import (
     TERMINAL_STATES,
@@ -93,6 +97,7 @@ MARK_SENDS_STARTED = LoggedItems(
     SEND_MARKED,
     _columns("caller", "operation", "token", "marker"),
     lambda _, rows: mark_send_started_update(rows.c, NOW),
+    lock_first=items_locked_in_key_order,
 )
 """``mark_send_started_update`` of every item."""
 
@@ -114,7 +119,11 @@ RECORDED_COLUMNS = _columns(
 )
 
 RECORD_OPERATIONS = LoggedItems(
-    OPERATIONS, RECORDED, RECORDED_COLUMNS, lambda _, rows: record_operation_update(rows.c, NOW)
+    OPERATIONS,
+    RECORDED,
+    RECORDED_COLUMNS,
+    lambda _, rows: record_operation_update(rows.c, NOW),
+    lock_first=items_locked_in_key_order,
 )
 """``record_operation_update`` of every item."""
 
@@ -123,6 +132,7 @@ RECORD_OPERATIONS_STAYING = LoggedItems(
     RECORDED,
     RECORDED_COLUMNS,
     lambda _, rows: record_operation_update(rows.c, NOW, stays=True),
+    lock_first=items_locked_in_key_order,
 )
 """``RECORD_OPERATIONS`` of items that each stay in their state (``to_state`` is
 ``from_state``): ``state`` is left out of the SET."""
@@ -132,6 +142,7 @@ RECORD_OPERATIONS_KEEPING_SCHEDULE = LoggedItems(
     RECORDED,
     RECORDED_COLUMNS,
     lambda _, rows: record_operation_update(rows.c, NOW, keeps_schedule=True),
+    lock_first=items_locked_in_key_order,
 )
 """``RECORD_OPERATIONS`` where each row's ``next_attempt_at`` and ``defer_reason`` already
 are its item's: both are left out of the SET."""
@@ -141,8 +152,17 @@ RECORD_OPERATIONS_STAYING_KEEPING_SCHEDULE = LoggedItems(
     RECORDED,
     RECORDED_COLUMNS,
     lambda _, rows: record_operation_update(rows.c, NOW, stays=True, keeps_schedule=True),
+    lock_first=items_locked_in_key_order,
 )
 """``RECORD_OPERATIONS_STAYING`` and ``RECORD_OPERATIONS_KEEPING_SCHEDULE`` at once."""
+
+RECORD_OPERATIONS_BY_SHAPE = {
+    RecordShape(False, False): RECORD_OPERATIONS,
+    RecordShape(True, False): RECORD_OPERATIONS_STAYING,
+    RecordShape(False, True): RECORD_OPERATIONS_KEEPING_SCHEDULE,
+    RecordShape(True, True): RECORD_OPERATIONS_STAYING_KEEPING_SCHEDULE,
+}
+"""``record_operations``' statement of each ``record_steps`` shape."""
 
 FINALIZED_COLUMNS = _columns(
     "caller", "operation", "version", "token", "result_entity", "provider_etag"
@@ -153,6 +173,7 @@ FINALIZE_OPERATIONS = LoggedItems(
     FINALIZED,
     {**FINALIZED_COLUMNS, **_columns("document_id")},
     lambda _, rows: finalize_update(rows.c, NOW),
+    lock_first=items_locked_in_key_order,
 )
 """``finalize_update`` of every item."""
 
@@ -161,6 +182,7 @@ FINALIZE_OPERATIONS_KEEPING_DOCUMENTS = LoggedItems(
     FINALIZED,
     FINALIZED_COLUMNS,
     lambda _, rows: finalize_update(rows.c, NOW, sets_document=False),
+    lock_first=items_locked_in_key_order,
 )
 """``FINALIZE_OPERATIONS`` of items that give no ``document_id``: each row keeps its own,
 and ``document_id`` is left out of the SET."""
@@ -445,35 +467,28 @@ class BatchesStore:
         """``record_operation`` of each change, in input order (None where it did not
         apply; a terminal ``from_state`` never does). Raises ``InvalidInput``/
         ``ReservedValue`` (naming ``items[i].<field>``) for a bad change or a key named
-        twice. Where the database takes one writer at a time (``Dialect.one_writer``:
-        SQLite, which rewrites an index entry of every column a SET names), one
-        transaction: first the items whose rows already hold their ``next_attempt_at`` and
-        ``defer_reason``, by a statement that does not name them, then the rest; an item
-        the first refuses for another guard the second refuses too. Elsewhere one statement
-        over every item: two would lock the batch's rows out of key order, so two batches
-        naming the same rows could deadlock (and PostgreSQL keeps an update HOT by the
-        indexed values, whatever the SET names)."""
+        twice. The statements are ``record_steps``': where the database takes one writer at
+        a time (``Dialect.one_writer``: SQLite), one transaction that first records the
+        items whose rows already hold their ``next_attempt_at`` and ``defer_reason``, by a
+        statement that does not name them, then the rest (an item the first refuses for
+        another guard the second refuses too); elsewhere one statement over every item."""
         items = each_item(changes, record_item)
         refuse_repeats([_key(item) for item in items], "operationID")
         live = _in_key_order([i for i in items if i["from_state"] not in TERMINAL_STATES])
-        stay = all(item["to_state"] == item["from_state"] for item in live)
-        kept = (
-            RECORD_OPERATIONS_STAYING_KEEPING_SCHEDULE
-            if stay
-            else RECORD_OPERATIONS_KEEPING_SCHEDULE
-        )
-        record = RECORD_OPERATIONS_STAYING if stay else RECORD_OPERATIONS
-        now = self._ctx.clock()
         if not live:
             return [None for _ in items]
-        if not self._db.dialect.one_writer:
-            applied = _by_key(await self._write(record, live, p_now=now))
+        now = self._ctx.clock()
+        first, *rest = record_steps(live, self._db.dialect.one_writer)
+        if not rest:
+            applied = _by_key(await self._write(RECORD_OPERATIONS_BY_SHAPE[first], live, p_now=now))
             return [applied.get(_key(item)) for item in items]
         async with self._db.write_transaction():
-            applied = _by_key(await self._write(kept, live, p_now=now))
-            rest = [item for item in live if _key(item) not in applied]
-            if rest:
-                applied |= _by_key(await self._write(record, rest, p_now=now))
+            applied = {}
+            for shape in [first, *rest]:
+                left = [item for item in live if _key(item) not in applied]
+                if left:
+                    statement = RECORD_OPERATIONS_BY_SHAPE[shape]
+                    applied |= _by_key(await self._write(statement, left, p_now=now))
         return [applied.get(_key(item)) for item in items]
 
     async def finalize_operations(self, finals: Sequence[Finalize]) -> list[Finalization | None]:
@@ -488,8 +503,11 @@ class BatchesStore:
         refuse_repeats([_key(item) for item in items], "operationID")
         now = self._ctx.clock()
         async with self._db.write_transaction():
-            keep = all(item["document_id"] is None for item in items)
-            finalize = FINALIZE_OPERATIONS_KEEPING_DOCUMENTS if keep else FINALIZE_OPERATIONS
+            finalize = (
+                FINALIZE_OPERATIONS
+                if sets_documents(items)
+                else FINALIZE_OPERATIONS_KEEPING_DOCUMENTS
+            )
             rows = await self._write(finalize, _in_key_order(items), p_now=now)
             committed = _by_key(rows)
             done = [(item, committed[_key(item)]) for item in items if _key(item) in committed]

@@ -511,7 +511,7 @@ class Logged:
 
 class LoggedItems:
     """A batch write (``build(insert, rows)`` over a batch's item rows, as
-    ``ItemStatement``'s) that logs ``action`` for each row it wrote."""
+    ``ItemStatement``'s, ``lock_first`` too) that logs ``action`` for each row it wrote."""
 
     def __init__(
         self,
@@ -520,11 +520,15 @@ class LoggedItems:
         columns: Mapping[str, sa.Column[Any]],
         build: Callable[[Callable[[sa.Table], Any], sa.FromClause], Any],
         extras: Sequence[sa.Column[Any]] = (),
+        *,
+        lock_first: Callable[[sa.FromClause], sa.FromClause] | None = None,
     ) -> None:
         self._postgres = ItemStatement(
-            columns, lambda insert, rows: with_events(log, action, build(insert, rows), ACTOR)
+            columns,
+            lambda insert, rows: with_events(log, action, build(insert, rows), ACTOR),
+            lock_first=lock_first,
         )
-        self._write = ItemStatement(columns, build)
+        self._write = ItemStatement(columns, build, lock_first=lock_first)
         self._append = _appender(log, action, extras)
 
     def statements(self, backend: str) -> list[tuple[str, Prepared]]:

@@ -117,16 +117,23 @@ class ItemStatement:
     every name of ``columns``), so the SQL is the same whatever the number of items: on
     PostgreSQL one array per column (``unnest``), on SQLite one JSON array of rows
     (``json_each``).
+
+    ``lock_first``, for a write whose rows others may lock too: where writers run side by
+    side (not ``Dialect.one_writer``), ``build`` gets ``lock_first(rows)`` in place of
+    ``rows``, the items once the rows they write are locked in one order (so the plan's
+    order of visiting them locks nothing anew).
     """
 
     def __init__(
         self,
         columns: Mapping[str, sa.Column[Any]],
         build: Callable[[Callable[[sa.Table], Any], sa.FromClause], ClauseElement],
+        *,
+        lock_first: Callable[[sa.FromClause], sa.FromClause] | None = None,
     ) -> None:
         self.columns = dict(columns)
         self._prepared = {
-            name: Prepared(_for_backend(build, dialect, self.columns))
+            name: Prepared(_for_backend(build, dialect, self.columns, lock_first))
             for name, dialect in DIALECTS.items()
         }
 
@@ -148,5 +155,12 @@ def _for_backend(
     build: Callable[[Callable[[sa.Table], Any], sa.FromClause], ClauseElement],
     dialect: Dialect,
     columns: Mapping[str, sa.Column[Any]],
+    lock_first: Callable[[sa.FromClause], sa.FromClause] | None,
 ) -> Callable[[Callable[[sa.Table], Any]], ClauseElement]:
-    return lambda insert: build(insert, dialect.item_rows(columns))
+    def rows() -> sa.FromClause:
+        items = dialect.item_rows(columns)
+        if lock_first is None or dialect.one_writer:
+            return items
+        return lock_first(items)
+
+    return lambda insert: build(insert, rows())

@@ -106,9 +106,19 @@ def open_account(subject: Any, now: Any) -> sa.ColumnElement[bool]:
     )
 
 
-def in_flight(subject: Any, now: Any, but: tuple[Any, Any] | None = None) -> Any:
+def in_flight(
+    subject: Any,
+    now: Any,
+    but: tuple[Any, Any] | None = None,
+    *,
+    rows: sa.FromClause | None = None,
+) -> Any:
     """How many live leases ``subject``'s account holds at ``now`` (a scalar subquery),
-    not counting the operation at ``but``."""
+    not counting the operation at ``but``. ``rows``, when given, is the FROM clause
+    ``subject``'s columns are of, which the count is correlated to explicitly: needed when
+    the count sits deeper than the query that reads ``rows`` (inside an ``EXISTS`` of that
+    query, say), where implicit correlation, which reaches only the enclosing query, would
+    read ``rows`` afresh as a FROM of the count's own."""
     leased = op.alias("leased")
     query = sa.select(sa.func.count()).where(
         _same_account(leased, subject), live_lease(now, leased)
@@ -117,6 +127,8 @@ def in_flight(subject: Any, now: Any, but: tuple[Any, Any] | None = None) -> Any
         query = query.where(
             sa.tuple_(leased.c.caller_did, leased.c.operation_id) != sa.tuple_(*but)
         )
+    if rows is not None:
+        query = query.correlate(rows)
     return query.scalar_subquery()
 
 
@@ -154,12 +166,20 @@ def capped_accounts(subject: sa.FromClause) -> sa.CTE:
     )
 
 
-def at_cap(subject: Any, now: Any, but: tuple[Any, Any] | None = None) -> sa.ColumnElement[bool]:
-    """``subject``'s account has a cap and its live leases (but ``but``'s) reach it."""
+def at_cap(
+    subject: Any,
+    now: Any,
+    but: tuple[Any, Any] | None = None,
+    *,
+    rows: sa.FromClause | None = None,
+) -> sa.ColumnElement[bool]:
+    """``subject``'s account has a cap and its live leases (but ``but``'s) reach it.
+    ``rows``: the FROM clause ``subject``'s columns are of, when they are a statement's
+    rows rather than parameters (``in_flight``, whose count sits inside this ``EXISTS``)."""
     return sa.exists().where(
         _same_account(account, subject),
         account.c.max_in_flight.is_not(None),
-        account.c.max_in_flight <= in_flight(subject, now, but),
+        account.c.max_in_flight <= in_flight(subject, now, but, rows=rows),
     )
 
 
@@ -167,11 +187,6 @@ def entity_taken(subject: Any, now: Any, key: tuple[Any, Any] | None) -> sa.Colu
     """Another live operation of ``subject``'s entity holds a live lease at ``now``."""
     other, conditions = _other_of_entity(subject, key)
     return probe(other, *conditions, live_lease(now, other))
-
-
-ENTITY_ORDER = (*WATCH_IDENTITY, *ORDER_COLUMNS)
-"""The columns of the entity index (``kubun_connector_operation_entity_idx``), in order: the
-entity, then the claim order."""
 
 
 def older_in_entity(subject: Any, key: tuple[Any, Any] | None) -> sa.ColumnElement[bool]:

@@ -42,6 +42,7 @@ from store.operations import (
     held_by,
     lease_free,
     lease_values,
+    locked_in_key_order,
     releasable_by,
 )
 from store.records import OperationRecord, WatchRecord
@@ -409,7 +410,8 @@ class LeasingStore:
         ``renew_lease`` (``held_by``), and the lease must not have lapsed: a lapsed lease is
         taken again through ``acquire_lease`` or ``lease_operations``, which apply the
         account caps and the one-lease-per-entity rule. ``caller_did`` given: only that
-        caller's operations (a tenant's). One statement. Raises ``InvalidInput`` naming
+        caller's operations (a tenant's). One statement (on PostgreSQL it locks the rows in
+        key order first, ``locked_in_key_order``). Raises ``InvalidInput`` naming
         ``leaseToken``, ``leaseMs``, ``keys`` or ``keys[i].<field>`` (a key named twice
         among them)."""
         check.key("leaseToken", token)
@@ -419,13 +421,14 @@ class LeasingStore:
         if not wanted:
             return Measured()
         now = self._ctx.clock()
+        held = [
+            self._db.dialect.keys_in(op, wanted),
+            held_by(token),
+            op.c.lease_expires_at >= now,
+        ]
         update = (
             sa.update(op)
-            .where(
-                self._db.dialect.keys_in(op, wanted),
-                held_by(token),
-                op.c.lease_expires_at >= now,
-            )
+            .where(locked_in_key_order(self._db.dialect, *held), *held[1:])
             .values(lease_expires_at=now + duration, updated_at=now)
             .returning(op, ROW_BYTES.label(SIZE))
         )
@@ -439,7 +442,8 @@ class LeasingStore:
         """Drop the leases of the operations at ``keys`` (at most 500) where ``token`` holds
         it or none is held (``release_lease``'s guard, ``releasable_by``), and return those
         operations in key order, each with its size (charged, not bounded). ``caller_did``
-        given: only that caller's operations. One statement. Raises ``InvalidInput`` naming
+        given: only that caller's operations. One statement (on PostgreSQL it locks the rows
+        in key order first, ``locked_in_key_order``). Raises ``InvalidInput`` naming
         ``leaseToken``, ``keys`` or ``keys[i].<field>`` (a key named twice among them)."""
         check.key("leaseToken", token)
         wanted = operation_keys(keys, fewest=0)
@@ -447,9 +451,10 @@ class LeasingStore:
         if not wanted:
             return Measured()
         now = self._ctx.clock()
+        held = [self._db.dialect.keys_in(op, wanted), releasable_by(token)]
         update = (
             sa.update(op)
-            .where(self._db.dialect.keys_in(op, wanted), releasable_by(token))
+            .where(locked_in_key_order(self._db.dialect, *held), *held[1:])
             .values(lease_token=None, lease_expires_at=None, updated_at=now)
             .returning(op, ROW_BYTES.label(SIZE))
         )
@@ -822,7 +827,7 @@ def _leasing_accounts(accounts: sa.CTE, now: Any, where: Filters) -> sa.ColumnEl
     subject = accounts.c
     conditions = [
         guards.open_account(subject, now),
-        sa.not_(_at_cap(accounts, now)),
+        sa.not_(guards.at_cap(subject, now, rows=accounts)),
     ]
     connector, keys, _ = where
     if connector is not None:
@@ -830,29 +835,6 @@ def _leasing_accounts(accounts: sa.CTE, now: Any, where: Filters) -> sa.ColumnEl
     if keys is not None:
         conditions.append(subject.account_key.in_(keys))
     return sa.and_(*conditions)
-
-
-def _at_cap(rows: sa.FromClause, now: Any) -> sa.ColumnElement[bool]:
-    """The account of a row of ``rows`` (naming ``connector_name`` and ``account_key``) has a
-    cap and its live leases at ``now`` reach it: ``lease_guards.at_cap`` with the count of
-    live leases (through the index of live leases, at most the cap) correlated to ``rows``
-    itself, not to the cap's row."""
-    leased = op.alias("account_leases")
-    in_flight = (
-        sa.select(sa.func.count())
-        .where(
-            leased.c.connector_name == rows.c.connector_name,
-            leased.c.account_key == rows.c.account_key,
-            guards.live_lease(now, leased),
-        )
-        .correlate(rows)
-        .scalar_subquery()
-    )
-    return sa.exists().where(
-        account.c.connector_name == rows.c.connector_name,
-        account.c.account_key == rows.c.account_key,
-        account.c.max_in_flight <= in_flight,
-    )
 
 
 def _leasing_groups(now: Any, where: Filters, postgres: bool) -> tuple[sa.CTE, Any]:

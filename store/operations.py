@@ -5,10 +5,10 @@ came back. Methods return the updated record when they applied and None when a g
 refused, where the seed returns a boolean.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import sqlalchemy as sa
 
@@ -17,6 +17,7 @@ from store import validation as check
 from store.accounts import ENSURE_ACCOUNT, ENSURE_AND_LOCK_ACCOUNT, touch
 from store.context import ReadWinner, StoreContext
 from store.database import chunked, fetch_in_chunks
+from store.dialects import Dialect
 from store.errors import InvalidInput, ReservedValue
 from store.events import (
     CLAIMED,
@@ -271,6 +272,38 @@ ORDER = (op.c.created_at, op.c.caller_did, op.c.operation_id)
 """The ``listTrackedOperations`` order (``OperationRecord.order_key``)."""
 KEY_ORDER = (op.c.caller_did, op.c.operation_id)
 """Key order (``list_operations``)."""
+
+
+def items_locked_in_key_order(rows: sa.FromClause) -> sa.FromClause:
+    """A batch's items (``rows``, naming ``caller`` and ``operation``) once their operations
+    are locked in key order (``FOR UPDATE``), for a batch write over them (its
+    ``lock_first``, PostgreSQL): the write's plan may visit the rows in any order (their
+    order in the table, say), and then locks none anew, so two batches, or a batch and
+    another write that waits for operations in key order (``force_release_leases``,
+    ``LeasingStore.renew_leases``), wait on each other instead of deadlocking. An item
+    whose operation is absent is left out: it writes nothing either way."""
+    locked = (
+        sa.select(rows)
+        .join_from(rows, op, by_key(rows.c.caller, rows.c.operation))
+        .order_by(*KEY_ORDER)
+        .with_for_update(of=op)
+    )
+    return locked.cte("locked_item")
+
+
+def locked_in_key_order(dialect: Dialect, *conditions: Any) -> sa.ColumnElement[bool]:
+    """The operation is one of those meeting ``conditions``, which are locked first in key
+    order where writers run side by side (``Dialect.locked_in_order``; ``conditions``
+    alone where they take turns): the WHERE of a write over several operations it names by
+    key, which then waits for them in the order ``items_locked_in_key_order`` gives a
+    batch."""
+    if dialect.one_writer:
+        return sa.and_(*conditions)
+    chosen = dialect.locked_in_order(sa.select(*KEY_ORDER).where(*conditions), *KEY_ORDER)
+    locked = chosen.cte("locked")
+    return sa.tuple_(*KEY_ORDER).in_(sa.select(locked.c.caller_did, locked.c.operation_id))
+
+
 WATCH_ORDER = (*(op.c[name] for name in WATCH_IDENTITY), *ORDER)
 """By watch identity, then in ``ORDER`` (``list_operations_of_watches``)."""
 ROW_BYTES = row_bytes(op.c)
@@ -587,6 +620,38 @@ def record_operation_update(
     )
 
 
+class RecordShape(NamedTuple):
+    """Which of its indexed columns a ``record_operation_update`` leaves out of its SET
+    (its ``stays`` and ``keeps_schedule``): one statement of each settle path per shape."""
+
+    stays: bool
+    keeps_schedule: bool
+
+
+def record_steps(items: Sequence[Mapping[str, Any]], one_writer: bool) -> list[RecordShape]:
+    """The statements, in the order to run them, that record ``items`` (live changes, one
+    or a batch's): the choice ``record_operation`` and ``BatchesStore.record_operations``
+    both make. Each leaves ``state`` out of its SET when every item stays in its state.
+    Where the database takes one writer at a time (``one_writer``: SQLite, which rewrites
+    an index entry of every column a SET names), two in one transaction: first the one
+    that applies only to rows already holding their item's ``next_attempt_at`` and
+    ``defer_reason`` and leaves both out of its SET, then the full one for the items the
+    first did not apply to. Elsewhere the full one alone: two would lock a batch's rows
+    out of key order, so two batches naming the same rows could deadlock (and PostgreSQL
+    keeps an update HOT by the indexed values, whatever the SET names)."""
+    stays = all(item["to_state"] == item["from_state"] for item in items)
+    full = RecordShape(stays, keeps_schedule=False)
+    return [RecordShape(stays, keeps_schedule=True), full] if one_writer else [full]
+
+
+def sets_documents(items: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the finalize of ``items`` (one or a batch's) names ``document_id`` in its
+    SET: only when an item gives one (``finalize_update``'s ``sets_document``); the choice
+    ``finalize_operation_and_arm_watch`` and ``BatchesStore.finalize_operations`` both
+    make."""
+    return any(item["document_id"] is not None for item in items)
+
+
 RECORD_OPERATION = Logged(OPERATIONS, RECORDED, lambda _: record_operation_update(PARAMS, NOW))
 """``record_operation``'s compare-and-set, logged."""
 
@@ -594,6 +659,27 @@ RECORD_OPERATION_STAYING = Logged(
     OPERATIONS, RECORDED, lambda _: record_operation_update(PARAMS, NOW, stays=True)
 )
 """``RECORD_OPERATION`` of a change whose ``to_state`` is its ``from_state``."""
+
+RECORD_OPERATION_KEEPING_SCHEDULE = Logged(
+    OPERATIONS, RECORDED, lambda _: record_operation_update(PARAMS, NOW, keeps_schedule=True)
+)
+"""``RECORD_OPERATION`` where the row's ``next_attempt_at`` and ``defer_reason`` already are
+the change's: both are left out of the SET."""
+
+RECORD_OPERATION_STAYING_KEEPING_SCHEDULE = Logged(
+    OPERATIONS,
+    RECORDED,
+    lambda _: record_operation_update(PARAMS, NOW, stays=True, keeps_schedule=True),
+)
+"""``RECORD_OPERATION_STAYING`` and ``RECORD_OPERATION_KEEPING_SCHEDULE`` at once."""
+
+RECORD_OPERATION_BY_SHAPE = {
+    RecordShape(False, False): RECORD_OPERATION,
+    RecordShape(True, False): RECORD_OPERATION_STAYING,
+    RecordShape(False, True): RECORD_OPERATION_KEEPING_SCHEDULE,
+    RecordShape(True, True): RECORD_OPERATION_STAYING_KEEPING_SCHEDULE,
+}
+"""``record_operation``'s statement of each ``record_steps`` shape."""
 
 
 def _reject_reserved_marker(field: str, marker: str | None) -> None:
@@ -1102,7 +1188,9 @@ class OperationsStore:
 
         CAS on state, version and lease token; version +1; provider etag, next attempt,
         defer reason, kind and HTTP status take the given values (None clears them). A
-        terminal ``from_state`` never applies: nothing leaves a terminal state.
+        terminal ``from_state`` never applies: nothing leaves a terminal state. The
+        statements are ``record_steps``' (on SQLite a transaction of two: the first, which
+        leaves the schedule out of its SET, applies where the row already holds it).
         Returns the updated operation, or None when a guard refused or it is absent.
         Raises ``InvalidInput`` for ``to_state`` committed (finalize reaches it) and
         ``ReservedValue`` for the contested ``send_marker``.
@@ -1111,10 +1199,15 @@ class OperationsStore:
         if item["from_state"] in TERMINAL_STATES:
             return None
         params = prefixed(item) | {"p_now": self._ctx.clock()}
-        stays = item["to_state"] == item["from_state"]
-        return await self._update_prepared(
-            RECORD_OPERATION_STAYING if stays else RECORD_OPERATION, params
-        )
+        first, *rest = record_steps([item], self._db.dialect.one_writer)
+        if not rest:
+            return await self._update_prepared(RECORD_OPERATION_BY_SHAPE[first], params)
+        async with self._db.write_transaction():
+            for shape in [first, *rest]:
+                recorded = await self._update_prepared(RECORD_OPERATION_BY_SHAPE[shape], params)
+                if recorded is not None:
+                    return recorded
+        return None
 
     async def finalize_operation_and_arm_watch(self, final: Finalize) -> Finalization | None:
         """Commit the live operation at ``final``'s key and arm its watch, in one transaction.
@@ -1131,7 +1224,7 @@ class OperationsStore:
         item = finalize_item(final)
         params = prefixed(item)
         async with self._db.write_transaction():
-            finalize = FINALIZE_KEEPING_DOCUMENT if item["document_id"] is None else FINALIZE
+            finalize = FINALIZE if sets_documents([item]) else FINALIZE_KEEPING_DOCUMENT
             row = await finalize.run_one(self._db, params | {"p_now": self._ctx.clock()})
             if row is None:
                 return None

@@ -39,6 +39,7 @@ from store.operations import (
     by_key,
     claim_insert,
     filter_conditions,
+    locked_in_key_order,
     unrecorded_send,
 )
 from store.records import (
@@ -772,22 +773,9 @@ class OperatorStore:
             op.c.state == ATTEMPTED,
             op.c.lease_token.is_not(None),
         ]
-        # Locked in key order first (PostgreSQL), so two calls naming the same operations
-        # in other orders wait on each other instead of deadlocking.
-        chosen = self._db.dialect.locked_in_order(
-            sa.select(op.c.caller_did, op.c.operation_id).where(*held),
-            op.c.caller_did,
-            op.c.operation_id,
-        )
-        locked = chosen.cte("locked")
         update = (
             sa.update(op)
-            .where(
-                sa.tuple_(op.c.caller_did, op.c.operation_id).in_(
-                    sa.select(locked.c.caller_did, locked.c.operation_id)
-                ),
-                *held[1:],
-            )
+            .where(locked_in_key_order(self._db.dialect, *held), *held[1:])
             .values(
                 lease_token=None,
                 lease_expires_at=None,

@@ -83,6 +83,8 @@ SQLITE_ONLY = frozenset(
     {
         "batches.RECORD_OPERATIONS_KEEPING_SCHEDULE",
         "batches.RECORD_OPERATIONS_STAYING_KEEPING_SCHEDULE",
+        "operations.RECORD_OPERATION_KEEPING_SCHEDULE",
+        "operations.RECORD_OPERATION_STAYING_KEEPING_SCHEDULE",
     }
 )
 """The module-level statements the store runs only where writers take turns

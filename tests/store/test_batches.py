@@ -29,9 +29,13 @@ from store.items import MAX_ITEMS
 from store.operations import (
     FINALIZE_KEEPING_DOCUMENT,
     ITEM_COLUMNS,
+    RECORD_OPERATION_KEEPING_SCHEDULE,
     RECORD_OPERATION_STAYING,
+    RECORD_OPERATION_STAYING_KEEPING_SCHEDULE,
     Finalize,
+    RecordShape,
     SendMark,
+    record_steps,
 )
 from store.sql_text import compiled
 from store.tables import operation as operation_table
@@ -783,6 +787,10 @@ SETTLES = {
         (RECORD_OPERATIONS_STAYING_KEEPING_SCHEDULE, "next_attempt_at"),
         (FINALIZE_OPERATIONS_KEEPING_DOCUMENTS, "document_id"),
         (RECORD_OPERATION_STAYING, "state"),
+        (RECORD_OPERATION_KEEPING_SCHEDULE, "next_attempt_at"),
+        (RECORD_OPERATION_KEEPING_SCHEDULE, "defer_reason"),
+        (RECORD_OPERATION_STAYING_KEEPING_SCHEDULE, "state"),
+        (RECORD_OPERATION_STAYING_KEEPING_SCHEDULE, "defer_reason"),
         (FINALIZE_KEEPING_DOCUMENT, "document_id"),
     ],
 )
@@ -796,6 +804,21 @@ def test_settle_variants_leave_the_unchanged_indexed_column_out_of_the_set(state
     sql = str(compiled(write, "sqlite", by_name=True))
     assigned = sql.split(" SET ", 1)[1].split(" FROM ", 1)[0].split(" WHERE ", 1)[0]
     assert f"{left_out}=" not in assigned.replace(" ", ""), assigned
+
+
+@pytest.mark.parametrize("stays", [False, True])
+def test_record_steps__keep_the_schedule_first_only_where_writers_take_turns(stays):
+    """Where writers take turns (SQLite) the statement that keeps the schedule runs first
+    and the full one after it; elsewhere the full one alone, so a batch locks its rows
+    once, in key order. ``state`` is left out only when every item stays."""
+    items = [{"from_state": "attempted", "to_state": "attempted"}]
+    if not stays:
+        items.append({"from_state": "attempted", "to_state": "failed"})
+    assert record_steps(items, one_writer=True) == [
+        RecordShape(stays, keeps_schedule=True),
+        RecordShape(stays, keeps_schedule=False),
+    ]
+    assert record_steps(items, one_writer=False) == [RecordShape(stays, keeps_schedule=False)]
 
 
 @pytest.mark.parametrize("name", SETTLES)

@@ -8,11 +8,24 @@
 --   $17 param_6
 -- bound when built: attempts_1 = 1, param_1 = 'finalized', param_2 = 'committed',
 --   param_3 = None, param_4 = None, param_5 = None, param_6 = 'attempted', version_1 = 1
-WITH changed AS (
+WITH locked_item AS (
+  SELECT item.caller AS caller,
+    item.operation AS operation,
+    item.version AS version,
+    item.token AS token,
+    item.result_entity AS result_entity,
+    item.provider_etag AS provider_etag,
+    item.document_id AS document_id
+  FROM unnest(:b_caller::TEXT[], :b_operation::TEXT[], :b_version::INTEGER[], :b_token::TEXT[], :b_result_entity::TEXT[], :b_provider_etag::TEXT[], :b_document_id::TEXT[]) AS item(caller, operation, version, token, result_entity, provider_etag, document_id)
+  JOIN kubun_connector_operation ON kubun_connector_operation.caller_did = item.caller AND kubun_connector_operation.operation_id = item.operation
+  ORDER BY kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
+  FOR UPDATE OF kubun_connector_operation
+),
+changed AS (
   UPDATE kubun_connector_operation
-  SET provider_etag=coalesce(item.provider_etag, kubun_connector_operation.provider_etag),
-    document_id=coalesce(item.document_id, kubun_connector_operation.document_id),
-    result_entity=item.result_entity,
+  SET provider_etag=coalesce(locked_item.provider_etag, kubun_connector_operation.provider_etag),
+    document_id=coalesce(locked_item.document_id, kubun_connector_operation.document_id),
+    result_entity=locked_item.result_entity,
     state=:param_2::VARCHAR,
     attempts=(kubun_connector_operation.attempts + :attempts_1::INTEGER),
     next_attempt_at=:param_3::BIGINT,
@@ -20,12 +33,12 @@ WITH changed AS (
     send_marker=:param_5::VARCHAR,
     version=(kubun_connector_operation.version + :version_1::INTEGER),
     updated_at=:p_now::BIGINT
-  FROM unnest(:b_caller::TEXT[], :b_operation::TEXT[], :b_version::INTEGER[], :b_token::TEXT[], :b_result_entity::TEXT[], :b_provider_etag::TEXT[], :b_document_id::TEXT[]) AS item(caller, operation, version, token, result_entity, provider_etag, document_id)
-  WHERE kubun_connector_operation.caller_did = item.caller
-    AND kubun_connector_operation.operation_id = item.operation
+  FROM locked_item
+  WHERE kubun_connector_operation.caller_did = locked_item.caller
+    AND kubun_connector_operation.operation_id = locked_item.operation
     AND (kubun_connector_operation.state || '') = :param_6::VARCHAR
-    AND kubun_connector_operation.version = item.version
-    AND kubun_connector_operation.lease_token = item.token
+    AND kubun_connector_operation.version = locked_item.version
+    AND kubun_connector_operation.lease_token = locked_item.token
   RETURNING kubun_connector_operation.caller_did,
     kubun_connector_operation.operation_id,
     kubun_connector_operation.node_key,

@@ -5,15 +5,25 @@
 -- the driver's parameters: $1 param_1, $2 p_actor, $3 param_2, $4 p_now, $5 b_caller,
 --   $6 b_operation, $7 b_token, $8 b_marker, $9 param_3
 -- bound when built: param_1 = 'send_marked', param_2 = '*contested*', param_3 = 'attempted'
-WITH changed AS (
-  UPDATE kubun_connector_operation
-  SET send_marker=CASE WHEN (kubun_connector_operation.send_marker IS NULL OR kubun_connector_operation.send_marker = item.marker) THEN item.marker ELSE :param_2::VARCHAR END,
-    updated_at=:p_now::BIGINT
+WITH locked_item AS (
+  SELECT item.caller AS caller,
+    item.operation AS operation,
+    item.token AS token,
+    item.marker AS marker
   FROM unnest(:b_caller::TEXT[], :b_operation::TEXT[], :b_token::TEXT[], :b_marker::TEXT[]) AS item(caller, operation, token, marker)
-  WHERE kubun_connector_operation.caller_did = item.caller
-    AND kubun_connector_operation.operation_id = item.operation
+  JOIN kubun_connector_operation ON kubun_connector_operation.caller_did = item.caller AND kubun_connector_operation.operation_id = item.operation
+  ORDER BY kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
+  FOR UPDATE OF kubun_connector_operation
+),
+changed AS (
+  UPDATE kubun_connector_operation
+  SET send_marker=CASE WHEN (kubun_connector_operation.send_marker IS NULL OR kubun_connector_operation.send_marker = locked_item.marker) THEN locked_item.marker ELSE :param_2::VARCHAR END,
+    updated_at=:p_now::BIGINT
+  FROM locked_item
+  WHERE kubun_connector_operation.caller_did = locked_item.caller
+    AND kubun_connector_operation.operation_id = locked_item.operation
     AND (kubun_connector_operation.state || '') = :param_3::VARCHAR
-    AND kubun_connector_operation.lease_token = item.token
+    AND kubun_connector_operation.lease_token = locked_item.token
   RETURNING kubun_connector_operation.caller_did,
     kubun_connector_operation.operation_id,
     kubun_connector_operation.node_key,

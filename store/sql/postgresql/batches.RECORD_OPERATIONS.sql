@@ -10,26 +10,46 @@
 -- bound when built: attempts_1 = 'refund', attempts_2 = 1, attempts_3 = 'count',
 --   attempts_4 = 1, attempts_5 = 'keep', attempts_6 = 'refund', attempts_7 = 0,
 --   param_1 = 'recorded', version_1 = 1
-WITH changed AS (
+WITH locked_item AS (
+  SELECT item.caller AS caller,
+    item.operation AS operation,
+    item.from_state AS from_state,
+    item.to_state AS to_state,
+    item.version AS version,
+    item.token AS token,
+    item.attempts AS attempts,
+    item.marker AS marker,
+    item.provider_etag AS provider_etag,
+    item.next_attempt_at AS next_attempt_at,
+    item.defer_reason AS defer_reason,
+    item.kind AS kind,
+    item.http_status AS http_status,
+    item.message AS message
+  FROM unnest(:b_caller::TEXT[], :b_operation::TEXT[], :b_from_state::TEXT[], :b_to_state::TEXT[], :b_version::INTEGER[], :b_token::TEXT[], :b_attempts::TEXT[], :b_marker::TEXT[], :b_provider_etag::TEXT[], :b_next_attempt_at::BIGINT[], :b_defer_reason::TEXT[], :b_kind::TEXT[], :b_http_status::INTEGER[], :b_message::TEXT[]) AS item(caller, operation, from_state, to_state, version, token, attempts, marker, provider_etag, next_attempt_at, defer_reason, kind, http_status, message)
+  JOIN kubun_connector_operation ON kubun_connector_operation.caller_did = item.caller AND kubun_connector_operation.operation_id = item.operation
+  ORDER BY kubun_connector_operation.caller_did, kubun_connector_operation.operation_id
+  FOR UPDATE OF kubun_connector_operation
+),
+changed AS (
   UPDATE kubun_connector_operation
-  SET provider_etag=item.provider_etag,
-    state=item.to_state,
-    attempts=CASE WHEN (item.attempts = :attempts_1::VARCHAR) THEN kubun_connector_operation.attempts - :attempts_2::INTEGER WHEN (item.attempts = :attempts_3::VARCHAR) THEN kubun_connector_operation.attempts + :attempts_4::INTEGER ELSE kubun_connector_operation.attempts END,
-    next_attempt_at=item.next_attempt_at,
-    defer_reason=item.defer_reason,
-    last_kind=item.kind,
-    last_http_status=item.http_status,
-    last_error=item.message,
-    send_marker=CASE WHEN (item.attempts = :attempts_5::VARCHAR) THEN kubun_connector_operation.send_marker END,
+  SET provider_etag=locked_item.provider_etag,
+    state=locked_item.to_state,
+    attempts=CASE WHEN (locked_item.attempts = :attempts_1::VARCHAR) THEN kubun_connector_operation.attempts - :attempts_2::INTEGER WHEN (locked_item.attempts = :attempts_3::VARCHAR) THEN kubun_connector_operation.attempts + :attempts_4::INTEGER ELSE kubun_connector_operation.attempts END,
+    next_attempt_at=locked_item.next_attempt_at,
+    defer_reason=locked_item.defer_reason,
+    last_kind=locked_item.kind,
+    last_http_status=locked_item.http_status,
+    last_error=locked_item.message,
+    send_marker=CASE WHEN (locked_item.attempts = :attempts_5::VARCHAR) THEN kubun_connector_operation.send_marker END,
     version=(kubun_connector_operation.version + :version_1::INTEGER),
     updated_at=:p_now::BIGINT
-  FROM unnest(:b_caller::TEXT[], :b_operation::TEXT[], :b_from_state::TEXT[], :b_to_state::TEXT[], :b_version::INTEGER[], :b_token::TEXT[], :b_attempts::TEXT[], :b_marker::TEXT[], :b_provider_etag::TEXT[], :b_next_attempt_at::BIGINT[], :b_defer_reason::TEXT[], :b_kind::TEXT[], :b_http_status::INTEGER[], :b_message::TEXT[]) AS item(caller, operation, from_state, to_state, version, token, attempts, marker, provider_etag, next_attempt_at, defer_reason, kind, http_status, message)
-  WHERE kubun_connector_operation.caller_did = item.caller
-    AND kubun_connector_operation.operation_id = item.operation
-    AND (kubun_connector_operation.state || '') = item.from_state
-    AND kubun_connector_operation.version = item.version
-    AND kubun_connector_operation.lease_token = item.token
-    AND (item.attempts != :attempts_6::VARCHAR OR kubun_connector_operation.attempts > :attempts_7::INTEGER AND (kubun_connector_operation.send_marker IS NULL OR kubun_connector_operation.send_marker = item.marker))
+  FROM locked_item
+  WHERE kubun_connector_operation.caller_did = locked_item.caller
+    AND kubun_connector_operation.operation_id = locked_item.operation
+    AND (kubun_connector_operation.state || '') = locked_item.from_state
+    AND kubun_connector_operation.version = locked_item.version
+    AND kubun_connector_operation.lease_token = locked_item.token
+    AND (locked_item.attempts != :attempts_6::VARCHAR OR kubun_connector_operation.attempts > :attempts_7::INTEGER AND (kubun_connector_operation.send_marker IS NULL OR kubun_connector_operation.send_marker = locked_item.marker))
   RETURNING kubun_connector_operation.caller_did,
     kubun_connector_operation.operation_id,
     kubun_connector_operation.node_key,

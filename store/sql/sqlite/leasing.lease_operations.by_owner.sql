@@ -101,14 +101,15 @@ leasing_accounts AS (
       FROM kubun_connector_account
       WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
         AND kubun_connector_account.account_key = owner_accounts.account_key
+        AND kubun_connector_account.max_in_flight IS NOT NULL
         AND kubun_connector_account.max_in_flight <= (
           SELECT count(*) AS count_2
-          FROM kubun_connector_operation AS account_leases
-          WHERE account_leases.connector_name = owner_accounts.connector_name
-            AND account_leases.account_key = owner_accounts.account_key
-            AND account_leases.state = 'attempted'
-            AND account_leases.lease_token IS NOT NULL
-            AND account_leases.lease_expires_at >= :p_now
+          FROM kubun_connector_operation AS leased
+          WHERE leased.connector_name = owner_accounts.connector_name
+            AND leased.account_key = owner_accounts.account_key
+            AND leased.state = 'attempted'
+            AND leased.lease_token IS NOT NULL
+            AND leased.lease_expires_at >= :p_now
         )
     ))
     AND owner_accounts.connector_name = :p_connector
@@ -461,14 +462,15 @@ leasing_accounts AS (
       FROM kubun_connector_account
       WHERE kubun_connector_account.connector_name = owner_accounts.connector_name
         AND kubun_connector_account.account_key = owner_accounts.account_key
+        AND kubun_connector_account.max_in_flight IS NOT NULL
         AND kubun_connector_account.max_in_flight <= (
           SELECT count(*) AS count_2
-          FROM kubun_connector_operation AS account_leases
-          WHERE account_leases.connector_name = owner_accounts.connector_name
-            AND account_leases.account_key = owner_accounts.account_key
-            AND account_leases.state = 'attempted'
-            AND account_leases.lease_token IS NOT NULL
-            AND account_leases.lease_expires_at >= :p_now
+          FROM kubun_connector_operation AS leased
+          WHERE leased.connector_name = owner_accounts.connector_name
+            AND leased.account_key = owner_accounts.account_key
+            AND leased.state = 'attempted'
+            AND leased.lease_token IS NOT NULL
+            AND leased.lease_expires_at >= :p_now
         )
     ))
     AND owner_accounts.connector_name = :p_connector
