@@ -21,6 +21,7 @@ import asyncpg
 import httpx
 import pytest
 from graphql import get_introspection_query
+from starlette.types import Receive
 from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.h11_impl import RequestResponseCycle as H11Cycle
@@ -306,8 +307,10 @@ async def test_max_header_bytes__a_pipelined_head_past_the_limit_refused_while_o
     """A head pipelined behind a request still in flight is counted too: httptools parses it
     at once and would keep a head that never ends in memory."""
 
-    async def never_answers(scope: object, receive: object, send: object) -> None:
-        await asyncio.Event().wait()
+    async def never_answers(scope: object, receive: Receive, send: object) -> None:
+        """Reads the request, then waits for the client to go without answering it."""
+        while (await receive())["type"] != "http.disconnect":
+            pass
 
     settings = Settings(http_parser=parser, max_header_bytes=8192)
     config = http_config(never_answers, settings, "127.0.0.1", 0)
