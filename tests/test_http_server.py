@@ -29,7 +29,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle as HttpToolsCycle
 from uvicorn.server import ServerState
 
-from server.http_server import PROTOCOLS, Bounds, freeze_startup_objects, http_config
+from server.http_server import PROTOCOLS, Bounds, freeze_startup_objects, http_config, listening
 from server.settings import Settings
 from store.migrate import upgrade
 from tests.databases import PostgresRun
@@ -298,6 +298,31 @@ class Recorded(asyncio.Transport):
 
     def resume_reading(self) -> None:
         pass
+
+
+async def test_listening__a_request_still_running_when_the_block_ends_has_ended_when_it_returns():
+    """Past the shutdown's grace and uvicorn's backstop a request that ignores both is
+    cancelled: nothing the server ran goes on after it (on the API's event loop, beside
+    the metrics port's server)."""
+    started, ended = asyncio.Event(), asyncio.Event()
+
+    async def ignores_everything(scope: object, receive: object, send: object) -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            ended.set()
+
+    port = free_port()
+    async with listening(
+        ignores_everything, Settings(shutdown_grace_seconds=0.1), "127.0.0.1", port
+    ):
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        async with asyncio.timeout(10):
+            await started.wait()
+    assert ended.is_set()
+    writer.close()
 
 
 @pytest.mark.parametrize("parser", ["httptools", "h11"])
