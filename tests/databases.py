@@ -54,9 +54,11 @@ class PostgresRun:
         self.error: str | None = None
         self.created = False
         self.used = False
+        """Whether the database was asked for (``create``) since this was last set False."""
         self.watcher: asyncpg.Connection | None = None
 
     async def create(self) -> str:
+        self.used = True
         if self.url is not None:
             return self.url
         if self.error is not None:
@@ -82,7 +84,6 @@ class PostgresRun:
 
     async def truncate(self) -> None:
         assert self.url is not None
-        self.used = True
         connection = await asyncpg.connect(as_driver(self.url, "postgresql"))
         try:
             names = ", ".join(table.name for table in tables.metadata.sorted_tables)
