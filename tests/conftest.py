@@ -14,6 +14,7 @@ import pytest
 from store import ConnectorStore
 from store.database import Database
 from tests.databases import PostgresRun, sqlite_copy, sqlite_template
+from tests.leftovers import describe, sessions_left, tasks_left
 from tests.tokens import TEST_JWT_SECRET
 
 # Every app and server of the suite (in-process or spawned) checks tokens with this secret;
@@ -67,12 +68,6 @@ async def database_url(
     return url
 
 
-LEFT_GRACE_S = 2.0
-"""How long what a test started may take to end once the test is over (a cancelled task
-finishing its cleanup, a closed connection's server session exiting) before the test is
-said to have left it running."""
-
-
 @pytest.fixture(autouse=True)
 async def nothing_left_running(postgres_run: PostgresRun) -> AsyncIterator[None]:
     """Fail the test that leaves a task running on the run's event loop, or, when it used
@@ -83,48 +78,11 @@ async def nothing_left_running(postgres_run: PostgresRun) -> AsyncIterator[None]
     before = asyncio.all_tasks()
     postgres_run.used = False
     yield
-    tasks = await tasks_left(before)
-    sessions = await sessions_left(postgres_run) if postgres_run.used else []
-    if tasks or sessions:
-        pytest.fail(
-            "left running after the test:\n"
-            + "\n".join(
-                [f"task {task.get_name()}: {coroutine_name(task)}" for task in tasks]
-                + [f"PostgreSQL session {session}" for session in sessions]
-            ),
-            pytrace=False,
-        )
-
-
-async def tasks_left(before: set["asyncio.Task[object]"]) -> list["asyncio.Task[object]"]:
-    """The tasks started since ``before`` that have not ended within ``LEFT_GRACE_S``,
-    cancelled (and given ``LEFT_GRACE_S`` more to end)."""
-    started = asyncio.all_tasks() - before - {asyncio.current_task()}
-    if not started:
-        return []
-    _, pending = await asyncio.wait(started, timeout=LEFT_GRACE_S)
-    for task in pending:
-        task.cancel()
-    if pending:
-        await asyncio.wait(pending, timeout=LEFT_GRACE_S)
-    return sorted(pending, key=lambda task: task.get_name())
-
-
-def coroutine_name(task: "asyncio.Task[object]") -> str:
-    coroutine = task.get_coro()
-    return getattr(coroutine, "__qualname__", repr(coroutine))
-
-
-async def sessions_left(postgres_run: PostgresRun) -> list[str]:
-    """The sessions still connected to the run's database ``LEFT_GRACE_S`` after the test,
-    terminated."""
-    deadline = time.monotonic() + LEFT_GRACE_S
-    while sessions := await postgres_run.sessions():
-        if time.monotonic() > deadline:
-            await postgres_run.terminate_sessions()
-            return sessions
-        await asyncio.sleep(0.01)
-    return []
+    left = [describe(task) for task in await tasks_left(before)]
+    if postgres_run.used:
+        left += [f"PostgreSQL session {session}" for session in await sessions_left(postgres_run)]
+    if left:
+        pytest.fail("left running after the test:\n" + "\n".join(left), pytrace=False)
 
 
 @pytest.fixture
