@@ -78,6 +78,7 @@ from uvicorn.server import ServerState
 from resolvers.codes import SERVICE_UNAVAILABLE
 from server.responses import request_error
 from server.settings import Settings
+from store import background
 
 log = logging.getLogger("connector_store.http")
 
@@ -538,8 +539,11 @@ def freeze_startup_objects() -> None:
 @contextlib.asynccontextmanager
 async def listening(app: ASGIApp, settings: Settings, host: str, port: int) -> AsyncIterator[None]:
     """Serve ``app`` (no lifespan) on ``host:port`` on the running event loop for the block,
-    with every bound of ``serve_http``: the metrics port beside the API's server. Its
-    connections are closed when the block ends."""
+    with every bound of ``serve_http``: the metrics port beside the API's server. When the
+    block ends its connections are closed and its requests still running given the
+    shutdown's grace (``SHUTDOWN_GRACE_SECONDS``, then uvicorn's backstop a second later),
+    as ``serve_http``'s at SIGTERM; those still running then are cancelled. It returns once
+    every request it ran has ended."""
     config = http_config(app, settings, host, port)
     config.load()
     protocol = cast(type[Bounds], config.http_protocol_class)
@@ -555,4 +559,9 @@ async def listening(app: ASGIApp, settings: Settings, host: str, port: int) -> A
         server.close()
         for connection in list(state.connections):
             connection.shutdown()
+        if state.tasks:
+            _, late = await asyncio.wait(set(state.tasks), timeout=config.timeout_graceful_shutdown)
+            if late:
+                log.warning("http: %d request(s) outlived shutdown's grace: cancelled", len(late))
+                await background.stop(*late)
         await server.wait_closed()

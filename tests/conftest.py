@@ -1,5 +1,6 @@
 """Fixtures: every store test runs on SQLite and on PostgreSQL, each on fresh databases."""
 
+import asyncio
 import faulthandler
 import os
 import sys
@@ -13,6 +14,7 @@ import pytest
 from store import ConnectorStore
 from store.database import Database
 from tests.databases import PostgresRun, sqlite_copy, sqlite_template
+from tests.leftovers import describe, sessions_left, tasks_left
 from tests.tokens import TEST_JWT_SECRET
 
 # Every app and server of the suite (in-process or spawned) checks tokens with this secret;
@@ -64,6 +66,23 @@ async def database_url(
     url = await postgres_run.create()
     await postgres_run.truncate()
     return url
+
+
+@pytest.fixture(autouse=True)
+async def nothing_left_running(postgres_run: PostgresRun) -> AsyncIterator[None]:
+    """Fail the test that leaves a task running on the run's event loop, or, when it used
+    the run's PostgreSQL database, a session connected to that database. The whole run
+    shares one event loop and one database: a listener, sweeper or pool left by one test
+    goes on, and reconnects, during the next ones. What was left is then stopped (tasks
+    cancelled, sessions terminated), so that only the test that left it fails."""
+    before = asyncio.all_tasks()
+    postgres_run.used = False
+    yield
+    left = [describe(task) for task in await tasks_left(before)]
+    if postgres_run.used:
+        left += [f"PostgreSQL session {session}" for session in await sessions_left(postgres_run)]
+    if left:
+        pytest.fail("left running after the test:\n" + "\n".join(left), pytrace=False)
 
 
 @pytest.fixture

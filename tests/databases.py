@@ -53,8 +53,12 @@ class PostgresRun:
         self.url: str | None = None
         self.error: str | None = None
         self.created = False
+        self.used = False
+        """Whether the database was asked for (``create``) since this was last set False."""
+        self.watcher: asyncpg.Connection | None = None
 
     async def create(self) -> str:
+        self.used = True
         if self.url is not None:
             return self.url
         if self.error is not None:
@@ -87,7 +91,32 @@ class PostgresRun:
         finally:
             await connection.close()
 
+    async def sessions(self) -> list[str]:
+        """The client sessions connected to this run's database, each as its application
+        name, state and last statement; asked on a connection of the run's own to the
+        server's admin database (which is not counted, nor disturbed by a test that ends
+        the sessions of the run's database)."""
+        if self.watcher is None or self.watcher.is_closed():
+            self.watcher = await asyncpg.connect(postgres_admin_url())
+        rows = await self.watcher.fetch(
+            "SELECT application_name, state, query FROM pg_stat_activity"
+            " WHERE datname = $1 AND backend_type = 'client backend'",
+            self.name,
+        )
+        return [f"{row[0] or '-'} ({row[1]}): {row[2]!r}" for row in rows]
+
+    async def terminate_sessions(self) -> None:
+        """End every client session connected to this run's database."""
+        assert self.watcher is not None
+        await self.watcher.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = $1 AND backend_type = 'client backend'",
+            self.name,
+        )
+
     async def drop(self) -> None:
+        if self.watcher is not None:
+            await self.watcher.close()
         if not self.created:
             return
         admin = await asyncpg.connect(postgres_admin_url())

@@ -21,6 +21,7 @@ import asyncpg
 import httpx
 import pytest
 from graphql import get_introspection_query
+from starlette.types import Receive
 from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.h11_impl import RequestResponseCycle as H11Cycle
@@ -28,7 +29,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle as HttpToolsCycle
 from uvicorn.server import ServerState
 
-from server.http_server import PROTOCOLS, Bounds, freeze_startup_objects, http_config
+from server.http_server import PROTOCOLS, Bounds, freeze_startup_objects, http_config, listening
 from server.settings import Settings
 from store.migrate import upgrade
 from tests.databases import PostgresRun
@@ -299,6 +300,31 @@ class Recorded(asyncio.Transport):
         pass
 
 
+async def test_listening__a_request_still_running_when_the_block_ends_has_ended_when_it_returns():
+    """Past the shutdown's grace and uvicorn's backstop a request that ignores both is
+    cancelled: nothing the server ran goes on after it (on the API's event loop, beside
+    the metrics port's server)."""
+    started, ended = asyncio.Event(), asyncio.Event()
+
+    async def ignores_everything(scope: object, receive: object, send: object) -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            ended.set()
+
+    port = free_port()
+    async with listening(
+        ignores_everything, Settings(shutdown_grace_seconds=0.1), "127.0.0.1", port
+    ):
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        async with asyncio.timeout(10):
+            await started.wait()
+    assert ended.is_set()
+    writer.close()
+
+
 @pytest.mark.parametrize("parser", ["httptools", "h11"])
 async def test_max_header_bytes__a_pipelined_head_past_the_limit_refused_while_one_is_in_flight(
     parser,
@@ -306,8 +332,10 @@ async def test_max_header_bytes__a_pipelined_head_past_the_limit_refused_while_o
     """A head pipelined behind a request still in flight is counted too: httptools parses it
     at once and would keep a head that never ends in memory."""
 
-    async def never_answers(scope: object, receive: object, send: object) -> None:
-        await asyncio.Event().wait()
+    async def never_answers(scope: object, receive: Receive, send: object) -> None:
+        """Reads the request, then waits for the client to go without answering it."""
+        while (await receive())["type"] != "http.disconnect":
+            pass
 
     settings = Settings(http_parser=parser, max_header_bytes=8192)
     config = http_config(never_answers, settings, "127.0.0.1", 0)

@@ -318,7 +318,9 @@ async def test_postgres__connection_terminated_mid_transaction_is_unavailable(da
 
 async def terminate_backend(pid: int) -> None:
     """End the connection served by backend ``pid`` and wait until it is gone. Only that one:
-    the event loop is shared by the whole run, so other connections may belong to others."""
+    asyncpg's pool connects again at once to keep its minimum size, so ending every
+    connection to the database until none is left may never end (the pool's own
+    reconnection, not something left by an earlier test, kept a run waiting)."""
     admin = await asyncpg.connect(postgres_admin_url())
     try:
         assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
