@@ -35,7 +35,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks.cpu import Window
+from benchmarks.cpu import Window, started
 from benchmarks.side_by_side import create_database, drop_database, stop
 from benchmarks.stages import bearer_token
 from store.migrate import upgrade
@@ -117,25 +117,11 @@ def granian_app() -> Any:
 async def window(spec: dict[str, Any], pid: int) -> dict[str, float]:
     """One row: the server's CPU (ms) per unit and the units a second."""
     command = [sys.executable, "-m", "benchmarks.load", json.dumps(spec)]
-    load = await asyncio.create_subprocess_exec(
-        *command, cwd=ROOT, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
-    )
-    assert load.stdin is not None and load.stdout is not None
-    try:
-        if await load.stdout.readline() != b"ready\n":
-            raise SystemExit("the load generator failed before its window")
+    async with started(command) as child:
         cpu = Window({"server": [pid]}, None)
         await cpu.open()
-        load.stdin.write(b"go\n")
-        await load.stdin.drain()
-        line = await load.stdout.readline()
+        result = await child.go()
         spent = await cpu.close()
-    finally:
-        load.stdin.close()
-        await load.wait()
-    if not line:
-        raise SystemExit("the load generator failed in its window")
-    result = json.loads(line)
     units = result["lifecycles"]
     return {"server_ms": spent["server"]["cpu_ms"] / units, "per_s": result["per_s"]}
 

@@ -14,8 +14,8 @@ that began inside the window counts from 0, and a thread or process that ended i
 not counted (the rows' pools and workers are up before a window opens and stay up until it
 closes).
 
-A measured child (``measured``) marks its window itself, so that its start-up and warm-up
-stay outside: it prints one line when it is ready (``ready``), waits for one line on its
+A measured child (``started``, ``measured``) marks its window itself, so that its start-up
+and warm-up stay outside: it prints one line when it is ready (``ready``), waits for one line on its
 stdin, runs, prints its result as one JSON line, then holds its connections until its stdin
 closes (so that its backends are still there to be read). ``ready`` and ``done`` are that
 protocol's Python side; ``benchmarks/peers/pgboss.mjs`` keeps it in JavaScript.
@@ -26,7 +26,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -174,14 +174,37 @@ class Window:
         return spent
 
 
-async def measured(
-    command: Sequence[str], servers: Sequence[int], backends: Backends | None
-) -> tuple[dict[str, Any], dict[str, dict[str, float]]]:
+class Child:
+    """A measured child (``started``) between its ``ready`` and its result."""
+
+    def __init__(self, process: asyncio.subprocess.Process, command: Sequence[str]) -> None:
+        self.process = process
+        self.command = command
+
+    @property
+    def pid(self) -> int:
+        """The child's process id."""
+        return self.process.pid
+
+    async def go(self) -> dict[str, Any]:
+        """Opens the child's window (the ``go`` line) and returns its JSON result once it
+        prints it; raises ``SystemExit`` when the child ends without one."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(b"go\n")
+        await self.process.stdin.drain()
+        line = await self.process.stdout.readline()
+        if not line:
+            raise SystemExit(f"{self.command[:3]} failed in its window")
+        result: dict[str, Any] = json.loads(line)
+        return result
+
+
+@contextlib.asynccontextmanager
+async def started(command: Sequence[str]) -> AsyncIterator[Child]:
     """Runs ``command`` (from the repository root), a child keeping the protocol of this
-    module's docstring, and counts the CPU of its window: ``server``, the processes of
-    ``servers`` (and their descendants); ``client``, the child's; ``postgres``, their
-    backends'. Returns the child's JSON result and ``Window.close``'s counts; raises
-    ``SystemExit`` when the child fails."""
+    module's docstring, and yields it once it is ready; on leaving, closes its stdin and waits
+    for it to end. Raises ``SystemExit`` when the child fails before its window, or ends with
+    a code other than 0."""
     root = Path(__file__).resolve().parent.parent
     process = await asyncio.create_subprocess_exec(
         *command, cwd=root, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
@@ -190,20 +213,26 @@ async def measured(
     try:
         if await process.stdout.readline() != b"ready\n":
             raise SystemExit(f"{command[:3]} failed before its window")
-        window = Window({"server": servers, "client": [process.pid]}, backends)
-        await window.open()
-        process.stdin.write(b"go\n")
-        await process.stdin.drain()
-        line = await process.stdout.readline()
-        if not line:
-            raise SystemExit(f"{command[:3]} failed in its window")
-        spent = await window.close()
+        yield Child(process, command)
     finally:
         process.stdin.close()
         code = await process.wait()
     if code != 0:
         raise SystemExit(f"{command[:3]} failed with {code}")
-    result: dict[str, Any] = json.loads(line)
+
+
+async def measured(
+    command: Sequence[str], servers: Sequence[int], backends: Backends | None
+) -> tuple[dict[str, Any], dict[str, dict[str, float]]]:
+    """Runs ``command`` (``started``) and counts the CPU of its window: ``server``, the
+    processes of ``servers`` (and their descendants); ``client``, the child's; ``postgres``,
+    their backends'. Returns the child's JSON result and ``Window.close``'s counts; raises
+    ``SystemExit`` when the child fails."""
+    async with started(command) as child:
+        window = Window({"server": servers, "client": [child.pid]}, backends)
+        await window.open()
+        result = await child.go()
+        spent = await window.close()
     return result, spent
 
 

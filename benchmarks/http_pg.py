@@ -37,7 +37,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy.engine import make_url
 
-from benchmarks.cpu import Backends, descendants, run_ns
+from benchmarks.cpu import Backends, descendants, run_ns, started
 from benchmarks.load import OWNERS
 from benchmarks.side_by_side import (
     ROOT,
@@ -116,24 +116,10 @@ async def measure(
     lifecycle of the pool's backends and of the listener's, and their context switches per
     lifecycle."""
     command = [sys.executable, "-m", "benchmarks.load", json.dumps(spec)]
-    process = await asyncio.create_subprocess_exec(
-        *command, cwd=ROOT, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
-    )
-    assert process.stdin is not None and process.stdout is not None
-    try:
-        if await process.stdout.readline() != b"ready\n":
-            raise SystemExit("the load generator failed before its window")
-        before = await Reading.take(backends, admin, [server_pid, process.pid])
-        process.stdin.write(b"go\n")
-        await process.stdin.drain()
-        line = await process.stdout.readline()
-        after = await Reading.take(backends, admin, [server_pid, process.pid])
-    finally:
-        process.stdin.close()
-        await process.wait()
-    if not line:
-        raise SystemExit("the load generator failed in its window")
-    result = json.loads(line)
+    async with started(command) as child:
+        before = await Reading.take(backends, admin, [server_pid, child.pid])
+        result = await child.go()
+        after = await Reading.take(backends, admin, [server_pid, child.pid])
     lifecycles = result["lifecycles"]
     cpu = {"pool": 0.0, "listener": 0.0}
     switched = 0

@@ -41,7 +41,7 @@ from pathlib import Path
 from types import CodeType, FrameType
 from typing import Any
 
-from benchmarks.cpu import Window
+from benchmarks.cpu import Window, started
 from benchmarks.side_by_side import create_database, drop_database, start, stop
 from store.migrate import upgrade
 
@@ -223,30 +223,17 @@ async def window(
     window (ms, its process tree), and with ``out``, the sampler's counts and the main
     thread's CPU per lifecycle (ms)."""
     command = [sys.executable, "-m", "benchmarks.load", json.dumps(spec)]
-    load = await asyncio.create_subprocess_exec(
-        *command, cwd=ROOT, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
-    )
-    assert load.stdin is not None and load.stdout is not None
-    try:
-        if await load.stdout.readline() != b"ready\n":
-            raise SystemExit("the load generator failed before its window")
+    async with started(command) as child:
         if out is not None:
             out.unlink(missing_ok=True)
             server.send_signal(signal.SIGUSR1)
         cpu = Window({"server": [server.pid]}, None)
         await cpu.open()
-        load.stdin.write(b"go\n")
-        await load.stdin.drain()
-        line = await load.stdout.readline()
+        outcome = await child.go()
         spent = await cpu.close()
         if out is not None:
             server.send_signal(signal.SIGUSR2)
-    finally:
-        load.stdin.close()
-        await load.wait()
-    if not line:
-        raise SystemExit("the load generator failed in its window")
-    lifecycles = json.loads(line)["lifecycles"]
+    lifecycles = outcome["lifecycles"]
     result: dict[str, Any] = {"server_ms": spent["server"]["cpu_ms"] / lifecycles}
     if out is not None:
         for _ in range(500):
