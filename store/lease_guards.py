@@ -108,10 +108,14 @@ def open_account(subject: Any, now: Any) -> sa.ColumnElement[bool]:
 
 def in_flight(subject: Any, now: Any, but: tuple[Any, Any] | None = None) -> Any:
     """How many live leases ``subject``'s account holds at ``now`` (a scalar subquery),
-    not counting the operation at ``but``."""
+    not counting the operation at ``but``. Correlated to ``subject``'s table however deep it
+    sits (``at_cap`` inside ``acquire_lease``'s ``UPDATE``), never a second, uncorrelated
+    copy of it that would count every account's leases."""
     leased = op.alias("leased")
-    query = sa.select(sa.func.count()).where(
-        _same_account(leased, subject), live_lease(now, leased)
+    query = (
+        sa.select(sa.func.count())
+        .where(_same_account(leased, subject), live_lease(now, leased))
+        .correlate_except(leased)
     )
     if but is not None:
         query = query.where(
