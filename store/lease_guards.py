@@ -106,29 +106,21 @@ def open_account(subject: Any, now: Any) -> sa.ColumnElement[bool]:
     )
 
 
-def in_flight(
-    subject: Any,
-    now: Any,
-    but: tuple[Any, Any] | None = None,
-    *,
-    rows: sa.FromClause | None = None,
-) -> Any:
+def in_flight(subject: Any, now: Any, but: tuple[Any, Any] | None = None) -> Any:
     """How many live leases ``subject``'s account holds at ``now`` (a scalar subquery),
-    not counting the operation at ``but``. ``rows``, when given, is the FROM clause
-    ``subject``'s columns are of, which the count is correlated to explicitly: needed when
-    the count sits deeper than the query that reads ``rows`` (inside an ``EXISTS`` of that
-    query, say), where implicit correlation, which reaches only the enclosing query, would
-    read ``rows`` afresh as a FROM of the count's own."""
+    not counting the operation at ``but``. Correlated to ``subject``'s table however deep it
+    sits (``at_cap`` inside ``acquire_lease``'s ``UPDATE``), never a second, uncorrelated
+    copy of it that would count every account's leases."""
     leased = op.alias("leased")
-    query = sa.select(sa.func.count()).where(
-        _same_account(leased, subject), live_lease(now, leased)
+    query = (
+        sa.select(sa.func.count())
+        .where(_same_account(leased, subject), live_lease(now, leased))
+        .correlate_except(leased)
     )
     if but is not None:
         query = query.where(
             sa.tuple_(leased.c.caller_did, leased.c.operation_id) != sa.tuple_(*but)
         )
-    if rows is not None:
-        query = query.correlate(rows)
     return query.scalar_subquery()
 
 
@@ -166,20 +158,12 @@ def capped_accounts(subject: sa.FromClause) -> sa.CTE:
     )
 
 
-def at_cap(
-    subject: Any,
-    now: Any,
-    but: tuple[Any, Any] | None = None,
-    *,
-    rows: sa.FromClause | None = None,
-) -> sa.ColumnElement[bool]:
-    """``subject``'s account has a cap and its live leases (but ``but``'s) reach it.
-    ``rows``: the FROM clause ``subject``'s columns are of, when they are a statement's
-    rows rather than parameters (``in_flight``, whose count sits inside this ``EXISTS``)."""
+def at_cap(subject: Any, now: Any, but: tuple[Any, Any] | None = None) -> sa.ColumnElement[bool]:
+    """``subject``'s account has a cap and its live leases (but ``but``'s) reach it."""
     return sa.exists().where(
         _same_account(account, subject),
         account.c.max_in_flight.is_not(None),
-        account.c.max_in_flight <= in_flight(subject, now, but, rows=rows),
+        account.c.max_in_flight <= in_flight(subject, now, but),
     )
 
 

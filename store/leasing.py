@@ -827,7 +827,7 @@ def _leasing_accounts(accounts: sa.CTE, now: Any, where: Filters) -> sa.ColumnEl
     subject = accounts.c
     conditions = [
         guards.open_account(subject, now),
-        sa.not_(guards.at_cap(subject, now, rows=accounts)),
+        sa.not_(guards.at_cap(subject, now)),
     ]
     connector, keys, _ = where
     if connector is not None:

@@ -8,6 +8,7 @@ from collections import Counter
 
 import asyncpg
 import pytest
+import sqlalchemy as sa
 
 from store import ConnectorStore
 from store.database import Database
@@ -285,3 +286,235 @@ async def test_lease_operations__a_wait_past_the_lock_timeout_returns_what_was_l
 
     assert sorted(r.operation_id for r in leased) == ["op-10", "op-11", "op-12"]
     assert sorted(r.operation_id for r in await live_leases(store)) == ["op-10", "op-11", "op-12"]
+
+
+CAP_AND_LIVE = sa.text(
+    "SELECT a.account_key, a.max_in_flight AS cap, (SELECT count(*) FROM "
+    "kubun_connector_operation o WHERE o.connector_name = a.connector_name "
+    "AND o.account_key = a.account_key AND o.state = 'attempted' "
+    "AND o.lease_token IS NOT NULL AND o.lease_expires_at >= :now) AS n "
+    "FROM kubun_connector_account a WHERE a.connector_name = 'calendar'"
+)
+# Each cap a new value (None between them), so an observer that sees one cap twice saw it
+# unchanged in between.
+CAPS = [3, None, 1, 5, 0, 2, None, 4, 7, None, 6, 8, 9, None, 10, 11]
+
+
+async def test_caps_set_raised_lowered_and_cleared_while_leasing_are_never_passed(store, clock):
+    """An operator sets, raises, lowers and clears the caps of two accounts while leasers
+    (leaseOperations, acquireLease) and claim batches take and release leases of them and
+    of an uncapped third: once an observer on its own connection sees an account within
+    a cap, it never sees that account past the same cap (a lowered cap lets held leases
+    stay, no new one through)."""
+    await insert_operations(
+        store,
+        [
+            due_record(store, n, account_key=f"acct-{n % 3}", owner_did=f"o{n % 4}")
+            for n in range(300)
+        ],
+    )
+    stop = asyncio.Event()
+    violations: list[str] = []
+    looks = 0
+    taken = 0
+
+    async def observer() -> None:
+        nonlocal looks
+        within: dict[str, int] = {}
+        while not stop.is_set():
+            for row in await store.db.fetch_all(CAP_AND_LIVE.bindparams(now=clock())):
+                key, cap, n = row["account_key"], row["cap"], row["n"]
+                if cap is None:
+                    within.pop(key, None)
+                elif within.get(key) == cap and n > cap:
+                    violations.append(f"{key} holds {n} past its cap {cap}")
+                elif n <= cap:
+                    within[key] = cap
+                else:
+                    within.pop(key, None)
+            looks += 1
+            await asyncio.sleep(0)
+
+    async def operator() -> None:
+        for cap in CAPS:
+            await store.accounts.set_account_limit("calendar", "acct-1", cap)
+            await store.accounts.set_account_limit("calendar", "acct-2", cap)
+            await asyncio.sleep(0.02)
+        stop.set()
+
+    async def release(records) -> None:
+        for record in records:
+            await store.leasing.release_leases(
+                record.lease_token or "", [(record.caller_did, record.operation_id)]
+            )
+
+    async def leaser(n: int) -> None:
+        nonlocal taken
+        round_ = 0
+        while not stop.is_set():
+            round_ += 1
+            try:
+                batch = await store.leasing.lease_operations(f"l{n}-{round_}", LEASE_MS, limit=4)
+            except DatabaseBusy:
+                continue
+            taken += len(batch)
+            await asyncio.sleep(0)
+            await release(batch)
+
+    async def acquirer(n: int) -> None:
+        round_ = 0
+        while not stop.is_set():
+            round_ += 1
+            key = f"op-{(n * 37 + round_) % 300}"
+            got = await store.operations.acquire_lease(
+                "did:key:caller", key, f"a{n}-{round_}", clock() + LEASE_MS
+            )
+            await asyncio.sleep(0)
+            if got is not None:
+                await release([got])
+
+    async def claimer(n: int) -> None:
+        round_ = 0
+        while not stop.is_set():
+            round_ += 1
+            claims = [
+                claim(
+                    operation_id=f"c{n}-{round_}-{m}",
+                    source_id=f"c{n}-{round_}-{m}",
+                    account_key=f"acct-{m % 3}",
+                    lease_token=f"c{n}-{round_}",
+                    lease_expires_at=clock() + LEASE_MS,
+                )
+                for m in range(6)
+            ]
+            results = await store.batches.claim_operations(claims)
+            await asyncio.sleep(0)
+            await release([r.operation for r in results if r.operation and r.operation.lease_token])
+
+    await asyncio.wait_for(
+        race(
+            [
+                observer(),
+                operator(),
+                *(leaser(n) for n in range(6)),
+                *(acquirer(n) for n in range(2)),
+                *(claimer(n) for n in range(2)),
+            ]
+        ),
+        timeout=120,
+    )
+    assert violations == []
+    assert looks > 0 and taken > 0
+
+
+async def test_a_throttle_or_a_connectors_pause_binds_every_call_begun_after_it(store, clock):
+    """An operator throttles one account (until the clock reaches its end, when it is open
+    again) and pauses and resumes the whole connector, over and over, while leasers
+    (leaseOperations, acquireLease, claim batches) lease and release: a call that began
+    after the throttle or pause returned, and ended before it was lifted, leases nothing of
+    what it shuts."""
+    await insert_operations(
+        store, [due_record(store, n, account_key=f"acct-{n % 2}") for n in range(200)]
+    )
+    stop = asyncio.Event()
+    shut = {"throttle": 0, "pause": 0}
+    violations: list[str] = []
+    leased = Counter[str]()
+
+    def shut_now() -> tuple[int, int]:
+        return shut["throttle"], shut["pause"]
+
+    def check(began: tuple[int, int], records) -> None:
+        ended = shut_now()
+        for record in records:
+            if record.lease_token is None or record.lease_expires_at < clock():
+                continue
+            leased[record.account_key] += 1
+            for n, name in enumerate(("throttle", "pause")):
+                shuts = name == "pause" or record.account_key == "acct-1"
+                if shuts and began[n] % 2 and began[n] == ended[n]:
+                    violations.append(f"{record.operation_id} leased in {name} {began[n]}")
+
+    async def release(records) -> None:
+        for record in records:
+            if record.lease_token:
+                await store.leasing.release_leases(
+                    record.lease_token, [(record.caller_did, record.operation_id)]
+                )
+
+    async def operator() -> None:
+        for _ in range(10):
+            await store.accounts.throttle_account("calendar", "acct-1", 1_000)
+            shut["throttle"] += 1
+            await asyncio.sleep(0.02)
+            shut["throttle"] += 1
+            clock.advance(1_000)
+            await asyncio.sleep(0.01)
+            await store.pauses.pause_account("calendar", None)
+            shut["pause"] += 1
+            await asyncio.sleep(0.02)
+            shut["pause"] += 1
+            await store.pauses.resume_account("calendar", None)
+            await asyncio.sleep(0.01)
+        stop.set()
+
+    async def leaser(n: int) -> None:
+        round_ = 0
+        while not stop.is_set():
+            round_ += 1
+            began = shut_now()
+            try:
+                batch = await store.leasing.lease_operations(f"l{n}-{round_}", LEASE_MS, limit=4)
+            except DatabaseBusy:
+                continue
+            check(began, batch)
+            await release(batch)
+
+    async def acquirer(n: int) -> None:
+        round_ = 0
+        while not stop.is_set():
+            round_ += 1
+            began = shut_now()
+            got = await store.operations.acquire_lease(
+                "did:key:caller",
+                f"op-{(n * 31 + round_) % 200}",
+                f"a{n}-{round_}",
+                clock() + LEASE_MS,
+            )
+            check(began, [got] if got else [])
+            await release([got] if got else [])
+
+    async def claimer(n: int) -> None:
+        round_ = 0
+        while not stop.is_set():
+            round_ += 1
+            began = shut_now()
+            results = await store.batches.claim_operations(
+                [
+                    claim(
+                        operation_id=f"c{n}-{round_}-{m}",
+                        source_id=f"c{n}-{round_}-{m}",
+                        account_key=f"acct-{m % 2}",
+                        lease_token=f"c{n}-{round_}",
+                        lease_expires_at=clock() + LEASE_MS,
+                    )
+                    for m in range(4)
+                ]
+            )
+            records = [r.operation for r in results if r.operation]
+            check(began, records)
+            await release(records)
+
+    await asyncio.wait_for(
+        race(
+            [
+                operator(),
+                *(leaser(n) for n in range(4)),
+                *(acquirer(n) for n in range(2)),
+                *(claimer(n) for n in range(2)),
+            ]
+        ),
+        timeout=120,
+    )
+    assert violations == []
+    assert leased["acct-1"] > 0 and leased["acct-0"] > 0

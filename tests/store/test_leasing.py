@@ -261,6 +261,34 @@ async def test_acquire_lease__the_holder_renews_at_the_cap(store, clock):
     assert again is not None and again.lease_expires_at == clock() + 5000
 
 
+async def test_acquire_lease__the_holder_renews_at_the_cap_beside_a_waiting_operation(store, clock):
+    held = await claimed_operation(store)
+    await claimed_operation(
+        store, operation_id="waiting", source_id="evt-2", lease_token=None, lease_expires_at=None
+    )
+    await store.accounts.set_account_limit("calendar", "acct-1", 1)
+
+    again = await store.operations.acquire_lease(
+        held.caller_did, held.operation_id, held.lease_token, clock() + 5000
+    )
+
+    assert again is not None and again.lease_expires_at == clock() + 5000
+
+
+async def test_acquire_lease__the_cap_counts_its_own_accounts_leases_only(store, clock):
+    await insert_operations(
+        store,
+        [due_record(store, 0)] + [due_record(store, n, account_key="acct-2") for n in (1, 2)],
+    )
+    await store.accounts.set_account_limit("calendar", "acct-1", 1)
+    for n in (1, 2):
+        assert await store.operations.acquire_lease(
+            "did:key:caller", f"op-{n}", TOKEN, clock() + 1000
+        )
+
+    assert await store.operations.acquire_lease("did:key:caller", "op-0", TOKEN, clock() + 1000)
+
+
 async def test_acquire_lease__refused_while_throttled(store, clock):
     await due_operations(store, 1)
     await store.accounts.throttle_account("calendar", "acct-1", 1_000)
@@ -952,3 +980,94 @@ async def test_lease_operations__an_owners_other_account_is_not_held_behind_a_ca
         ["X", *(f"owner-{n}" for n in range(9))]
     ] * 5
     assert [r.operation_id for leased in calls for r in leased if r.owner_did == "X"] == ids(mine)
+
+
+# Each account of one ``leaseOperations`` call or claim batch, and how many of its two
+# operations a lease may take: no row, cap 0, cap 1, throttled until now (open) and until
+# now + 1 (shut), paused on its own, and of a paused connector.
+MIXED = {
+    ("calendar", "absent"): 2,
+    ("calendar", "cap-0"): 0,
+    ("calendar", "cap-1"): 1,
+    ("calendar", "throttle-ends-now"): 2,
+    ("calendar", "throttled-1-more"): 0,
+    ("calendar", "paused"): 0,
+    ("mail", "absent"): 0,
+}
+
+
+async def mixed_accounts(store, clock):
+    await store.accounts.set_account_limit("calendar", "cap-0", 0)
+    await store.accounts.set_account_limit("calendar", "cap-1", 1)
+    await store.accounts.throttle_account("calendar", "throttle-ends-now", 999)
+    await store.accounts.throttle_account("calendar", "throttled-1-more", 1_000)
+    await store.pauses.pause_account("calendar", "paused")
+    await store.pauses.pause_account("mail", None)
+    clock.advance(999)
+
+
+def mixed_claims(clock, leased=True):
+    return [
+        claim(
+            operation_id=f"{connector}-{key}-{n}",
+            connector_name=connector,
+            account_key=key,
+            source_id=f"evt-{connector}-{key}-{n}",
+            lease_token="lease-A" if leased else None,
+            lease_expires_at=clock() + LEASE_MS if leased else None,
+        )
+        for connector, key in MIXED
+        for n in range(2)
+    ]
+
+
+def leased_by_account(records, clock):
+    counts = dict.fromkeys(MIXED, 0)
+    for r in records:
+        if r.lease_token is not None and r.lease_expires_at >= clock():
+            counts[(r.connector_name, r.account_key)] += 1
+    return counts
+
+
+async def test_lease_operations__one_call_over_accounts_open_capped_throttled_and_paused(
+    store, clock
+):
+    await mixed_accounts(store, clock)
+    for c in mixed_claims(clock, leased=False):
+        await store.operations.claim_operation(c)
+
+    leased = await lease(store, limit=50)
+
+    assert leased_by_account(leased, clock) == MIXED
+
+
+async def test_claim_operations__one_batch_over_accounts_open_capped_throttled_and_paused(
+    store, clock
+):
+    await mixed_accounts(store, clock)
+
+    results = await store.batches.claim_operations(mixed_claims(clock))
+
+    assert leased_by_account([r.operation for r in results], clock) == MIXED
+
+
+async def test_claim_operation__each_over_accounts_open_capped_throttled_and_paused(store, clock):
+    await mixed_accounts(store, clock)
+
+    results = [await store.operations.claim_operation(c) for c in mixed_claims(clock)]
+
+    assert leased_by_account([r.operation for r in results], clock) == MIXED
+
+
+async def test_acquire_lease__each_over_accounts_open_capped_throttled_and_paused(store, clock):
+    await mixed_accounts(store, clock)
+    claims = mixed_claims(clock, leased=False)
+    for c in claims:
+        await store.operations.claim_operation(c)
+
+    acquired = [
+        await store.operations.acquire_lease(c.caller_did, c.operation_id, TOKEN, clock() + 1000)
+        for c in claims
+    ]
+
+    assert leased_by_account([r for r in acquired if r is not None], clock) == MIXED

@@ -39,7 +39,7 @@ WITH changed AS (
         AND kubun_connector_account.max_in_flight IS NOT NULL
         AND kubun_connector_account.max_in_flight <= (
           SELECT count(*) AS count_1
-          FROM kubun_connector_operation AS leased, kubun_connector_operation
+          FROM kubun_connector_operation AS leased
           WHERE leased.connector_name = kubun_connector_operation.connector_name
             AND leased.account_key = kubun_connector_operation.account_key
             AND leased.state = 'attempted'
