@@ -140,3 +140,10 @@ async def page(browser: Any, server: Server, seeded: Seeded) -> AsyncIterator[An
     """A page signed in as ``service`` by a sign-in link (``signed_in``)."""
     async with signed_in(browser, server) as page:
         yield page
+
+
+async def focus_taken_by(group: Any) -> None:
+    """Waits until the focus is inside ``group`` (a Locator): a confirmation takes it once
+    rendered, and a key pressed before then goes to the page, not to it."""
+    handle = await group.element_handle()
+    await group.page.wait_for_function("(g) => g.contains(document.activeElement)", arg=handle)

@@ -3,6 +3,7 @@ group's operations shown, no wider than a phone, the group reissued after asking
 count), rows selected and acted on after asking, and the list of watches with their actions
 (checked through the API)."""
 
+from tests.ui.conftest import focus_taken_by
 from tests.ui.seed import FAILURE, RECORD, Seeded, claimed, key_of
 from tests.ui.test_actions import api
 from tests.ui.test_charts import api_of
@@ -143,7 +144,7 @@ async def test_operations__selected_rows_cancelled_after_asking(page, seeded):
     confirm = page.get_by_role("group", name="Confirm: Cancel 2 selected ATTEMPTED operations")
     assert "this touches 2 rows." in await confirm.inner_text()
     assert "Their holders' runs are refused from now on." in await confirm.inner_text()
-    assert await confirm.evaluate("(group) => group.contains(document.activeElement)")
+    await focus_taken_by(confirm)
     await page.keyboard.press("Escape")
     await cancel.wait_for()
     assert (await api(seeded, state_of("op-due")))["operation"]["state"] == "ATTEMPTED"
@@ -212,6 +213,7 @@ async def test_watches__verify_again_asks_first(page, seeded):
     await verify.click()
     confirm = row.get_by_role("group", name="Confirm: Verify again")
     assert "a verifier working on this one has its result refused" in await confirm.inner_text()
+    await focus_taken_by(confirm)
     await page.keyboard.press("Escape")
     await verify.wait_for()
     generations = "{ watches { edges { node { sourceID repairGeneration } } } }"
