@@ -12,11 +12,12 @@ transactions and the context variables that let a task's statements join its tra
 Statements are compiled by ``store.statements``; driver errors become typed store errors in
 ``store.driver_errors``. The SQL and values go straight to the driver's connection: on
 PostgreSQL the asyncpg connection ``databases`` holds for the task (``raw_connection``, so
-its transactions and pool stay ``databases``'), on SQLite our own connections, the writer
-queue's and the readers', each statement and the fetch of its rows one hop to the
-connection's thread; a ``write_transaction``'s ``BEGIN IMMEDIATE`` goes with its first
-statement, a block's ``last_statement`` takes its ``COMMIT`` with it, and ``write_then``
-is a whole transaction of two statements in one hop.
+its transactions and pool stay ``databases``'; a ``write_transaction``'s statements go to
+its connection as kept for the task that opened it, without a lookup), on SQLite our own
+connections, the writer queue's and the readers', each statement and the fetch of its rows
+one hop to the connection's thread; a ``write_transaction``'s ``BEGIN IMMEDIATE`` goes with
+its first statement, a block's ``last_statement`` takes its ``COMMIT`` with it, and
+``write_then`` is a whole transaction of two statements in one hop.
 """
 
 import asyncio
@@ -77,6 +78,11 @@ _transaction: ContextVar[tuple["Database", object] | None] = ContextVar(
     "connector_store_transaction", default=None
 )
 """The ``write_transaction`` this task is in: its database and a marker of its own."""
+_pg_held: ContextVar[tuple["Database", object, Any] | None] = ContextVar(
+    "connector_store_pg_transaction", default=None
+)
+"""On PostgreSQL, the ``write_transaction`` a task is in: its database, the task and the
+asyncpg connection its statements go to straight (no gate, no ``databases`` lookup)."""
 _T = TypeVar("_T")
 
 StatementObserver = Callable[[str, Sequence[Any], object | None], None]
@@ -147,6 +153,15 @@ def _result_rows(records: Sequence[Any]) -> list[Row]:
         return []
     names = tuple(records[0].keys())
     return [ResultRow(zip(names, record, strict=True)) for record in records]
+
+
+async def _asyncpg_rows(raw: Any, sql: str, values: Sequence[Any], one: bool) -> list[Row]:
+    """``sql`` run with ``values`` on the asyncpg connection ``raw``: its rows (the first
+    only, if ``one``) as ``ResultRow``s."""
+    if one:
+        record = await raw.fetchrow(sql, *values)
+        return [] if record is None else [ResultRow(record.items())]
+    return _result_rows(await raw.fetch(sql, *values))
 
 
 def _end(raw: sqlite3.Connection, statement: str) -> None:
@@ -445,14 +460,14 @@ class Database:
             self._observe(sql, values)
         self._check_file()
         if self._sqlite is None:
+            held = _pg_held.get()
+            if held is not None and held[0] is self and held[1] is asyncio.current_task():
+                with driver_errors():
+                    return await _asyncpg_rows(held[2], sql, values, one)
             async with self._connection_slot():
                 with driver_errors():
                     async with self._db.connection() as connection:
-                        raw = connection.raw_connection
-                        if one:
-                            record = await raw.fetchrow(sql, *values)
-                            return [] if record is None else [ResultRow(record.items())]
-                        return _result_rows(await raw.fetch(sql, *values))
+                        return await _asyncpg_rows(connection.raw_connection, sql, values, one)
         return await self._on_sqlite(lambda raw: _fetched(raw, sql, values, one))
 
     async def _on_sqlite(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
@@ -725,6 +740,9 @@ class Database:
                         mark = _transaction.set(
                             outer if outer is not None and outer[0] is self else (self, object())
                         )
+                        own = _pg_held.set(
+                            (self, asyncio.current_task(), connection.raw_connection)
+                        )
                         try:
                             yield
                         except BaseException:
@@ -736,6 +754,7 @@ class Database:
                                 await transaction.rollback()
                             raise
                         finally:
+                            _pg_held.reset(own)
                             _transaction.reset(mark)
                         await transaction.commit()
             return

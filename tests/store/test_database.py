@@ -299,6 +299,26 @@ async def test_sqlite__folder_deleted_while_serving_refuses_reads_writes_and_pin
 
 
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_postgres__a_task_started_in_a_write_transaction_runs_outside_it(database_url):
+    """The block's own statements run on its connection; a task it starts gets a
+    connection of its own, outside the transaction, as it does outside any block."""
+    db = Database(database_url, pool_size=2)
+    await db.connect()
+    pid = sa.text("SELECT pg_backend_pid() AS pid, txid_current_if_assigned() AS tx")
+    try:
+        async with db.write_transaction():
+            await db.fetch_one(sa.text("SELECT txid_current()"))
+            own = await db.fetch_one(pid)
+            started = await asyncio.create_task(db.fetch_one(pid))
+        assert own is not None and started is not None
+        assert own["tx"] is not None
+        assert started["pid"] != own["pid"]
+        assert started["tx"] is None
+    finally:
+        await db.disconnect()
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
 async def test_postgres__connection_terminated_mid_transaction_is_unavailable(database_url):
     db = Database(database_url, pool_size=2)
     await db.connect()
