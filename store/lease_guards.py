@@ -90,8 +90,13 @@ def unpaused(subject: Any) -> sa.ColumnElement[bool]:
     walk's order (``tests/store/test_query_plans.py``)."""
     return sa.and_(
         ~sa.exists().where(_same_account(account, subject), account.c.paused_at.is_not(None)),
-        ~sa.exists().where(paused_connector.c.connector_name == subject.connector_name),
+        _connector_unpaused(subject),
     )
+
+
+def _connector_unpaused(subject: Any) -> sa.ColumnElement[bool]:
+    """``subject``'s connector is not paused as a whole (no ``paused_connector`` row)."""
+    return ~sa.exists().where(paused_connector.c.connector_name == subject.connector_name)
 
 
 def open_account(subject: Any, now: Any) -> sa.ColumnElement[bool]:
@@ -101,8 +106,7 @@ def open_account(subject: Any, now: Any) -> sa.ColumnElement[bool]:
     side by side would ask in two."""
     shut = sa.or_(account.c.paused_at.is_not(None), account.c.throttled_until > now)
     return sa.and_(
-        ~sa.exists().where(_same_account(account, subject), shut),
-        ~sa.exists().where(paused_connector.c.connector_name == subject.connector_name),
+        ~sa.exists().where(_same_account(account, subject), shut), _connector_unpaused(subject)
     )
 
 
