@@ -7,10 +7,9 @@ forbids twice. An operation may take a lease (``lease_allowed``) when its accoun
 paused (on its own or with its whole connector: ``unpaused``) nor throttled (both asked at
 once: ``open_account``), below its cap, and it is the oldest attempted operation of its
 provider entity (the watch identity) with no other operation of the entity holding a live
-lease. A paused account's watches are claimed
-by no verifier and its operations and watches are left out of the due lists: those
-predicates (``store.operations.due_operation``, ``store.retention``,
-``store.watches.due_watch``) apply ``unpaused`` too.
+lease. A paused account's watches are claimed by no verifier and its operations and watches
+are left out of the due lists: those predicates (``store.operations.due_operation``,
+``store.retention``, ``store.watches.due_watch``) apply ``unpaused`` too.
 ``store.leasing`` (``leaseOperations``), ``acquire_lease`` and ``claim_operation``
 (``store.operations``) and ``claim_operations`` (``store.batches``) build their statements
 from these; each takes a value or a ``param``

@@ -2,10 +2,12 @@
 (docs/runbook.md, 'Operator controls'; no seed counterpart).
 
 An account paused on its own keeps ``paused_at`` in its row (``store.accounts``); a connector
-paused as a whole has a row in ``paused_connector``. The pause binds through one guard,
-``lease_guards.unpaused``, which every path that takes a lease or a watch's claim and the due
-lists apply. A resume spreads the due backlog it releases over a window (``spread_update``),
-so the provider is not sent the whole backlog in the same instant.
+paused as a whole has a row in ``paused_connector``. The pause binds through
+``lease_guards.unpaused``, which a watch's claim and the due lists apply, and through
+``lease_guards.open_account`` (the same probes, the throttle asked with the account's
+pause), which every path that takes a lease applies. A resume spreads the due backlog it
+releases over a window (``spread_update``), so the provider is not sent the whole backlog
+in the same instant.
 """
 
 from dataclasses import dataclass
