@@ -237,7 +237,10 @@ class Loaders:
         return Measured(records, sizes)
 
     def forget_all(self) -> None:
-        """Drop every cached row, after a write that changed rows it did not return."""
+        """Drop every cached row and every row a mutation wrote (``remember``), after a write
+        that changed rows it did not return."""
+        self._written_operations.clear()
+        self._written_watches.clear()
         self.operation.clear_all()
         self.watch.clear_all()
         self.watch_operations.clear_all()

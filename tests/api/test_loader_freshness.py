@@ -156,6 +156,31 @@ async def test_watch_loader__fresh_after_each_watch_mutation(gql, store, clock, 
     assert after == await watch_now(gql)
 
 
+async def test_watch_loader__a_watch_written_then_changed_by_a_resume_is_read_fresh(
+    gql, store, clock
+):
+    """A watch a mutation wrote and a later resume changed (a write that returns no rows,
+    ``Loaders.forget_all``) is read as the resume left it, not as the first mutation wrote
+    it."""
+    values = await setup_claimed(store, clock)
+    await claimed_operation(store, operation_id="op-2", lease_expires_at=clock.now + LEASE_MS)
+    nested = "{ operation { watch { nextAttemptAt deferReason } } }"
+
+    data = await mutate(
+        gql,
+        f"mutation {{ before: deferWatch(input: {{identity: {WHO}, generation: 1, "
+        f"claimedUntil: {values['claimed']}, nextAttemptAt: {clock.now + 10**6}, "
+        f"reason: OFFLINE}}) {{ applied }} "
+        f"write: resumeOfflineDeferred(input: {{now: {clock.now}}}) {{ resumedWatches }} "
+        f'after: acquireLease(input: {OP2}, token: "lease-A", expiresAt: '
+        f"{clock.now + LEASE_MS}}}) {nested} }}",
+    )
+
+    assert data["before"] == {"applied": True}
+    assert data["write"] == {"resumedWatches": 1}
+    assert data["after"]["operation"]["watch"] == {"nextAttemptAt": clock.now, "deferReason": None}
+
+
 OPERATION_WRITES = {
     "acquireLease": f'acquireLease(input: {OP2}, token: "lease-A", expiresAt: 9}})',
     "renewLease": f'renewLease(input: {OP2}, token: "lease-A", expiresAt: 9}})',
