@@ -35,6 +35,31 @@ async def race(calls):
     return results
 
 
+class Progress:
+    """The calls racers have completed, which an operator paces its changes by: it waits for
+    calls to run beside each change, not for a length of time."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self._waiting: list[tuple[int, asyncio.Future[None]]] = []
+
+    def tick(self) -> None:
+        """One more call completed."""
+        self.calls += 1
+        for target, future in self._waiting:
+            if self.calls >= target and not future.done():
+                future.set_result(None)
+
+    async def past(self, calls: int) -> None:
+        """Returns once ``calls`` more calls than now have completed."""
+        future = asyncio.get_running_loop().create_future()
+        self._waiting.append((self.calls + calls, future))
+        try:
+            await future
+        finally:
+            self._waiting = [(t, f) for t, f in self._waiting if f is not future]
+
+
 async def drain(store: ConnectorStore, token: str, limit: int = 50) -> list:
     """Lease until a call leases nothing; every lease stays live (the clock stands). A call
     refused ``DatabaseBusy`` (retryable: it waited past the lock timeout, as 16 leasers on
@@ -314,6 +339,7 @@ async def test_caps_set_raised_lowered_and_cleared_while_leasing_are_never_passe
         ],
     )
     stop = asyncio.Event()
+    progress = Progress()
     violations: list[str] = []
     looks = 0
     taken = 0
@@ -339,7 +365,7 @@ async def test_caps_set_raised_lowered_and_cleared_while_leasing_are_never_passe
         for cap in CAPS:
             await store.accounts.set_account_limit("calendar", "acct-1", cap)
             await store.accounts.set_account_limit("calendar", "acct-2", cap)
-            await asyncio.sleep(0.02)
+            await progress.past(10)
         stop.set()
 
     async def release(records) -> None:
@@ -358,6 +384,7 @@ async def test_caps_set_raised_lowered_and_cleared_while_leasing_are_never_passe
             except DatabaseBusy:
                 continue
             taken += len(batch)
+            progress.tick()
             await asyncio.sleep(0)
             await release(batch)
 
@@ -369,6 +396,7 @@ async def test_caps_set_raised_lowered_and_cleared_while_leasing_are_never_passe
             got = await store.operations.acquire_lease(
                 "did:key:caller", key, f"a{n}-{round_}", clock() + LEASE_MS
             )
+            progress.tick()
             await asyncio.sleep(0)
             if got is not None:
                 await release([got])
@@ -388,6 +416,7 @@ async def test_caps_set_raised_lowered_and_cleared_while_leasing_are_never_passe
                 for m in range(6)
             ]
             results = await store.batches.claim_operations(claims)
+            progress.tick()
             await asyncio.sleep(0)
             await release([r.operation for r in results if r.operation and r.operation.lease_token])
 
@@ -417,6 +446,7 @@ async def test_a_throttle_or_a_connectors_pause_binds_every_call_begun_after_it(
         store, [due_record(store, n, account_key=f"acct-{n % 2}") for n in range(200)]
     )
     stop = asyncio.Event()
+    progress = Progress()
     shut = {"throttle": 0, "pause": 0}
     violations: list[str] = []
     leased = Counter[str]()
@@ -446,16 +476,16 @@ async def test_a_throttle_or_a_connectors_pause_binds_every_call_begun_after_it(
         for _ in range(10):
             await store.accounts.throttle_account("calendar", "acct-1", 1_000)
             shut["throttle"] += 1
-            await asyncio.sleep(0.02)
+            await progress.past(8)
             shut["throttle"] += 1
             clock.advance(1_000)
-            await asyncio.sleep(0.01)
+            await progress.past(4)
             await store.pauses.pause_account("calendar", None)
             shut["pause"] += 1
-            await asyncio.sleep(0.02)
+            await progress.past(8)
             shut["pause"] += 1
             await store.pauses.resume_account("calendar", None)
-            await asyncio.sleep(0.01)
+            await progress.past(4)
         stop.set()
 
     async def leaser(n: int) -> None:
@@ -468,6 +498,7 @@ async def test_a_throttle_or_a_connectors_pause_binds_every_call_begun_after_it(
             except DatabaseBusy:
                 continue
             check(began, batch)
+            progress.tick()
             await release(batch)
 
     async def acquirer(n: int) -> None:
@@ -482,6 +513,7 @@ async def test_a_throttle_or_a_connectors_pause_binds_every_call_begun_after_it(
                 clock() + LEASE_MS,
             )
             check(began, [got] if got else [])
+            progress.tick()
             await release([got] if got else [])
 
     async def claimer(n: int) -> None:
@@ -503,6 +535,7 @@ async def test_a_throttle_or_a_connectors_pause_binds_every_call_begun_after_it(
             )
             records = [r.operation for r in results if r.operation]
             check(began, records)
+            progress.tick()
             await release(records)
 
     await asyncio.wait_for(
