@@ -467,11 +467,7 @@ class BatchesStore:
         """``record_operation`` of each change, in input order (None where it did not
         apply; a terminal ``from_state`` never does). Raises ``InvalidInput``/
         ``ReservedValue`` (naming ``items[i].<field>``) for a bad change or a key named
-        twice. The statements are ``record_steps``': where the database takes one writer at
-        a time (``Dialect.one_writer``: SQLite), one transaction that first records the
-        items whose rows already hold their ``next_attempt_at`` and ``defer_reason``, by a
-        statement that does not name them, then the rest (an item the first refuses for
-        another guard the second refuses too); elsewhere one statement over every item."""
+        twice. The statements, and their order, are ``record_steps``' (one transaction)."""
         items = each_item(changes, record_item)
         refuse_repeats([_key(item) for item in items], "operationID")
         live = _in_key_order([i for i in items if i["from_state"] not in TERMINAL_STATES])

@@ -1189,8 +1189,7 @@ class OperationsStore:
         CAS on state, version and lease token; version +1; provider etag, next attempt,
         defer reason, kind and HTTP status take the given values (None clears them). A
         terminal ``from_state`` never applies: nothing leaves a terminal state. The
-        statements are ``record_steps``' (on SQLite a transaction of two: the first, which
-        leaves the schedule out of its SET, applies where the row already holds it).
+        statements, and their order, are ``record_steps``' (one transaction).
         Returns the updated operation, or None when a guard refused or it is absent.
         Raises ``InvalidInput`` for ``to_state`` committed (finalize reaches it) and
         ``ReservedValue`` for the contested ``send_marker``.
