@@ -29,14 +29,12 @@ import secrets
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from benchmarks.cpu import Window, started
 from benchmarks.side_by_side import create_database, drop_database, stop
+from benchmarks.side_by_side import start as start_serving
 from benchmarks.stages import bearer_token
 from store.migrate import upgrade
 
@@ -187,15 +185,7 @@ def start(server: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
     env = env | {"HTTP_PARSER": "h11" if server == "h11" else "httptools"}
     if folder != ROOT:
         env["PYTHONPATH"] = str(folder)
-    process = subprocess.Popen(command, cwd=folder, env=os.environ | env)
-    for _ in range(300):
-        try:
-            httpx.get(f"http://127.0.0.1:{PORT}/", timeout=0.5)
-            return process
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    process.kill()
-    raise SystemExit(f"{server} did not start")
+    return start_serving(command, env, PORT, cwd=folder)
 
 
 def table(rounds: dict[str, dict[str, list[dict[str, float]]]]) -> str:

@@ -208,8 +208,12 @@ def sqlite3_floor(path: str, steps: list[Any], count: int) -> float:
 # --- HTTP ------------------------------------------------------------------------------------
 
 
-def start(command: list[str], env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(command, cwd=ROOT, env=os.environ | env)
+def start(
+    command: list[str], env: dict[str, str], port: int, cwd: Path = ROOT
+) -> subprocess.Popen[bytes]:
+    """``command`` run in ``cwd`` with ``env`` added to this process's, once it answers HTTP
+    on ``port`` (within 20 s; else killed, and ``SystemExit``)."""
+    process = subprocess.Popen(command, cwd=cwd, env=os.environ | env)
     for _ in range(200):
         try:
             httpx.get(f"http://127.0.0.1:{port}/", timeout=0.5)
