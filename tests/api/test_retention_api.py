@@ -3,7 +3,6 @@
 during the sweep is printed; run with ``-s`` to see it)."""
 
 import asyncio
-import time
 
 import pytest
 
@@ -162,36 +161,34 @@ async def test_claim_operations__collected_items_answered_beside_claimed_ones(gq
     assert (results[1]["finalState"], results[1]["collectedAt"]) == ("FAILED", clock.now)
 
 
-async def test_sweep__ten_thousand_in_batches_while_server_answers(
-    gql, store, database, clock, request
-):
+async def test_sweep__ten_thousand_in_batches_while_server_answers(gql, store, database, clock):
+    """The sweeper collects a backlog in batches, each its own transaction, so requests are
+    answered between them: some request pair is answered while part of the backlog is
+    collected and part is left (a sweep in one transaction, or one that held what a claim
+    needs until its end, would show none)."""
     await bulk_finished_operations(database, BACKLOG, updated_at=clock.now - 1)
     sweeper = Sweeper(store, interval_s=60, retention=Retention(finished_ms=0), batch=BATCH)
     sweep = asyncio.create_task(sweeper.sweep())
-    latencies: list[float] = []
+    left_when_answered: list[int] = []
     number = 0
     while not sweep.done():
         number += 1
-        started = time.perf_counter()
         claimed = await gql.run("ClaimOperation", input=claim_input(operationID=f"live-{number}"))
         read = await gql.run("GetOperation", callerDID="did:key:caller", operationID="live-1")
-        latencies.append(time.perf_counter() - started)
         assert claimed["claimOperation"]["__typename"] == "OperationClaimed"
         assert read["operation"] is not None
+        left_when_answered.append(await finished_left(store))
     result = await sweep
 
     assert result is not None
     assert (result.operations, result.batches) == (BACKLOG, BACKLOG // BATCH + 1)
-    assert len(latencies) >= 2
-    longest_ms = max(latencies) * 1000
-    print(
-        f"\n[{request.node.callspec.id}] sweep of {BACKLOG} in {result.batches} batches: "
-        f"{len(latencies)} request pairs answered, longest {longest_ms:.1f} ms"
-    )
-    assert longest_ms < 5000
-    assert (
-        await store.retention.count_finished_operations(2**53 - 1, failed_older_than=2**53 - 1) == 0
-    )
+    assert any(0 < left < BACKLOG for left in left_when_answered), left_when_answered
+    assert await finished_left(store) == 0
+
+
+async def finished_left(store) -> int:
+    """How many finished operations a sweep with no retention would still collect."""
+    return await store.retention.count_finished_operations(2**53 - 1, failed_older_than=2**53 - 1)
 
 
 async def test_claim_operation__a_tenant_replaying_its_collected_key_is_answered_collected(
