@@ -12,7 +12,6 @@ from store.sizes import OctetLength
 from store.statements import Prepared, param
 from store.tables import persisted_query as pq
 
-MAX_QUERY_CHARS = 1024 * 1024
 MAX_REGISTERED = 10_000
 """The most query texts the table keeps; past it a registration is skipped (the client's
 query still runs, sent in full), so no client can grow the table without bound."""
