@@ -329,8 +329,10 @@ async def test_caps_set_raised_lowered_and_cleared_while_leasing_are_never_passe
     """An operator sets, raises, lowers and clears the caps of two accounts while leasers
     (leaseOperations, acquireLease) and claim batches take and release leases of them and
     of an uncapped third: once an observer on its own connection sees an account within
-    a cap, it never sees that account past the same cap (a lowered cap lets held leases
-    stay, no new one through)."""
+    a cap, with every call in flight begun after that cap was set, it never sees that
+    account past the same cap (a lowered cap lets held leases stay, no new one through). A
+    leaseOperations statement begun before a cap was first set on an uncapped account does
+    not see that cap, so calls begun before it are waited out."""
     await insert_operations(
         store,
         [
@@ -340,6 +342,8 @@ async def test_caps_set_raised_lowered_and_cleared_while_leasing_are_never_passe
     )
     stop = asyncio.Event()
     progress = Progress()
+    caps_set = 0
+    in_flight = Counter[int]()
     violations: list[str] = []
     looks = 0
     taken = 0
@@ -348,9 +352,13 @@ async def test_caps_set_raised_lowered_and_cleared_while_leasing_are_never_passe
         nonlocal looks
         within: dict[str, int] = {}
         while not stop.is_set():
-            for row in await store.db.fetch_all(CAP_AND_LIVE.bindparams(now=clock())):
+            now_set = caps_set
+            settled = not any(n for began, n in in_flight.items() if began < now_set)
+            rows = await store.db.fetch_all(CAP_AND_LIVE.bindparams(now=clock()))
+            settled = settled and caps_set == now_set
+            for row in rows:
                 key, cap, n = row["account_key"], row["cap"], row["n"]
-                if cap is None:
+                if not settled or cap is None:
                     within.pop(key, None)
                 elif within.get(key) == cap and n > cap:
                     violations.append(f"{key} holds {n} past its cap {cap}")
@@ -362,9 +370,11 @@ async def test_caps_set_raised_lowered_and_cleared_while_leasing_are_never_passe
             await asyncio.sleep(0)
 
     async def operator() -> None:
+        nonlocal caps_set
         for cap in CAPS:
             await store.accounts.set_account_limit("calendar", "acct-1", cap)
             await store.accounts.set_account_limit("calendar", "acct-2", cap)
+            caps_set += 1
             await progress.past(10)
         stop.set()
 
@@ -379,10 +389,14 @@ async def test_caps_set_raised_lowered_and_cleared_while_leasing_are_never_passe
         round_ = 0
         while not stop.is_set():
             round_ += 1
+            began = caps_set
+            in_flight[began] += 1
             try:
                 batch = await store.leasing.lease_operations(f"l{n}-{round_}", LEASE_MS, limit=4)
             except DatabaseBusy:
                 continue
+            finally:
+                in_flight[began] -= 1
             taken += len(batch)
             progress.tick()
             await asyncio.sleep(0)
@@ -393,9 +407,14 @@ async def test_caps_set_raised_lowered_and_cleared_while_leasing_are_never_passe
         while not stop.is_set():
             round_ += 1
             key = f"op-{(n * 37 + round_) % 300}"
-            got = await store.operations.acquire_lease(
-                "did:key:caller", key, f"a{n}-{round_}", clock() + LEASE_MS
-            )
+            began = caps_set
+            in_flight[began] += 1
+            try:
+                got = await store.operations.acquire_lease(
+                    "did:key:caller", key, f"a{n}-{round_}", clock() + LEASE_MS
+                )
+            finally:
+                in_flight[began] -= 1
             progress.tick()
             await asyncio.sleep(0)
             if got is not None:
@@ -415,7 +434,12 @@ async def test_caps_set_raised_lowered_and_cleared_while_leasing_are_never_passe
                 )
                 for m in range(6)
             ]
-            results = await store.batches.claim_operations(claims)
+            began = caps_set
+            in_flight[began] += 1
+            try:
+                results = await store.batches.claim_operations(claims)
+            finally:
+                in_flight[began] -= 1
             progress.tick()
             await asyncio.sleep(0)
             await release([r.operation for r in results if r.operation and r.operation.lease_token])
