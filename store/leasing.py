@@ -428,7 +428,7 @@ class LeasingStore:
         ]
         update = (
             sa.update(op)
-            .where(locked_in_key_order(self._db.dialect, *held), *held[1:])
+            .where(locked_in_key_order(self._db.dialect, *held))
             .values(lease_expires_at=now + duration, updated_at=now)
             .returning(op, ROW_BYTES.label(SIZE))
         )
@@ -454,7 +454,7 @@ class LeasingStore:
         held = [self._db.dialect.keys_in(op, wanted), releasable_by(token)]
         update = (
             sa.update(op)
-            .where(locked_in_key_order(self._db.dialect, *held), *held[1:])
+            .where(locked_in_key_order(self._db.dialect, *held))
             .values(lease_token=None, lease_expires_at=None, updated_at=now)
             .returning(op, ROW_BYTES.label(SIZE))
         )

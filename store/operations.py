@@ -291,17 +291,21 @@ def items_locked_in_key_order(rows: sa.FromClause) -> sa.FromClause:
     return locked.cte("locked_item")
 
 
-def locked_in_key_order(dialect: Dialect, *conditions: Any) -> sa.ColumnElement[bool]:
-    """The operation is one of those meeting ``conditions``, which are locked first in key
-    order where writers run side by side (``Dialect.locked_in_order``; ``conditions``
-    alone where they take turns): the WHERE of a write over several operations it names by
-    key, which then waits for them in the order ``items_locked_in_key_order`` gives a
-    batch."""
+def locked_in_key_order(dialect: Dialect, keys: Any, *guards: Any) -> sa.ColumnElement[bool]:
+    """The WHERE of a write over several operations it names by key: the operation is one
+    of ``keys`` (a condition) and meets ``guards``. Where writers run side by side
+    (``Dialect.locked_in_order``; where they take turns, the conditions alone) those
+    meeting them are locked first in key order, so the write waits for them in the order
+    ``items_locked_in_key_order`` gives a batch; ``guards`` are asked again of each locked
+    row."""
     if dialect.one_writer:
-        return sa.and_(*conditions)
-    chosen = dialect.locked_in_order(sa.select(*KEY_ORDER).where(*conditions), *KEY_ORDER)
+        return sa.and_(keys, *guards)
+    chosen = dialect.locked_in_order(sa.select(*KEY_ORDER).where(keys, *guards), *KEY_ORDER)
     locked = chosen.cte("locked")
-    return sa.tuple_(*KEY_ORDER).in_(sa.select(locked.c.caller_did, locked.c.operation_id))
+    return sa.and_(
+        sa.tuple_(*KEY_ORDER).in_(sa.select(locked.c.caller_did, locked.c.operation_id)),
+        *guards,
+    )
 
 
 WATCH_ORDER = (*(op.c[name] for name in WATCH_IDENTITY), *ORDER)

@@ -775,7 +775,7 @@ class OperatorStore:
         ]
         update = (
             sa.update(op)
-            .where(locked_in_key_order(self._db.dialect, *held), *held[1:])
+            .where(locked_in_key_order(self._db.dialect, *held))
             .values(
                 lease_token=None,
                 lease_expires_at=None,
