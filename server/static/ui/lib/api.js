@@ -1,6 +1,6 @@
 // The dashboard's GraphQL client: the named operations of dashboard.graphql, run with the
 // tab's token (/signin/session.js).
-import { useEffect, useRef, useState } from "/ui/assets/htm-preact-standalone.module.js";
+import { useEffect, useState } from "/ui/assets/htm-preact-standalone.module.js";
 import { forget, token as storedToken } from "/signin/session.js";
 
 // --- the token -----------------------------------------------------------------------------
@@ -82,25 +82,22 @@ export async function run(name, variables = {}) {
 }
 
 /** The data of ``name`` for ``variables``, re-run when ``key`` changes or ``reload()`` is
- * called: [data, error, reload]. A new ``key`` clears what is shown; a reload keeps it until
- * the answer replaces it (a live view does not blink on each event). */
+ * called: [data, error, reload]. What is shown is only ever the answer for the current ``key``
+ * (a new key shows nothing until its own answer, never a frame of the old key's data); a reload
+ * keeps it until the answer replaces it (a live view does not blink on each event). */
 export function useQuery(name, variables, key) {
-  const [state, setState] = useState({ data: null, error: null });
+  const [state, setState] = useState({ key, data: null, error: null });
   const [round, setRound] = useState(0);
-  const shownKey = useRef(key);
   useEffect(() => {
     let current = true;
-    if (shownKey.current !== key) {
-      shownKey.current = key;
-      setState({ data: null, error: null });
-    }
     run(name, variables).then(
-      (data) => current && setState({ data, error: null }),
-      (error) => current && setState({ data: null, error }),
+      (data) => current && setState({ key, data, error: null }),
+      (error) => current && setState({ key, data: null, error }),
     );
     return () => {
       current = false;
     };
   }, [key, round]);
-  return [state.data, state.error, () => setRound((n) => n + 1)];
+  const reload = () => setRound((n) => n + 1);
+  return state.key === key ? [state.data, state.error, reload] : [null, null, reload];
 }
