@@ -238,6 +238,16 @@ async def test_claim_watches__16_claimers_claim_each_of_300_once(store):
     assert set(counts.values()) == {1}
 
 
+async def waiting_for_a_lock(peer: asyncpg.Connection) -> bool:
+    """Whether a session of ``peer``'s database waits for a lock."""
+    return bool(
+        await peer.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND datname = current_database()"
+        )
+    )
+
+
 async def holding_account(peer: asyncpg.Connection) -> asyncpg.transaction.Transaction:
     """A transaction of ``peer`` that holds account ``acct-1``'s row, as every path that
     takes a lease of it does (``store.accounts.touch``)."""
@@ -268,9 +278,7 @@ async def test_lease_operations__a_capped_account_a_peer_holds_is_counted_after_
             clock() + LEASE_MS,
         )
         leasing = asyncio.create_task(store.leasing.lease_operations("leaser", LEASE_MS, limit=5))
-        while not await peer.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-        ):
+        while not await waiting_for_a_lock(peer):
             assert not leasing.done(), leasing.result()
             await asyncio.sleep(0)
         await transaction.commit()
@@ -280,16 +288,6 @@ async def test_lease_operations__a_capped_account_a_peer_holds_is_counted_after_
 
     assert leased == []
     assert [r.lease_token for r in await live_leases(store)] == ["peer"]
-
-
-async def waiting_for_a_lock(peer: asyncpg.Connection) -> bool:
-    """Whether a session of ``peer``'s database waits for a lock."""
-    return bool(
-        await peer.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND datname = current_database()"
-        )
-    )
 
 
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
