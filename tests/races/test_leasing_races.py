@@ -238,13 +238,24 @@ async def test_claim_watches__16_claimers_claim_each_of_300_once(store):
     assert set(counts.values()) == {1}
 
 
-async def waiting_for_a_lock(peer: asyncpg.Connection) -> bool:
-    """Whether a session of ``peer``'s database waits for a lock."""
-    return bool(
-        await peer.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND datname = current_database()"
-        )
+async def until_it_waits_for_a_lock(peer: asyncpg.Connection, call: asyncio.Task) -> None:
+    """Returns once a session of ``peer``'s database waits for a lock; fails if ``call``
+    ends before."""
+    while not await peer.fetchval(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND datname = current_database()"
+    ):
+        assert not call.done(), call.result()
+        await asyncio.sleep(0)
+
+
+async def lease_as_peer(peer: asyncpg.Connection, operation_id: str, expires_at: int) -> None:
+    """``peer`` leases ``operation_id`` (token ``peer``) until ``expires_at`` (epoch ms)."""
+    await peer.execute(
+        "UPDATE kubun_connector_operation SET lease_token = 'peer', lease_expires_at = $1 "
+        "WHERE operation_id = $2",
+        expires_at,
+        operation_id,
     )
 
 
@@ -272,15 +283,9 @@ async def test_lease_operations__a_capped_account_a_peer_holds_is_counted_after_
     peer = await asyncpg.connect(database_url.replace("+asyncpg", ""))
     try:
         transaction = await holding_account(peer)
-        await peer.execute(
-            "UPDATE kubun_connector_operation SET lease_token = 'peer', lease_expires_at = $1 "
-            "WHERE operation_id = 'op-1'",
-            clock() + LEASE_MS,
-        )
+        await lease_as_peer(peer, "op-1", clock() + LEASE_MS)
         leasing = asyncio.create_task(store.leasing.lease_operations("leaser", LEASE_MS, limit=5))
-        while not await waiting_for_a_lock(peer):
-            assert not leasing.done(), leasing.result()
-            await asyncio.sleep(0)
+        await until_it_waits_for_a_lock(peer, leasing)
         await transaction.commit()
         leased = await leasing
     finally:
@@ -341,15 +346,9 @@ async def test_set_account_limit__waits_for_a_lease_statement_that_holds_the_acc
             "SELECT 1 FROM kubun_connector_account WHERE connector_name = 'calendar' "
             "AND account_key = 'acct-1' FOR KEY SHARE"
         )
-        await peer.execute(
-            "UPDATE kubun_connector_operation SET lease_token = 'peer', lease_expires_at = $1 "
-            "WHERE operation_id = 'op-0'",
-            clock() + LEASE_MS,
-        )
+        await lease_as_peer(peer, "op-0", clock() + LEASE_MS)
         capping = asyncio.create_task(store.accounts.set_account_limit("calendar", "acct-1", 1))
-        while not await waiting_for_a_lock(peer):
-            assert not capping.done(), capping.result()
-            await asyncio.sleep(0)
+        await until_it_waits_for_a_lock(peer, capping)
         await transaction.commit()
         capped = await capping
     finally:
