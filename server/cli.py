@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from resolvers.permissions import ALL_SCOPES, METRICS_SCOPE
 from server.auth import AuthError, authenticator
 from server.http_server import PortUnavailable, check_port, serve_http
-from server.logs import configure_logging
+from server.logs import configure_logging, redact
 from server.sessions import SERVICE_SUB, sign_in_link
 from server.settings import Settings
 from server.sweeper import Retention, cutoffs, sweep
@@ -404,11 +404,17 @@ KNOWN_SCOPES = ALL_SCOPES | {METRICS_SCOPE}
 
 
 def settings_problem(error: ValidationError) -> str:
-    """One line per bad setting, named by its environment variable."""
+    """One line per bad setting, named by its environment variable, with the value it got
+    (``redact``ed: a URL's password never shown) unless it is a secret. A check of several
+    settings together names them in its message and shows no value: its input is every
+    setting, secrets included."""
     lines = []
     for problem in error.errors():
-        variable = "_".join(str(part) for part in problem["loc"]).upper() or "settings"
-        shown = "hidden" if variable in SECRET_SETTINGS else repr(problem.get("input"))
+        variable = "_".join(str(part) for part in problem["loc"]).upper()
+        if not variable:
+            lines.append(f"settings: {problem['msg']}")
+            continue
+        shown = "hidden" if variable in SECRET_SETTINGS else redact(repr(problem.get("input")))
         lines.append(f"{variable}: {problem['msg']} (got {shown})")
     return "; ".join(lines)
 
@@ -435,6 +441,6 @@ def main() -> None:
 
 
 def fail(message: str) -> NoReturn:
-    """Print ``error: message`` on standard error and exit with status 1."""
-    typer.echo(f"error: {message}", err=True)
+    """Print ``error: message`` (``redact``ed) on standard error and exit with status 1."""
+    typer.echo(f"error: {redact(message)}", err=True)
     sys.exit(1)

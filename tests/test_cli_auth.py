@@ -13,12 +13,14 @@ from pathlib import Path
 
 import httpx
 import jwt
+import pydantic
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from resolvers.permissions import ALL_SCOPES
 from server.app import create_app
+from server.cli import settings_problem
 from server.settings import Settings
 from tests.api.test_sign_in import JWT, LOOPBACK_LOOKS, every_path, holds_a_token
 from tests.tokens import TEST_JWT_SECRET
@@ -232,3 +234,31 @@ def test_token__misspelled_scope_or_empty_sub_refused(sub, scope, says):
     assert done.returncode == 1 and done.stdout == ""
     [line] = done.stderr.strip().splitlines()
     assert line.startswith("error: ") and says in line
+
+
+def test_bad_settings__a_check_of_several_shows_no_value_and_a_url_no_password(tmp_path):
+    """A check across settings (its input: every setting) names them without echoing the
+    secret or the database URL's password."""
+    secret = "supersecretvalue-0123456789abcdef0123456789"
+    url = "postgresql+asyncpg://postgres:hunter2@127.0.0.1:1/nowhere"
+    joint = run(
+        "serve",
+        JWT_SECRET=secret,
+        DATABASE_URL=url,
+        RETAIN_EVENTS_SECONDS="10",
+        DATA_DIR=str(tmp_path),
+    )
+    assert joint.returncode == 1 and "RETAIN_EVENTS_SECONDS" in joint.stderr, joint.stderr
+    assert secret not in joint.stderr and "hunter2" not in joint.stderr
+    assert len(joint.stderr.strip().splitlines()) == 1
+
+
+def test_settings_problem__shows_a_bad_urls_value_without_its_password():
+    class Url(pydantic.BaseModel):
+        database_url: int
+
+    with pytest.raises(pydantic.ValidationError) as refused:
+        Url(database_url="postgresql://u:hunter2@db/x")
+
+    said = settings_problem(refused.value)
+    assert said.startswith("DATABASE_URL: ") and "postgresql://u:***@db/x" in said, said
