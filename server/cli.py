@@ -12,6 +12,7 @@ import asyncio
 import sys
 from pathlib import Path
 from typing import NoReturn
+from urllib.parse import urlsplit
 
 import typer
 from pydantic import ValidationError
@@ -241,6 +242,8 @@ def sign_in_link_command(
     scopes = checked_scopes(sub, scope)
     if page not in PAGES:
         fail(f"--page: {page!r} is not one of {', '.join(PAGES)}")
+    if url is not None and urlsplit(url).scheme not in ("http", "https"):
+        fail(f"--url: {url!r} is not an http:// or https:// address")
     settings = Settings()
     require_database_folder(settings)
     if not authenticator(settings, create_secret=False).signs:

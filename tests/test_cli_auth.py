@@ -178,6 +178,9 @@ def test_sign_in_link__bad_options_and_a_public_key_are_refused(tmp_path):
     page = run("sign-in-link", "--page", "admin", DATA_DIR=str(tmp_path))
     assert scope.returncode == 1 and scope.stderr.startswith("error: --scope: unknown root")
     assert page.returncode == 1 and "--page: 'admin'" in page.stderr
+    for url in ("javascript:alert(1)", "127.0.0.1:8000", "ftp://host"):
+        refused = run("sign-in-link", "--url", url, DATA_DIR=str(tmp_path))
+        assert refused.returncode == 1 and refused.stderr.startswith("error: --url: "), url
     key = tmp_path / "key.pem"
     key.write_bytes(
         ed25519.Ed25519PrivateKey.generate()
