@@ -24,7 +24,6 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
 
 from server.settings import Settings
 from store import ConnectorStore, background
@@ -75,9 +74,17 @@ class SweepResult:
     sign_ins: int = 0
 
 
+UNITS = ((86_400, "day"), (3_600, "hour"), (60, "minute"))
+
+
 def human(seconds: float) -> str:
-    """A duration as a person reads it: ``7 days, 0:00:00``, ``0:05:00``, ``0:00:01.500000``."""
-    return str(timedelta(seconds=seconds))
+    """A duration as a person reads it, in the largest unit it is a whole number of: ``7 days``,
+    ``1 hour``, ``5 minutes``, else seconds (``1.5 s``)."""
+    for size, unit in UNITS:
+        count, rest = divmod(seconds, size)
+        if count and not rest:
+            return f"{int(count)} {unit}{'s' if count != 1 else ''}"
+    return f"{seconds:g} s"
 
 
 def cutoffs(retention: Retention, now: int) -> tuple[int, int, int]:

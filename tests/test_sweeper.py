@@ -279,9 +279,8 @@ async def test_sweeper__start_logs_its_interval_and_retention_in_human_units(sto
         r.getMessage() for r in caplog.records if "finished operations kept" in r.getMessage()
     ]
     assert started == (
-        "sweeper: every 0:05:00, finished operations kept 7 days, 0:00:00 (failed 30 days, "
-        "0:00:00), tombstones of their keys 90 days, 0:00:00, events 30 days, 0:00:00, "
-        "batches of 1000"
+        "sweeper: every 5 minutes, finished operations kept 7 days (failed 30 days), "
+        "tombstones of their keys 90 days, events 30 days, batches of 1000"
     )
     assert str(7 * DAY_MS) not in started
 
