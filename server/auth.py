@@ -82,7 +82,7 @@ class Unauthenticated(Exception):
 
 REFUSED: dict[type[jwt.PyJWTError], str] = {
     jwt.ExpiredSignatureError: "the token has expired (exp)",
-    jwt.ImmatureSignatureError: "the token is not valid yet (nbf)",
+    jwt.ImmatureSignatureError: "the token is not valid yet (its nbf or iat is in the future)",
     jwt.InvalidSignatureError: "the token's signature does not match this server's key",
     jwt.InvalidAlgorithmError: "the token's algorithm is not the one this server's key uses",
     jwt.InvalidAudienceError: "the token's audience (aud) is not this server's",

@@ -231,6 +231,7 @@ SAYS_WHY = {
     "expired": (mint(exp=NOW - 3600), "has expired"),
     "no exp": (mint(exp=None), "lacks a required claim"),
     "not yet valid": (mint(nbf=NOW + 3600), "not valid yet"),
+    "issued in the future": (mint(iat=NOW + 3600), "its nbf or iat is in the future"),
     "wrong signature": (mint(key="another-secret-of-at-least-32-bytes!!"), "signature"),
     "HS512 not configured": (mint(algorithm="HS512"), "algorithm"),
     "malformed": ("not.a.jwt", "not a well-formed JWT"),
