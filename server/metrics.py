@@ -57,18 +57,27 @@ MAX_CONNECTOR_LABELS = 100
 """Distinct connector names labelled before the rest are summed as ``other``."""
 
 
-def set_by_connector(gauge: Gauge, counts: dict[tuple[str, str], int]) -> None:
+def set_by_connector(
+    gauge: Gauge, counts: dict[tuple[str, str], int], shown: set[tuple[str, str]]
+) -> set[tuple[str, str]]:
     """Set ``gauge`` to ``counts`` (by connector name and a second label), the first
-    ``MAX_CONNECTOR_LABELS`` names (sorted) as themselves and the rest summed as ``other``;
-    labels no longer counted are dropped."""
+    ``MAX_CONNECTOR_LABELS`` names (sorted) as themselves and the rest summed as ``other``,
+    and return the labels it set. Labels ``shown`` before (what the last call returned) and
+    no longer counted are dropped, or set to 0 under ``serve --workers`` (prometheus_client's
+    multiprocess mode keeps every label a worker wrote and cannot drop one)."""
     kept = set(sorted({connector for connector, _ in counts})[:MAX_CONNECTOR_LABELS])
     summed: dict[tuple[str, str], int] = {}
     for (connector, second), n in counts.items():
         key = (connector if connector in kept else "other", second)
         summed[key] = summed.get(key, 0) + n
-    gauge.clear()
+    for labels in shown - summed.keys():
+        if MULTIPROC_ENV in os.environ:
+            gauge.labels(*labels).set(0)
+        else:
+            gauge.remove(*labels)
     for (connector, second), n in summed.items():
         gauge.labels(connector, second).set(n)
+    return set(summed)
 
 
 def metrics_allowed(request: Request) -> bool:
@@ -107,6 +116,8 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        self.operations_shown: set[tuple[str, str]] = set()
+        self.watches_shown: set[tuple[str, str]] = set()
         r = self.registry
         self.requests = Counter(
             "connector_requests",
@@ -265,8 +276,12 @@ class Metrics:
         self.due_operations.set(backlog.due_operations)
         self.due_watches.set(backlog.due_watches)
         by_connector = await self.store.retention.count_by_connector()
-        set_by_connector(self.connector_operations, by_connector.operations)
-        set_by_connector(self.watches, by_connector.watches)
+        self.operations_shown = set_by_connector(
+            self.connector_operations, by_connector.operations, self.operations_shown
+        )
+        self.watches_shown = set_by_connector(
+            self.watches, by_connector.watches, self.watches_shown
+        )
         self.refreshed.set(now / 1000)
 
     def exposition(self) -> bytes:

@@ -218,12 +218,27 @@ async def test_metrics__operations_by_connector_and_watches_by_status(app, runni
 def test_set_by_connector__past_the_label_limit_the_rest_are_summed_as_other():
     gauge_metrics = Metrics()
     counts = {(f"c{i:03d}", "attempted"): 1 for i in range(MAX_CONNECTOR_LABELS + 5)}
-    set_by_connector(gauge_metrics.connector_operations, counts)
+    set_by_connector(gauge_metrics.connector_operations, counts, set())
     parsed = samples(gauge_metrics.exposition().decode())
     by_connector = "connector_operations_by_connector"
     assert value(parsed, by_connector, connector="other", state="attempted") == 5
     assert value(parsed, by_connector, connector="c000", state="attempted") == 1
     assert len([key for key in parsed if key[0] == by_connector]) == MAX_CONNECTOR_LABELS + 1
+
+
+def test_set_by_connector__a_connector_no_longer_counted_is_dropped():
+    gauge_metrics = Metrics()
+    gauge = gauge_metrics.connector_operations
+    shown = set_by_connector(gauge, {("drive", "attempted"): 2, ("mail", "attempted"): 1}, set())
+    set_by_connector(gauge, {("mail", "attempted"): 3}, shown)
+
+    parsed = samples(gauge_metrics.exposition().decode())
+    by_connector = "connector_operations_by_connector"
+    assert [
+        (dict(labels)["connector"], v)
+        for (name, labels), v in parsed.items()
+        if name == by_connector
+    ] == [("mail", 3)]
 
 
 def test_observe_sweep__counts_each_kind_of_deleted_row() -> None:
