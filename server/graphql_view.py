@@ -278,7 +278,11 @@ class GraphQLApp(GraphQL):
         self, request: Request, request_data: GraphQLRequestData, persisted: Any
     ) -> GraphQLRequestData:
         """``request_data`` with the query of its persisted-query hash."""
-        if not isinstance(persisted, dict) or persisted.get("version") != 1:
+        if not isinstance(persisted, dict):
+            raise HTTPException(
+                400, "persistedQuery: must be an object with version 1 and sha256Hash"
+            )
+        if persisted.get("version") != 1:
             raise HTTPException(400, "persistedQuery: only version 1 is supported")
         sha = persisted.get("sha256Hash")
         if not isinstance(sha, str) or not SHA256_HEX.fullmatch(sha):

@@ -78,9 +78,18 @@ async def test_apq__registrations_stop_at_the_byte_limit(store):
     assert await store.persisted_queries.register(second, max_bytes=91)
 
 
-async def test_apq__malformed_hash_refused(http):
-    response = await http.post("/graphql", json={"extensions": extensions("not-a-hash")})
+@pytest.mark.parametrize(
+    ("persisted", "says"),
+    [
+        ({"version": 1, "sha256Hash": "not-a-hash"}, "sha256Hash must be 64 hex digits"),
+        ({"version": 2, "sha256Hash": SHA}, "only version 1 is supported"),
+        ("x", "must be an object with version 1 and sha256Hash"),
+    ],
+)
+async def test_apq__a_malformed_extension_is_refused_saying_what_is_wrong(http, persisted, says):
+    response = await http.post("/graphql", json={"extensions": {"persistedQuery": persisted}})
     assert response.status_code == 400
+    assert says in response.text, response.text
 
 
 async def test_apq__hash_alone_over_get_needs_a_token(store, http):
