@@ -313,7 +313,8 @@ def arguments(kwargs: dict[str, Any], path: tuple[str, ...]) -> list[tuple[str |
 
 
 def authorize(viewer: Viewer, type_name: str, field_name: str, kwargs: dict[str, Any]) -> None:
-    """Apply the rule of a root field to its arguments; raise ``FORBIDDEN`` when denied."""
+    """Apply the rule of a root field to its arguments; raise ``FORBIDDEN`` when denied, naming
+    in ``extensions.field`` the input field refused (``callerDID``, ``items[3].callerDID``)."""
     rule = rule_for(type_name, field_name)
     for scope in rule.scopes:
         require(viewer, scope)
@@ -321,7 +322,8 @@ def authorize(viewer: Viewer, type_name: str, field_name: str, kwargs: dict[str,
         for field, did in arguments(kwargs, actor):
             if not isinstance(did, str):
                 raise forbidden(f"{field_name}: no DID to check at {field or '.'.join(actor)}")
-            assert_acts_as(viewer, did, field or actor[-1], field)
+            named = field or actor[-1]
+            assert_acts_as(viewer, did, named, named)
 
 
 def is_root(info: GraphQLResolveInfo[Any]) -> bool:

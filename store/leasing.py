@@ -230,8 +230,9 @@ class LeasingStore:
         with ``FOR UPDATE SKIP LOCKED`` and keeps only those whose counts its snapshot holds fresh
         (``_fresh_capped``), picks the operations with ``FOR UPDATE SKIP LOCKED`` (a peer's rows are
         skipped, never waited for), keeps those of an account it saw uncapped only while it holds
-        that account still uncapped (``_still_uncapped``), leases them with ``UPDATE … RETURNING`` and writes the capped
-        accounts it drew on (``_touch_accounts``). When that leases fewer than ``limit``: if a
+        that account still uncapped (``_still_uncapped``), leases them with ``UPDATE …
+        RETURNING`` and writes the capped accounts it drew on (``_touch_accounts``). When that
+        leases fewer than ``limit``: if a
         capped account was skipped, one transaction locks every capped account in scope (in key
         order, waiting) and goes again; and while some owner may have more to give, it goes again
         twice as deep (``_deeper``). For a tenant (``caller_did`` given) one statement ranks every

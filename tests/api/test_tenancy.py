@@ -685,7 +685,9 @@ async def test_claim_operation__a_tenant_cannot_claim_for_another_owner(store):
         )
     body = response.json()
     assert body["data"] is None
-    assert [error["extensions"]["code"] for error in body["errors"]] == ["FORBIDDEN"]
+    assert [error["extensions"] for error in body["errors"]] == [
+        {"code": "FORBIDDEN", "field": "ownerDID"}
+    ]
     assert await store.operations.get_operation(A, "op-ab") is None
 
 
