@@ -9,7 +9,7 @@ import re
 import signal
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from connector_store_client import documents as doc
@@ -342,9 +342,7 @@ class Worker:
         if not marked:
             return True
         held = {(operation.caller_did, operation.operation_id) for operation in marked}
-        unsettled = {
-            (operation.caller_did, operation.operation_id): operation for operation in marked
-        }
+        leases = BatchLeases({(op.caller_did, op.operation_id): op for op in marked})
         renewing = asyncio.create_task(self._renew(token, held))
         handling = asyncio.create_task(self._handle(marked))
         try:
@@ -361,16 +359,16 @@ class Worker:
                 self.stats.released += len(marked)
                 return True
             try:
-                await self._settle(token, marked, handling.result(), unsettled)
+                await self._settle(token, marked, handling.result(), leases)
             except ConnectorStoreError as error:
                 if not self._refuses_token(error):
                     log.error(
-                        "settling a batch failed (%s): releasing the %d leases it still holds",
+                        "settling a batch failed (%s): releasing the leases of the %d "
+                        "operations it left unsettled",
                         error,
-                        len(unsettled),
+                        len(leases.unsettled),
                     )
-                await self._release(token, list(unsettled.values()))
-                self.stats.released += len(unsettled)
+                await self._let_go(token, leases)
                 return False
             return True
         finally:
@@ -440,15 +438,15 @@ class Worker:
         token: str,
         batch: list[LeasedOperation],
         outcomes: list[Outcome],
-        unsettled: dict[tuple[str, str], LeasedOperation],
+        leases: "BatchLeases",
     ) -> None:
         """Settle ``batch`` by its (sendable) ``outcomes``: throttles, then one
         ``finalizeOperations`` and one ``recordOperations``, then ``releaseLeases`` for
         what waits. An item the server refuses (``BAD_USER_INPUT`` naming ``items[i]``) is
         left out and the others sent again; each refused one is then recorded as a
-        ``handler_error`` retry saying what was refused. ``unsettled`` (the batch's leases
-        by key) keeps the leases this batch still holds: on return, none. Raises the
-        ``ConnectorStoreError`` of a call that failed otherwise."""
+        ``handler_error`` retry saying what was refused. ``leases`` keeps the leases the
+        batch still holds: on return, none. Raises the ``ConnectorStoreError`` of a call
+        that failed otherwise."""
         finals: list[Settle] = []
         records: list[Settle] = []
         throttles: dict[tuple[str, str], int] = {}
@@ -462,17 +460,14 @@ class Worker:
                 )
         for (connector, account), delay in throttles.items():
             await self._throttle(connector, account, delay)
-        refused = await self._send(token, FINALIZE, finals, unsettled)
-        refused += await self._send(token, RECORD, records, unsettled)
+        refused = await self._send(token, FINALIZE, finals, leases)
+        refused += await self._send(token, RECORD, records, leases)
         if refused:
             self.stats.refused += len(refused)
             retries = [self._item(token, item.operation, retry_for(why)) for item, why in refused]
-            for item, why in await self._send(token, RECORD, retries, unsettled):
+            for item, why in await self._send(token, RECORD, retries, leases):
                 log.error("the retry of %s was refused too (%s)", item.operation.key, why)
-        waiting = list(unsettled.values())
-        if waiting:
-            await self._release(token, waiting)
-        unsettled.clear()
+        await self._let_go(token, leases)
 
     def _item(self, token: str, operation: LeasedOperation, outcome: Outcome) -> "Settle":
         """The settle item of ``outcome`` for ``operation``: a ``FinalizeOperationInput``
@@ -519,13 +514,14 @@ class Worker:
         token: str,
         mutation: "BatchSettle",
         items: list["Settle"],
-        unsettled: dict[tuple[str, str], LeasedOperation],
+        leases: "BatchLeases",
     ) -> list[tuple["Settle", str]]:
         """Send ``items`` in one ``mutation``; the items it refuses (``refused_items``) are
         left out and the others sent again. Returns each refused item with what was refused
-        (the field and the server's message). ``unsettled`` loses the items written that
-        leave no lease to release (finalized, failed, or lost to another token). Raises the
-        ``ConnectorStoreError`` of a call that failed otherwise."""
+        (the field and the server's message). Each item written leaves
+        ``leases.unsettled``, and joins ``leases.waiting`` when it holds its lease still (a
+        retry or deferral recorded). Raises the ``ConnectorStoreError`` of a call that failed
+        otherwise."""
         refused: list[tuple[Settle, str]] = []
         pending = list(items)
         while pending:
@@ -546,9 +542,11 @@ class Worker:
                     refused.append((item, why + named[index]))
                 continue
             results = mutation.results(data)
-            for item, applied in zip(pending, self._count(token, pending, results), strict=True):
-                if item.state != "ATTEMPTED" or not applied:
-                    unsettled.pop((item.operation.caller_did, item.operation.operation_id), None)
+            for item, written in zip(pending, self._count(token, pending, results), strict=True):
+                operation = item.operation
+                del leases.unsettled[(operation.caller_did, operation.operation_id)]
+                if written and item.state == "ATTEMPTED":
+                    leases.waiting.append(operation)
             break
         return refused
 
@@ -585,6 +583,16 @@ class Worker:
             else:
                 self.stats.retried += 1
         return written
+
+    async def _let_go(self, token: str, leases: "BatchLeases") -> None:
+        """Release the leases ``leases`` holds (those of ``unsettled`` counted as
+        ``released``), and empty it."""
+        held = leases.waiting + list(leases.unsettled.values())
+        if held:
+            await self._release(token, held)
+        self.stats.released += len(leases.unsettled)
+        leases.unsettled.clear()
+        leases.waiting.clear()
 
     async def _release(self, token: str, operations: list[LeasedOperation]) -> None:
         keys = [operation.key for operation in operations]
@@ -625,6 +633,16 @@ class Worker:
                 )
             else:
                 log.warning("throttleAccount failed (%s); the retry is recorded without it", error)
+
+
+@dataclass
+class BatchLeases:
+    """The leases a batch holds, by what became of their operations: ``unsettled``, by
+    key, not settled yet; ``waiting``, settled to wait (a retry or a deferral recorded),
+    their leases still to release."""
+
+    unsettled: dict[tuple[str, str], LeasedOperation]
+    waiting: list[LeasedOperation] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
