@@ -17,6 +17,7 @@ from connector_store_client.outcomes import (
     Outcome,
     ProviderRetryPolicy,
     RetryAfter,
+    sendable,
 )
 from connector_store_client.worker import LeasedOperation, Worker, WorkerStats, enqueue
 
@@ -37,4 +38,5 @@ __all__ = [
     "WorkerStats",
     "enqueue",
     "follow_events",
+    "sendable",
 ]

@@ -1,11 +1,15 @@
 """What a handler answers for each leased operation, and ``ProviderRetryPolicy``, which turns
 a provider's HTTP answer into one."""
 
+import dataclasses
 import email.utils
 import random
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from connector_store_client.bounds import MAX_DELAY_MS, MAX_MESSAGE_BYTES
 
 
 @dataclass(frozen=True)
@@ -23,7 +27,8 @@ class RetryAfter:
     """A transient failure: the attempt is counted and the operation is due again in
     ``delay_ms``. ``kind``, ``http_status`` and ``message`` are recorded on it.
     ``throttle_account``: also stop leasing the whole account for ``delay_ms`` (a
-    provider's 429)."""
+    provider's 429; at most ``MAX_THROTTLE_MS``). The worker sends it as ``sendable`` makes
+    it."""
 
     delay_ms: int
     kind: str = "transient"
@@ -35,7 +40,7 @@ class RetryAfter:
 @dataclass(frozen=True)
 class Failed:
     """A permanent failure: the operation ends FAILED with ``kind``, ``http_status`` and
-    ``message``."""
+    ``message`` (cut as ``sendable`` cuts it)."""
 
     kind: str = "permanent"
     http_status: int | None = None
@@ -45,7 +50,8 @@ class Failed:
 @dataclass(frozen=True)
 class Deferred:
     """Not sent: the operation waits ``delay_ms`` without counting an attempt, for
-    ``reason`` (``OFFLINE`` or ``AUTH``, or None)."""
+    ``reason`` (``OFFLINE`` or ``AUTH``, or None). The worker sends it as ``sendable`` makes
+    it."""
 
     delay_ms: int
     reason: str | None = None
@@ -53,6 +59,50 @@ class Deferred:
 
 
 Outcome = Committed | RetryAfter | Failed | Deferred
+
+UNSENDABLE = re.compile("[\x00\ud800-\udfff]")
+"""What no message may hold: NUL, lone surrogates (PostgreSQL text stores neither)."""
+CUT_MARK = "…"
+"""Ends a message ``sendable_message`` cut."""
+
+
+def sendable_message(message: Any) -> str | None:
+    """``message`` as a settle takes it: None stays None, anything else as ``str``, NUL and
+    lone surrogates replaced by U+FFFD, cut to at most ``MAX_MESSAGE_BYTES`` bytes of UTF-8
+    between whole characters and then ending with ``CUT_MARK``."""
+    if message is None:
+        return None
+    encoded = UNSENDABLE.sub("\ufffd", str(message)).encode()
+    if len(encoded) <= MAX_MESSAGE_BYTES:
+        return encoded.decode()
+    room = MAX_MESSAGE_BYTES - len(CUT_MARK.encode())
+    return encoded[:room].decode("utf-8", "ignore") + CUT_MARK
+
+
+def sendable_delay(delay_ms: Any) -> int:
+    """``delay_ms`` as a settle takes it: an int of ms from 0 to ``MAX_DELAY_MS`` (a longer
+    delay is the longest, a negative one none). Raises ``TypeError`` for a value that is not
+    a number, ``ValueError`` for NaN."""
+    if isinstance(delay_ms, bool) or not isinstance(delay_ms, int | float):
+        raise TypeError(f"delay_ms must be a number of ms, not {delay_ms!r}")
+    return int(min(max(delay_ms, 0), MAX_DELAY_MS))
+
+
+def sendable(outcome: Outcome) -> Outcome:
+    """``outcome`` as the server takes it: its ``message`` through ``sendable_message`` and
+    its ``delay_ms`` through ``sendable_delay``. Raises ``TypeError`` for a value that is not
+    an ``Outcome`` or a ``delay_ms`` that is not a number, ``ValueError`` for NaN."""
+    if isinstance(outcome, RetryAfter | Deferred):
+        return dataclasses.replace(
+            outcome,
+            delay_ms=sendable_delay(outcome.delay_ms),
+            message=sendable_message(outcome.message),
+        )
+    if isinstance(outcome, Failed):
+        return dataclasses.replace(outcome, message=sendable_message(outcome.message))
+    if isinstance(outcome, Committed):
+        return outcome
+    raise TypeError(f"{outcome!r:.200} is not an outcome")
 
 
 def retry_after_ms(value: str | None, now_s: float | None = None) -> int | None:

@@ -4,15 +4,25 @@ handler answers, and lets go of what it holds when stopped."""
 import asyncio
 import contextlib
 import logging
+import math
+import re
 import signal
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from connector_store_client import documents as doc
+from connector_store_client.bounds import (
+    MAX_BATCH,
+    MAX_DELAY_MS,
+    MAX_KEY_CHARS,
+    MAX_LEASE_MS,
+    MAX_THROTTLE_MS,
+    MIN_LEASE_MS,
+)
 from connector_store_client.client import Client, backoff_s
-from connector_store_client.errors import ConnectorStoreError, GraphQLResponseError, TransportError
+from connector_store_client.errors import ConnectorStoreError, GraphQLResponseError
 from connector_store_client.models.finalize_operations import (
     FinalizeOperations,
     FinalizeOperationsFinalizeOperationsResults,
@@ -24,14 +34,26 @@ from connector_store_client.models.record_operations import (
     RecordOperationsRecordOperationsResults,
 )
 from connector_store_client.models.renew_leases import RenewLeases
-from connector_store_client.outcomes import Committed, Deferred, Failed, Outcome, RetryAfter
+from connector_store_client.outcomes import (
+    Committed,
+    Failed,
+    Outcome,
+    RetryAfter,
+    sendable,
+    sendable_message,
+)
 
 log = logging.getLogger("connector_store_client.worker")
 
 REFUSED_CODES = frozenset({"UNAUTHENTICATED", "FORBIDDEN"})
 """Codes of an answer that refuses the worker's token itself: asking again with it is
-refused again, so ``run`` stops and raises it rather than retrying forever."""
-MAX_THROTTLE_MS = 86_400_000
+refused again, so ``run`` stops and raises it rather than retrying forever (but for
+``workAvailable`` and ``throttleAccount``, which the worker does without)."""
+HANDLER_ERROR_MS = 5_000
+"""How long an operation waits, in ms, when the handler gave no outcome the server takes
+for it (it raised, answered something else, or the server refused the outcome)."""
+TOKEN_SUFFIX_CHARS = 33
+"""What a lease token adds to the worker's ``marker``: ``-`` and 32 hex digits."""
 
 
 class LeasedOperation(LeasedOperationFields):
@@ -54,7 +76,8 @@ Handler = Callable[[list[LeasedOperation]], Awaitable[Sequence[Outcome]]]
 class WorkerStats:
     """What a worker settled: operations committed, retried, failed and deferred; ``lost``:
     leased operations whose lease another token took before they were settled; ``released``:
-    leases let go unsettled (on stop)."""
+    leases let go unsettled (on stop, or when a settle failed); ``refused``: outcomes the
+    server refused, recorded as ``handler_error`` retries instead (and counted there)."""
 
     committed: int = 0
     retried: int = 0
@@ -62,12 +85,13 @@ class WorkerStats:
     deferred: int = 0
     lost: int = 0
     released: int = 0
+    refused: int = 0
 
 
 class Worker:
     """Runs ``handler`` over the operations it leases from ``client``.
 
-    It leases batches of up to ``batch_size`` (1 to 500) for ``lease_ms`` with
+    It leases batches of up to ``batch_size`` for ``lease_ms`` (ms) with
     ``concurrency`` lessees at once, each until ``leaseOperations`` answers nothing; then it
     waits for a ``workAvailable`` signal (or ``fallback_s``, when signals stop). The
     lessees send ``leaseOperations`` one at a time (handlers and settles still run
@@ -78,15 +102,43 @@ class Worker:
     answer would be the same (work others free wakes it). For each
     batch it marks the sends started (``marker``, this worker's run id), renews the leases
     every third of ``lease_ms`` while the handler runs, and settles the outcomes in one
-    request per kind: ``finalizeOperations`` (the watch due ``verify_delay_ms`` later),
-    ``recordOperations``, then ``releaseLeases`` for what waits. Only calls safe to repeat
-    are retried after a lost answer; a lost ``leaseOperations`` answer is not repeated (its
-    leases lapse after ``lease_ms``). On ``stop()`` (SIGTERM and SIGINT call it while
-    ``run`` runs in the main thread) it leases no more, gives running handlers
-    ``shutdown_grace_s`` to finish and settles them, then cancels the rest and releases
-    their leases. A token the server refuses (``UNAUTHENTICATED``, ``FORBIDDEN``: expired,
-    signed out, lacking ``service``) stops it the same way, and ``run`` raises that
-    ``GraphQLResponseError``."""
+    request per kind: ``throttleAccount`` for a 429, ``finalizeOperations`` (the watch due
+    ``verify_delay_ms`` later), ``recordOperations``, then ``releaseLeases`` for what
+    waits. Only calls safe to repeat are retried after a lost answer; a lost
+    ``leaseOperations`` answer is not repeated (its leases lapse after ``lease_ms``).
+
+    No answer of the handler ends the run. Each outcome is sent as ``sendable`` makes it
+    (its message cut to ``MAX_MESSAGE_BYTES`` bytes of UTF-8, its delay clamped to 0 to
+    ``MAX_DELAY_MS``). Where it gives no outcome (it raises: the whole batch; it answers
+    something other than one outcome per operation: the whole batch, or the one operation
+    whose answer is not an outcome) the operation is retried in ``HANDLER_ERROR_MS`` with
+    kind ``handler_error`` and a message saying what was wrong. An outcome the server still
+    refuses (``BAD_USER_INPUT`` naming ``items[i]``: a ``kind`` or ``http_status`` out of
+    bounds, an oversized ``result_entity``) is retried the same way, the refusal as its
+    message, and the rest of its batch settled as answered. A mark or settle that fails
+    otherwise (an answer lost past the retries) releases the batch's leases it still holds,
+    and its lessee waits (``backoff_s``, longer for each such batch in a row) before leasing
+    again.
+
+    Scopes: ``operations:write`` (its calls: ``leaseOperations``, ``markSendsStarted``,
+    ``renewLeases``, ``finalizeOperations``, ``recordOperations``, ``releaseLeases``; a
+    token without ``service`` works only the operations it called). ``workAvailable`` needs
+    ``service``: without it the worker looks for work every ``fallback_s``, saying so once.
+    ``throttleAccount`` needs ``operator``: without it a 429 outcome records its retry but
+    throttles no account, said once.
+
+    On ``stop()`` (SIGTERM and SIGINT call it while ``run`` runs in the main thread) it
+    leases no more, gives running handlers ``shutdown_grace_s`` to finish and settles them,
+    then cancels the rest and releases their leases. A token the server refuses
+    (``UNAUTHENTICATED``, or ``FORBIDDEN`` for a call it cannot do without: expired, signed
+    out, lacking ``operations:write``) stops it the same way, and ``run`` raises that
+    ``GraphQLResponseError``.
+
+    Raises ``ValueError`` naming the argument for ``batch_size`` outside 1 to ``MAX_BATCH``,
+    ``lease_ms`` outside ``MIN_LEASE_MS`` to ``MAX_LEASE_MS``, ``concurrency`` below 1,
+    ``verify_delay_ms`` outside 0 to ``MAX_DELAY_MS``, ``fallback_s`` not above 0,
+    ``shutdown_grace_s`` below 0, ``account_keys`` a string or more than ``MAX_BATCH``
+    keys, or a ``marker`` empty or too long for a lease token."""
 
     def __init__(
         self,
@@ -103,6 +155,22 @@ class Worker:
         shutdown_grace_s: float = 10.0,
         marker: str | None = None,
     ) -> None:
+        _whole("batch_size", batch_size, 1, MAX_BATCH)
+        _whole("lease_ms", lease_ms, MIN_LEASE_MS, MAX_LEASE_MS)
+        _whole("concurrency", concurrency, 1)
+        _whole("verify_delay_ms", verify_delay_ms, 0, MAX_DELAY_MS)
+        _seconds("fallback_s", fallback_s, positive=True)
+        _seconds("shutdown_grace_s", shutdown_grace_s, positive=False)
+        if isinstance(account_keys, str) or (
+            account_keys is not None and len(account_keys) > MAX_BATCH
+        ):
+            raise ValueError(f"account_keys must be a list of at most {MAX_BATCH} account keys")
+        if marker is not None and not (
+            isinstance(marker, str) and 1 <= len(marker) <= MAX_KEY_CHARS - TOKEN_SUFFIX_CHARS
+        ):
+            raise ValueError(
+                f"marker must be a string of 1 to {MAX_KEY_CHARS - TOKEN_SUFFIX_CHARS} characters"
+            )
         self.client = client
         self.handler = handler
         self.connector_name = connector_name
@@ -118,6 +186,12 @@ class Worker:
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
         self._refused: GraphQLResponseError | None = None
+        self._woken = True
+        """Whether ``workAvailable`` may wake this worker: False once it was refused
+        (``FORBIDDEN``: the token lacks ``service``); then the fallback timer alone does."""
+        self._throttling = True
+        """Whether 429 outcomes throttle their accounts: False once ``throttleAccount`` was
+        refused (``FORBIDDEN``: the token lacks ``operator``)."""
         self._leasing = asyncio.Lock()
         self._settled = 0
         """Batches settled or released so far: what may have made work leasable again."""
@@ -139,7 +213,7 @@ class Worker:
             with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
                 loop.add_signal_handler(signum, self.stop)
                 handled.append(signum)
-        watcher = None if until_idle else asyncio.create_task(self._watch_work())
+        watcher = None if until_idle or not self._woken else asyncio.create_task(self._watch_work())
         try:
             while not self._stopping.is_set():
                 self._wake.clear()
@@ -186,6 +260,15 @@ class Worker:
                     failures = 0
                     self._wake.set()
             except ConnectorStoreError as error:
+                if isinstance(error, GraphQLResponseError) and error.code == "FORBIDDEN":
+                    self._woken = False
+                    log.warning(
+                        "workAvailable needs the service scope, which this worker's token "
+                        "lacks (%s): it looks for work every %g s (fallback_s) instead",
+                        error,
+                        self.fallback_s,
+                    )
+                    return
                 if self._refuses_token(error):
                     return
                 failures += 1
@@ -194,6 +277,9 @@ class Worker:
 
     async def _lessee(self) -> None:
         failures = 0
+        # Batches in a row whose settle failed: each waits longer before leasing again, so a
+        # failure that lasts does not lease, fail and release in a tight loop.
+        failed_batches = 0
         while not self._stopping.is_set():
             token = f"{self.marker}-{uuid.uuid4().hex}"
             try:
@@ -209,9 +295,12 @@ class Worker:
             if not batch:
                 return
             try:
-                await self._work(token, batch)
+                settled = await self._work(token, batch)
             finally:
                 self._settled += 1
+            failed_batches = 0 if settled else failed_batches + 1
+            if failed_batches:
+                await asyncio.sleep(backoff_s(min(failed_batches, 6)))
 
     async def _lease(self, token: str) -> list[LeasedOperation]:
         """This lessee's turn at ``leaseOperations``: its batch, empty when there is nothing
@@ -239,11 +328,21 @@ class Worker:
                 self._empty_at = asked_at
             return [LeasedOperation.model_validate(raw) for raw in operations]
 
-    async def _work(self, token: str, batch: list[LeasedOperation]) -> None:
-        marked = await self._mark(token, batch)
+    async def _work(self, token: str, batch: list[LeasedOperation]) -> bool:
+        """Mark, handle and settle ``batch``. False when a call failed (the leases the batch
+        still held released), True otherwise."""
+        try:
+            marked = await self._mark(token, batch)
+        except ConnectorStoreError as error:
+            if not self._refuses_token(error):
+                log.error("markSendsStarted failed (%s): releasing its batch unsent", error)
+            await self._release(token, batch)
+            self.stats.released += len(batch)
+            return False
         if not marked:
-            return
+            return True
         held = {(operation.caller_did, operation.operation_id) for operation in marked}
+        leases = BatchLeases({(op.caller_did, op.operation_id): op for op in marked})
         renewing = asyncio.create_task(self._renew(token, held))
         handling = asyncio.create_task(self._handle(marked))
         try:
@@ -258,8 +357,20 @@ class Worker:
                     await handling
                 await self._release(token, marked)
                 self.stats.released += len(marked)
-                return
-            await self._settle(token, marked, handling.result(), held)
+                return True
+            try:
+                await self._settle(token, marked, handling.result(), leases)
+            except ConnectorStoreError as error:
+                if not self._refuses_token(error):
+                    log.error(
+                        "settling a batch failed (%s): releasing the leases of the %d "
+                        "operations it left unsettled",
+                        error,
+                        len(leases.unsettled),
+                    )
+                await self._let_go(token, leases)
+                return False
+            return True
         finally:
             renewing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -278,16 +389,32 @@ class Worker:
         return marked
 
     async def _handle(self, batch: list[LeasedOperation]) -> list[Outcome]:
+        """The handler's outcomes for ``batch``, each ``sendable``; where the handler gave
+        none (it raised, answered something other than one outcome per operation, or an
+        outcome that cannot be sent) a ``handler_error`` retry saying what was wrong."""
         try:
-            outcomes = list(await self.handler(batch))
+            answered = await self.handler(batch)
         except Exception as error:
             log.exception("the handler raised: every operation of its batch is retried")
-            return [RetryAfter(5_000, "handler_error", None, repr(error)[:1000])] * len(batch)
+            return [retry_for(f"the handler raised {error!r}")] * len(batch)
+        try:
+            outcomes = list(answered)
+        except TypeError:
+            message = f"the handler answered {answered!r:.200}, not a sequence of outcomes"
+            log.error("%s: every operation of its batch is retried", message)
+            return [retry_for(message)] * len(batch)
         if len(outcomes) != len(batch):
             message = f"the handler answered {len(outcomes)} outcomes for {len(batch)} operations"
-            log.error(message)
-            return [RetryAfter(5_000, "handler_error", None, message)] * len(batch)
-        return outcomes
+            log.error("%s: every operation of its batch is retried", message)
+            return [retry_for(message)] * len(batch)
+        sent: list[Outcome] = []
+        for operation, outcome in zip(batch, outcomes, strict=True):
+            try:
+                sent.append(sendable(outcome))
+            except (TypeError, ValueError) as error:
+                log.error("the handler's answer for %s: %s; it is retried", operation.key, error)
+                sent.append(retry_for(f"the handler's answer: {error}"))
+        return sent
 
     async def _renew(self, token: str, held: set[tuple[str, str]]) -> None:
         while held:
@@ -311,117 +438,161 @@ class Worker:
         token: str,
         batch: list[LeasedOperation],
         outcomes: list[Outcome],
-        held: set[tuple[str, str]],
+        leases: "BatchLeases",
     ) -> None:
-        finals: list[tuple[LeasedOperation, str, dict[str, Any]]] = []
-        records: list[tuple[LeasedOperation, str, dict[str, Any]]] = []
-        waiting: list[LeasedOperation] = []
+        """Settle ``batch`` by its (sendable) ``outcomes``: throttles, then one
+        ``finalizeOperations`` and one ``recordOperations``, then ``releaseLeases`` for
+        what waits. An item the server refuses (``BAD_USER_INPUT`` naming ``items[i]``) is
+        left out and the others sent again; each refused one is then recorded as a
+        ``handler_error`` retry saying what was refused. ``leases`` keeps the leases the
+        batch still holds: on return, none. Raises the ``ConnectorStoreError`` of a call
+        that failed otherwise."""
+        finals: list[Settle] = []
+        records: list[Settle] = []
         throttles: dict[tuple[str, str], int] = {}
         for operation, outcome in zip(batch, outcomes, strict=True):
-            base = operation.key | {"version": operation.version, "leaseToken": token}
-            if isinstance(outcome, Committed):
-                finals.append(
-                    (
-                        operation,
-                        "COMMITTED",
-                        base
-                        | {
-                            "delayMs": self.verify_delay_ms,
-                            "resultEntity": outcome.result_entity,
-                            "providerEtag": outcome.provider_etag,
-                        },
-                    )
+            item = self._item(token, operation, outcome)
+            (finals if item.state == "COMMITTED" else records).append(item)
+            if isinstance(outcome, RetryAfter) and outcome.throttle_account:
+                provider_account = (operation.connector_name, operation.account_key)
+                throttles[provider_account] = max(
+                    throttles.get(provider_account, 0), outcome.delay_ms
                 )
-                continue
-            record = base | {"fromState": "ATTEMPTED"}
-            if isinstance(outcome, RetryAfter):
-                record |= {
-                    "toState": "ATTEMPTED",
-                    "kind": outcome.kind,
-                    "httpStatus": outcome.http_status,
-                    "errorMessage": outcome.message,
-                    "delayMs": outcome.delay_ms,
-                    "sendMarker": self.marker,
-                }
-                waiting.append(operation)
-                if outcome.throttle_account:
-                    provider_account = (operation.connector_name, operation.account_key)
-                    throttles[provider_account] = max(
-                        throttles.get(provider_account, 0), outcome.delay_ms
-                    )
-                records.append((operation, "ATTEMPTED", record))
-            elif isinstance(outcome, Failed):
-                record |= {
-                    "toState": "FAILED",
-                    "kind": outcome.kind,
-                    "httpStatus": outcome.http_status,
-                    "errorMessage": outcome.message,
-                    "sendMarker": self.marker,
-                }
-                records.append((operation, "FAILED", record))
-            elif isinstance(outcome, Deferred):
-                record |= {
-                    "toState": "ATTEMPTED",
-                    "countAttempt": False,
-                    "deferReason": outcome.reason,
-                    "errorMessage": outcome.message,
-                    "delayMs": outcome.delay_ms,
-                }
-                waiting.append(operation)
-                records.append((operation, "ATTEMPTED", record))
-            else:
-                raise TypeError(f"not an outcome: {outcome!r}")
         for (connector, account), delay in throttles.items():
             await self._throttle(connector, account, delay)
-        if finals:
-            data = await self.client.execute(
-                doc.FINALIZE_OPERATIONS,
-                {"input": {"items": [item for _, _, item in finals]}},
-                repeatable=True,
-            )
-            self._count(
-                token, finals, FinalizeOperations.model_validate(data).finalize_operations.results
-            )
-        if records:
-            data = await self.client.execute(
-                doc.RECORD_OPERATIONS,
-                {"input": {"items": [item for _, _, item in records]}},
-                repeatable=True,
-            )
-            self._count(
-                token, records, RecordOperations.model_validate(data).record_operations.results
-            )
-        if waiting:
-            await self._release(token, waiting)
+        refused = await self._send(token, FINALIZE, finals, leases)
+        refused += await self._send(token, RECORD, records, leases)
+        if refused:
+            self.stats.refused += len(refused)
+            retries = [self._item(token, item.operation, retry_for(why)) for item, why in refused]
+            for item, why in await self._send(token, RECORD, retries, leases):
+                log.error("the retry of %s was refused too (%s)", item.operation.key, why)
+        await self._let_go(token, leases)
+
+    def _item(self, token: str, operation: LeasedOperation, outcome: Outcome) -> "Settle":
+        """The settle item of ``outcome`` for ``operation``: a ``FinalizeOperationInput``
+        for ``Committed``, a ``RecordOperationInput`` for the others."""
+        base = operation.key | {"version": operation.version, "leaseToken": token}
+        if isinstance(outcome, Committed):
+            fields = base | {
+                "delayMs": self.verify_delay_ms,
+                "resultEntity": outcome.result_entity,
+                "providerEtag": outcome.provider_etag,
+            }
+            return Settle(operation, outcome, "COMMITTED", fields)
+        record = base | {"fromState": "ATTEMPTED"}
+        if isinstance(outcome, RetryAfter):
+            fields = record | {
+                "toState": "ATTEMPTED",
+                "kind": outcome.kind,
+                "httpStatus": outcome.http_status,
+                "errorMessage": outcome.message,
+                "delayMs": outcome.delay_ms,
+                "sendMarker": self.marker,
+            }
+            return Settle(operation, outcome, "ATTEMPTED", fields)
+        if isinstance(outcome, Failed):
+            fields = record | {
+                "toState": "FAILED",
+                "kind": outcome.kind,
+                "httpStatus": outcome.http_status,
+                "errorMessage": outcome.message,
+                "sendMarker": self.marker,
+            }
+            return Settle(operation, outcome, "FAILED", fields)
+        fields = record | {
+            "toState": "ATTEMPTED",
+            "countAttempt": False,
+            "deferReason": outcome.reason,
+            "errorMessage": outcome.message,
+            "delayMs": outcome.delay_ms,
+        }
+        return Settle(operation, outcome, "ATTEMPTED", fields)
+
+    async def _send(
+        self,
+        token: str,
+        mutation: "BatchSettle",
+        items: list["Settle"],
+        leases: "BatchLeases",
+    ) -> list[tuple["Settle", str]]:
+        """Send ``items`` in one ``mutation``; the items it refuses (``refused_items``) are
+        left out and the others sent again. Returns each refused item with what was refused
+        (the field and the server's message). Each item written leaves
+        ``leases.unsettled``, and joins ``leases.waiting`` when it holds its lease still (a
+        retry or deferral recorded). Raises the ``ConnectorStoreError`` of a call that failed
+        otherwise."""
+        refused: list[tuple[Settle, str]] = []
+        pending = list(items)
+        while pending:
+            try:
+                data = await self.client.execute(
+                    mutation.document,
+                    {"input": {"items": [item.fields for item in pending]}},
+                    repeatable=True,
+                )
+            except GraphQLResponseError as error:
+                named = refused_items(error, len(pending))
+                if not named:
+                    raise
+                for index in sorted(named, reverse=True):
+                    item = pending.pop(index)
+                    why = f"{mutation.name} refused the handler's outcome {item.outcome!r:.300}: "
+                    log.error("%s%s; it is retried", why, named[index])
+                    refused.append((item, why + named[index]))
+                continue
+            results = mutation.results(data)
+            for item, written in zip(pending, self._count(token, pending, results), strict=True):
+                operation = item.operation
+                del leases.unsettled[(operation.caller_did, operation.operation_id)]
+                if written and item.state == "ATTEMPTED":
+                    leases.waiting.append(operation)
+            break
+        return refused
 
     def _count(
         self,
         token: str,
-        sent: list[tuple[LeasedOperation, str, dict[str, Any]]],
+        sent: list["Settle"],
         results: Sequence[
             FinalizeOperationsFinalizeOperationsResults | RecordOperationsRecordOperationsResults
         ],
-    ) -> None:
-        for (operation, state, item), result in zip(sent, results, strict=True):
+    ) -> list[bool]:
+        """Count each of ``sent`` in ``stats`` by its ``results``; whether each was written
+        (applied, or found written by this token after a lost answer)."""
+        written = []
+        for item, result in zip(sent, results, strict=True):
             stored = result.operation
             # A repeat after a lost answer finds its own write: the state written, the
             # version past the one it was sent with, the lease still this token's.
             own = (
                 stored is not None
-                and stored.state.value == state
+                and stored.state.value == item.state
                 and stored.lease_token == token
-                and stored.version > operation.version
+                and stored.version > item.operation.version
             )
+            written.append(result.applied or own)
             if not (result.applied or own):
                 self.stats.lost += 1
-            elif state == "COMMITTED":
+            elif item.state == "COMMITTED":
                 self.stats.committed += 1
-            elif state == "FAILED":
+            elif item.state == "FAILED":
                 self.stats.failed += 1
-            elif item.get("countAttempt") is False:
+            elif item.fields.get("countAttempt") is False:
                 self.stats.deferred += 1
             else:
                 self.stats.retried += 1
+        return written
+
+    async def _let_go(self, token: str, leases: "BatchLeases") -> None:
+        """Release the leases ``leases`` holds (those of ``unsettled`` counted as
+        ``released``), and empty it."""
+        held = leases.waiting + list(leases.unsettled.values())
+        if held:
+            await self._release(token, held)
+        self.stats.released += len(leases.unsettled)
+        leases.unsettled.clear()
+        leases.waiting.clear()
 
     async def _release(self, token: str, operations: list[LeasedOperation]) -> None:
         keys = [operation.key for operation in operations]
@@ -431,21 +602,140 @@ class Worker:
                 {"input": {"leaseToken": token, "keys": keys}},
                 repeatable=True,
             )
-        except TransportError as error:
+        except ConnectorStoreError as error:
             log.warning("releaseLeases failed (%s); the leases lapse in time", error)
 
     async def _throttle(self, connector: str, account: str, delay_ms: int) -> None:
-        await self.client.execute(
-            doc.THROTTLE_ACCOUNT,
-            {
-                "input": {
-                    "connectorName": connector,
-                    "accountKey": account,
-                    "retryAfterMs": min(max(delay_ms, 1), MAX_THROTTLE_MS),
-                }
-            },
-            repeatable=True,
-        )
+        """``throttleAccount`` for ``delay_ms`` (1 to ``MAX_THROTTLE_MS``). A failure is
+        logged, not raised: the retry is recorded all the same. Without ``operator`` (a
+        ``FORBIDDEN`` answer) this worker throttles no more, saying so once."""
+        if not self._throttling:
+            return
+        try:
+            await self.client.execute(
+                doc.THROTTLE_ACCOUNT,
+                {
+                    "input": {
+                        "connectorName": connector,
+                        "accountKey": account,
+                        "retryAfterMs": min(max(delay_ms, 1), MAX_THROTTLE_MS),
+                    }
+                },
+                repeatable=True,
+            )
+        except ConnectorStoreError as error:
+            if isinstance(error, GraphQLResponseError) and error.code == "FORBIDDEN":
+                self._throttling = False
+                log.warning(
+                    "throttleAccount needs the operator scope, which this worker's token "
+                    "lacks (%s): its 429 outcomes record their retries but throttle no account",
+                    error,
+                )
+            else:
+                log.warning("throttleAccount failed (%s); the retry is recorded without it", error)
+
+
+@dataclass
+class BatchLeases:
+    """The leases a batch holds, by what became of their operations: ``unsettled``, by
+    key, not settled yet; ``waiting``, settled to wait (a retry or a deferral recorded),
+    their leases still to release."""
+
+    unsettled: dict[tuple[str, str], LeasedOperation]
+    waiting: list[LeasedOperation] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Settle:
+    """One item of a batch settle: the ``operation``, the ``outcome`` it settles, the
+    ``state`` it writes (``COMMITTED``, ``ATTEMPTED`` or ``FAILED``) and the item's
+    ``fields`` (a ``FinalizeOperationInput`` or ``RecordOperationInput``)."""
+
+    operation: LeasedOperation
+    outcome: Outcome
+    state: str
+    fields: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class BatchSettle:
+    """A batch settle mutation: its ``name``, ``document`` and how its answer's ``data``
+    gives one result per item."""
+
+    name: str
+    document: str
+    results: Callable[
+        [dict[str, Any]],
+        Sequence[
+            FinalizeOperationsFinalizeOperationsResults | RecordOperationsRecordOperationsResults
+        ],
+    ]
+
+
+FINALIZE = BatchSettle(
+    "finalizeOperations",
+    doc.FINALIZE_OPERATIONS,
+    lambda data: FinalizeOperations.model_validate(data).finalize_operations.results,
+)
+RECORD = BatchSettle(
+    "recordOperations",
+    doc.RECORD_OPERATIONS,
+    lambda data: RecordOperations.model_validate(data).record_operations.results,
+)
+
+ITEM_FIELD = re.compile(r"(?:input\.)?items\[(\d+)\]")
+"""A refused field of a batch settle's item: ``items[3].errorMessage``."""
+
+
+def refused_items(error: GraphQLResponseError, count: int) -> dict[int, str]:
+    """The items of a batch of ``count`` that ``error`` refuses, by index, each with its
+    field and the server's message; empty unless every error of it is a
+    ``BAD_USER_INPUT`` naming one of the items (then the call wrote nothing)."""
+    named: dict[int, str] = {}
+    for each in error.errors:
+        extensions = each.get("extensions") or {}
+        found = ITEM_FIELD.match(str(extensions.get("field") or ""))
+        if extensions.get("code") != "BAD_USER_INPUT" or found is None:
+            return {}
+        index = int(found.group(1))
+        if index >= count:
+            return {}
+        named.setdefault(index, f"{extensions['field']}: {each.get('message', '')}")
+    return named
+
+
+def _whole(name: str, value: Any, lowest: int, highest: int | None = None) -> None:
+    """Raise ``ValueError`` naming ``name`` unless ``value`` is an int from ``lowest`` to
+    ``highest`` (None: no bound)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < lowest
+        or (highest is not None and value > highest)
+    ):
+        bound = f"from {lowest} to {highest}" if highest is not None else f"of at least {lowest}"
+        raise ValueError(f"{name} must be an integer {bound}, not {value!r}")
+
+
+def _seconds(name: str, value: Any, *, positive: bool) -> None:
+    """Raise ``ValueError`` naming ``name`` unless ``value`` is a finite number of seconds,
+    above 0 (``positive``) or at least 0."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+        or (positive and value == 0)
+    ):
+        bound = "above 0" if positive else "of at least 0"
+        raise ValueError(f"{name} must be a finite number of seconds {bound}, not {value!r}")
+
+
+def retry_for(problem: str) -> RetryAfter:
+    """The outcome of an operation the handler gave no sendable outcome for, or whose
+    outcome the server refused: a ``handler_error`` retry in ``HANDLER_ERROR_MS`` whose
+    message is ``problem`` (``sendable_message``)."""
+    return RetryAfter(HANDLER_ERROR_MS, "handler_error", None, sendable_message(problem))
 
 
 async def enqueue(client: Client, claims: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,0 +1,254 @@
+"""The client SDK's ``Worker`` against a served app on both backends, given answers the server
+would refuse: no handler's answer, no refused settle and no missing scope ends ``run`` or
+leaves a batch leased. Messages are cut to the server's bound and delays clamped to it; a
+handler's bad answer and an outcome the server still refuses are retried with a message
+saying what was wrong, the rest of the batch settled; a settle whose answers are lost past
+the retries releases its leases; the largest ``batch_size`` the constructor takes (what it
+refuses: tests/test_client_bounds.py) is one the server takes; a tenant's token (no
+``service``, no ``operator``) runs on the fallback timer and records its 429s without
+throttling."""
+
+import asyncio
+import logging
+from typing import Any
+
+import httpx
+import pytest
+from connector_store_client import (
+    Client,
+    Committed,
+    Deferred,
+    Failed,
+    LeasedOperation,
+    Outcome,
+    ProviderRetryPolicy,
+    RetryAfter,
+    Worker,
+    enqueue,
+)
+from connector_store_client.bounds import MAX_BATCH, MAX_DELAY_MS, MAX_MESSAGE_BYTES
+from connector_store_client.worker import HANDLER_ERROR_MS
+
+from store import ConnectorStore
+from store.accounts import MAX_RETRY_AFTER_MS
+from store.records import OperationRecord
+from tests.api.live_client import served
+from tests.api.test_client_worker_leasing import claims
+from tests.conftest import FrozenClock
+from tests.tokens import SERVICE_TOKEN, mint
+
+BOUND_S = 30.0
+"""A bound on a run that should end: one that loops or hangs fails the test here."""
+TENANT = "did:key:tenant"
+
+
+async def stored(store: ConnectorStore, count: int, caller: str = "did:key:caller") -> list[Any]:
+    """The operations ``op-0`` … of ``caller``, in order."""
+    found = [await store.operations.get_operation(caller, f"op-{n}") for n in range(count)]
+    assert all(record is not None for record in found)
+    return found
+
+
+def held(records: list[OperationRecord]) -> list[str]:
+    """The ids of ``records`` still live and leased: a stranded batch (a settled operation
+    keeps the token of the lease it was settled under)."""
+    return [
+        record.operation_id
+        for record in records
+        if record.state == "attempted" and record.lease_token is not None
+    ]
+
+
+async def run_once(store: ConnectorStore, count: int, handler: Any, **options: Any) -> Worker:
+    """A worker with the service token over ``count`` enqueued operations, run until idle."""
+    async with served(store) as app, Client(f"{app.http}/graphql", SERVICE_TOKEN) as client:
+        await enqueue(client, claims(count))
+        worker = Worker(client, handler, connector_name="calendar", concurrency=1, **options)
+        async with asyncio.timeout(BOUND_S):
+            await worker.run(until_idle=True)
+    return worker
+
+
+async def test_worker__messages_are_cut_to_the_servers_bound_in_whole_characters(store):
+    async def answer(batch: list[LeasedOperation]) -> list[Outcome]:
+        return [
+            RetryAfter(1_000, message="x" * 3_000),
+            Failed(message="€" * 2_000),
+            Deferred(1_000, message="a\x00b\udc80" + "é" * 2_000),
+        ]
+
+    worker = await run_once(store, 3, answer)
+
+    retried, failed, deferred = await stored(store, 3)
+    assert (worker.stats.retried, worker.stats.failed, worker.stats.deferred) == (1, 1, 1)
+    assert held([retried, failed, deferred]) == []
+    assert (retried.state, failed.state, deferred.state) == ("attempted", "failed", "attempted")
+    assert retried.last_error == "x" * (MAX_MESSAGE_BYTES - 3) + "…"
+    assert failed.last_error == "€" * ((MAX_MESSAGE_BYTES - 3) // 3) + "…"
+    assert deferred.last_error.startswith("a\ufffdb\ufffdé")
+    for record in (retried, failed, deferred):
+        assert len(record.last_error.encode()) <= MAX_MESSAGE_BYTES
+
+
+async def test_worker__a_handler_raising_a_long_message_retries_its_batch(store):
+    async def answer(batch: list[LeasedOperation]) -> list[Outcome]:
+        raise RuntimeError("€" * 2_000)
+
+    worker = await run_once(store, 2, answer)
+
+    records = await stored(store, 2)
+    assert worker.stats.retried == 2 and held(records) == []
+    for record in records:
+        assert record.last_kind == "handler_error" and record.attempts == 1
+        assert record.last_error.startswith("the handler raised RuntimeError('€€")
+        assert len(record.last_error.encode()) <= MAX_MESSAGE_BYTES
+
+
+async def test_worker__delays_are_clamped_to_the_servers_bounds(store, clock: FrozenClock):
+    rate_limited = ProviderRetryPolicy().outcome(429, 0, retry_after="3000000")
+    assert isinstance(rate_limited, RetryAfter) and rate_limited.delay_ms == 3_000_000_000
+
+    async def answer(batch: list[LeasedOperation]) -> list[Outcome]:
+        return [rate_limited]
+
+    worker = await run_once(store, 1, answer)
+
+    (later,) = await stored(store, 1)
+    assert worker.stats.retried == 1 and held([later]) == []
+    assert later.next_attempt_at == clock.now + MAX_DELAY_MS
+    (account,) = [
+        load.account
+        for load in await store.accounts.list_accounts("calendar")
+        if load.account.account_key == "acct-0"
+    ]
+    assert account.throttled_until == clock.now + MAX_RETRY_AFTER_MS
+
+
+async def test_worker__an_answer_that_is_not_an_outcome_retries_that_operation(store):
+    async def answer(batch: list[LeasedOperation]) -> list[Any]:
+        return [None, Committed(), RetryAfter("soon")]  # type: ignore[arg-type]
+
+    worker = await run_once(store, 3, answer)
+
+    nothing, committed, unreadable = await stored(store, 3)
+    assert (worker.stats.retried, worker.stats.committed) == (2, 1)
+    assert held([nothing, committed, unreadable]) == []
+    assert committed.state == "committed"
+    assert nothing.last_kind == "handler_error"
+    assert nothing.last_error == "the handler's answer: None is not an outcome"
+    assert "delay_ms must be a number of ms, not 'soon'" in unreadable.last_error
+
+
+@pytest.mark.parametrize("answered", [None, [Committed()]], ids=["none", "too-few"])
+async def test_worker__a_batch_answer_of_the_wrong_shape_retries_the_batch(store, answered):
+    async def answer(batch: list[LeasedOperation]) -> Any:
+        return answered
+
+    worker = await run_once(store, 2, answer)
+
+    records = await stored(store, 2)
+    assert worker.stats.retried == 2 and held(records) == []
+    assert {record.last_kind for record in records} == {"handler_error"}
+    assert {record.next_attempt_at for record in records} == {store.clock() + HANDLER_ERROR_MS}
+
+
+async def test_worker__outcomes_the_server_refuses_are_retried_and_the_rest_settled(store):
+    async def answer(batch: list[LeasedOperation]) -> list[Outcome]:
+        return [
+            Committed({"blob": "x" * 70_000}),
+            Failed("permanent", 1_000, "no such status"),
+            Committed({"id": "fine"}),
+            RetryAfter(1_000, "transient", 503),
+            Failed("permanent", 404),
+        ]
+
+    worker = await run_once(store, 5, answer)
+
+    huge, odd, fine, transient, gone = await stored(store, 5)
+    stats = worker.stats
+    assert (stats.committed, stats.failed, stats.retried, stats.refused) == (1, 1, 3, 2)
+    assert held([huge, odd, fine, transient, gone]) == []
+    assert (fine.state, transient.state, gone.state) == ("committed", "attempted", "failed")
+    assert (huge.state, odd.state) == ("attempted", "attempted")
+    assert huge.last_kind == odd.last_kind == "handler_error"
+    assert huge.last_error.startswith("finalizeOperations refused the handler's outcome")
+    assert "items[0].resultEntity" in huge.last_error
+    assert odd.last_error.startswith("recordOperations refused the handler's outcome")
+    assert "items[0].httpStatus" in odd.last_error
+
+
+async def test_worker__a_settle_whose_answers_are_lost_releases_its_leases(store):
+    async with served(store) as app, Client(f"{app.http}/graphql", SERVICE_TOKEN) as client:
+        await enqueue(client, claims(2))
+        lost = {"left": 5}
+
+        async def lose_records(request: httpx.Request) -> None:
+            if b"recordOperations" in request.content and lost["left"]:
+                lost["left"] -= 1
+                raise httpx.ConnectError("dropped by the test")
+
+        client.http.event_hooks["request"].append(lose_records)
+
+        async def answer(batch: list[LeasedOperation]) -> list[Outcome]:
+            return [RetryAfter(60_000) for _ in batch]
+
+        worker = Worker(client, answer, connector_name="calendar", concurrency=1)
+        async with asyncio.timeout(BOUND_S):
+            await worker.run(until_idle=True)
+
+    records = await stored(store, 2)
+    # The first settle's five tries are lost: its leases are released, the operations leased
+    # again at once, and the second settle records them.
+    assert (worker.stats.released, worker.stats.retried) == (2, 2)
+    assert held(records) == [] and {record.attempts for record in records} == {1}
+
+
+async def test_worker__the_largest_batch_size_is_the_servers(store):
+    worker = await run_once(store, 3, commit, batch_size=MAX_BATCH)
+    assert worker.stats.committed == 3
+
+
+async def test_worker__a_tenant_token_runs_on_the_fallback_timer_and_records_its_429s(
+    store, caplog
+):
+    tenant = mint(sub=TENANT, scope="operations:read operations:write")
+    rate_limited = RetryAfter(60_000, "rate_limited", 429, throttle_account=True)
+    mine = [claim | {"callerDID": TENANT, "ownerDID": TENANT} for claim in claims(4)]
+    seen: list[str] = []
+
+    async def answer(batch: list[LeasedOperation]) -> list[Outcome]:
+        seen.extend(operation.operation_id for operation in batch)
+        return [
+            rate_limited if operation.operation_id in ("op-0", "op-2") else Committed()
+            for operation in batch
+        ]
+
+    caplog.set_level(logging.WARNING, "connector_store_client.worker")
+    async with served(store) as app, Client(f"{app.http}/graphql", tenant) as client:
+        await enqueue(client, mine[:2])
+        worker = Worker(client, answer, connector_name="calendar", fallback_s=0.05)
+        running = asyncio.create_task(worker.run())
+        async with asyncio.timeout(BOUND_S):
+            while len(seen) < 2:
+                await asyncio.sleep(0.02)
+            # Leased in a later round: nothing wakes the worker but its fallback timer.
+            await enqueue(client, mine[2:])
+            while worker.stats.committed + worker.stats.retried < 4:
+                assert not running.done(), running.result()
+                await asyncio.sleep(0.02)
+            worker.stop()
+            stats = await running
+
+    records = await stored(store, 4, TENANT)
+    assert (stats.committed, stats.retried) == (2, 2) and held(records) == []
+    assert [record.state for record in records] == ["attempted", "committed"] * 2
+    assert {record.last_kind for record in records[::2]} == {"rate_limited"}
+    loads = await store.accounts.list_accounts("calendar")
+    assert {load.account.throttled_until for load in loads} == {None}
+    logged = [record.getMessage() for record in caplog.records]
+    assert sum("workAvailable needs the service scope" in line for line in logged) == 1
+    assert sum("throttleAccount needs the operator scope" in line for line in logged) == 1
+
+
+async def commit(batch: list[LeasedOperation]) -> list[Committed]:
+    return [Committed() for _ in batch]
