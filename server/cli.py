@@ -298,26 +298,41 @@ def collect_command(
     """Delete every finished operation older than its retention (failed ones are kept
     longer), in batches, with a progress bar, the tombstones of collected keys older than
     RETAIN_KEYS_SECONDS, the events of both logs older than RETAIN_EVENTS_SECONDS (as a
-    prefix of each log), and expired pending authorizations, by the sweeper's own sweep (and
-    its lock); prints the totals. With --dry-run, prints what would go."""
+    prefix of each log; the flags never shorten it), and expired pending authorizations, by
+    the sweeper's own sweep (and its lock); prints the totals. With --dry-run, prints what
+    would go."""
     settings = Settings()
     require_database_folder(settings)
+    retention = Retention.of(flagged(settings, older_than_seconds, failed_older_than_seconds))
+    asyncio.run(collect_backlog(settings, retention, batch or settings.sweep_batch, dry_run))
+
+
+def flagged(
+    settings: Settings, older_than_seconds: int | None, failed_older_than_seconds: int | None
+) -> Settings:
+    """``settings`` with ``collect``'s flags in place of ``RETAIN_FINISHED_SECONDS`` and
+    ``RETAIN_FAILED_SECONDS`` (None: the setting's), and the events' retention fixed: the
+    flags only ever lengthen it. ``RETAIN_EVENTS_SECONDS`` set, a flag past it ends the
+    command (``fail``); unset, the events are kept as long as the environment's longest
+    operation retention, or a flag's when that is longer. A shorter flag collects finished
+    operations sooner, never the history of the operations it keeps (live ones included)."""
     overrides = {
         "--older-than-seconds": ("retain_finished_seconds", older_than_seconds),
         "--failed-older-than-seconds": ("retain_failed_seconds", failed_older_than_seconds),
     }
+    events = settings.retain_events_seconds
+    longest = settings.events_retention_seconds
     for flag, (setting, seconds) in overrides.items():
         if seconds is None:
             continue
-        events = settings.retain_events_seconds
         if events is not None and seconds > events:
             fail(
                 f"{flag} must be at most RETAIN_EVENTS_SECONDS ({seconds} > {events}): an "
                 "operation kept longer than the events would keep a history without its start"
             )
+        longest = max(longest, seconds)
         settings = settings.model_copy(update={setting: seconds})
-    retention = Retention.of(settings)
-    asyncio.run(collect_backlog(settings, retention, batch or settings.sweep_batch, dry_run))
+    return settings.model_copy(update={"retain_events_seconds": longest})
 
 
 async def collect_backlog(
