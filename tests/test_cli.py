@@ -54,6 +54,7 @@ def start(*args: str, **env: str) -> subprocess.Popen[str]:
         ({"LOG_LEVEL": "bogus"}, "LOG_LEVEL"),
         ({"DATABASE_URL": "postgresql://u@h:notaport/db"}, "DATABASE_URL"),
         ({"DATABASE_URL": "postgresql://u@h/db?bogus=1"}, "bogus"),
+        ({"DATABASE_URL": "postgresql+asyncpg://postgres@127.0.0.1:5432/x?sslmode=bogus"}, "ssl"),
         ({"DATABASE_URL": "sqlite+aiosqlite:////proc/connector-store.db"}, "unavailable"),
         ({"DATABASE_URL": "postgresql+asyncpg://postgres@127.0.0.1:1/x"}, "unavailable"),
         (
