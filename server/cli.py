@@ -11,7 +11,7 @@ traceback.
 import asyncio
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 from pydantic import ValidationError
@@ -72,24 +72,28 @@ def serve(
     host: str | None = typer.Option(None, help="Interface to bind (env HOST)."),
     port: int | None = typer.Option(None, help="Port to bind (env PORT, default 8000)."),
     migrate: bool = typer.Option(True, help="Apply migrations before serving."),
-    workers: int = typer.Option(
-        1, min=1, envvar="WORKERS", help="Processes serving the port (env WORKERS)."
+    workers: int | None = typer.Option(
+        None, help="Processes serving the port (env WORKERS, default 1)."
     ),
 ) -> None:
     """Serve the API (GraphiQL at /graphql, the dashboard at /ui) on DATABASE_URL, migrating
     it first, and print a one-time sign-in link for them (an admin's: scope service) when
-    the server signs tokens; with --workers N, in N processes (server/workers.py)."""
+    the server signs tokens; with --workers N, in N processes (server/workers.py). --port
+    and --workers stand for PORT and WORKERS and are checked as they are: a bad value is a
+    bad setting."""
     from server.app import create_app
 
-    settings = Settings()
-    if workers > 1 and settings.metrics and settings.metrics_port is not None:
+    flags: dict[str, Any] = {"port": port, "workers": workers}
+    settings = Settings(**{name: value for name, value in flags.items() if value is not None})
+    processes = settings.workers
+    if processes > 1 and settings.metrics and settings.metrics_port is not None:
         fail(
             "--workers: METRICS_PORT is served by one process; unset it (the API port serves "
             "/metrics, summed over the workers)"
         )
     configure_logging(settings.log_level, settings.log_format)
     bind_host = host or settings.host
-    bind_port = settings.port if port is None else port
+    bind_port = settings.port
     if not settings.jwt_secret and not settings.jwt_public_key and not is_loopback(bind_host):
         raise AuthError(
             f"serving on {bind_host} needs JWT_SECRET or JWT_PUBLIC_KEY (a generated secret "
@@ -129,8 +133,8 @@ def serve(
             "auth: tokens signed by the configured JWT key are required (JWT_PUBLIC_KEY: "
             "this server signs no sessions, so no sign-in links)"
         )
-    if workers > 1:
-        raise typer.Exit(supervise(settings, bind_host, bind_port, workers))
+    if processes > 1:
+        raise typer.Exit(supervise(settings, bind_host, bind_port, processes))
     serve_http(create_app(settings, auth=auth), settings, bind_host, bind_port)
 
 

@@ -22,6 +22,9 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
+    workers: int = Field(
+        default=1, ge=1, description="Processes serving the port (``serve --workers``)."
+    )
     data_dir: Path = Path("data")
     database_url: str = ""
     db_pool_size: int = Field(default=20, ge=1)
