@@ -31,6 +31,7 @@ from schema.leasing import (
 from schema.node import encode_opaque
 from schema.scalars import EpochMillis
 from store.leasing import DEFAULT_BATCH
+from store.operations import ABANDONED_SEND_MARKER
 from store.records import AccountLoad
 
 
@@ -83,6 +84,10 @@ class LeasingMutation:
             )
             info.context.loaders.remember(*records)
             operations = info.context.visible.operations("leaseOperations", records)
+        # Each lease that counted a lapsed run's abandoned send, as acquireLease reports one.
+        info.context.events.extend(
+            "lease_takeover" for record in records if record.send_marker == ABANDONED_SEND_MARKER
+        )
         return LeaseOperationsPayload(operations=operations)
 
     @fields.mutation(

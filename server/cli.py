@@ -11,7 +11,7 @@ traceback.
 import asyncio
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 import typer
@@ -73,24 +73,28 @@ def serve(
     host: str | None = typer.Option(None, help="Interface to bind (env HOST)."),
     port: int | None = typer.Option(None, help="Port to bind (env PORT, default 8000)."),
     migrate: bool = typer.Option(True, help="Apply migrations before serving."),
-    workers: int = typer.Option(
-        1, min=1, envvar="WORKERS", help="Processes serving the port (env WORKERS)."
+    workers: int | None = typer.Option(
+        None, help="Processes serving the port (env WORKERS, default 1)."
     ),
 ) -> None:
     """Serve the API (GraphiQL at /graphql, the dashboard at /ui) on DATABASE_URL, migrating
     it first, and print a one-time sign-in link for them (an admin's: scope service) when
-    the server signs tokens; with --workers N, in N processes (server/workers.py)."""
+    the server signs tokens; with --workers N, in N processes (server/workers.py). --port
+    and --workers stand for PORT and WORKERS and are checked as they are: a bad value is a
+    bad setting."""
     from server.app import create_app
 
-    settings = Settings()
-    if workers > 1 and settings.metrics and settings.metrics_port is not None:
+    flags: dict[str, Any] = {"port": port, "workers": workers}
+    settings = Settings(**{name: value for name, value in flags.items() if value is not None})
+    processes = settings.workers
+    if processes > 1 and settings.metrics and settings.metrics_port is not None:
         fail(
             "--workers: METRICS_PORT is served by one process; unset it (the API port serves "
             "/metrics, summed over the workers)"
         )
     configure_logging(settings.log_level, settings.log_format)
     bind_host = host or settings.host
-    bind_port = settings.port if port is None else port
+    bind_port = settings.port
     if not settings.jwt_secret and not settings.jwt_public_key and not is_loopback(bind_host):
         raise AuthError(
             f"serving on {bind_host} needs JWT_SECRET or JWT_PUBLIC_KEY (a generated secret "
@@ -130,8 +134,8 @@ def serve(
             "auth: tokens signed by the configured JWT key are required (JWT_PUBLIC_KEY: "
             "this server signs no sessions, so no sign-in links)"
         )
-    if workers > 1:
-        raise typer.Exit(supervise(settings, bind_host, bind_port, workers))
+    if processes > 1:
+        raise typer.Exit(supervise(settings, bind_host, bind_port, processes))
     serve_http(create_app(settings, auth=auth), settings, bind_host, bind_port)
 
 
@@ -301,26 +305,41 @@ def collect_command(
     """Delete every finished operation older than its retention (failed ones are kept
     longer), in batches, with a progress bar, the tombstones of collected keys older than
     RETAIN_KEYS_SECONDS, the events of both logs older than RETAIN_EVENTS_SECONDS (as a
-    prefix of each log), and expired pending authorizations, by the sweeper's own sweep (and
-    its lock); prints the totals. With --dry-run, prints what would go."""
+    prefix of each log; the flags never shorten it), and expired pending authorizations, by
+    the sweeper's own sweep (and its lock); prints the totals. With --dry-run, prints what
+    would go."""
     settings = Settings()
     require_database_folder(settings)
+    retention = Retention.of(flagged(settings, older_than_seconds, failed_older_than_seconds))
+    asyncio.run(collect_backlog(settings, retention, batch or settings.sweep_batch, dry_run))
+
+
+def flagged(
+    settings: Settings, older_than_seconds: int | None, failed_older_than_seconds: int | None
+) -> Settings:
+    """``settings`` with ``collect``'s flags in place of ``RETAIN_FINISHED_SECONDS`` and
+    ``RETAIN_FAILED_SECONDS`` (None: the setting's), and the events' retention fixed: the
+    flags only ever lengthen it. ``RETAIN_EVENTS_SECONDS`` set, a flag past it ends the
+    command (``fail``); unset, the events are kept as long as the environment's longest
+    operation retention, or a flag's when that is longer. A shorter flag collects finished
+    operations sooner, never the history of the operations it keeps (live ones included)."""
     overrides = {
         "--older-than-seconds": ("retain_finished_seconds", older_than_seconds),
         "--failed-older-than-seconds": ("retain_failed_seconds", failed_older_than_seconds),
     }
+    events = settings.retain_events_seconds
+    longest = settings.events_retention_seconds
     for flag, (setting, seconds) in overrides.items():
         if seconds is None:
             continue
-        events = settings.retain_events_seconds
         if events is not None and seconds > events:
             fail(
                 f"{flag} must be at most RETAIN_EVENTS_SECONDS ({seconds} > {events}): an "
                 "operation kept longer than the events would keep a history without its start"
             )
+        longest = max(longest, seconds)
         settings = settings.model_copy(update={setting: seconds})
-    retention = Retention.of(settings)
-    asyncio.run(collect_backlog(settings, retention, batch or settings.sweep_batch, dry_run))
+    return settings.model_copy(update={"retain_events_seconds": longest})
 
 
 async def collect_backlog(

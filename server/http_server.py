@@ -106,10 +106,22 @@ HEAD_TOO_LARGE = (
 )
 
 
-FRAMING_TOO_LARGE = (
-    b"HTTP/1.1 413 Content Too Large\r\ncontent-type: text/plain\r\n"
-    b"content-length: 34\r\nconnection: close\r\n\r\nrequest body framing is too large\n"
-)
+def framing_too_large(max_body_framing_bytes: int) -> bytes:
+    """The whole 413 the protocol writes itself for a body whose framing passed
+    ``max_body_framing_bytes``: the JSON error shape (``PAYLOAD_TOO_LARGE``) of the
+    application's refusals, then the connection closes."""
+    body = request_error(
+        413,
+        "request body framing (chunk sizes, extensions, trailers) is larger than "
+        f"{max_body_framing_bytes} bytes",
+    ).body
+    head = (
+        "HTTP/1.1 413 Content Too Large\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode() + bytes(body)
+
+
 READ_SLICE = 16 * 1024
 """Bytes of a read handed to the parser at once, so the framing is checked after each slice:
 the parser calls Python once per chunk (about 6 µs), and one 256 KiB read of one-byte chunks
@@ -234,17 +246,18 @@ class Bounds(SendDeadline):
             self.framing_cycle, self.framing_bytes = cycle, 0
         self.framing_bytes += len(piece) - (len(cycle.body) - before)
         if self.framing_bytes > self.max_body_framing_bytes:
-            self.framing_too_large()
+            self.refuse_framing()
 
-    def framing_too_large(self) -> None:
-        """Answer 413 (unless a response has started) and close, and say so."""
+    def refuse_framing(self) -> None:
+        """Answer 413 (``framing_too_large``, unless a response has started) and close, and
+        say so."""
         log.info(
             "http: a request body's framing passed MAX_BODY_FRAMING_BYTES (%d): 413",
             self.max_body_framing_bytes,
         )
         self.cycle.scope[REFUSED_STATUS] = 413
         if not self.cycle.response_started:
-            self.transport.write(FRAMING_TOO_LARGE)
+            self.transport.write(framing_too_large(self.max_body_framing_bytes))
         self.transport.close()
 
     def shutdown(self) -> None:

@@ -189,7 +189,8 @@ class Metrics:
         )
         self.lease_takeovers = Counter(
             "connector_lease_takeovers",
-            "acquireLease calls that took over a lapsed run's marked send (counted attempt).",
+            "Leases (acquireLease, each operation leaseOperations leased) that took over a "
+            "lapsed run's marked send (counted attempt).",
             registry=r,
         )
         self.contested_sends = Counter(

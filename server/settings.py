@@ -22,6 +22,9 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
+    workers: int = Field(
+        default=1, ge=1, description="Processes serving the port (``serve --workers``)."
+    )
     data_dir: Path = Path("data")
     database_url: str = ""
     db_pool_size: int = Field(default=20, ge=1)
@@ -126,12 +129,12 @@ class Settings(BaseSettings):
     )
     retain_events_seconds: int | None = Field(
         default=None,
-        ge=0,
+        ge=1,
         le=MAX_RETAIN_S,
         description="An event of either log is kept this long after its write; the logs are "
         "collected only as a prefix, oldest first. At least RETAIN_FINISHED_SECONDS and "
         "RETAIN_FAILED_SECONDS, so a kept operation's history is whole; unset: the longer "
-        "of the two.",
+        "of the two. Never 0, which would collect a live operation's events at each sweep.",
     )
     sweep_batch: int = Field(default=1000, ge=1, le=10_000)
     db_statement_cache_size: int | None = Field(
@@ -226,8 +229,15 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def events_outlive_operations(self) -> "Settings":
         """An event log kept less long than an operation would show a kept operation a
-        history without its start."""
+        history without its start; one kept 0 s would lose every event at each sweep, a live
+        operation's included."""
         longest = max(self.retain_finished_seconds, self.retain_failed_seconds)
+        if self.events_retention_seconds == 0:
+            raise ValueError(
+                "RETAIN_EVENTS_SECONDS is unset and RETAIN_FINISHED_SECONDS and "
+                "RETAIN_FAILED_SECONDS are both 0: events kept 0 s would all go at each sweep, "
+                "a live operation's history included; set RETAIN_EVENTS_SECONDS (1 or more)"
+            )
         if self.events_retention_seconds < longest:
             raise ValueError(
                 "RETAIN_EVENTS_SECONDS must be at least RETAIN_FINISHED_SECONDS and "

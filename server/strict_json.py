@@ -40,9 +40,19 @@ STRICT_JSON: dict[str, Any] = {"parse_constant": not_a_number, "parse_float": fi
 
 
 def strict_loads(data: str | bytes, **hooks: Any) -> Any:
-    """``json.loads`` with ``STRICT_JSON`` and ``hooks``. Raises ``JSONDecodeError`` (text
-    that is not JSON) or ``NotJson``, also where Python cannot read the text: an integer
-    past its digit limit (``ValueError``) or nesting past its recursion limit."""
+    """``json.loads`` with ``STRICT_JSON`` and ``hooks``; ``bytes`` are read as UTF-8
+    (JSON's encoding between systems, and the request's charset; a leading byte order mark
+    is skipped), never guessed as UTF-16 or UTF-32. Raises ``JSONDecodeError`` (text that
+    is not JSON) or ``NotJson``: bytes that are not UTF-8, and text Python cannot read (an
+    integer past its digit limit, nesting past its recursion limit)."""
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8-sig")
+        except UnicodeDecodeError as error:
+            raise NotJson(
+                f"the body is not UTF-8 (byte {error.object[error.start]:#04x} at offset "
+                f"{error.start})"
+            ) from error
     try:
         return json.loads(data, **STRICT_JSON, **hooks)
     except json.JSONDecodeError:

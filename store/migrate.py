@@ -216,11 +216,18 @@ def _blockers_reported(
             await connection.close()
 
     def run() -> None:
-        # Only a report: a watcher that cannot connect or ask leaves the migration to
-        # meet (and raise) whatever stopped it.
+        # Only a report: a watcher that cannot connect or ask (asyncpg's InterfaceError
+        # includes a connection option it refuses) leaves the migration to meet (and
+        # raise) whatever stopped it.
         try:
             asyncio.run(watch())
-        except (TimeoutError, asyncpg.PostgresError, OSError, StoreError) as error:
+        except (
+            TimeoutError,
+            asyncpg.PostgresError,
+            asyncpg.InterfaceError,
+            OSError,
+            StoreError,
+        ) as error:
             log.debug("the migration's lock watcher stopped: %r", error)
 
     watcher = threading.Thread(target=run, name="connector-store-migrate-watch", daemon=True)

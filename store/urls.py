@@ -16,18 +16,19 @@ POSTGRES_DRIVERS = {
     "postgresql+asyncpg": "postgresql+asyncpg",
 }
 EXPECTED_URL = "expected sqlite+aiosqlite:///path/to/file.db or postgresql+asyncpg://user@host/db"
+SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+"""The values of a PostgreSQL URL's ``ssl`` (asyncpg's ``sslmode`` names)."""
 
 
 def parse_url(url: str) -> URL:
     """``url`` parsed and put in the form the store uses (``sqlite+aiosqlite`` or
     ``postgresql+asyncpg``). Percent-escapes are decoded once, here, for every use.
 
-    PostgreSQL URLs take one parameter, ``ssl`` (asyncpg's: ``disable``, ``prefer``,
-    ``require``, ``verify-ca``, ``verify-full``); libpq's ``sslmode`` is accepted as its
-    name. SQLite URLs take none. Raises ``InvalidInput`` (field ``DATABASE_URL``) for
-    another scheme, a URL that does not parse (a port that is not a number included),
-    another parameter, or an in-memory SQLite database (each connection would get its own,
-    empty one).
+    PostgreSQL URLs take one parameter, ``ssl``, once (one of ``SSL_MODES``); libpq's
+    ``sslmode`` is accepted as its name. SQLite URLs take none. Raises ``InvalidInput``
+    (field ``DATABASE_URL``) for another scheme, a URL that does not parse (a port that is
+    not a number included), another parameter, an ``ssl`` not in ``SSL_MODES``, or an
+    in-memory SQLite database (each connection would get its own, empty one).
     """
     try:
         parsed = make_url(url)
@@ -58,6 +59,11 @@ def parse_url(url: str) -> URL:
             + (
                 "PostgreSQL URLs take only ssl (or sslmode)" if allowed else "SQLite URLs take none"
             ),
+        )
+    ssl = query.get("ssl")
+    if ssl is not None and ssl not in SSL_MODES:
+        raise InvalidInput(
+            "DATABASE_URL", f"ssl (or sslmode) {ssl!r} is not one of {', '.join(SSL_MODES)}"
         )
     return parsed.set(query=query)
 

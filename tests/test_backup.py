@@ -105,3 +105,46 @@ async def test_online_backup_while_writing__restores_every_committed_row(
     assert len(ids) >= 200
     assert ids == [f"op-{i:05d}" for i in range(len(ids))]
     print(f"\n[backup] {method.__name__}: {written} written, {len(ids)} in the backup")
+
+
+DEPLOYMENT = Path(__file__).parent.parent / "docs" / "deployment.md"
+
+
+def documented_backups() -> tuple[list[str], list[str]]:
+    """The shell commands of docs/deployment.md's online backup block, as written: its first
+    paragraph (the setup each backup needs), then each further paragraph (one way to take
+    a backup), a command continued with ``\\`` joined to one line."""
+    section = DEPLOYMENT.read_text().split("## SQLite: files, backups, restores", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    paragraphs = []
+    for paragraph in block.replace("\\\n", " ").split("\n\n"):
+        lines = [line for line in paragraph.splitlines() if line and not line.startswith("#")]
+        paragraphs.append(" && ".join(lines))
+    return [paragraphs[0]], paragraphs[1:]
+
+
+@pytest.mark.parametrize("way", range(len(documented_backups()[1])))
+def test_documented_backup_commands__run_as_written(sqlite_template_path: Path, tmp_path, way):
+    """Each documented way, run verbatim by ``sh`` in a folder holding
+    ``data/connector-store.db`` (after the block's setup), leaves a sound copy in
+    ``backups/``; skipped where its program (``sqlite3``, ``python3``) is not installed."""
+    setup, ways = documented_backups()
+    command = ways[way]
+    if shutil.which(command.split()[0]) is None:
+        pytest.skip(f"{command.split()[0]} is not installed")
+    (tmp_path / "data").mkdir()
+    shutil.copyfile(sqlite_template_path, tmp_path / "data" / "connector-store.db")
+
+    done = subprocess.run(
+        ["sh", "-c", " && ".join([*setup, command])],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    [copy] = (tmp_path / "backups").iterdir()
+    with sqlite3.connect(copy) as check:
+        assert check.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert check.execute("SELECT count(*) FROM alembic_version").fetchone() == (1,)

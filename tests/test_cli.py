@@ -51,9 +51,11 @@ def start(*args: str, **env: str) -> subprocess.Popen[str]:
         ({"DATABASE_URL": "mysql://u@h/db"}, "DATABASE_URL"),
         ({"DATABASE_URL": "sqlite+aiosqlite:///:memory:"}, "in-memory"),
         ({"PORT": "abc"}, "PORT"),
+        ({"WORKERS": "0"}, "WORKERS"),
         ({"LOG_LEVEL": "bogus"}, "LOG_LEVEL"),
         ({"DATABASE_URL": "postgresql://u@h:notaport/db"}, "DATABASE_URL"),
         ({"DATABASE_URL": "postgresql://u@h/db?bogus=1"}, "bogus"),
+        ({"DATABASE_URL": "postgresql+asyncpg://postgres@127.0.0.1:5432/x?sslmode=bogus"}, "ssl"),
         ({"DATABASE_URL": "sqlite+aiosqlite:////proc/connector-store.db"}, "unavailable"),
         ({"DATABASE_URL": "postgresql+asyncpg://postgres@127.0.0.1:1/x"}, "unavailable"),
         (
@@ -73,6 +75,20 @@ def test_cli__configuration_mistake_is_one_or_two_lines_and_exit_1(tmp_path, com
     assert 1 <= len(lines) <= 2, done.stderr
     assert lines[0].startswith("error: ") and says in lines[0]
     assert "Traceback" not in done.stderr + done.stdout
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"), [(["--workers", "0"], "WORKERS"), (["--port", "70000"], "PORT")]
+)
+def test_cli__a_bad_serve_flag_is_the_bad_setting_it_stands_for(tmp_path, flags, says):
+    """``--workers`` and ``--port`` are checked as WORKERS and PORT are: one ``error:``
+    line naming the setting and exit 1 (not a usage box and 2, nor a traceback)."""
+    done = run("serve", *flags, DATA_DIR=str(tmp_path))
+
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()]
+    assert done.stderr.startswith(f"error: bad setting: {says}: "), done.stderr
+    assert not done.stdout
 
 
 def test_cli__migrate_says_what_it_creates_on_a_new_database(tmp_path):

@@ -9,16 +9,18 @@ from typer.testing import CliRunner
 
 from server.cli import cli
 from store.context import system_clock
-from store.tables import operation_event, operation_tombstone
+from store.tables import operation_event, operation_tombstone, watch_event
 from tests.factories import (
     aged_events,
     bulk_finished_operations,
     claimed_operation,
     created_pending_auth,
+    pending_watch,
 )
 
 BACKLOG = 10_000
-DAY_MS = 24 * 3600 * 1000
+HOUR_MS = 3600 * 1000
+DAY_MS = 24 * HOUR_MS
 
 
 @pytest.fixture
@@ -178,3 +180,42 @@ async def test_collect__an_operation_kept_longer_by_a_flag_keeps_its_events(
         claimed.sequence
     ]
     assert await store.operations.get_operation(record.caller_did, record.operation_id)
+
+
+async def test_collect__flags_of_0_collect_the_operations_and_keep_every_event(
+    tmp_path, store, clock, database_url
+):
+    """``--older-than-seconds 0 --failed-older-than-seconds 0`` collects every finished
+    operation but no event of either log: the flags never shorten the events' retention
+    (RETAIN_EVENTS_SECONDS, unset: the environment's longest operation retention), so the
+    history of what is kept, a live operation's included, stays whole."""
+    clock.now = system_clock() - HOUR_MS
+    watch = await pending_watch(store)
+    live = await claimed_operation(
+        store, operation_id="op-live", target="events/2", deterministic_event_id="det-2"
+    )
+    # The command reads the system clock: every event is an hour old by it.
+    for table in (operation_event, watch_event):
+        await store.db.write_all(
+            sa.update(table).values(at=system_clock() - HOUR_MS).returning(table.c.id)
+        )
+    events = store.events
+    before = [
+        await events.operation_events_after(None, 100),
+        await events.watch_events_after(None, 100),
+    ]
+    arguments = ["collect", "--older-than-seconds", "0", "--failed-older-than-seconds", "0"]
+    env = {"DATABASE_URL": database_url, "DATA_DIR": str(tmp_path)}
+
+    result = await asyncio.to_thread(CliRunner().invoke, cli, arguments, env=env)
+
+    assert result.exit_code == 0, result.output
+    assert "collected 1 finished operations" in result.output
+    assert "0 operation events, 0 watch events" in result.output
+    assert before[0] and before[1]
+    assert [
+        await events.operation_events_after(None, 100),
+        await events.watch_events_after(None, 100),
+    ] == before
+    assert await store.operations.get_operation(live.caller_did, live.operation_id) is not None
+    assert await store.watches.get_watch(watch.identity) is not None

@@ -424,8 +424,9 @@ def send_one_byte_chunks(sock: socket.socket, count: int) -> None:
 
 def test_max_body_framing_bytes__a_body_of_one_byte_chunks_refused_413_and_closed(bounded):
     """200,000 one-byte chunks (1.2 MB on the wire for a 200 KB body, within
-    ``MAX_BODY_BYTES``), with a valid token: refused once the framing passes 64 KiB, the
-    connection closed, and ``/healthz`` answers meanwhile."""
+    ``MAX_BODY_BYTES``), with a valid token: refused once the framing passes 64 KiB, in the
+    JSON error shape of every 413, the connection closed, and ``/healthz`` answers
+    meanwhile."""
     with connect(bounded) as sock:
         sock.sendall(chunked_head(SERVICE_TOKEN))
         started = time.monotonic()
@@ -433,6 +434,17 @@ def test_max_body_framing_bytes__a_body_of_one_byte_chunks_refused_413_and_close
         received, closed = read_until_closed(sock)
         assert httpx.get(bounded.url + "/healthz", timeout=SLACK_S).status_code == 200
     assert received.startswith(b"HTTP/1.1 413"), received[:200]
+    head, body = received.split(b"\r\n\r\n", 1)
+    assert b"content-type: application/json" in head.lower()
+    assert json.loads(body) == {
+        "errors": [
+            {
+                "message": "request body framing (chunk sizes, extensions, trailers) is larger "
+                "than 65536 bytes",
+                "extensions": {"code": "PAYLOAD_TOO_LARGE"},
+            }
+        ]
+    }
     assert closed - started < SLACK_S
     assert "MAX_BODY_FRAMING_BYTES" in bounded.output()
 

@@ -72,6 +72,21 @@ def test_settings__events_kept_less_than_an_operation_is_refused(monkeypatch) ->
     assert Settings().events_retention_seconds == 600
 
 
+def test_settings__events_kept_0_seconds_are_refused(monkeypatch) -> None:
+    """Events kept 0 s would all go at each sweep, a live operation's history included:
+    refused whether RETAIN_EVENTS_SECONDS says so or follows two operation retentions of 0."""
+    monkeypatch.setenv("RETAIN_FINISHED_SECONDS", "0")
+    monkeypatch.setenv("RETAIN_FAILED_SECONDS", "0")
+    with pytest.raises(ValidationError, match="RETAIN_EVENTS_SECONDS is unset"):
+        Settings()
+    monkeypatch.setenv("RETAIN_EVENTS_SECONDS", "0")
+    with pytest.raises(ValidationError) as refused:
+        Settings()
+    assert [error["loc"] for error in refused.value.errors()] == [("retain_events_seconds",)]
+    monkeypatch.setenv("RETAIN_EVENTS_SECONDS", "1")
+    assert Settings().events_retention_seconds == 1
+
+
 CLIENT_POOL_IDLE_SECONDS = {"aiohttp": 15, "node": 5, "load balancer": 60}
 """How long common client pools keep an idle connection (aiohttp's keepalive_timeout, Node's
 agent keepAliveTimeout, a cloud load balancer's idle timeout); httpx's is read from httpx."""

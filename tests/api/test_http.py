@@ -239,6 +239,29 @@ async def test_numbers_json_lacks__are_400_and_write_nothing(http, store, number
     assert await store.operations.get_operation("did:key:caller", "op-1") is None
 
 
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (
+            b'{"query": "{ __typename }", "x": "\xff"}',
+            "the body is not UTF-8 (byte 0xff at offset 34)",
+        ),
+        ('{"query": "{ __typename }"}'.encode("utf-16"), "the body is not UTF-8 (byte 0xff at"),
+        (b'{"query": "{ __typename }", "x": ' + b"1" * 5000 + b"}", "a number has more digits"),
+    ],
+    ids=["latin-1", "utf-16", "digits"],
+)
+async def test_a_body_python_cannot_read__is_400_saying_why(http, body, why):
+    """Each by its own cause: bytes that are not UTF-8 (JSON's encoding, never guessed as
+    UTF-16) say so, an integer past Python's digit limit says that."""
+    refused = await http.post(
+        "/graphql", content=body, headers={"content-type": "application/json"}
+    )
+    assert refused.status_code == 400 and error_codes(refused.json()) == ["BAD_REQUEST"]
+    message = refused.json()["errors"][0]["message"]
+    assert message.startswith(f"Unable to parse request body as JSON: {why}"), message
+
+
 async def test_get_parameter_given_twice__is_400_naming_it(http):
     for name, pairs in [
         ("query", [("query", "{ serverTime }"), ("query", "{ __typename }")]),

@@ -255,3 +255,31 @@ def test_observe_sweep__counts_each_kind_of_deleted_row() -> None:
         for kind in ("operations", "pending_auth", "tombstones", "sign_ins")
     }
     assert deleted == {"operations": 3, "pending_auth": 1, "tombstones": 2, "sign_ins": 4}
+
+
+async def test_metrics__lease_operations_counts_its_takeovers_of_marked_sends(app, running, clock):
+    """leaseOperations counts an abandoned send as acquireLease does: of two lapsed leases it
+    takes over, the one whose run marked a send is one takeover; the other is none."""
+    gql = GraphQLClient(running)
+    for operation_id, source_id in [("op-1", "evt-1"), ("op-2", "evt-2")]:
+        await gql.run(
+            "ClaimOperation",
+            input=claim_input(
+                operationID=operation_id,
+                sourceID=source_id,
+                deterministicEventID=f"det-{operation_id}",
+                leaseExpiresAt=clock.now + 1_000,
+            ),
+        )
+    marked = {"callerDID": "did:key:caller", "operationID": "op-1", "leaseToken": "lease-A"}
+    await gql.run("MarkSendStarted", input=marked | {"marker": "run-1"})
+    clock.advance(2_000)
+
+    leased = await gql.run(
+        "LeaseOperations", input={"leaseToken": "lease-B", "leaseMs": 60_000, "limit": 10}
+    )
+
+    attempts = {o["operationID"]: o["attempts"] for o in leased["leaseOperations"]["operations"]}
+    assert attempts == {"op-1": 1, "op-2": 0}
+    parsed = samples((await running.get("/metrics")).text)
+    assert value(parsed, "connector_lease_takeovers_total") == 1

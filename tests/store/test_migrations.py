@@ -2,6 +2,7 @@
 
 import asyncio
 import sqlite3
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, closing
@@ -269,3 +270,21 @@ async def test_migration_0019__makes_the_row_of_every_account_an_operation_names
         ("acct-1", None),
         ("acct-2", None),
     ]
+
+
+def test_migrations__a_lock_watcher_refused_by_asyncpg_stays_quiet(monkeypatch):
+    """The watcher that reports who blocks a PostgreSQL migration is only a report: one
+    asyncpg refuses to connect (a connection option it does not take) ends without a thread
+    traceback, leaving the migration to meet the error."""
+    escaped: list[BaseException | None] = []
+    said: list[str] = []
+
+    async def refused(*args: object, **kwargs: object) -> None:
+        raise asyncpg.exceptions.ClientConfigurationError("`sslmode` parameter must be one of")
+
+    monkeypatch.setattr(migrate.asyncpg, "connect", refused)
+    monkeypatch.setattr(threading, "excepthook", lambda hook: escaped.append(hook.exc_value))
+    with migrate._blockers_reported("postgresql+asyncpg://u@h/db", "app", 1.0, said.append):
+        pass
+
+    assert escaped == said == []

@@ -6,7 +6,7 @@ import pytest
 
 from store.database import Database
 from store.errors import InvalidInput
-from store.urls import normalize_url, parse_url, sqlite_path
+from store.urls import SSL_MODES, normalize_url, parse_url, sqlite_path
 
 
 def test_parse_url__percent_encoded_sqlite_path_names_one_file():
@@ -53,3 +53,25 @@ def test_parse_url__unsupported_scheme_refused(url):
     with pytest.raises(InvalidInput) as raised:
         parse_url(url)
     assert raised.value.field == "DATABASE_URL"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u@h/db?sslmode=bogus",
+        "postgresql+asyncpg://u@h/db?ssl=true",
+        "postgresql://u@h/db?ssl=require&ssl=disable",
+    ],
+)
+def test_parse_url__an_ssl_mode_asyncpg_does_not_take_is_refused(url):
+    """Refused when parsed, naming DATABASE_URL: asyncpg would refuse it only on connecting,
+    from wherever the first connection is made."""
+    with pytest.raises(InvalidInput) as raised:
+        parse_url(url)
+    assert raised.value.field == "DATABASE_URL"
+    assert "verify-full" in raised.value.problem
+
+
+def test_parse_url__every_ssl_mode_is_taken():
+    for mode in SSL_MODES:
+        assert parse_url(f"postgresql://u@h/db?sslmode={mode}").query == {"ssl": mode}
