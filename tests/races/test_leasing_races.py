@@ -238,6 +238,19 @@ async def test_claim_watches__16_claimers_claim_each_of_300_once(store):
     assert set(counts.values()) == {1}
 
 
+async def locking_account(peer: asyncpg.Connection, mode: str) -> asyncpg.transaction.Transaction:
+    """A transaction of ``peer`` that holds account ``acct-1``'s row locked ``mode``
+    (``FOR UPDATE`` as ``set_account_limit`` takes it, ``FOR KEY SHARE`` as a lease statement
+    holds an account it sees uncapped)."""
+    transaction = peer.transaction()
+    await transaction.start()
+    await peer.execute(
+        "SELECT 1 FROM kubun_connector_account WHERE connector_name = 'calendar' "
+        f"AND account_key = 'acct-1' {mode}"
+    )
+    return transaction
+
+
 async def until_it_waits_for_a_lock(peer: asyncpg.Connection, call: asyncio.Task) -> None:
     """Returns once a session of ``peer``'s database waits for a lock; fails if ``call``
     ends before."""
@@ -310,12 +323,7 @@ async def test_lease_operations__an_uncapped_account_being_capped_leases_none_un
     )
     peer = await asyncpg.connect(database_url.replace("+asyncpg", ""))
     try:
-        transaction = peer.transaction()
-        await transaction.start()
-        await peer.execute(
-            "SELECT 1 FROM kubun_connector_account WHERE connector_name = 'calendar' "
-            "AND account_key = 'acct-1' FOR UPDATE"
-        )
+        transaction = await locking_account(peer, "FOR UPDATE")
         while_capping = await store.leasing.lease_operations("leaser", LEASE_MS, limit=5)
         await peer.execute(
             "UPDATE kubun_connector_account SET max_in_flight = 1 "
@@ -340,12 +348,7 @@ async def test_set_account_limit__waits_for_a_lease_statement_that_holds_the_acc
     await due_operations(store, 3)
     peer = await asyncpg.connect(database_url.replace("+asyncpg", ""))
     try:
-        transaction = peer.transaction()
-        await transaction.start()
-        await peer.execute(
-            "SELECT 1 FROM kubun_connector_account WHERE connector_name = 'calendar' "
-            "AND account_key = 'acct-1' FOR KEY SHARE"
-        )
+        transaction = await locking_account(peer, "FOR KEY SHARE")
         await lease_as_peer(peer, "op-0", clock() + LEASE_MS)
         capping = asyncio.create_task(store.accounts.set_account_limit("calendar", "acct-1", 1))
         await until_it_waits_for_a_lock(peer, capping)
