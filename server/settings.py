@@ -10,6 +10,7 @@ from resolvers.budget import DEFAULT_MAX_RESPONSE_BYTES
 from store.database import Database
 from store.migrate import LOCK_TIMEOUT_S
 from store.retention import MAX_RETAIN_S, RETAIN_FAILED_S, RETAIN_FINISHED_S, RETAIN_KEYS_S
+from store.urls import MAX_PORT
 
 
 class Settings(BaseSettings):
@@ -21,7 +22,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", allow_inf_nan=False)
 
     host: str = "127.0.0.1"
-    port: int = Field(default=8000, ge=0, le=65535)
+    port: int = Field(default=8000, ge=0, le=MAX_PORT)
     workers: int = Field(
         default=1, ge=1, description="Processes serving the port (``serve --workers``)."
     )
@@ -143,7 +144,7 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = "text"
     metrics: bool = Field(default=True, description="Serve Prometheus metrics (METRICS).")
     metrics_port: int | None = Field(
-        default=None, ge=1, le=65535, description="Serve /metrics on this port instead."
+        default=None, ge=1, le=MAX_PORT, description="Serve /metrics on this port instead."
     )
     metrics_refresh_seconds: float = Field(default=15.0, gt=0)
     otel_exporter_otlp_endpoint: str = ""

@@ -17,6 +17,8 @@ POSTGRES_DRIVERS = {
 }
 EXPECTED_URL = "expected sqlite+aiosqlite:///path/to/file.db or postgresql+asyncpg://user@host/db"
 SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+MAX_PORT = 65535
+"""The highest TCP port, for the database's and the server's own."""
 """The values of a PostgreSQL URL's ``ssl`` (asyncpg's ``sslmode`` names)."""
 
 
@@ -27,14 +29,17 @@ def parse_url(url: str) -> URL:
     PostgreSQL URLs take one parameter, ``ssl``, once (one of ``SSL_MODES``); libpq's
     ``sslmode`` is accepted as its name. SQLite URLs take none. Raises ``InvalidInput``
     (field ``DATABASE_URL``) for another scheme, a URL that does not parse (a port that is
-    not a number included), another parameter, an ``ssl`` not in ``SSL_MODES``, or an
-    in-memory SQLite database (each connection would get its own, empty one).
+    not a number included), a port past 1 to ``MAX_PORT``, another parameter, an ``ssl`` not
+    in ``SSL_MODES``, or an in-memory SQLite database (each connection would get its own,
+    empty one).
     """
     try:
         parsed = make_url(url)
         parsed.port  # noqa: B018  (parsed on access: a bad port raises here)
     except (ArgumentError, ValueError) as error:
         raise InvalidInput("DATABASE_URL", f"cannot be parsed; {EXPECTED_URL}") from error
+    if parsed.port is not None and not 1 <= parsed.port <= MAX_PORT:
+        raise InvalidInput("DATABASE_URL", f"port {parsed.port} is not 1 to {MAX_PORT}")
     drivername = SQLITE_DRIVERS.get(parsed.drivername) or POSTGRES_DRIVERS.get(parsed.drivername)
     if drivername is None:
         raise InvalidInput(

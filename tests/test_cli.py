@@ -56,6 +56,7 @@ def start(*args: str, **env: str) -> subprocess.Popen[str]:
         ({"DATABASE_URL": "postgresql://u@h:notaport/db"}, "DATABASE_URL"),
         ({"DATABASE_URL": "postgresql://u@h/db?bogus=1"}, "bogus"),
         ({"DATABASE_URL": "postgresql+asyncpg://postgres@127.0.0.1:5432/x?sslmode=bogus"}, "ssl"),
+        ({"DATABASE_URL": "postgresql+asyncpg://postgres:pw@127.0.0.1:99999/x"}, "port 99999"),
         ({"DATABASE_URL": "sqlite+aiosqlite:////proc/connector-store.db"}, "unavailable"),
         ({"DATABASE_URL": "postgresql+asyncpg://postgres@127.0.0.1:1/x"}, "unavailable"),
         (

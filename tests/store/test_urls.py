@@ -45,6 +45,8 @@ def test_parse_url__libpq_sslmode_is_asyncpg_ssl():
         "not a url",
         "redis://h",
         "postgresql://u@h:notaport/db",
+        "postgresql://u@h:99999/db",
+        "postgresql://u@h:0/db",
         "postgresql://u@h/db?bogus=1",
         "sqlite:///x.db?mode=ro",
     ],
