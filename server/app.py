@@ -14,7 +14,6 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import (
-    JSONResponse,
     RedirectResponse,
     Response,
 )
@@ -42,6 +41,7 @@ from server.pages import (
 )
 from server.request_body import RequestBody
 from server.responses import (
+    JsonResponse,
     http_exception,
 )
 from server.sessions import Sessions
@@ -63,7 +63,7 @@ async def graphql_redirect(_: Request) -> Response:
 
 async def healthz(_: Request) -> Response:
     """The process is up."""
-    return JSONResponse({"status": "ok"})
+    return JsonResponse({"status": "ok"})
 
 
 async def readyz(request: Request) -> Response:
@@ -72,8 +72,8 @@ async def readyz(request: Request) -> Response:
         await request.app.state.store.db.ping()
     except DatabaseUnavailable as error:
         log.warning("readiness check failed: %s", error)
-        return JSONResponse({"status": "unavailable"}, status_code=503)
-    return JSONResponse({"status": "ok"})
+        return JsonResponse({"status": "unavailable"}, status_code=503)
+    return JsonResponse({"status": "ok"})
 
 
 @contextlib.asynccontextmanager

@@ -9,14 +9,12 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-import orjson
 from cross_web import HTTPException
 from graphql import GraphQLError
 from starlette.datastructures import ImmutableMultiDict
 from starlette.requests import Request
 from starlette.responses import (
     HTMLResponse,
-    JSONResponse,
     Response,
     StreamingResponse,
 )
@@ -51,6 +49,8 @@ from server.auth import (
 from server.live import Session, SessionCheck
 from server.pages import GRAPHIQL_PAGE, GRAPHIQL_POLICY
 from server.responses import (
+    JsonResponse,
+    encode_json,
     method_not_allowed,
     request_error,
     subscription_not_acceptable,
@@ -102,12 +102,8 @@ class GraphQLApp(GraphQL):
         self.retain_failed_ms = retain_failed_ms
 
     def encode_json(self, data: object) -> bytes:
-        """A response body, by orjson (several times faster than ``json.dumps``); a value
-        orjson refuses (an integer past 64 bits) falls back to the standard encoder."""
-        try:
-            return orjson.dumps(data)
-        except TypeError:
-            return json.dumps(data).encode()
+        """A response body (``server.responses.encode_json``)."""
+        return encode_json(data)
 
     def decode_json(self, data: str | bytes) -> object:
         """A JSON text of a request or a WebSocket message, whose objects each name a key once.
@@ -211,7 +207,7 @@ class GraphQLApp(GraphQL):
             else:
                 response = request_error(refused.status_code, refused.reason)
         except PersistedQueryNotFound:
-            response = JSONResponse(
+            response = JsonResponse(
                 {
                     "errors": [
                         {

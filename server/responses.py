@@ -1,6 +1,11 @@
 """JSON error responses for requests refused before any GraphQL runs, in the shape every
-GraphQL error has: ``{"errors": [{"message": …, "extensions": {"code": …}}]}``."""
+GraphQL error has: ``{"errors": [{"message": …, "extensions": {"code": …}}]}``; and the one
+JSON encoder of every response body (``encode_json``, ``JsonResponse``)."""
 
+import json
+from typing import Any
+
+import orjson
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -15,6 +20,26 @@ from resolvers.codes import (
     SERVICE_UNAVAILABLE,
     UNAUTHENTICATED,
 )
+
+
+def encode_json(data: object) -> bytes:
+    """``data`` as a JSON body, by orjson (several times faster than ``json.dumps``). What
+    orjson refuses (an integer past 64 bits, a string holding a lone surrogate, which a client
+    may send inside JSON as ``\\udc00`` and a message may echo) goes to the standard encoder,
+    which writes every character past ASCII as an escape."""
+    try:
+        return orjson.dumps(data)
+    except TypeError:
+        return json.dumps(data).encode()
+
+
+class JsonResponse(JSONResponse):
+    """Starlette's ``JSONResponse`` with its body by ``encode_json`` (Starlette's own encoder
+    fails on a lone surrogate: a 500 for a message that echoes one)."""
+
+    def render(self, content: Any) -> bytes:
+        return encode_json(content)
+
 
 MAX_ECHOED_CHARS = 200
 STATUS_CODES = {
@@ -63,7 +88,7 @@ def request_error(
     extensions: dict[str, object] = {"code": code}
     if retryable:
         extensions["retryable"] = True
-    return JSONResponse(
+    return JsonResponse(
         {"errors": [{"message": message, "extensions": extensions}]},
         status_code=status,
         headers=headers or {},

@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse, Response
 
 from resolvers.codes import SIGN_IN_REFUSED
 from server.auth import Authenticator, Credentials, Unauthenticated, unauthenticated
-from server.responses import database_unavailable, request_error
+from server.responses import JsonResponse, database_unavailable, request_error
 from store import ConnectorStore
 from store.errors import DatabaseUnavailable
 from store.sign_in import EXPIRED, USED, Session, SignInRefused
@@ -80,7 +80,7 @@ class Sessions:
         token = self.authenticator.mint_session(
             session.sub, session.scope, session.session_id, expires_in
         )
-        return JSONResponse(
+        return JsonResponse(
             {
                 "token": token,
                 "expiresAt": session.expires_at,
@@ -151,7 +151,7 @@ class Sessions:
         except DatabaseUnavailable as error:
             return unavailable(error)
         log.info("signed out: session of %s", credentials.viewer.did)
-        return JSONResponse({"signedOut": True}, headers={"Cache-Control": "no-store"})
+        return JsonResponse({"signedOut": True}, headers={"Cache-Control": "no-store"})
 
 
 def unavailable(error: DatabaseUnavailable) -> JSONResponse:

@@ -135,6 +135,19 @@ async def test_refused_requests__json_errors_that_echo_little(http):
     assert plain.status_code == 400 and error_codes(plain.json()) == ["BAD_REQUEST"]
 
 
+async def test_refused_requests__a_message_echoing_a_lone_surrogate_is_json(http):
+    """JSON may carry a lone surrogate (``\\udc00``); a refusal that echoes it answers in
+    JSON with it escaped (it was a 500 in plain text: Starlette's encoder refused it)."""
+    unknown = await http.post(
+        "/graphql",
+        content=b'{"query": "{ serverTime }", "operationName": "\\udc00x"}',
+        headers={"content-type": "application/json"},
+    )
+    assert unknown.status_code == 200, unknown.text
+    assert error_codes(unknown.json()) == ["OPERATION_RESOLUTION_FAILURE"]
+    assert "\\udc00x" in unknown.text
+
+
 @pytest.mark.parametrize(
     "content_type",
     [
