@@ -8,6 +8,7 @@ import pytest
 from connector_store_client import Client, Committed, Deferred, Failed, RetryAfter, Worker, bounds
 from connector_store_client.outcomes import sendable, sendable_delay, sendable_message
 
+from server.settings import Settings
 from store import accounts, events, items, leasing
 from store import validation as check
 
@@ -19,6 +20,8 @@ def test_bounds__equal_the_servers():
     assert bounds.MAX_BATCH == leasing.MAX_BATCH == items.MAX_ITEMS
     assert (bounds.MIN_LEASE_MS, bounds.MAX_LEASE_MS) == (check.MIN_LEASE_MS, check.MAX_LEASE_MS)
     assert bounds.MAX_KEY_CHARS == check.MAX_KEY_LENGTH
+    assert bounds.MAX_RESULT_BYTES == check.MAX_JSON_BYTES
+    assert Settings.model_fields["max_body_bytes"].default == bounds.MAX_BODY_BYTES
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from connector_store_client.errors import (
     EventsCollected,
     GraphQLResponseError,
     TransportError,
+    UnsendableVariables,
 )
 from connector_store_client.events import follow_events
 from connector_store_client.outcomes import (
@@ -34,6 +35,7 @@ __all__ = [
     "ProviderRetryPolicy",
     "RetryAfter",
     "TransportError",
+    "UnsendableVariables",
     "Worker",
     "WorkerStats",
     "enqueue",

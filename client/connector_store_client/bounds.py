@@ -20,3 +20,10 @@ MAX_LEASE_MS = 3_600_000
 
 MAX_KEY_CHARS = 1024
 """The longest key (a lease token, a send marker, a kind), in characters."""
+
+MAX_RESULT_BYTES = 64 * 1024
+"""The largest ``resultEntity`` a finalize takes, in bytes of JSON."""
+
+MAX_BODY_BYTES = 4 * 1024 * 1024
+"""The largest request body the server takes by default (its ``MAX_BODY_BYTES``); the
+``Worker`` keeps each settle request within half of it."""

@@ -12,7 +12,12 @@ import httpx
 import websockets
 from websockets.frames import Close
 
-from connector_store_client.errors import GraphQLResponseError, TransportError, error_for
+from connector_store_client.errors import (
+    GraphQLResponseError,
+    TransportError,
+    UnsendableVariables,
+    error_for,
+)
 
 DEFAULT_TIMEOUT_S = 60.0
 """How long a call may take before its answer counts as lost: longer than a slow
@@ -98,8 +103,14 @@ class Client:
 
     async def _post(self, document: str, variables: dict[str, Any] | None) -> dict[str, Any]:
         try:
+            # ASCII JSON: a lone surrogate in a value goes as its escape, for the server to
+            # refuse naming the field (httpx's own encoding raises on it).
+            body = json.dumps({"query": document, "variables": variables or {}}, allow_nan=False)
+        except (TypeError, ValueError) as error:
+            raise UnsendableVariables(f"the variables are not JSON: {error}") from error
+        try:
             response = await self.http.post(
-                self.url, json={"query": document, "variables": variables or {}}
+                self.url, content=body.encode(), headers={"Content-Type": "application/json"}
             )
         except httpx.HTTPError as error:
             raise TransportError(f"the answer was lost: {error!r}") from error

@@ -35,6 +35,11 @@ class EventsCollected(GraphQLResponseError):
     (``EVENTS_COLLECTED``): the events in between are gone; start again from a fresh read."""
 
 
+class UnsendableVariables(ConnectorStoreError, ValueError):
+    """A call's variables that are not JSON (an object JSON cannot hold, NaN or an
+    infinity): nothing was sent."""
+
+
 class TransportError(ConnectorStoreError):
     """The call's answer was lost (a connection error, a timeout, an HTTP status other than
     200): whether it was applied is unknown."""

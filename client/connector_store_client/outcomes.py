@@ -3,13 +3,14 @@ a provider's HTTP answer into one."""
 
 import dataclasses
 import email.utils
+import json
 import random
 import re
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from connector_store_client.bounds import MAX_DELAY_MS, MAX_MESSAGE_BYTES
+from connector_store_client.bounds import MAX_DELAY_MS, MAX_MESSAGE_BYTES, MAX_RESULT_BYTES
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,11 @@ def sendable_message(message: Any) -> str | None:
     between whole characters and then ending with ``CUT_MARK``."""
     if message is None:
         return None
-    encoded = UNSENDABLE.sub("\ufffd", str(message)).encode()
+    try:
+        text = str(message)
+    except Exception as error:  # a message's own __str__ may raise anything
+        text = f"<a {type(message).__name__} whose str() raised {type(error).__name__}>"
+    encoded = UNSENDABLE.sub("\ufffd", text).encode()
     if len(encoded) <= MAX_MESSAGE_BYTES:
         return encoded.decode()
     room = MAX_MESSAGE_BYTES - len(CUT_MARK.encode())
@@ -88,10 +93,33 @@ def sendable_delay(delay_ms: Any) -> int:
     return int(min(max(delay_ms, 0), MAX_DELAY_MS))
 
 
+class UnsendableResult(Exception):
+    """A ``Committed``'s ``result_entity`` the server would not take (``result_problem``
+    says why). The provider took the write all the same: ``bare`` is the outcome without its
+    result, which the worker commits instead."""
+
+    def __init__(self, problem: str, bare: Committed) -> None:
+        super().__init__(problem)
+        self.bare = bare
+
+
+def result_problem(result_entity: Any) -> str | None:
+    """Why the server would not take ``result_entity``: not JSON (an object JSON cannot hold,
+    NaN or an infinity) or past ``MAX_RESULT_BYTES`` encoded; None when it would."""
+    try:
+        text = json.dumps(result_entity, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as error:
+        return f"result_entity is not JSON ({error})"
+    if len(text) > MAX_RESULT_BYTES:
+        return f"result_entity encodes to {len(text)} bytes of JSON, past {MAX_RESULT_BYTES}"
+    return None
+
+
 def sendable(outcome: Outcome) -> Outcome:
-    """``outcome`` as the server takes it: its ``message`` through ``sendable_message`` and
-    its ``delay_ms`` through ``sendable_delay``. Raises ``TypeError`` for a value that is not
-    an ``Outcome`` or a ``delay_ms`` that is not a number, ``ValueError`` for NaN."""
+    """``outcome`` as the server takes it: its ``message`` through ``sendable_message``, its
+    ``delay_ms`` through ``sendable_delay``, a ``Committed``'s result checked by
+    ``result_problem``. Raises ``TypeError`` for a value that is not an ``Outcome`` or a
+    ``delay_ms`` that is not a number, ``ValueError`` for NaN, ``UnsendableResult``."""
     if isinstance(outcome, RetryAfter | Deferred):
         return dataclasses.replace(
             outcome,
@@ -101,6 +129,9 @@ def sendable(outcome: Outcome) -> Outcome:
     if isinstance(outcome, Failed):
         return dataclasses.replace(outcome, message=sendable_message(outcome.message))
     if isinstance(outcome, Committed):
+        problem = result_problem(outcome.result_entity)
+        if problem is not None:
+            raise UnsendableResult(problem, dataclasses.replace(outcome, result_entity=None))
         return outcome
     raise TypeError(f"{outcome!r:.200} is not an outcome")
 

@@ -3,6 +3,7 @@ handler answers, and lets go of what it holds when stopped."""
 
 import asyncio
 import contextlib
+import json
 import logging
 import math
 import re
@@ -15,6 +16,7 @@ from typing import Any
 from connector_store_client import documents as doc
 from connector_store_client.bounds import (
     MAX_BATCH,
+    MAX_BODY_BYTES,
     MAX_DELAY_MS,
     MAX_KEY_CHARS,
     MAX_LEASE_MS,
@@ -39,6 +41,7 @@ from connector_store_client.outcomes import (
     Failed,
     Outcome,
     RetryAfter,
+    UnsendableResult,
     sendable,
     sendable_message,
 )
@@ -411,6 +414,9 @@ class Worker:
         for operation, outcome in zip(batch, outcomes, strict=True):
             try:
                 sent.append(sendable(outcome))
+            except UnsendableResult as error:
+                log.error("%s is committed without its result: %s", operation.key, error)
+                sent.append(error.bare)
             except (TypeError, ValueError) as error:
                 log.error("the handler's answer for %s: %s; it is retried", operation.key, error)
                 sent.append(retry_for(f"the handler's answer: {error}"))
@@ -443,9 +449,10 @@ class Worker:
         """Settle ``batch`` by its (sendable) ``outcomes``: throttles, then one
         ``finalizeOperations`` and one ``recordOperations``, then ``releaseLeases`` for
         what waits. An item the server refuses (``BAD_USER_INPUT`` naming ``items[i]``) is
-        left out and the others sent again; each refused one is then recorded as a
-        ``handler_error`` retry saying what was refused. ``leases`` keeps the leases the
-        batch still holds: on return, none. Raises the ``ConnectorStoreError`` of a call
+        left out and the others sent again; a refused finalize is sent again without its
+        result and etag (the provider took the write), and each other refused one is
+        recorded as a ``handler_error`` retry saying what was refused. ``leases`` keeps the
+        leases the batch still holds: on return, none. Raises the ``ConnectorStoreError`` of a call
         that failed otherwise."""
         finals: list[Settle] = []
         records: list[Settle] = []
@@ -460,10 +467,18 @@ class Worker:
                 )
         for (connector, account), delay in throttles.items():
             await self._throttle(connector, account, delay)
-        refused = await self._send(token, FINALIZE, finals, leases)
+        refused_finals = await self._send(token, FINALIZE, finals, leases)
+        # The provider took each of these writes: commit it without what was refused (its
+        # result or etag) rather than retry it, which would send it again.
+        for item, _ in refused_finals:
+            log.error("%s is committed without its result and etag", item.operation.key)
+        bare = [self._item(token, item.operation, Committed()) for item, _ in refused_finals]
+        refused = await self._send(token, FINALIZE, bare, leases)
         refused += await self._send(token, RECORD, records, leases)
+        self.stats.refused += len(refused_finals)
         if refused:
             self.stats.refused += len(refused)
+            log.error("%d refused outcomes are retried", len(refused))
             retries = [self._item(token, item.operation, retry_for(why)) for item, why in refused]
             for item, why in await self._send(token, RECORD, retries, leases):
                 log.error("the retry of %s was refused too (%s)", item.operation.key, why)
@@ -516,38 +531,43 @@ class Worker:
         items: list["Settle"],
         leases: "BatchLeases",
     ) -> list[tuple["Settle", str]]:
-        """Send ``items`` in one ``mutation``; the items it refuses (``refused_items``) are
-        left out and the others sent again. Returns each refused item with what was refused
+        """Send ``items`` in ``mutation``s, one for each run of them within half the server's
+        body bound (``within_body``); the items one refuses (``refused_items``) are left out
+        and the others sent again. Returns each refused item with what was refused
         (the field and the server's message). Each item written leaves
         ``leases.unsettled``, and joins ``leases.waiting`` when it holds its lease still (a
         retry or deferral recorded). Raises the ``ConnectorStoreError`` of a call that failed
         otherwise."""
         refused: list[tuple[Settle, str]] = []
-        pending = list(items)
-        while pending:
-            try:
-                data = await self.client.execute(
-                    mutation.document,
-                    {"input": {"items": [item.fields for item in pending]}},
-                    repeatable=True,
-                )
-            except GraphQLResponseError as error:
-                named = refused_items(error, len(pending))
-                if not named:
-                    raise
-                for index in sorted(named, reverse=True):
-                    item = pending.pop(index)
-                    why = f"{mutation.name} refused the handler's outcome {item.outcome!r:.300}: "
-                    log.error("%s%s; it is retried", why, named[index])
-                    refused.append((item, why + named[index]))
-                continue
-            results = mutation.results(data)
-            for item, written in zip(pending, self._count(token, pending, results), strict=True):
-                operation = item.operation
-                del leases.unsettled[(operation.caller_did, operation.operation_id)]
-                if written and item.state == "ATTEMPTED":
-                    leases.waiting.append(operation)
-            break
+        for chunk in within_body(items):
+            pending = list(chunk)
+            while pending:
+                try:
+                    data = await self.client.execute(
+                        mutation.document,
+                        {"input": {"items": [item.fields for item in pending]}},
+                        repeatable=True,
+                    )
+                except GraphQLResponseError as error:
+                    named = refused_items(error, len(pending))
+                    if not named:
+                        raise
+                    for index in sorted(named, reverse=True):
+                        item = pending.pop(index)
+                        why = (
+                            f"{mutation.name} refused the handler's outcome {item.outcome!r:.300}: "
+                        )
+                        log.error("%s%s", why, named[index])
+                        refused.append((item, why + named[index]))
+                    continue
+                results = mutation.results(data)
+                counted = self._count(token, pending, results)
+                for item, written in zip(pending, counted, strict=True):
+                    operation = item.operation
+                    del leases.unsettled[(operation.caller_did, operation.operation_id)]
+                    if written and item.state == "ATTEMPTED":
+                        leases.waiting.append(operation)
+                break
         return refused
 
     def _count(
@@ -685,6 +705,21 @@ RECORD = BatchSettle(
 
 ITEM_FIELD = re.compile(r"(?:input\.)?items\[(\d+)\]")
 """A refused field of a batch settle's item: ``items[3].errorMessage``."""
+
+
+def within_body(items: list["Settle"]) -> list[list["Settle"]]:
+    """``items`` in order, in runs whose fields encode to at most half ``MAX_BODY_BYTES`` of
+    JSON together (a run of one may pass it: the server then refuses that request alone)."""
+    runs: list[list[Settle]] = []
+    size = 0
+    for item in items:
+        item_size = len(json.dumps(item.fields, separators=(",", ":")))
+        if not runs or size + item_size > MAX_BODY_BYTES // 2:
+            runs.append([])
+            size = 0
+        runs[-1].append(item)
+        size += item_size
+    return runs
 
 
 def refused_items(error: GraphQLResponseError, count: int) -> dict[int, str]:

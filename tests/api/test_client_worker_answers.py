@@ -153,9 +153,12 @@ async def test_worker__a_batch_answer_of_the_wrong_shape_retries_the_batch(store
 
 
 async def test_worker__outcomes_the_server_refuses_are_retried_and_the_rest_settled(store):
+    """A refused finalize is committed again without its result (the provider took the
+    write: a retry would send it again); any other refused outcome is retried."""
+
     async def answer(batch: list[LeasedOperation]) -> list[Outcome]:
         return [
-            Committed({"blob": "x" * 70_000}),
+            Committed({"text": "a lone \udc80"}, provider_etag="v1"),
             Failed("permanent", 1_000, "no such status"),
             Committed({"id": "fine"}),
             RetryAfter(1_000, "transient", 503),
@@ -164,17 +167,65 @@ async def test_worker__outcomes_the_server_refuses_are_retried_and_the_rest_sett
 
     worker = await run_once(store, 5, answer)
 
-    huge, odd, fine, transient, gone = await stored(store, 5)
+    bare, odd, fine, transient, gone = await stored(store, 5)
     stats = worker.stats
-    assert (stats.committed, stats.failed, stats.retried, stats.refused) == (1, 1, 3, 2)
-    assert held([huge, odd, fine, transient, gone]) == []
-    assert (fine.state, transient.state, gone.state) == ("committed", "attempted", "failed")
-    assert (huge.state, odd.state) == ("attempted", "attempted")
-    assert huge.last_kind == odd.last_kind == "handler_error"
-    assert huge.last_error.startswith("finalizeOperations refused the handler's outcome")
-    assert "items[0].resultEntity" in huge.last_error
+    assert (stats.committed, stats.failed, stats.retried, stats.refused) == (2, 1, 2, 2)
+    assert held([bare, odd, fine, transient, gone]) == []
+    assert (bare.state, fine.state) == ("committed", "committed")
+    assert (bare.result_entity, bare.provider_etag) == (None, None)
+    assert fine.result_entity == {"id": "fine"}
+    assert (transient.state, gone.state, odd.state) == ("attempted", "failed", "attempted")
+    assert odd.last_kind == "handler_error"
     assert odd.last_error.startswith("recordOperations refused the handler's outcome")
     assert "items[0].httpStatus" in odd.last_error
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+async def test_worker__results_the_server_would_not_take_commit_without_them(store):
+    """Not JSON, NaN, past the server's 64 KiB or far past its body bound: each operation is
+    committed without its result (never retried: the provider took the write), the rest of
+    the batch with theirs; a message whose ``str`` raises is sent as what it is."""
+
+    async def answer(batch: list[LeasedOperation]) -> list[Outcome]:
+        return [
+            Committed(object()),
+            Committed({"x": float("nan")}),
+            Committed("z" * 5_000_000),
+            Committed({"id": "fine"}, provider_etag="v2"),
+            RetryAfter(1_000, message=Unprintable()),
+        ]
+
+    worker = await run_once(store, 5, answer)
+
+    *bare, fine, retried = await stored(store, 5)
+    assert (worker.stats.committed, worker.stats.retried) == (4, 1)
+    assert held([*bare, fine, retried]) == []
+    assert [(r.state, r.result_entity) for r in bare] == [("committed", None)] * 3
+    assert (fine.state, fine.result_entity, fine.provider_etag) == (
+        "committed",
+        {"id": "fine"},
+        "v2",
+    )
+    assert retried.last_error == "<a Unprintable whose str() raised RuntimeError>"
+
+
+async def test_worker__a_batch_past_the_servers_body_bound_settles_in_several_requests(store):
+    """80 results of 60 KiB each (each within the server's bound, 4.8 MB together, past its
+    4 MiB body): every one committed with its result."""
+    blob = "r" * 60_000
+
+    async def answer(batch: list[LeasedOperation]) -> list[Outcome]:
+        return [Committed({"blob": blob, "id": op.operation_id}) for op in batch]
+
+    worker = await run_once(store, 80, answer, batch_size=80)
+
+    records = await stored(store, 80)
+    assert worker.stats.committed == 80 and held(records) == []
+    assert all(r.result_entity == {"blob": blob, "id": r.operation_id} for r in records)
 
 
 async def test_worker__a_settle_whose_answers_are_lost_releases_its_leases(store):
