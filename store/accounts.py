@@ -7,11 +7,8 @@ transaction, which on PostgreSQL locks it in the same statement), or by
 ``set_account_limit``/``throttle_account`` or a pause (``store.pauses``). Every path that takes a
 lease of a capped account locks its row first by writing it unchanged (``touch``), so in-flight
 counts taken after the lock are exact, and a ``leaseOperations`` statement that began before that
-write sees the account as changed and leases none of it (``store.leasing``). A ``leaseOperations``
-statement holds each account it saw uncapped ``FOR KEY SHARE`` and leases from it only while it is
-still uncapped; setting a cap takes the row ``FOR UPDATE`` first (``HOLD_FOR_CAP``), so it waits
-for such a statement's commit. The pause itself is a guard of ``store.lease_guards``
-(``unpaused``).
+write sees the account as changed and leases none of it (``store.leasing``). The pause itself is a
+guard of ``store.lease_guards`` (``unpaused``).
 """
 
 from dataclasses import dataclass
@@ -137,13 +134,6 @@ def _upsert(column: str) -> Prepared:
 
 SET_LIMIT = _upsert("max_in_flight")
 """``set_account_limit``'s upsert."""
-HOLD_FOR_CAP = Prepared(
-    lambda _: sa.select(account.c.account_key).where(ACCOUNT_KEY).with_for_update()
-)
-"""Lock the account at ``p_connector_name``/``p_account_key`` ``FOR UPDATE`` (PostgreSQL), the
-one lock a ``leaseOperations`` statement's ``FOR KEY SHARE`` on an account it sees uncapped
-waits for or skips (``store.leasing``): a cap is set only after every such statement that holds
-the account has committed, and one that comes later sees the cap."""
 THROTTLE = _upsert("throttled_until")
 """``throttle_account``'s upsert."""
 PAUSE = _upsert("paused_at")
@@ -172,9 +162,7 @@ class AccountsStore:
         """Cap the live leases of the account at ``max_in_flight`` (None clears the cap),
         creating its row if absent, and return it with its live leases now. Leases already
         held stay: a cap below them lets no new lease through until enough end. An upsert,
-        then a read; on PostgreSQL the upsert runs in one transaction after ``HOLD_FOR_CAP``,
-        so no lease statement that began before it still leases the account as uncapped once
-        it returns. Raises ``InvalidInput`` naming ``connectorName``, ``accountKey`` or
+        then a read. Raises ``InvalidInput`` naming ``connectorName``, ``accountKey`` or
         ``maxInFlight`` (0 to 2^31-1)."""
         params = {
             "p_connector_name": check.key("connectorName", connector_name),
@@ -184,12 +172,7 @@ class AccountsStore:
             else check.count("maxInFlight", max_in_flight),
             "p_updated_at": self._ctx.clock(),
         }
-        if self._db.dialect.one_writer:
-            await self._db.write_prepared(SET_LIMIT, params)
-        else:
-            async with self._db.write_transaction():
-                await self._db.fetch_prepared(HOLD_FOR_CAP, params)
-                await self._db.write_prepared(SET_LIMIT, params)
+        await self._db.write_prepared(SET_LIMIT, params)
         return await self.read_account(params)
 
     async def throttle_account(

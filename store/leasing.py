@@ -66,18 +66,13 @@ CHOSEN_KEYS = (*KEY_NAMES, "prior_token")
 (an event says ``taken_over`` when that was another token's)."""
 CHOSEN_ORDER = ("owner_rank", "due_at", *KEY_NAMES)
 """The order ``lease_operations`` picks in (``_chosen``'s columns): fair across owners."""
-UNCAPPED = "uncapped"
-"""The label of ``_chosen``'s column (PostgreSQL): the row's account had no cap in the
-statement's snapshot (``_still_uncapped`` asks again once it holds the account)."""
 OWNERS = "owners"
 """The label of ``_ranked_by_owner``'s count of owners with attempted operations."""
 HEAD_FIRSTS = "head_firsts"
 """The label of ``_ranked_head``'s count of owners in the head: ``_chosen`` leases from a
 head only when its firsts with room are enough."""
 STALE = "stale"
-"""The label of ``_chosen``'s fact: a capped account was skipped as locked or stale, or an
-account uncapped in the statement's snapshot was capped since or being capped
-(``_still_uncapped``)."""
+"""The label of ``_chosen``'s fact: a capped account was skipped as locked or stale."""
 
 ALL = "all"
 """A walk that ranks every qualifying operation at once (``_ranked_all``)."""
@@ -229,10 +224,8 @@ class LeasingStore:
         cost follows those accounts, not the operations due; it locks the capped accounts among them
         with ``FOR UPDATE SKIP LOCKED`` and keeps only those whose counts its snapshot holds fresh
         (``_fresh_capped``), picks the operations with ``FOR UPDATE SKIP LOCKED`` (a peer's rows are
-        skipped, never waited for), keeps those of an account it saw uncapped only while it holds
-        that account still uncapped (``_still_uncapped``), leases them with ``UPDATE …
-        RETURNING`` and writes the capped accounts it drew on (``_touch_accounts``). When that
-        leases fewer than ``limit``: if a
+        skipped, never waited for), leases them with ``UPDATE … RETURNING`` and writes the capped
+        accounts it drew on (``_touch_accounts``). When that leases fewer than ``limit``: if a
         capped account was skipped, one transaction locks every capped account in scope (in key
         order, waiting) and goes again; and while some owner may have more to give, it goes again
         twice as deep (``_deeper``). For a tenant (``caller_did`` given) one statement ranks every
@@ -732,46 +725,6 @@ def _fresh_capped(caps: sa.FromClause) -> sa.CTE:
     )
 
 
-def _still_uncapped(chosen: sa.CTE, info: sa.Select[Any]) -> tuple[sa.CTE, sa.Select[Any]]:
-    """The rows of ``chosen`` (``_chosen``'s, PostgreSQL) that may be leased once the accounts
-    their statement's snapshot saw uncapped (``UNCAPPED``) are held, with ``info``'s facts, its
-    ``STALE`` also true when some were dropped. Each such account's row is locked ``FOR KEY
-    SHARE SKIP LOCKED`` (leasers and claims share it; only ``set_account_limit``'s ``FOR UPDATE``
-    conflicts) and kept only while its newest version is still uncapped: an account capped since
-    the snapshot began, or being capped now, leases none of its rows in this statement (its
-    in-flight count was never read), and a cap set after the lock waits for this statement's
-    commit, so a leaser that sees the cap counts these leases. An operation whose account has
-    no row in the snapshot (claims create it; migration 0019 made one for every account of an
-    operation stored before) is kept as before."""
-    held = account.alias("held")
-    uncapped_keys = sa.select(chosen.c.connector_name, chosen.c.account_key).where(
-        chosen.c[UNCAPPED]
-    )
-    still = (
-        sa.select(held.c.connector_name, held.c.account_key)
-        .where(
-            held.c.max_in_flight.is_(None),
-            sa.tuple_(held.c.connector_name, held.c.account_key).in_(uncapped_keys),
-        )
-        .with_for_update(of=held, read=True, key_share=True, skip_locked=True)
-        .cte("still_uncapped")
-    )
-    row = account.alias("row")
-    has_row = sa.exists().where(
-        row.c.connector_name == chosen.c.connector_name, row.c.account_key == chosen.c.account_key
-    )
-    open_: sa.ColumnElement[bool] = sa.or_(
-        sa.tuple_(chosen.c.connector_name, chosen.c.account_key).in_(
-            sa.select(still.c.connector_name, still.c.account_key)
-        ),
-        sa.not_(has_row),
-    )
-    kept = sa.select(chosen).where(sa.or_(sa.not_(chosen.c[UNCAPPED]), open_)).cte("held_chosen")
-    dropped = sa.exists().where(chosen.c[UNCAPPED], sa.not_(open_))
-    facts = info.subquery("chosen_facts")
-    return kept, sa.select(facts.c[OWNERS], sa.or_(facts.c[STALE], dropped).label(STALE))
-
-
 def _filtered(
     query: sa.Select[Any], connector: Any, accounts: list[str] | None, caller: Any
 ) -> sa.Select[Any]:
@@ -1137,8 +1090,6 @@ def _lease_update(
     # may be run again for each row it is compared with, and lease more than ``size``.
     query, info = _chosen(now, size, candidate, (token, expires_at), postgres)
     chosen = query.cte("chosen")
-    if postgres:
-        chosen, info = _still_uncapped(chosen, info)
     kept = _within(chosen, CHOSEN_KEYS, CHOSEN_ORDER, *bounds).cte("kept")
     update = (
         sa.update(op)
@@ -1334,15 +1285,7 @@ def _chosen(
         # (a planner whose statistics are older than a burst of due rows may think that
         # scan small and read every due row for the few candidates).
         ordered = (
-            sa.select(
-                room.c.caller_did,
-                room.c.operation_id,
-                room.c.owner_rank,
-                room.c.due_at,
-                room.c.connector_name,
-                room.c.account_key,
-                room.c.room.is_(None).label(UNCAPPED),
-            )
+            sa.select(room.c.caller_did, room.c.operation_id, room.c.owner_rank, room.c.due_at)
             .where(fits)
             .order_by(*_order_of(room))
             .subquery("ordered")
@@ -1363,9 +1306,6 @@ def _chosen(
                 ordered.c.owner_rank,
                 ordered.c.due_at,
                 found.c[SIZE],
-                ordered.c.connector_name,
-                ordered.c.account_key,
-                ordered.c[UNCAPPED],
             )
             .select_from(ordered.join(found, sa.true()))
             .order_by(*_order_of(ordered))

@@ -14,7 +14,7 @@ from store.records import (
     OperationRecord,
     WatchRecord,
 )
-from store.tables import account, operation, projection_watch
+from store.tables import operation, projection_watch
 from tests.factories import claim
 
 ROWS_PER_INSERT = 500
@@ -39,8 +39,7 @@ def due_record(store: ConnectorStore, n: int, **overrides: Any) -> OperationReco
 
 
 async def insert_operations(store: ConnectorStore, records: list[OperationRecord]) -> None:
-    """Write ``records`` as they are, a few hundred rows per statement, and the row of each
-    account they name that has none (as their claims would have made it); then ANALYZE, as
+    """Write ``records`` as they are, a few hundred rows per statement; then ANALYZE, as
     autovacuum would after a bulk load, so the planner knows the table's size."""
     for start in range(0, len(records), ROWS_PER_INSERT):
         chunk = records[start : start + ROWS_PER_INSERT]
@@ -50,18 +49,6 @@ async def insert_operations(store: ConnectorStore, records: list[OperationRecord
         await store.db.write_all(
             operation.insert().values(rows).returning(operation.c.operation_id)
         )
-    named = sa.select(
-        operation.c.connector_name, operation.c.account_key, sa.literal(store.clock())
-    ).distinct()
-    absent = ~sa.exists().where(
-        account.c.connector_name == operation.c.connector_name,
-        account.c.account_key == operation.c.account_key,
-    )
-    await store.db.write_all(
-        account.insert()
-        .from_select(["connector_name", "account_key", "updated_at"], named.where(absent))
-        .returning(account.c.account_key)
-    )
     await store.db.fetch_all(sa.text("ANALYZE"))
 
 

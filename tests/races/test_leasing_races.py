@@ -238,40 +238,6 @@ async def test_claim_watches__16_claimers_claim_each_of_300_once(store):
     assert set(counts.values()) == {1}
 
 
-async def locking_account(peer: asyncpg.Connection, mode: str) -> asyncpg.transaction.Transaction:
-    """A transaction of ``peer`` that holds account ``acct-1``'s row locked ``mode``
-    (``FOR UPDATE`` as ``set_account_limit`` takes it, ``FOR KEY SHARE`` as a lease statement
-    holds an account it sees uncapped)."""
-    transaction = peer.transaction()
-    await transaction.start()
-    await peer.execute(
-        "SELECT 1 FROM kubun_connector_account WHERE connector_name = 'calendar' "
-        f"AND account_key = 'acct-1' {mode}"
-    )
-    return transaction
-
-
-async def until_it_waits_for_a_lock(peer: asyncpg.Connection, call: asyncio.Task) -> None:
-    """Returns once a session of ``peer``'s database waits for a lock; fails if ``call``
-    ends before."""
-    while not await peer.fetchval(
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-        "AND datname = current_database()"
-    ):
-        assert not call.done(), call.result()
-        await asyncio.sleep(0)
-
-
-async def lease_as_peer(peer: asyncpg.Connection, operation_id: str, expires_at: int) -> None:
-    """``peer`` leases ``operation_id`` (token ``peer``) until ``expires_at`` (epoch ms)."""
-    await peer.execute(
-        "UPDATE kubun_connector_operation SET lease_token = 'peer', lease_expires_at = $1 "
-        "WHERE operation_id = $2",
-        expires_at,
-        operation_id,
-    )
-
-
 async def holding_account(peer: asyncpg.Connection) -> asyncpg.transaction.Transaction:
     """A transaction of ``peer`` that holds account ``acct-1``'s row, as every path that
     takes a lease of it does (``store.accounts.touch``)."""
@@ -296,9 +262,18 @@ async def test_lease_operations__a_capped_account_a_peer_holds_is_counted_after_
     peer = await asyncpg.connect(database_url.replace("+asyncpg", ""))
     try:
         transaction = await holding_account(peer)
-        await lease_as_peer(peer, "op-1", clock() + LEASE_MS)
+        await peer.execute(
+            "UPDATE kubun_connector_operation SET lease_token = 'peer', lease_expires_at = $1 "
+            "WHERE operation_id = 'op-1'",
+            clock() + LEASE_MS,
+        )
         leasing = asyncio.create_task(store.leasing.lease_operations("leaser", LEASE_MS, limit=5))
-        await until_it_waits_for_a_lock(peer, leasing)
+        while not await peer.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND datname = current_database()"
+        ):
+            assert not leasing.done(), leasing.result()
+            await asyncio.sleep(0)
         await transaction.commit()
         leased = await leasing
     finally:
@@ -306,59 +281,6 @@ async def test_lease_operations__a_capped_account_a_peer_holds_is_counted_after_
 
     assert leased == []
     assert [r.lease_token for r in await live_leases(store)] == ["peer"]
-
-
-@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
-async def test_lease_operations__an_uncapped_account_being_capped_leases_none_until_it_is_set(
-    store, database_url
-):
-    """A peer sets a cap of 1 on an uncapped account, holding its row as ``set_account_limit``
-    does, uncommitted: a lease statement, which cannot count against a cap it does not see yet,
-    leases none of that account (the other account's operations all), and once the cap is
-    committed the next call leases one."""
-    await insert_operations(
-        store,
-        [due_record(store, n) for n in range(3)]
-        + [due_record(store, 10 + n, account_key="acct-2") for n in range(2)],
-    )
-    peer = await asyncpg.connect(database_url.replace("+asyncpg", ""))
-    try:
-        transaction = await locking_account(peer, "FOR UPDATE")
-        while_capping = await store.leasing.lease_operations("leaser", LEASE_MS, limit=5)
-        await peer.execute(
-            "UPDATE kubun_connector_account SET max_in_flight = 1 "
-            "WHERE connector_name = 'calendar' AND account_key = 'acct-1'"
-        )
-        await transaction.commit()
-    finally:
-        await peer.close()
-    once_capped = await store.leasing.lease_operations("after", LEASE_MS, limit=5)
-
-    assert sorted(r.operation_id for r in while_capping) == ["op-10", "op-11"]
-    assert [r.account_key for r in once_capped] == ["acct-1"]
-
-
-@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
-async def test_set_account_limit__waits_for_a_lease_statement_that_holds_the_account(
-    store, database_url, clock
-):
-    """A peer holds an uncapped account as a lease statement does (``FOR KEY SHARE``) and has
-    leased one of its operations, uncommitted: setting a cap of 1 waits for the peer's commit,
-    so a leaser that sees the cap counts that lease and leases none."""
-    await due_operations(store, 3)
-    peer = await asyncpg.connect(database_url.replace("+asyncpg", ""))
-    try:
-        transaction = await locking_account(peer, "FOR KEY SHARE")
-        await lease_as_peer(peer, "op-0", clock() + LEASE_MS)
-        capping = asyncio.create_task(store.accounts.set_account_limit("calendar", "acct-1", 1))
-        await until_it_waits_for_a_lock(peer, capping)
-        await transaction.commit()
-        capped = await capping
-    finally:
-        await peer.close()
-
-    assert (capped.account.max_in_flight, capped.in_flight) == (1, 1)
-    assert await store.leasing.lease_operations("leaser", LEASE_MS, limit=5) == []
 
 
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
@@ -408,9 +330,10 @@ async def test_caps_set_raised_lowered_and_cleared_while_leasing_are_never_passe
     """An operator sets, raises, lowers and clears the caps of two accounts while leasers
     (leaseOperations, acquireLease) and claim batches take and release leases of them and
     of an uncapped third: once an observer on its own connection sees an account within
-    a cap, it never sees that account past the same cap (a lowered cap lets held leases stay,
-    no new one through), calls begun before the cap was set included: a cap set on an
-    uncapped account waits for the lease statements that hold it."""
+    a cap, with every call in flight begun after that cap was set, it never sees that
+    account past the same cap (a lowered cap lets held leases stay, no new one through). A
+    leaseOperations statement begun before a cap was first set on an uncapped account does
+    not see that cap, so calls begun before it are waited out."""
     await insert_operations(
         store,
         [
@@ -421,6 +344,7 @@ async def test_caps_set_raised_lowered_and_cleared_while_leasing_are_never_passe
     stop = asyncio.Event()
     progress = Progress()
     caps_set = 0
+    in_flight = Counter[int]()
     violations: list[str] = []
     looks = 0
     taken = 0
@@ -430,8 +354,9 @@ async def test_caps_set_raised_lowered_and_cleared_while_leasing_are_never_passe
         within: dict[str, int] = {}
         while not stop.is_set():
             now_set = caps_set
+            settled = not any(n for began, n in in_flight.items() if began < now_set)
             rows = await store.db.fetch_all(CAP_AND_LIVE.bindparams(now=clock()))
-            settled = caps_set == now_set
+            settled = settled and caps_set == now_set
             for row in rows:
                 key, cap, n = row["account_key"], row["cap"], row["n"]
                 if not settled or cap is None:
@@ -465,10 +390,14 @@ async def test_caps_set_raised_lowered_and_cleared_while_leasing_are_never_passe
         round_ = 0
         while not stop.is_set():
             round_ += 1
+            began = caps_set
+            in_flight[began] += 1
             try:
                 batch = await store.leasing.lease_operations(f"l{n}-{round_}", LEASE_MS, limit=4)
             except DatabaseBusy:
                 continue
+            finally:
+                in_flight[began] -= 1
             taken += len(batch)
             progress.tick()
             await asyncio.sleep(0)
@@ -479,9 +408,14 @@ async def test_caps_set_raised_lowered_and_cleared_while_leasing_are_never_passe
         while not stop.is_set():
             round_ += 1
             key = f"op-{(n * 37 + round_) % 300}"
-            got = await store.operations.acquire_lease(
-                "did:key:caller", key, f"a{n}-{round_}", clock() + LEASE_MS
-            )
+            began = caps_set
+            in_flight[began] += 1
+            try:
+                got = await store.operations.acquire_lease(
+                    "did:key:caller", key, f"a{n}-{round_}", clock() + LEASE_MS
+                )
+            finally:
+                in_flight[began] -= 1
             progress.tick()
             await asyncio.sleep(0)
             if got is not None:
@@ -501,7 +435,12 @@ async def test_caps_set_raised_lowered_and_cleared_while_leasing_are_never_passe
                 )
                 for m in range(6)
             ]
-            results = await store.batches.claim_operations(claims)
+            began = caps_set
+            in_flight[began] += 1
+            try:
+                results = await store.batches.claim_operations(claims)
+            finally:
+                in_flight[began] -= 1
             progress.tick()
             await asyncio.sleep(0)
             await release([r.operation for r in results if r.operation and r.operation.lease_token])

@@ -246,32 +246,6 @@ async def test_migration_0018__down_and_up_over_rows_keeps_them_and_the_indexes(
     assert await store.operations.list_tracked_operations(OperationFilter()) == before
 
 
-async def test_migration_0019__makes_the_row_of_every_account_an_operation_names(
-    database_url, store
-):
-    """Operations whose accounts have no row (stored before accounts had rows): upgraded past
-    0019, each account they name has one, uncapped, and the accounts that had one keep it."""
-    await insert_operations(
-        store, [due_record(store, n, account_key=f"acct-{n % 3}") for n in range(6)]
-    )
-    await store.accounts.set_account_limit("calendar", "acct-0", 2)
-    await asyncio.to_thread(
-        command.downgrade, alembic_config(database_url), "0018_starve_account_due"
-    )
-    await store.db.fetch_all(
-        text("DELETE FROM kubun_connector_account WHERE account_key <> 'acct-0' RETURNING 1")
-    )
-
-    await asyncio.to_thread(upgrade, database_url)
-
-    accounts = await store.accounts.list_accounts("calendar")
-    assert sorted((a.account.account_key, a.account.max_in_flight) for a in accounts) == [
-        ("acct-0", 2),
-        ("acct-1", None),
-        ("acct-2", None),
-    ]
-
-
 def test_migrations__a_lock_watcher_refused_by_asyncpg_stays_quiet(monkeypatch):
     """The watcher that reports who blocks a PostgreSQL migration is only a report: one
     asyncpg refuses to connect (a connection option it does not take) ends without a thread

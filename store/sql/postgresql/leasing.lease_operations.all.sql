@@ -207,18 +207,12 @@ chosen AS (
     found.prior_token AS prior_token,
     ordered.owner_rank AS owner_rank,
     ordered.due_at AS due_at,
-    found.row_bytes AS row_bytes,
-    ordered.connector_name AS connector_name,
-    ordered.account_key AS account_key,
-    ordered.uncapped AS uncapped
+    found.row_bytes AS row_bytes
   FROM (
     SELECT capacity.caller_did AS caller_did,
       capacity.operation_id AS operation_id,
       capacity.owner_rank AS owner_rank,
-      capacity.due_at AS due_at,
-      capacity.connector_name AS connector_name,
-      capacity.account_key AS account_key,
-      capacity.room IS NULL AS uncapped
+      capacity.due_at AS due_at
     FROM capacity
     WHERE (capacity.room IS NULL OR capacity.account_rank <= capacity.room)
       AND capacity.whole
@@ -252,54 +246,17 @@ chosen AS (
   ORDER BY ordered.owner_rank, ordered.due_at, ordered.caller_did, ordered.operation_id
   LIMIT :p_size::INTEGER
 ),
-still_uncapped AS (
-  SELECT held.connector_name AS connector_name,
-    held.account_key AS account_key
-  FROM kubun_connector_account AS held
-  WHERE held.max_in_flight IS NULL
-    AND (held.connector_name, held.account_key) IN (
-      SELECT chosen.connector_name,
-        chosen.account_key
-      FROM chosen
-      WHERE chosen.uncapped
-    )
-  FOR KEY SHARE OF held SKIP LOCKED
-),
-held_chosen AS (
-  SELECT chosen.caller_did AS caller_did,
-    chosen.operation_id AS operation_id,
-    chosen.prior_token AS prior_token,
-    chosen.owner_rank AS owner_rank,
-    chosen.due_at AS due_at,
-    chosen.row_bytes AS row_bytes,
-    chosen.connector_name AS connector_name,
-    chosen.account_key AS account_key,
-    chosen.uncapped AS uncapped
-  FROM chosen
-  WHERE NOT chosen.uncapped
-    OR (chosen.connector_name, chosen.account_key) IN (
-      SELECT still_uncapped.connector_name,
-        still_uncapped.account_key
-      FROM still_uncapped
-    )
-    OR NOT (EXISTS (
-      SELECT *
-      FROM kubun_connector_account AS row
-      WHERE row.connector_name = chosen.connector_name
-        AND row.account_key = chosen.account_key
-    ))
-),
 kept AS (
   SELECT sized.caller_did AS caller_did,
     sized.operation_id AS operation_id,
     sized.prior_token AS prior_token
   FROM (
-    SELECT held_chosen.caller_did AS caller_did,
-      held_chosen.operation_id AS operation_id,
-      held_chosen.prior_token AS prior_token,
-      sum(held_chosen.row_bytes) OVER (ORDER BY held_chosen.owner_rank, held_chosen.due_at, held_chosen.caller_did, held_chosen.operation_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS through,
-      row_number() OVER (ORDER BY held_chosen.owner_rank, held_chosen.due_at, held_chosen.caller_did, held_chosen.operation_id) AS position
-    FROM held_chosen
+    SELECT chosen.caller_did AS caller_did,
+      chosen.operation_id AS operation_id,
+      chosen.prior_token AS prior_token,
+      sum(chosen.row_bytes) OVER (ORDER BY chosen.owner_rank, chosen.due_at, chosen.caller_did, chosen.operation_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS through,
+      row_number() OVER (ORDER BY chosen.owner_rank, chosen.due_at, chosen.caller_did, chosen.operation_id) AS position
+    FROM chosen
   ) AS sized
   WHERE sized.position = :position_1::INTEGER
     OR sized.through <= :p_max_bytes::BIGINT
@@ -412,26 +369,8 @@ SELECT leased.caller_did,
   facts.owners,
   facts.stale
 FROM (
-  SELECT chosen_facts.owners AS owners,
-    chosen_facts.stale OR (EXISTS (
-      SELECT *
-      FROM chosen
-      WHERE chosen.uncapped
-        AND NOT ((chosen.connector_name, chosen.account_key) IN (
-          SELECT still_uncapped.connector_name,
-            still_uncapped.account_key
-          FROM still_uncapped
-        ) OR NOT (EXISTS (
-          SELECT *
-          FROM kubun_connector_account AS row
-          WHERE row.connector_name = chosen.connector_name
-            AND row.account_key = chosen.account_key
-        )))
-    )) AS stale
-  FROM (
-    SELECT coalesce(max(CASE WHEN capacity.whole THEN capacity.walked ELSE :param_12::INTEGER END), :coalesce_52::INTEGER) AS owners,
-      coalesce(bool_or(capacity.stale), :coalesce_53::BOOLEAN) AS stale
-    FROM capacity
-  ) AS chosen_facts
+  SELECT coalesce(max(CASE WHEN capacity.whole THEN capacity.walked ELSE :param_12::INTEGER END), :coalesce_52::INTEGER) AS owners,
+    coalesce(bool_or(capacity.stale), :coalesce_53::BOOLEAN) AS stale
+  FROM capacity
 ) AS facts
 LEFT OUTER JOIN leased ON true;
