@@ -309,7 +309,7 @@ async def test_operation_events__an_expiring_token_ends_the_stream(store):
     async with served(store, settings) as server, socket(server) as sock:
         await sock.init(mint(ttl=2))
         await sock.subscribe("1", OPERATION_EVENTS)
-        message = await sock.receive(timeout_s=5)
+        message = await sock.receive()
 
     assert message["type"] == "next" and message["id"] == "1"
     assert [e["extensions"]["code"] for e in message["payload"]["errors"]] == [UNAUTHENTICATED]

@@ -246,7 +246,7 @@ async def test_ws__an_expiring_token_closes_the_connection_and_ends_its_subscrip
         await sock.subscribe("1")
         await signal(sock, "1")
         started = time.monotonic()
-        message = await sock.receive(timeout_s=5)
+        message = await sock.receive()
         assert message["type"] == "next" and message["id"] == "1"
         assert [e["extensions"]["code"] for e in message["payload"]["errors"]] == [UNAUTHENTICATED]
         code, reason = await sock.closed()
