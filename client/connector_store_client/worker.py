@@ -263,7 +263,7 @@ class Worker:
                     failures = 0
                     self._wake.set()
             except ConnectorStoreError as error:
-                if isinstance(error, GraphQLResponseError) and error.code == "FORBIDDEN":
+                if lacks_scope(error):
                     self._woken = False
                     log.warning(
                         "workAvailable needs the service scope, which this worker's token "
@@ -644,7 +644,7 @@ class Worker:
                 repeatable=True,
             )
         except ConnectorStoreError as error:
-            if isinstance(error, GraphQLResponseError) and error.code == "FORBIDDEN":
+            if lacks_scope(error):
                 self._throttling = False
                 log.warning(
                     "throttleAccount needs the operator scope, which this worker's token "
@@ -705,6 +705,13 @@ RECORD = BatchSettle(
 
 ITEM_FIELD = re.compile(r"(?:input\.)?items\[(\d+)\]")
 """A refused field of a batch settle's item: ``items[3].errorMessage``."""
+
+
+def lacks_scope(error: ConnectorStoreError) -> bool:
+    """Whether ``error`` refuses a call for a right the token lacks (``FORBIDDEN``): what
+    ``workAvailable`` (``service``) and ``throttleAccount`` (``operator``) answer a token
+    the worker still works with."""
+    return isinstance(error, GraphQLResponseError) and error.code == "FORBIDDEN"
 
 
 def within_body(items: list["Settle"]) -> list[list["Settle"]]:
