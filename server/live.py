@@ -20,12 +20,19 @@ holds more than the page it is sending: it reads the next one when its reader ha
 the last, so a slow reader falls behind in the log, not in this process's memory, and
 resumes with ``after``.
 
-Bounds: ``per_connection`` subscriptions on one connection (a WebSocket, or one HTTP
-multipart request), ``per_viewer`` for one token subject in this process
-(``TOO_MANY_SUBSCRIPTIONS``), and ``queue`` items pending for one subscription: a
-``workAvailable`` waiter coalesces (a connector pending once, however many wake-ups; past
-``queue`` connector names, one signal for any connector), so a slow reader costs nothing
-more. A subscription whose token expires ends with ``UNAUTHENTICATED``.
+Bounds (``TOO_MANY_SUBSCRIPTIONS``): ``per_connection`` subscriptions on one connection (a
+WebSocket, or one HTTP multipart request), and ``per_viewer`` in this process for one
+subject (each sign-in session its own, else the token's ``sub``) on each of two channels:
+``workAvailable``, the workers' wake-ups, and the event streams; so however many streams a
+person's tab opens, a worker's ``workAvailable`` is never refused for it. And ``queue``
+items pending for one subscription: a ``workAvailable`` waiter coalesces (a connector
+pending once, however many wake-ups; past ``queue`` connector names, one signal for any
+connector), so a slow reader costs nothing more.
+
+A stream ends with ``UNAUTHENTICATED`` when its token expires, and within
+``SESSION_RECHECK_S`` of its sign-in session's end (signed out on any process):
+``Session.valid`` runs before each item sent and after each wait, so a flow of events
+never keeps it open.
 """
 
 import asyncio
@@ -85,41 +92,62 @@ class Observer(Protocol):
 
 
 SESSION_RECHECK_S = 5.0
-"""How often a stream whose token is a sign-in session's checks that session again: one
-signed out (on any server process) ends the stream with ``UNAUTHENTICATED`` within this long."""
+"""How often a stream whose token is a sign-in session's checks that session again, however
+many events it sends meanwhile: one signed out (on any server process) ends the stream with
+``UNAUTHENTICATED`` within this long."""
 
 SessionCheck = Callable[[], Awaitable[None]]
 """Checks a sign-in session again; raises ``UNAUTHENTICATED`` (a ``GraphQLError``) once it was
 signed out or has ended."""
+
+WORK_FIELD = "workAvailable"
+"""The workers' wake-up channel: its subscriptions are counted apart from the event
+streams' (``Hub.slot``), so no number of event streams refuses it."""
 
 
 @dataclass
 class Session:
     """The subscriptions of one connection: a WebSocket, or one HTTP request. ``viewer`` is
     its token's; ``expires_at`` (epoch seconds) when the token stops being accepted (its
-    ``exp`` plus the leeway; None: never); ``check`` the token's sign-in session's check
-    (None: the token is no session's)."""
+    ``exp`` plus the leeway, or its session's end; None: never); ``sign_in`` the sign-in
+    session the token belongs to (None: a token of no session, a worker's); ``check`` that
+    session's check (None: nothing to check in the database, or the connection checks it
+    itself, as a WebSocket does)."""
 
     viewer: Viewer
     expires_at: float | None = None
     open: int = 0
     check: SessionCheck | None = None
+    sign_in: str | None = None
+    check_due: float = field(default_factory=lambda: time.monotonic() + SESSION_RECHECK_S)
+
+    @property
+    def subject(self) -> tuple[str, str]:
+        """Whose subscriptions these are, for the per-subject bound: the sign-in session
+        (each its own, whatever its ``sub``), else the token's subject."""
+        if self.sign_in is not None:
+            return ("session", self.sign_in)
+        return ("sub", self.viewer.did or "")
+
+    async def valid(self) -> None:
+        """Raises ``UNAUTHENTICATED`` once the token has expired, and once its sign-in
+        session has ended when ``SESSION_RECHECK_S`` has passed since its last check (the
+        check runs then). A stream calls it before each item it sends and after each wait
+        (``wait_s``), so neither a flow of events nor silence keeps it open past either."""
+        self.seconds_left()
+        if self.check is not None and time.monotonic() >= self.check_due:
+            self.check_due = time.monotonic() + SESSION_RECHECK_S
+            await self.check()
 
     def wait_s(self) -> float | None:
-        """How long a stream may wait for news before ``still_valid``: until the token
-        expires, and at most ``SESSION_RECHECK_S`` for a session's token (None: no bound);
-        raises ``UNAUTHENTICATED`` once the token has expired."""
+        """How long a stream may wait for news before ``valid``: until the token expires,
+        and at most until its session's next check (None: no bound); raises
+        ``UNAUTHENTICATED`` once the token has expired."""
         left = self.seconds_left()
         if self.check is None:
             return left
-        return SESSION_RECHECK_S if left is None else min(left, SESSION_RECHECK_S)
-
-    async def still_valid(self) -> None:
-        """After a wait of ``wait_s`` ran out: raises ``UNAUTHENTICATED`` when the token has
-        expired or its session has ended, else returns (the stream waits again)."""
-        self.seconds_left()
-        if self.check is not None:
-            await self.check()
+        due = max(0.0, self.check_due - time.monotonic())
+        return due if left is None else min(left, due)
 
     def seconds_left(self) -> float | None:
         """Seconds until the token expires (None: never); raises ``UNAUTHENTICATED`` once it
@@ -143,9 +171,15 @@ def token_expired() -> GraphQLError:
 def too_many(limit: int, what: str, setting: str) -> GraphQLError:
     """``TOO_MANY_SUBSCRIPTIONS`` for the bound ``limit`` of ``what`` (its ``setting``)."""
     return GraphQLError(
-        f"at most {limit} subscriptions {what} ({setting}): end one first",
+        f"at most {limit} {what} ({setting}): end one first",
         extensions={"code": TOO_MANY_SUBSCRIPTIONS, "limit": limit},
     )
+
+
+def channel(name: str) -> str:
+    """The budget a subscription of root field ``name`` counts against: ``workAvailable``'s
+    own, or the event streams' (``operationEvents`` and ``watchEvents`` together)."""
+    return WORK_FIELD if name == WORK_FIELD else "event streams"
 
 
 @dataclass(eq=False)
@@ -236,7 +270,8 @@ class Hub:
         self.limits = limits or LiveLimits()
         self.observer = observer
         self.waiters: dict[str | None, set[WorkWaiter]] = {}
-        self.viewers: Counter[str] = Counter()
+        self.subjects: Counter[tuple[str, str, str]] = Counter()
+        """Open subscriptions by (channel, kind of subject, subject): ``slot``'s counts."""
         self.wanted = asyncio.Event()
         self.recheck = asyncio.Event()
         events = store.events
@@ -340,25 +375,36 @@ class Hub:
     @contextlib.contextmanager
     def slot(self, session: Session, name: str) -> Iterator[None]:
         """Count one subscription of field ``name`` on ``session`` for the block; raises
-        ``TOO_MANY_SUBSCRIPTIONS`` past a bound."""
-        viewer = session.viewer.did or ""
+        ``TOO_MANY_SUBSCRIPTIONS`` past a bound: ``per_connection`` on the connection, and
+        ``per_viewer`` of ``name``'s channel (``channel``) for the session's subject
+        (``Session.subject``: a sign-in session, else the token's ``sub``). The check and the
+        count are one step of the event loop: the bound is exact however many subscribe at
+        once."""
+        held = (channel(name), *session.subject)
         if session.open >= self.limits.per_connection:
             raise too_many(
-                self.limits.per_connection, "per connection", "MAX_SUBSCRIPTIONS_PER_CONNECTION"
+                self.limits.per_connection,
+                "subscriptions per connection",
+                "MAX_SUBSCRIPTIONS_PER_CONNECTION",
             )
-        if self.viewers[viewer] >= self.limits.per_viewer:
-            raise too_many(self.limits.per_viewer, "per viewer", "MAX_SUBSCRIPTIONS_PER_VIEWER")
+        if self.subjects[held] >= self.limits.per_viewer:
+            whose = "sign-in session" if session.sign_in is not None else "token subject"
+            raise too_many(
+                self.limits.per_viewer,
+                f"{held[0]} subscriptions per {whose}",
+                "MAX_SUBSCRIPTIONS_PER_VIEWER",
+            )
         session.open += 1
-        self.viewers[viewer] += 1
+        self.subjects[held] += 1
         if self.observer is not None:
             self.observer.opened(name)
         try:
             yield
         finally:
             session.open -= 1
-            self.viewers[viewer] -= 1
-            if not self.viewers[viewer]:
-                del self.viewers[viewer]
+            self.subjects[held] -= 1
+            if not self.subjects[held]:
+                del self.subjects[held]
             if self.observer is not None:
                 self.observer.closed(name)
 
@@ -377,7 +423,7 @@ class Hub:
         from an older backup); one up to it stays valid when the newest events were
         collected."""
         event_log = self.logs[name]
-        session.seconds_left()
+        await session.valid()
         if after is not None:
             head = await event_log.head()
             if head is None or position("after", after) > position("after", head):
@@ -394,6 +440,7 @@ class Hub:
                     except EventsCollected:
                         raise events_collected() from None
                     for event in page:
+                        await session.valid()
                         cursor = event.sequence
                         if self.observer is not None:
                             self.observer.delivered(event_log.field)
@@ -401,11 +448,10 @@ class Hub:
                     if len(page) == EVENT_PAGE:
                         continue
                     cursor = caught_up(cursor, known)
-                    try:
+                    with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(session.wait_s()):
                             await grown.wait()
-                    except TimeoutError:
-                        await session.still_valid()
+                    await session.valid()
             finally:
                 self.streams[name] -= 1
                 if not +self.streams:
@@ -419,22 +465,22 @@ class Hub:
         (whatever committed before the subscription started is not missed: a worker drains
         after each signal). Ends with ``UNAUTHENTICATED`` when the session's token expires or
         its sign-in ends; raises ``TOO_MANY_SUBSCRIPTIONS`` past a bound."""
-        session.seconds_left()
-        with self.slot(session, "workAvailable"):
+        await session.valid()
+        with self.slot(session, WORK_FIELD):
             waiter = WorkWaiter(connector, self.limits.queue)
             self.waiters.setdefault(connector, set()).add(waiter)
             self.wanted.set()
             waiter.tell(connector)
             try:
                 while True:
-                    try:
+                    with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(session.wait_s()):
                             await waiter.ready.wait()
-                    except TimeoutError:
-                        await session.still_valid()
+                    await session.valid()
                     for name in waiter.take():
+                        await session.valid()
                         if self.observer is not None:
-                            self.observer.delivered("workAvailable")
+                            self.observer.delivered(WORK_FIELD)
                         yield name, self.store.clock()
             finally:
                 group = self.waiters.get(connector, set())
