@@ -1,4 +1,4 @@
-"""The root ``Subscription`` (README.md, 'Live updates'): streams a viewer subscribes to, over
+"""The root ``Subscription`` (docs/api.md, 'Live updates'): streams a viewer subscribes to, over
 graphql-transport-ws on ``/graphql`` or Apollo's multipart protocol over HTTP.
 
 Each field's rule is in ``resolvers.permissions`` (checked before the stream starts); the

@@ -1,6 +1,6 @@
 """The repository explains itself: no file cites a document that is not in it, every
-citation of a heading of its own documents (``README.md, 'Live updates'``) and every relative link
-in README.md and docs/*.md lands on a file and heading that exist, and the code names that
+citation of a heading of its own documents (``docs/api.md, 'Live updates'``) and every relative
+link in README.md and docs/*.md lands on a file and heading that exist, and the code names that
 docs/architecture.md and docs/worker-protocol.md mention exist."""
 
 import re

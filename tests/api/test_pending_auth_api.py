@@ -1,5 +1,5 @@
-"""Pending auth over GraphQL (README.md, 'OAuth state and sync checkpoints'), on both backends: the
-code verifier leaves the server through consumePendingAuth alone."""
+"""Pending auth over GraphQL (docs/api.md, 'OAuth state and sync checkpoints'), on both backends:
+the code verifier leaves the server through consumePendingAuth alone."""
 
 from typing import Any
 
