@@ -31,20 +31,18 @@ more. A subscription whose token expires ends with ``UNAUTHENTICATED``.
 import asyncio
 import contextlib
 import logging
-import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 from graphql import GraphQLError
 
-from resolvers.codes import EVENTS_COLLECTED, TOO_MANY_SUBSCRIPTIONS, UNAUTHENTICATED
-from resolvers.permissions import Viewer
+from resolvers.codes import EVENTS_COLLECTED, TOO_MANY_SUBSCRIPTIONS
+from resolvers.live import Event, ReadAfter, Session
 from store import ConnectorStore, background
 from store.errors import EventsCollected, InvalidInput, StoreError
 from store.events import position
-from store.records import OperationEventRecord, WatchEventRecord
 from store.wakeups import DEFAULT_POLL_S
 
 log = logging.getLogger("connector_store.live")
@@ -82,62 +80,6 @@ class Observer(Protocol):
     def closed(self, field: str) -> None: ...
 
     def delivered(self, field: str) -> None: ...
-
-
-SESSION_RECHECK_S = 5.0
-"""How often a stream whose token is a sign-in session's checks that session again: one
-signed out (on any server process) ends the stream with ``UNAUTHENTICATED`` within this long."""
-
-SessionCheck = Callable[[], Awaitable[None]]
-"""Checks a sign-in session again; raises ``UNAUTHENTICATED`` (a ``GraphQLError``) once it was
-signed out or has ended."""
-
-
-@dataclass
-class Session:
-    """The subscriptions of one connection: a WebSocket, or one HTTP request. ``viewer`` is
-    its token's; ``expires_at`` (epoch seconds) when the token stops being accepted (its
-    ``exp`` plus the leeway; None: never); ``check`` the token's sign-in session's check
-    (None: the token is no session's)."""
-
-    viewer: Viewer
-    expires_at: float | None = None
-    open: int = 0
-    check: SessionCheck | None = None
-
-    def wait_s(self) -> float | None:
-        """How long a stream may wait for news before ``still_valid``: until the token
-        expires, and at most ``SESSION_RECHECK_S`` for a session's token (None: no bound);
-        raises ``UNAUTHENTICATED`` once the token has expired."""
-        left = self.seconds_left()
-        if self.check is None:
-            return left
-        return SESSION_RECHECK_S if left is None else min(left, SESSION_RECHECK_S)
-
-    async def still_valid(self) -> None:
-        """After a wait of ``wait_s`` ran out: raises ``UNAUTHENTICATED`` when the token has
-        expired or its session has ended, else returns (the stream waits again)."""
-        self.seconds_left()
-        if self.check is not None:
-            await self.check()
-
-    def seconds_left(self) -> float | None:
-        """Seconds until the token expires (None: never); raises ``UNAUTHENTICATED`` once it
-        has."""
-        if self.expires_at is None:
-            return None
-        left = self.expires_at - time.time()
-        if left <= 0:
-            raise token_expired()
-        return left
-
-
-def token_expired() -> GraphQLError:
-    """The error that ends a subscription whose token has expired."""
-    return GraphQLError(
-        "the token has expired: subscribe again with a new one",
-        extensions={"code": UNAUTHENTICATED},
-    )
 
 
 def too_many(limit: int, what: str, setting: str) -> GraphQLError:
@@ -179,13 +121,6 @@ class WorkWaiter:
         return names
 
 
-_Event = TypeVar("_Event", OperationEventRecord, WatchEventRecord)
-ReadAfter = Callable[[str | None, int], Awaitable[list[_Event]]]
-"""A stream's read of its log: the events after a position (None: from the oldest kept), at
-most so many, those of its filter only; raises ``EventsCollected`` when events past the
-position were collected."""
-
-
 @dataclass(frozen=True, slots=True)
 class EventLog:
     """One event log as the hub streams it: its subscription ``field`` and its readers in
@@ -224,7 +159,8 @@ def stopped(task: "asyncio.Task[None]") -> None:
 
 
 class Hub:
-    """This process's subscriptions and what feeds them (see the module docstring)."""
+    """This process's subscriptions and what feeds them (see the module docstring); the
+    ``resolvers.live.LiveHub`` the subscription resolvers read from."""
 
     def __init__(
         self,
@@ -363,8 +299,8 @@ class Hub:
                 self.observer.closed(name)
 
     async def events(
-        self, session: Session, name: str, read: "ReadAfter[_Event]", after: str | None
-    ) -> AsyncIterator[_Event]:
+        self, session: Session, name: str, read: ReadAfter[Event], after: str | None
+    ) -> AsyncIterator[Event]:
         """The events of log ``name`` (``"operation"`` or ``"watch"``) that ``read`` returns
         (its filter), after the event ``after`` (None: from the log's head now, so only what
         commits from now on), in log order with no gap and no repeat, then each as it

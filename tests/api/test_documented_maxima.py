@@ -15,8 +15,8 @@ import pytest
 from graphql import GraphQLInputObjectType, GraphQLObjectType
 
 from resolvers.budget import MAX_ROWS_PER_REQUEST
-from resolvers.strawberry_internals import graphql_schema
 from server.graph import build_schema
+from server.strawberry_internals import graphql_schema
 from store.validation import MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_KEY_LENGTH, MAX_LIST_ITEMS
 from tests.api.conftest import GraphQLClient, claim_input, error_codes
 

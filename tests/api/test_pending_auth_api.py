@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 from graphql import get_named_type, is_interface_type, is_object_type, is_union_type
 
-from resolvers.strawberry_internals import graphql_schema
 from server.graph import build_schema
+from server.strawberry_internals import graphql_schema
 from tests.api.conftest import GraphQLClient, error_codes
 
 EXPIRES = 1_750_000_600_000

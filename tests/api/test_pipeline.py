@@ -9,7 +9,6 @@ from graphql import GraphQLSchema, ValidationRule
 from strawberry.extensions import AddValidationRules, MaxTokensLimiter, SchemaExtension
 
 from resolvers.permissions import Authorization
-from resolvers.strawberry_internals import graphql_schema
 from server.document_cache import DocumentCache
 from server.errors.coded_validation import CodedValidation
 from server.errors.error_codes import ErrorCodes
@@ -19,6 +18,7 @@ from server.graph import build_schema
 from server.pipeline import Phase, Pipeline, PipelineRunner, pipeline
 from server.query_limits import QueryLimits
 from server.settings import Settings
+from server.strawberry_internals import graphql_schema
 from server.telemetry import OperationTelemetry
 
 
