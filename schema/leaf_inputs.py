@@ -5,8 +5,9 @@ Strawberry converts an input value field by field: for each field of each item i
 name converter for the field's GraphQL name, resolves the field's annotation and walks the
 value's type again, though graphql-core has already coerced every leaf to its Python value
 (a custom scalar parsed, an enum's member chosen). For a batch of 50 items that was about a
-fifth of the server's CPU (benchmarks/README.md, issue 16). ``leaf_input`` gives such a type a
-``from_input`` (Strawberry's hook on an input's definition, ``StrawberryObjectDefinition``)
+fifth of the server's CPU (benchmarks/results/2026-12-02-batch-item-input-conversion.md).
+``leaf_input`` gives such a type a ``from_input`` (Strawberry's hook on an input's definition,
+``StrawberryObjectDefinition``, one of the internals docs/strawberry-internals.md lists)
 that looks the names up once per name converter and passes each value through as
 Strawberry would: a list copied, an omitted field without a default None. A batch's input,
 whose fields are lists of such types (``items``), gets one from ``items_input``: each item
