@@ -1,31 +1,23 @@
 """Live updates in one process (docs/scaling.md, 'Live updates across processes'): the
-subscriptions' fan-out and bounds.
+subscriptions' fan-out and bounds; the resolvers read it as ``resolvers.live.LiveHub``.
 
-``Hub`` holds this process's subscriptions. It learns from the store's wake-ups
-(``store.wakeups``: PostgreSQL ``LISTEN``, or SQLite's wake-up table) which connectors may
-have work that has just become leasable, and from a timer what became leasable without a
-write (a lease that lapsed, a deferral that came due, a throttle that ended): the timer is
-set to the next such moment the database knows of (``next_due_after``), re-armed after every
-wake-up and at least every ``recheck_ms`` (so a lease taken since, which wakes nobody, is seen
-before it lapses), and runs only while someone waits for work.
-
-It also streams the event logs (``operationEvents``, ``watchEvents``): each stream reads
-the log from its own position (``store.events``: commit-ordered, below the safe horizon,
-so it skips and repeats nothing), then waits until the log's head moves. One task per
-process watches the heads of the logs someone streams: on PostgreSQL when migration 0011's
-``NOTIFY`` says a log grew (and every ``LOG_RECHECK_S``, for events that were committed
-while an older transaction still held the horizon back), on SQLite every
-``store.wakeups.DEFAULT_POLL_S`` (which covers every process on the file). A stream never
-holds more than the page it is sending: it reads the next one when its reader has taken
-the last, so a slow reader falls behind in the log, not in this process's memory, and
-resumes with ``after``.
+``Hub`` holds this process's subscriptions. ``workAvailable`` subscribers are told which
+connectors may have work that has just become leasable: from the store's wake-ups
+(``store.wakeups``) and from a timer set to the next moment work comes due without a write
+(``next_due_after``), re-armed after every wake-up and at least every ``recheck_ms``; the
+timer runs only while someone waits for work. ``operationEvents`` and ``watchEvents``
+streams each read the event log from their own position (``store.events``), a page at a
+time, then wait until the log's head moves; one task per process watches the heads (on
+PostgreSQL on migration 0011's ``NOTIFY`` and every ``LOG_RECHECK_S``, on SQLite every
+``store.wakeups.DEFAULT_POLL_S``). Why it is built so:
+docs/decisions/0007-live-hub-wakeups-timer-and-log-streams.md.
 
 Bounds: ``per_connection`` subscriptions on one connection (a WebSocket, or one HTTP
 multipart request), ``per_viewer`` for one token subject in this process
 (``TOO_MANY_SUBSCRIPTIONS``), and ``queue`` items pending for one subscription: a
-``workAvailable`` waiter coalesces (a connector pending once, however many wake-ups; past
-``queue`` connector names, one signal for any connector), so a slow reader costs nothing
-more. A subscription whose token expires ends with ``UNAUTHENTICATED``.
+``workAvailable`` waiter coalesces (a connector pending once; past ``queue`` connector
+names, one signal for any connector). A subscription whose token expires ends with
+``UNAUTHENTICATED``.
 """
 
 import asyncio

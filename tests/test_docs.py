@@ -34,7 +34,13 @@ SPECIFIED_BY = re.compile(r'@specifiedBy\(url: "([^"]+)"\)')
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 INLINE_CODE = re.compile(r"`[^`\n]+`")
 HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*$", re.M)
-LINKED_DOCUMENTS = ("README.md", "docs/*.md", "benchmarks/*.md", "benchmarks/results/*.md")
+LINKED_DOCUMENTS = (
+    "README.md",
+    "docs/*.md",
+    "docs/decisions/*.md",
+    "benchmarks/*.md",
+    "benchmarks/results/*.md",
+)
 NAMED_CODE = ("docs/architecture.md", "docs/worker-protocol.md")
 CODE_SUFFIXES = (".py", ".graphql", ".js", ".mako")
 
