@@ -1,8 +1,8 @@
-"""The root ``Subscription`` (README.md, 'Live updates'): streams a viewer subscribes to, over
+"""The root ``Subscription`` (docs/api.md, 'Live updates'): streams a viewer subscribes to, over
 graphql-transport-ws on ``/graphql`` or Apollo's multipart protocol over HTTP.
 
 Each field's rule is in ``resolvers.permissions`` (checked before the stream starts); the
-streams come from this process's ``server.live.Hub``.
+streams come from this process's hub (``resolvers.live.LiveHub``, served by ``server.live.Hub``).
 """
 
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable

@@ -1,50 +1,40 @@
 """Live updates in one process (docs/scaling.md, 'Live updates across processes'): the
-subscriptions' fan-out and bounds.
+subscriptions' fan-out and bounds; the resolvers read it as ``resolvers.live.LiveHub``.
 
-``Hub`` holds this process's subscriptions. It learns from the store's wake-ups
-(``store.wakeups``: PostgreSQL ``LISTEN``, or SQLite's wake-up table) which connectors may
-have work that has just become leasable, and from a timer what became leasable without a
-write (a lease that lapsed, a deferral that came due, a throttle that ended): the timer is
-set to the next such moment the database knows of (``next_due_after``), re-armed after every
-wake-up and at least every ``recheck_ms`` (so a lease taken since, which wakes nobody, is seen
-before it lapses), and runs only while someone waits for work.
-
-It also streams the event logs (``operationEvents``, ``watchEvents``): each stream reads
-the log from its own position (``store.events``: commit-ordered, below the safe horizon,
-so it skips and repeats nothing), then waits until the log's head moves. One task per
-process watches the heads of the logs someone streams: on PostgreSQL when migration 0011's
-``NOTIFY`` says a log grew (and every ``LOG_RECHECK_S``, for events that were committed
-while an older transaction still held the horizon back), on SQLite every
-``store.wakeups.DEFAULT_POLL_S`` (which covers every process on the file). A stream never
-holds more than the page it is sending: it reads the next one when its reader has taken
-the last, so a slow reader falls behind in the log, not in this process's memory, and
-resumes with ``after``.
+``Hub`` holds this process's subscriptions. ``workAvailable`` subscribers are told which
+connectors may have work that has just become leasable: from the store's wake-ups
+(``store.wakeups``) and from a timer set to the next moment work comes due without a write
+(``next_due_after``), re-armed after every wake-up and at least every ``recheck_ms``; the
+timer runs only while someone waits for work. ``operationEvents`` and ``watchEvents``
+streams each read the event log from their own position (``store.events``), a page at a
+time, then wait until the log's head moves; one task per process watches the heads (on
+PostgreSQL on migration 0011's ``NOTIFY`` and every ``LOG_RECHECK_S``, on SQLite every
+``store.wakeups.DEFAULT_POLL_S``). Why it is built so:
+docs/decisions/0007-live-hub-wakeups-timer-and-log-streams.md.
 
 Bounds: ``per_connection`` subscriptions on one connection (a WebSocket, or one HTTP
 multipart request), ``per_viewer`` for one token subject in this process
 (``TOO_MANY_SUBSCRIPTIONS``), and ``queue`` items pending for one subscription: a
-``workAvailable`` waiter coalesces (a connector pending once, however many wake-ups; past
-``queue`` connector names, one signal for any connector), so a slow reader costs nothing
-more. A subscription whose token expires ends with ``UNAUTHENTICATED``.
+``workAvailable`` waiter coalesces (a connector pending once; past ``queue`` connector
+names, one signal for any connector). A subscription whose token expires ends with
+``UNAUTHENTICATED``.
 """
 
 import asyncio
 import contextlib
 import logging
-import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 from graphql import GraphQLError
 
-from resolvers.codes import EVENTS_COLLECTED, TOO_MANY_SUBSCRIPTIONS, UNAUTHENTICATED
-from resolvers.permissions import Viewer
+from resolvers.codes import EVENTS_COLLECTED, TOO_MANY_SUBSCRIPTIONS
+from resolvers.live import Event, ReadAfter, Session
 from store import ConnectorStore, background
 from store.errors import EventsCollected, InvalidInput, StoreError
 from store.events import position
-from store.records import OperationEventRecord, WatchEventRecord
 from store.wakeups import DEFAULT_POLL_S
 
 log = logging.getLogger("connector_store.live")
@@ -82,62 +72,6 @@ class Observer(Protocol):
     def closed(self, field: str) -> None: ...
 
     def delivered(self, field: str) -> None: ...
-
-
-SESSION_RECHECK_S = 5.0
-"""How often a stream whose token is a sign-in session's checks that session again: one
-signed out (on any server process) ends the stream with ``UNAUTHENTICATED`` within this long."""
-
-SessionCheck = Callable[[], Awaitable[None]]
-"""Checks a sign-in session again; raises ``UNAUTHENTICATED`` (a ``GraphQLError``) once it was
-signed out or has ended."""
-
-
-@dataclass
-class Session:
-    """The subscriptions of one connection: a WebSocket, or one HTTP request. ``viewer`` is
-    its token's; ``expires_at`` (epoch seconds) when the token stops being accepted (its
-    ``exp`` plus the leeway; None: never); ``check`` the token's sign-in session's check
-    (None: the token is no session's)."""
-
-    viewer: Viewer
-    expires_at: float | None = None
-    open: int = 0
-    check: SessionCheck | None = None
-
-    def wait_s(self) -> float | None:
-        """How long a stream may wait for news before ``still_valid``: until the token
-        expires, and at most ``SESSION_RECHECK_S`` for a session's token (None: no bound);
-        raises ``UNAUTHENTICATED`` once the token has expired."""
-        left = self.seconds_left()
-        if self.check is None:
-            return left
-        return SESSION_RECHECK_S if left is None else min(left, SESSION_RECHECK_S)
-
-    async def still_valid(self) -> None:
-        """After a wait of ``wait_s`` ran out: raises ``UNAUTHENTICATED`` when the token has
-        expired or its session has ended, else returns (the stream waits again)."""
-        self.seconds_left()
-        if self.check is not None:
-            await self.check()
-
-    def seconds_left(self) -> float | None:
-        """Seconds until the token expires (None: never); raises ``UNAUTHENTICATED`` once it
-        has."""
-        if self.expires_at is None:
-            return None
-        left = self.expires_at - time.time()
-        if left <= 0:
-            raise token_expired()
-        return left
-
-
-def token_expired() -> GraphQLError:
-    """The error that ends a subscription whose token has expired."""
-    return GraphQLError(
-        "the token has expired: subscribe again with a new one",
-        extensions={"code": UNAUTHENTICATED},
-    )
 
 
 def too_many(limit: int, what: str, setting: str) -> GraphQLError:
@@ -179,13 +113,6 @@ class WorkWaiter:
         return names
 
 
-_Event = TypeVar("_Event", OperationEventRecord, WatchEventRecord)
-ReadAfter = Callable[[str | None, int], Awaitable[list[_Event]]]
-"""A stream's read of its log: the events after a position (None: from the oldest kept), at
-most so many, those of its filter only; raises ``EventsCollected`` when events past the
-position were collected."""
-
-
 @dataclass(frozen=True, slots=True)
 class EventLog:
     """One event log as the hub streams it: its subscription ``field`` and its readers in
@@ -224,7 +151,8 @@ def stopped(task: "asyncio.Task[None]") -> None:
 
 
 class Hub:
-    """This process's subscriptions and what feeds them (see the module docstring)."""
+    """This process's subscriptions and what feeds them (see the module docstring); the
+    ``resolvers.live.LiveHub`` the subscription resolvers read from."""
 
     def __init__(
         self,
@@ -363,8 +291,8 @@ class Hub:
                 self.observer.closed(name)
 
     async def events(
-        self, session: Session, name: str, read: "ReadAfter[_Event]", after: str | None
-    ) -> AsyncIterator[_Event]:
+        self, session: Session, name: str, read: ReadAfter[Event], after: str | None
+    ) -> AsyncIterator[Event]:
         """The events of log ``name`` (``"operation"`` or ``"watch"``) that ``read`` returns
         (its filter), after the event ``after`` (None: from the log's head now, so only what
         commits from now on), in log order with no gap and no repeat, then each as it

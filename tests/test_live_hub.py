@@ -10,8 +10,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from resolvers.codes import TOO_MANY_SUBSCRIPTIONS, UNAUTHENTICATED
+from resolvers.live import Session
 from resolvers.permissions import Viewer
-from server.live import Hub, LiveLimits, Session, WorkWaiter
+from server.live import Hub, LiveLimits, WorkWaiter
 
 
 def test_work_waiter__a_connector_pending_once_however_often_told():
