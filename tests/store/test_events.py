@@ -681,7 +681,7 @@ async def test_operation_events_after__a_filter_matches_a_collected_operations_e
     assert await store.operations.get_operation(a.caller_did, a.operation_id) is None
 
     assert await log_after(store, start, len(wanted), **filters) == wanted
-    assert [e.operation_id for e in wanted][0] == "op-a"
+    assert wanted[0].operation_id == "op-a"
 
 
 async def test_operation_events_after__a_tenant_reads_its_collected_operation_not_anothers(
