@@ -16,7 +16,7 @@ The upgrade fills the events already logged from their operations, in one ``UPDA
 PostgreSQL it writes a new version of every such event: the log's size again until vacuum).
 Events whose operation was collected before it have no row to read: they keep null there,
 match no filter on those fields, and are seen by their caller but not by an owner that did
-not call them (README.md, 'History'), until the log's retention collects them.
+not call them (docs/api.md, 'History'), until the log's retention collects them.
 """
 
 from collections.abc import Sequence
