@@ -67,6 +67,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 test: lint node codegen-env
 	$(BIN)/pytest --timeout 300

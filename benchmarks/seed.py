@@ -67,20 +67,27 @@ def seed_statements(
     return statements
 
 
-EVENT_COLUMNS = "tx, caller_did, operation_id, at, action, to_state, attempts"
+EVENT_COLUMNS = (
+    "tx, caller_did, operation_id, owner_did, connector_name, account_key, at, action,"
+    " to_state, attempts"
+)
 EVENT_VALUES = (
-    "0, 'did:seed:caller', 'seed-' || i, {now} - 1 - ((i * 7) % 86400) * 1000,"
+    "0, 'did:seed:caller', 'seed-' || i, 'did:seed:owner-' || ((i / 10) % {owners}), 'seed',"
+    " 'account', {now} - 1 - ((i * 7) % 86400) * 1000,"
     " CASE i % 10 WHEN 4 THEN 'finalized' WHEN 5 THEN 'recorded' WHEN 6 THEN 'recorded'"
     " WHEN 7 THEN 'leased' WHEN 8 THEN 'send_marked' WHEN 9 THEN 'leased' ELSE 'claimed' END,"
     " CASE i % 10 WHEN 4 THEN 'committed' WHEN 5 THEN 'failed' ELSE 'attempted' END, 1"
 )
 
 
-def event_statements(is_postgres: bool, rows: int, now: int, start: int = 0) -> list[str]:
-    """The statements that insert ``rows`` operation events (numbered from ``start + 1``, the
-    operations ``seed_statements`` inserts), then ANALYZE."""
+def event_statements(
+    is_postgres: bool, rows: int, now: int, start: int = 0, owners: int = OWNERS
+) -> list[str]:
+    """The statements that insert ``rows`` operation events (numbered from ``start + 1``, of
+    the operations ``seed_statements`` inserts with as many ``owners``, each carrying its
+    operation's owner, connector and account), then ANALYZE."""
     table = "kubun_connector_operation_event"
-    select = EVENT_VALUES.format(now=int(now))
+    select = EVENT_VALUES.format(now=int(now), owners=int(owners))
     first, last = int(start) + 1, int(start) + int(rows)
     if is_postgres:
         insert = (

@@ -399,7 +399,9 @@ async def queries_at_size(url: str, sizes: list[int]) -> list[dict[str, float]]:
         for size in sizes:
             for statement in seed_statements(True, size - seeded, now, start=seeded, owners=OWNERS):
                 await db.write_all(sa.text(statement))
-            for statement in event_statements(True, size - seeded, now, start=seeded):
+            for statement in event_statements(
+                True, size - seeded, now, start=seeded, owners=OWNERS
+            ):
                 await db.write_all(sa.text(statement))
             seeded = size
             results.append(
@@ -869,8 +871,8 @@ def sized_report(sizes: list[dict[str, float]]) -> list[str]:
         " at 1,000,000 on PostgreSQL)",
         "",
         f"operationStats: the last hour by minute over {largest['rows']:,} events spread over"
-        " a day (about 1 in 24 in the window; 7 in 10 of those counted); of a connector, each"
-        " counted event's operation read by its key.",
+        " a day (about 1 in 24 in the window; 7 in 10 of those counted); of a connector, by"
+        " each counted event's own connector.",
     ]
     lines += [
         "",

@@ -6,10 +6,10 @@ from typing import Any
 import strawberry
 
 from resolvers.budget import Budget
+from resolvers.live import LiveHub, Session
 from resolvers.loaders import Loaders
 from resolvers.permissions import Viewer
 from resolvers.visible import Visible
-from server.live import Hub, Session
 from store import ConnectorStore
 from store.retention import RETAIN_FAILED_S
 
@@ -31,8 +31,8 @@ class Context:
     request: Any = None
     """The HTTP request or WebSocket (federated tracing reads its
     ``apollo-federation-include-trace`` header); None outside HTTP."""
-    hub: Hub | None = None
-    """This process's subscriptions (``server.live``); None where none are served."""
+    hub: LiveHub | None = None
+    """This process's subscriptions (``server.live.Hub``); None where none are served."""
     session: Session | None = None
     """The subscriptions of this connection (a WebSocket, or one HTTP request)."""
     connection_params: dict[str, Any] | None = None
@@ -81,7 +81,7 @@ class Context:
             session=self.session,
         )
 
-    def live(self) -> Hub:
+    def live(self) -> LiveHub:
         """The hub subscriptions read from; ``RuntimeError`` where none runs."""
         if self.hub is None:
             raise RuntimeError("this server runs no subscriptions (no live hub)")

@@ -42,8 +42,9 @@ class CountsQuery:
         f"`bucketMs` from `since` to `until` (at most {MAX_BUCKETS} buckets), oldest first, "
         "every bucket of the window; counted from the event log when asked. A viewer that "
         "does not read every row (`observer`, `operator`, `service` do) counts the "
-        "operations it called or owns; narrowed to a connector or an account, the events of "
-        "collected operations no longer count."
+        "operations it called or owns. Each event counts by what it carries (its operation's "
+        "caller, owner, connector and account), so a collected operation's events count as "
+        "they did while it was kept, until the event log's retention collects them."
     )
     async def operation_stats(
         self,

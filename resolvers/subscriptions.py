@@ -1,8 +1,8 @@
-"""The root ``Subscription`` (README.md, 'Live updates'): streams a viewer subscribes to, over
+"""The root ``Subscription`` (docs/api.md, 'Live updates'): streams a viewer subscribes to, over
 graphql-transport-ws on ``/graphql`` or Apollo's multipart protocol over HTTP.
 
 Each field's rule is in ``resolvers.permissions`` (checked before the stream starts); the
-streams come from this process's ``server.live.Hub``.
+streams come from this process's hub (``resolvers.live.LiveHub``, served by ``server.live.Hub``).
 """
 
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -30,7 +30,8 @@ UNSTREAMED = {
     "updatedBefore": "updated_before",
 }
 """``OperationFilter`` fields an event stream cannot apply (they select by the row's
-time or identifiers of the claim, not by who and where): given, they are refused."""
+time or identifiers of the claim, not by who and where, and no event carries them): given,
+they are refused, never matched through the operation's row (which is gone once collected)."""
 UNSTREAMED_WATCH = {
     "documentIDs": "document_ids",
     "dueBefore": "due_before",
@@ -135,8 +136,10 @@ class Subscription:
     @fields.subscription(
         description="Each event of the operations the viewer may read (its calls and its "
         "own; `operator`, `observer` and `service`: all), in log order, as it commits: "
-        "`filter`'s `states` match the event's `toState`, its other fields the operation "
-        "(`nodeKey`, `documentIDs`, `lastError`, `updatedAfter` and `updatedBefore` are refused). "
+        "`filter` matches each event by what it carries, alike before and after its operation "
+        "is collected: `states` its `toState`, `kind` its `kind`, the other fields the "
+        "operation's key, owner, connector and account (`nodeKey`, `documentIDs`, `lastError`, "
+        "`updatedAfter` and `updatedBefore` are refused). "
         "`after`: the `sequence` of the last event seen; what followed is replayed first, "
         "with no gap and no repeat (omitted: from now on). A reader that falls behind "
         "holds the server no more than one page of events: it reads on from where it "

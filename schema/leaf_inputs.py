@@ -1,16 +1,14 @@
 """Inputs whose fields are all leaves (scalars, enums, lists of them), built from their GraphQL
 value in one step.
 
-Strawberry converts an input value field by field: for each field of each item it asks the
-name converter for the field's GraphQL name, resolves the field's annotation and walks the
-value's type again, though graphql-core has already coerced every leaf to its Python value
-(a custom scalar parsed, an enum's member chosen). For a batch of 50 items that was about a
-fifth of the server's CPU (benchmarks/README.md, issue 16). ``leaf_input`` gives such a type a
-``from_input`` (Strawberry's hook on an input's definition, ``StrawberryObjectDefinition``)
-that looks the names up once per name converter and passes each value through as
-Strawberry would: a list copied, an omitted field without a default None. A batch's input,
-whose fields are lists of such types (``items``), gets one from ``items_input``: each item
-built by its type's, without Strawberry's walk of the list and its context per item.
+``leaf_input`` gives such a type a ``from_input`` (Strawberry's hook on an input's
+definition, ``StrawberryObjectDefinition``, one of the internals docs/strawberry-internals.md
+lists) that looks the field names up once per name converter and passes each value through
+as Strawberry would, graphql-core having coerced every leaf already: a list copied, an
+omitted field without a default None. A batch's input, whose fields are lists of such types
+(``items``), gets one from ``items_input``: each item built by its type's. Why:
+docs/decisions/0005-leaf-inputs-built-in-one-step.md (Strawberry's field-by-field conversion
+was a fifth of the server's CPU at batch 50).
 """
 
 import dataclasses

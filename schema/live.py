@@ -1,4 +1,4 @@
-"""The types of live updates (README.md, 'Live updates'): ``WorkSignal``."""
+"""The types of live updates (docs/api.md, 'Live updates'): ``WorkSignal``."""
 
 import strawberry
 

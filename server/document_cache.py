@@ -13,7 +13,7 @@ from graphql import DocumentNode, GraphQLError, GraphQLSchema, parse
 from strawberry.extensions import SchemaExtension
 from strawberry.schema.schema import validate_document
 
-from resolvers.strawberry_internals import graphql_schema
+from server.strawberry_internals import graphql_schema
 
 MAX_CACHED_QUERY_CHARS = 64 * 1024
 CACHE_ENTRIES = 256

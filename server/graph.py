@@ -24,7 +24,6 @@ from resolvers.mutations import Mutation
 from resolvers.operator import OperatorMutation, ViewerQuery
 from resolvers.permissions import guard_subscriptions
 from resolvers.queries import Query
-from resolvers.strawberry_internals import graphql_schema
 from resolvers.subscriptions import Subscription
 from schema.descriptions import describe
 from schema.names import SeedNameConverter
@@ -35,6 +34,7 @@ from server.errors.error_codes import requested_operation_name
 from server.fast_path import FastExecutor
 from server.pipeline import Pipeline, PipelineRunner, pipeline_extension
 from server.settings import Settings
+from server.strawberry_internals import graphql_schema
 from store.context import acting_as
 
 FEDERATION_VERSION: Literal["2.7"] = "2.7"

@@ -37,6 +37,7 @@ from resolvers.codes import (
 )
 from resolvers.context import Context
 from resolvers.errors import RequestError
+from resolvers.live import Session, SessionCheck
 from resolvers.loaders import Loaders
 from resolvers.permissions import Viewer
 from server.auth import (
@@ -46,7 +47,6 @@ from server.auth import (
     Unauthenticated,
     live,
 )
-from server.live import Session, SessionCheck
 from server.pages import GRAPHIQL_PAGE, GRAPHIQL_POLICY
 from server.responses import (
     JsonResponse,

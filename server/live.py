@@ -1,57 +1,47 @@
 """Live updates in one process (docs/scaling.md, 'Live updates across processes'): the
-subscriptions' fan-out and bounds.
+subscriptions' fan-out and bounds; the resolvers read it as ``resolvers.live.LiveHub``.
 
-``Hub`` holds this process's subscriptions. It learns from the store's wake-ups
-(``store.wakeups``: PostgreSQL ``LISTEN``, or SQLite's wake-up table) which connectors may
-have work that has just become leasable, and from a timer what became leasable without a
-write (a lease that lapsed, a deferral that came due, a throttle that ended): the timer is
-set to the next such moment the database knows of (``next_due_after``), re-armed after every
-wake-up and at least every ``recheck_ms`` (so a lease taken since, which wakes nobody, is seen
-before it lapses), and runs only while someone waits for work.
-
-It also streams the event logs (``operationEvents``, ``watchEvents``): each stream reads
-the log from its own position (``store.events``: commit-ordered, below the safe horizon,
-so it skips and repeats nothing), then waits until the log's head moves. One task per
-process watches the heads of the logs someone streams: on PostgreSQL when migration 0011's
-``NOTIFY`` says a log grew (and every ``LOG_RECHECK_S``, for events that were committed
-while an older transaction still held the horizon back), on SQLite every
-``store.wakeups.DEFAULT_POLL_S`` (which covers every process on the file). A stream never
-holds more than the page it is sending: it reads the next one when its reader has taken
-the last, so a slow reader falls behind in the log, not in this process's memory, and
-resumes with ``after``.
+``Hub`` holds this process's subscriptions. ``workAvailable`` subscribers are told which
+connectors may have work that has just become leasable: from the store's wake-ups
+(``store.wakeups``) and from a timer set to the next moment work comes due without a write
+(``next_due_after``), re-armed after every wake-up and at least every ``recheck_ms``; the
+timer runs only while someone waits for work. ``operationEvents`` and ``watchEvents``
+streams each read the event log from their own position (``store.events``), a page at a
+time, then wait until the log's head moves; one task per process watches the heads (on
+PostgreSQL on migration 0011's ``NOTIFY`` and every ``LOG_RECHECK_S``, on SQLite every
+``store.wakeups.DEFAULT_POLL_S``). Why it is built so:
+docs/decisions/0007-live-hub-wakeups-timer-and-log-streams.md.
 
 Bounds (``TOO_MANY_SUBSCRIPTIONS``): ``per_connection`` subscriptions on one connection (a
 WebSocket, or one HTTP multipart request), and ``per_viewer`` in this process for one
-subject (each sign-in session its own, else the token's ``sub``) on each of two channels:
-``workAvailable``, the workers' wake-ups, and the event streams; so however many streams a
-person's tab opens, a worker's ``workAvailable`` is never refused for it. And ``queue``
-items pending for one subscription: a ``workAvailable`` waiter coalesces (a connector
-pending once, however many wake-ups; past ``queue`` connector names, one signal for any
-connector), so a slow reader costs nothing more.
+subject (``Session.subject``: each sign-in session its own, else the token's ``sub``) on
+each of two channels (``channel``): ``workAvailable``, the workers' wake-ups, and the event
+streams; so however many streams a person's tab opens, a worker's ``workAvailable`` is never
+refused for it. And ``queue`` items pending for one subscription: a ``workAvailable`` waiter
+coalesces (a connector pending once; past ``queue`` connector names, one signal for any
+connector).
 
 A stream ends with ``UNAUTHENTICATED`` when its token expires, and within
-``SESSION_RECHECK_S`` of its sign-in session's end (signed out on any process):
-``Session.valid`` runs before each item sent and after each wait, so a flow of events
-never keeps it open.
+``SESSION_RECHECK_S`` of its sign-in session's end (signed out on any process): it calls
+``Session.valid`` before each item it sends and after each wait, so a flow of events never
+keeps it open.
 """
 
 import asyncio
 import contextlib
 import logging
-import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 from graphql import GraphQLError
 
-from resolvers.codes import EVENTS_COLLECTED, TOO_MANY_SUBSCRIPTIONS, UNAUTHENTICATED
-from resolvers.permissions import Viewer
+from resolvers.codes import EVENTS_COLLECTED, TOO_MANY_SUBSCRIPTIONS
+from resolvers.live import Event, ReadAfter, Session
 from store import ConnectorStore, background
 from store.errors import EventsCollected, InvalidInput, StoreError
 from store.events import position
-from store.records import OperationEventRecord, WatchEventRecord
 from store.wakeups import DEFAULT_POLL_S
 
 log = logging.getLogger("connector_store.live")
@@ -91,81 +81,9 @@ class Observer(Protocol):
     def delivered(self, field: str) -> None: ...
 
 
-SESSION_RECHECK_S = 5.0
-"""How often a stream whose token is a sign-in session's checks that session again, however
-many events it sends meanwhile: one signed out (on any server process) ends the stream with
-``UNAUTHENTICATED`` within this long."""
-
-SessionCheck = Callable[[], Awaitable[None]]
-"""Checks a sign-in session again; raises ``UNAUTHENTICATED`` (a ``GraphQLError``) once it was
-signed out or has ended."""
-
 WORK_FIELD = "workAvailable"
 """The workers' wake-up channel: its subscriptions are counted apart from the event
-streams' (``Hub.slot``), so no number of event streams refuses it."""
-
-
-@dataclass
-class Session:
-    """The subscriptions of one connection: a WebSocket, or one HTTP request. ``viewer`` is
-    its token's; ``expires_at`` (epoch seconds) when the token stops being accepted (its
-    ``exp`` plus the leeway, or its session's end; None: never); ``sign_in`` the sign-in
-    session the token belongs to (None: a token of no session, a worker's); ``check`` that
-    session's check (None: nothing to check in the database, or the connection checks it
-    itself, as a WebSocket does)."""
-
-    viewer: Viewer
-    expires_at: float | None = None
-    open: int = 0
-    check: SessionCheck | None = None
-    sign_in: str | None = None
-    check_due: float = field(default_factory=lambda: time.monotonic() + SESSION_RECHECK_S)
-
-    @property
-    def subject(self) -> tuple[str, str]:
-        """Whose subscriptions these are, for the per-subject bound: the sign-in session
-        (each its own, whatever its ``sub``), else the token's subject."""
-        if self.sign_in is not None:
-            return ("session", self.sign_in)
-        return ("sub", self.viewer.did or "")
-
-    async def valid(self) -> None:
-        """Raises ``UNAUTHENTICATED`` once the token has expired, and once its sign-in
-        session has ended when ``SESSION_RECHECK_S`` has passed since its last check (the
-        check runs then). A stream calls it before each item it sends and after each wait
-        (``wait_s``), so neither a flow of events nor silence keeps it open past either."""
-        self.seconds_left()
-        if self.check is not None and time.monotonic() >= self.check_due:
-            self.check_due = time.monotonic() + SESSION_RECHECK_S
-            await self.check()
-
-    def wait_s(self) -> float | None:
-        """How long a stream may wait for news before ``valid``: until the token expires,
-        and at most until its session's next check (None: no bound); raises
-        ``UNAUTHENTICATED`` once the token has expired."""
-        left = self.seconds_left()
-        if self.check is None:
-            return left
-        due = max(0.0, self.check_due - time.monotonic())
-        return due if left is None else min(left, due)
-
-    def seconds_left(self) -> float | None:
-        """Seconds until the token expires (None: never); raises ``UNAUTHENTICATED`` once it
-        has."""
-        if self.expires_at is None:
-            return None
-        left = self.expires_at - time.time()
-        if left <= 0:
-            raise token_expired()
-        return left
-
-
-def token_expired() -> GraphQLError:
-    """The error that ends a subscription whose token has expired."""
-    return GraphQLError(
-        "the token has expired: subscribe again with a new one",
-        extensions={"code": UNAUTHENTICATED},
-    )
+streams' (``channel``), so no number of event streams refuses it."""
 
 
 def too_many(limit: int, what: str, setting: str) -> GraphQLError:
@@ -213,13 +131,6 @@ class WorkWaiter:
         return names
 
 
-_Event = TypeVar("_Event", OperationEventRecord, WatchEventRecord)
-ReadAfter = Callable[[str | None, int], Awaitable[list[_Event]]]
-"""A stream's read of its log: the events after a position (None: from the oldest kept), at
-most so many, those of its filter only; raises ``EventsCollected`` when events past the
-position were collected."""
-
-
 @dataclass(frozen=True, slots=True)
 class EventLog:
     """One event log as the hub streams it: its subscription ``field`` and its readers in
@@ -258,7 +169,8 @@ def stopped(task: "asyncio.Task[None]") -> None:
 
 
 class Hub:
-    """This process's subscriptions and what feeds them (see the module docstring)."""
+    """This process's subscriptions and what feeds them (see the module docstring); the
+    ``resolvers.live.LiveHub`` the subscription resolvers read from."""
 
     def __init__(
         self,
@@ -409,8 +321,8 @@ class Hub:
                 self.observer.closed(name)
 
     async def events(
-        self, session: Session, name: str, read: "ReadAfter[_Event]", after: str | None
-    ) -> AsyncIterator[_Event]:
+        self, session: Session, name: str, read: ReadAfter[Event], after: str | None
+    ) -> AsyncIterator[Event]:
         """The events of log ``name`` (``"operation"`` or ``"watch"``) that ``read`` returns
         (its filter), after the event ``after`` (None: from the log's head now, so only what
         commits from now on), in log order with no gap and no repeat, then each as it

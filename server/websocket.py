@@ -20,13 +20,13 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
 )
 
 from resolvers.context import Context
+from resolvers.live import SESSION_RECHECK_S
 from server.auth import (
     Credentials,
     Unauthenticated,
     authenticate,
     live,
 )
-from server.live import SESSION_RECHECK_S
 from store.errors import DatabaseUnavailable
 
 if TYPE_CHECKING:

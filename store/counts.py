@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from store import lease_guards as guards
 from store import validation as check
 from store.context import StoreContext
+from store.operation_match import visible
 from store.operations import ready
 from store.records import ATTEMPTED
 from store.tables import operation as op
@@ -64,7 +65,7 @@ def _narrowed(query: sa.Select[Any], connector: str | None, did: str | None) -> 
     if connector is not None:
         query = query.where(op.c.connector_name == connector)
     if did is not None:
-        query = query.where(sa.or_(op.c.caller_did == did, op.c.owner_did == did))
+        query = query.where(visible(op.c, did))
     return query
 
 

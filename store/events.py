@@ -62,7 +62,7 @@ from store.database import Database, Row, chunked
 from store.dialects import DIALECTS, EVENT_CLOCK_POSTGRESQL, Dialect
 from store.errors import EventsCollected, InvalidInput
 from store.items import ItemStatement
-from store.operation_match import key_conditions
+from store.operation_match import EVENT, key_conditions
 from store.pages import MAX_PAGE, read_limit
 from store.records import (
     OperationEventRecord,
@@ -285,11 +285,18 @@ class Log:
     errors: frozenset[str]
 
 
+OPERATION_MATCHED: Final = ("owner_did", "connector_name", "account_key")
+"""The operation's columns its every event copies besides its key: the envelope fields an
+event filter or a viewer's rights match (``OperationEventFilter``), which never change, so an
+event matches the same filters with or without its operation."""
+
+
 def _operation_event(row: Any, action: Any, actor: Any, carries_error: bool) -> dict[str, Any]:
     return {
         "tx": current_tx(),
         "caller_did": row.caller_did,
         "operation_id": row.operation_id,
+        **{name: getattr(row, name) for name in OPERATION_MATCHED},
         "at": written_at(row.updated_at, _newest_at(operation_event)),
         "action": action,
         "actor_did": actor,
@@ -325,6 +332,7 @@ OPERATIONS = Log(
     (
         "caller_did",
         "operation_id",
+        *OPERATION_MATCHED,
         "updated_at",
         "state",
         "attempts",
@@ -669,10 +677,12 @@ def watch_event_record(row: Row) -> WatchEventRecord:
 
 @dataclass(frozen=True, slots=True)
 class OperationEventFilter:
-    """Which operations' events ``operation_events_after`` reads; every field given must
-    match. ``states`` match the event's ``to_state``; the others the operation as it now
-    is (``visible_to``: its caller or owner; ``kind``: its last recorded outcome's). An
-    empty ``states`` list matches nothing."""
+    """Which events ``operation_events_after`` reads; every field given must match, each by
+    the event's own columns, so an event matches alike before and after its operation is
+    collected: ``states`` its ``to_state``, ``kind`` its ``kind`` (the outcome it recorded),
+    the others the operation's key and envelope fields it carries (``OPERATION_MATCHED``;
+    ``visible_to``: its caller or owner, ``store.operation_match.visible``). An empty
+    ``states`` list matches nothing."""
 
     caller_did: str | None = None
     operation_id: str | None = None
@@ -893,23 +903,18 @@ class EventsStore:
             if not states:
                 return []
             query = query.where(event.c.to_state.in_(states))
-        conditions = key_conditions(
-            caller_did=where.caller_did,
-            operation_id=where.operation_id,
-            owner_did=where.owner_did,
-            connector_name=where.connector_name,
-            account_key=where.account_key,
-            kind=where.kind,
-            visible_to=where.visible_to,
-        )
-        if conditions:
-            query = query.where(
-                sa.exists().where(
-                    op.c.caller_did == event.c.caller_did,
-                    op.c.operation_id == event.c.operation_id,
-                    *conditions,
-                )
+        query = query.where(
+            *key_conditions(
+                EVENT,
+                caller_did=where.caller_did,
+                operation_id=where.operation_id,
+                owner_did=where.owner_did,
+                connector_name=where.connector_name,
+                account_key=where.account_key,
+                kind=where.kind,
+                visible_to=where.visible_to,
             )
+        )
         query = query.order_by(event.c.tx, event.c.id).limit(_limit(limit))
         return [operation_event_record(row) for row in await self._read_after(query, event, after)]
 

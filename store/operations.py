@@ -33,7 +33,7 @@ from store.events import (
     checked_message,
 )
 from store.items import Inputs, unindexed
-from store.operation_match import key_conditions
+from store.operation_match import OPERATION, key_conditions, visible
 from store.records import (
     ATTEMPTED,
     COMMITTED,
@@ -162,17 +162,21 @@ def filter_conditions(where: OperationFilter) -> list[sa.ColumnElement[bool]] | 
         if where.states is None
         else sorted({check.choice("states", state, OPERATION_STATES) for state in where.states})
     )
-    conditions = key_conditions(
-        node_key=where.node_key,
+    conditions: list[sa.ColumnElement[bool]] = []
+    if where.node_key is not None:
+        conditions.append(op.c.node_key == check.key("nodeKey", where.node_key))
+    conditions += key_conditions(
+        OPERATION,
         caller_did=where.caller_did,
         operation_id=where.operation_id,
         connector_name=where.connector_name,
         owner_did=where.owner_did,
         account_key=where.account_key,
         kind=where.kind,
-        last_error=where.last_error,
         visible_to=where.visible_to,
     )
+    if where.last_error is not None:
+        conditions.append(op.c.last_error == check.text("lastError", where.last_error))
     after = check.optional_epoch_ms("updatedAfter", where.updated_after)
     before = check.optional_epoch_ms("updatedBefore", where.updated_before)
     if after is not None and before is not None and before < after:
@@ -1138,10 +1142,7 @@ class OperationsStore:
         )
         if visible_to is not None:
             did = check.key("visibleTo", visible_to)
-            query = query.where(
-                sa.or_(this.c.caller_did == did, this.c.owner_did == did),
-                sa.or_(newer.c.caller_did == did, newer.c.owner_did == did),
-            )
+            query = query.where(visible(this.c, did), visible(newer.c, did))
         return await self._db.fetch_one(query) is not None
 
     async def mark_send_started(

@@ -11,9 +11,9 @@ state, so each operation commits or fails at most once.
 One statement walks ``kubun_connector_operation_event_at_idx`` over the window only (partial
 over the counted actions, ``tables.COUNTED_EVENTS``): its cost follows the window's events,
 not the log's. A filter by connector or account, or a tenant's view (``visible_to``: the
-operations it called or owns), reads each counted event's operation by its key, with the
-conditions of ``store.operations.filter_conditions``; the events of a collected operation
-then no longer count (its row is gone), while the unfiltered counts keep them.
+operations it called or owns), matches each counted event's own columns (the operation's
+envelope fields it carries, ``store.operation_match``), so the events of a collected
+operation count as they did while it was kept.
 """
 
 from dataclasses import dataclass
@@ -25,10 +25,9 @@ from store import validation as check
 from store.context import StoreContext
 from store.errors import InvalidInput
 from store.events import CANCELLED, CLAIMED, FINALIZED, RECORDED
-from store.operations import OperationFilter, filter_conditions
+from store.operation_match import EVENT, key_conditions
 from store.records import ATTEMPTED, COMMITTED, FAILED
 from store.tables import COUNTED_EVENTS
-from store.tables import operation as op
 from store.tables import operation_event as event
 
 MAX_BUCKETS: Final = 1440
@@ -78,9 +77,10 @@ class StatsStore:
         epoch ms, oldest first, every one of them (zeros where nothing happened); the last
         ends at ``until`` and may be shorter. ``connector_name`` and ``account_key`` narrow
         to the operations of that connector and provider account, ``visible_to`` (a DID) to
-        those it called or owns. One statement. Raises ``InvalidInput`` naming ``since``,
-        ``until`` (not after ``since``), ``bucketMs`` (below 1, or more than
-        ``MAX_BUCKETS`` buckets), ``connectorName``, ``accountKey`` or ``visibleTo``."""
+        those it called or owns, collected ones included (by the event's own columns). One
+        statement. Raises ``InvalidInput`` naming ``since``, ``until`` (not after
+        ``since``), ``bucketMs`` (below 1, or more than ``MAX_BUCKETS`` buckets),
+        ``connectorName``, ``accountKey`` or ``visibleTo``."""
         start = check.epoch_ms("since", since)
         end = check.epoch_ms("until", until)
         if end <= start:
@@ -91,10 +91,8 @@ class StatsStore:
             raise InvalidInput(
                 "bucketMs", f"must give at most {MAX_BUCKETS} buckets from since to until"
             )
-        conditions = filter_conditions(
-            OperationFilter(
-                connector_name=connector_name, account_key=account_key, visible_to=visible_to
-            )
+        narrowed = key_conditions(
+            EVENT, connector_name=connector_name, account_key=account_key, visible_to=visible_to
         )
         bucket = ((event.c.at - start) // size).label("bucket")
         query = (
@@ -105,17 +103,9 @@ class StatsStore:
                 _ones(_outcome((RECORDED, CANCELLED), FAILED)).label("failed"),
                 _ones(_outcome((RECORDED,), ATTEMPTED)).label("retried"),
             )
-            .where(sa.text(COUNTED_EVENTS), event.c.at >= start, event.c.at < end)
+            .where(sa.text(COUNTED_EVENTS), event.c.at >= start, event.c.at < end, *narrowed)
             .group_by(bucket)
         )
-        if conditions:
-            query = query.where(
-                sa.exists().where(
-                    op.c.caller_did == event.c.caller_did,
-                    op.c.operation_id == event.c.operation_id,
-                    *conditions,
-                )
-            )
         found = {int(row["bucket"]): row for row in await self._db.fetch_all(query)}
         return [
             StatsBucket(

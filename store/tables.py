@@ -334,6 +334,12 @@ operation_event = sa.Table(
     sa.Column("tx", sa.BigInteger, nullable=False),
     sa.Column("caller_did", Key, nullable=False),
     sa.Column("operation_id", Key, nullable=False),
+    # The operation's envelope fields that a filter or a viewer's rights match (they never
+    # change), so an event matches the same filters with or without its operation. Null
+    # only on events of operations collected before migration 0019 wrote them.
+    sa.Column("owner_did", Key),
+    sa.Column("connector_name", Key),
+    sa.Column("account_key", Key),
     sa.Column("at", sa.BigInteger, nullable=False),
     sa.Column("action", sa.Text, nullable=False),
     sa.Column("actor_did", sa.Text),
@@ -356,9 +362,10 @@ operation_event = sa.Table(
     ),
     sqlite_autoincrement=True,
 )
-"""The operations' event log (``store.events``): one row per applied write of an operation.
-``tx`` orders the log for readers (``store.events``: the writing transaction's id on
-PostgreSQL, 0 on SQLite)."""
+"""The operations' event log (``store.events``): one row per applied write of an operation,
+with the operation's key and the envelope fields its readers filter by and its viewers' rights
+read (owner, connector, account). ``tx`` orders the log for readers (``store.events``: the
+writing transaction's id on PostgreSQL, 0 on SQLite)."""
 
 watch_event = sa.Table(
     "kubun_connector_watch_event",

@@ -1,5 +1,5 @@
 """Tombstones: what a collected operation leaves under its key, so that a claim replayed
-after collection is never claimed afresh (README.md, 'Idempotency window').
+after collection is never claimed afresh (docs/api.md, 'Idempotency window').
 
 ``RetentionStore.collect_finished_operations`` writes one tombstone for each operation it
 deletes, in the delete's transaction (``tombstone_row``, ``PUT_TOMBSTONE``). A claim

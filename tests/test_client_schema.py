@@ -7,7 +7,6 @@ import pytest
 from graphql import build_schema, find_breaking_changes, parse, validate
 from typer.testing import CliRunner
 
-from resolvers.strawberry_internals import graphql_schema
 from server import graph
 from server.cli import cli
 from server.client_sdl import (
@@ -16,6 +15,7 @@ from server.client_sdl import (
     FEDERATION_TYPES,
     client_sdl,
 )
+from server.strawberry_internals import graphql_schema
 
 GRAPHQL = Path(__file__).resolve().parents[1] / "graphql"
 CLIENT_SDL = GRAPHQL / "client-schema.graphql"

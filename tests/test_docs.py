@@ -1,7 +1,7 @@
 """The repository explains itself: no file cites a document that is not in it, every
-citation of a heading of its own documents (``README.md, 'Live updates'``) and every relative link
-in README.md and docs/*.md lands on a file and heading that exist, and the code names that
-docs/architecture.md and docs/worker-protocol.md mention exist."""
+citation of a heading of its own documents (``docs/api.md, 'Live updates'``) and every relative
+link in README.md, docs/ and benchmarks/ lands on a file and heading that exist, and the code
+names that docs/architecture.md and docs/worker-protocol.md mention exist."""
 
 import re
 import subprocess
@@ -25,14 +25,22 @@ BRIEF = "DESIG" + "N"
 two parts so that this file does not cite it)."""
 OUTSIDE_DOCUMENT = re.compile(rf"\b{BRIEF}\b|\b{BRIEF.lower()}\.md\b|\b[Ss]ections?\s+\d|§\s*\d")
 """A citation of the brief, or of a numbered section of some document."""
-CITATION = re.compile(r"((?:docs/|benchmarks/)?[\w.-]+\.md),\s+'(.{1,80}?)'(?=[\s);,.:`]|$)", re.S)
+CITATION = re.compile(
+    r"((?:docs/|benchmarks/)?(?:[\w-]+/)*[\w.-]+\.md),\s+'(.{1,80}?)'(?=[\s);,.:`]|$)", re.S
+)
 """``docs/runbook.md, 'Operator controls'``: a heading of one of the repository's documents."""
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 SPECIFIED_BY = re.compile(r'@specifiedBy\(url: "([^"]+)"\)')
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 INLINE_CODE = re.compile(r"`[^`\n]+`")
 HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*$", re.M)
-LINKED_DOCUMENTS = ("README.md", "docs/*.md", "benchmarks/README.md")
+LINKED_DOCUMENTS = (
+    "README.md",
+    "docs/*.md",
+    "docs/decisions/*.md",
+    "benchmarks/*.md",
+    "benchmarks/results/*.md",
+)
 NAMED_CODE = ("docs/architecture.md", "docs/worker-protocol.md")
 CODE_SUFFIXES = (".py", ".graphql", ".js", ".mako")
 

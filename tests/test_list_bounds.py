@@ -5,9 +5,9 @@ bounds at ``MAX_ITEMS``."""
 
 from graphql import get_named_type, get_nullable_type, is_input_object_type, is_list_type
 
-from resolvers.strawberry_internals import graphql_schema
 from server.errors.variables import first_oversized
 from server.graph import build_schema
+from server.strawberry_internals import graphql_schema
 from store.items import MAX_ITEMS
 
 BOUNDED_BY_MAX_ITEMS = {

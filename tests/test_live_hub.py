@@ -11,10 +11,11 @@ from dataclasses import dataclass
 import pytest
 from graphql import GraphQLError
 
-import server.live
+import resolvers.live
 from resolvers.codes import TOO_MANY_SUBSCRIPTIONS, UNAUTHENTICATED
+from resolvers.live import Session
 from resolvers.permissions import Viewer
-from server.live import Hub, LiveLimits, Session, WorkWaiter
+from server.live import Hub, LiveLimits, WorkWaiter
 
 
 def test_work_waiter__a_connector_pending_once_however_often_told():
@@ -173,7 +174,7 @@ async def test_hub__a_stream_with_ever_more_to_send_ends_when_its_token_expires(
 async def test_hub__a_stream_with_ever_more_to_send_checks_its_sign_in_session(kind, monkeypatch):
     """A sign-in session's stream checks the session every ``SESSION_RECHECK_S`` however
     busy it is: one signed out ends it with the check's ``UNAUTHENTICATED``."""
-    monkeypatch.setattr(server.live, "SESSION_RECHECK_S", 0.05)
+    monkeypatch.setattr(resolvers.live, "SESSION_RECHECK_S", 0.05)
     signed_out = asyncio.Event()
 
     async def check() -> None:
@@ -186,7 +187,7 @@ async def test_hub__a_stream_with_ever_more_to_send_checks_its_sign_in_session(k
     for _ in range(3):
         await busy(hub, stream)
     signed_out.set()
-    await past(time.monotonic() + server.live.SESSION_RECHECK_S, time.monotonic)
+    await past(time.monotonic() + resolvers.live.SESSION_RECHECK_S, time.monotonic)
     with pytest.raises(GraphQLError) as ended:
         await busy(hub, stream)
     assert ended.value.message == "signed out"

@@ -13,8 +13,8 @@ from graphql import (
     Undefined,
 )
 
-from resolvers.strawberry_internals import graphql_schema
 from server.graph import build_schema
+from server.strawberry_internals import graphql_schema
 
 BUILT_IN = {"String", "Int", "Float", "Boolean", "ID"}
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from graphql import parse, print_ast, validate
 
-from resolvers.strawberry_internals import graphql_schema
 from server.graph import build_schema
+from server.strawberry_internals import graphql_schema
 
 GRAPHQL = Path(__file__).resolve().parents[1] / "graphql"
 

@@ -121,6 +121,6 @@ def test_settings__a_retention_past_the_stores_clock_is_refused_naming_it(
     assert [error["loc"] for error in refused.value.errors()] == [(setting.lower(),)]
 
 
-def test_readme__states_the_longest_retention() -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    assert f"is at most {MAX_RETAIN_S:,}" in readme
+def test_configuration_doc__states_the_longest_retention() -> None:
+    configuration = (Path(__file__).parent.parent / "docs" / "configuration.md").read_text()
+    assert f"is at most {MAX_RETAIN_S:,}" in configuration

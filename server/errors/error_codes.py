@@ -25,8 +25,8 @@ from resolvers.codes import (
     SERVICE_UNAVAILABLE,
 )
 from resolvers.errors import RequestError, request_error
-from resolvers.strawberry_internals import graphql_schema
 from server.errors.variables import check_variables, operation_of, refused_before_execution
+from server.strawberry_internals import graphql_schema
 from store.errors import (
     CasRetriesExhausted,
     DatabaseBusy,

@@ -4,8 +4,8 @@ from collections.abc import Iterator
 
 from strawberry.extensions import SchemaExtension
 
-from resolvers.strawberry_internals import graphql_schema
 from server.errors.variables import operation_of, oversized_variables
+from server.strawberry_internals import graphql_schema
 
 
 class VariableBounds(SchemaExtension):

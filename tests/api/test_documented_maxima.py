@@ -15,8 +15,8 @@ import pytest
 from graphql import GraphQLInputObjectType, GraphQLObjectType
 
 from resolvers.budget import MAX_ROWS_PER_REQUEST
-from resolvers.strawberry_internals import graphql_schema
 from server.graph import build_schema
+from server.strawberry_internals import graphql_schema
 from store.validation import MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_KEY_LENGTH, MAX_LIST_ITEMS
 from tests.api.conftest import GraphQLClient, claim_input, error_codes
 
@@ -424,7 +424,7 @@ def rows(n: int) -> str:
 
 
 CLAIM = mutation("claimOperation", "ClaimOperationInput")
-README_CASES: dict[str, tuple[int, Case]] = {
+BOUNDS_CASES: dict[str, tuple[int, Case]] = {
     "a key (1 to 1024 characters)": (
         MAX_KEY_LENGTH,
         Case(CLAIM, lambda n: claim_with(callerDID="d" * n), "callerDID"),
@@ -453,12 +453,13 @@ README_CASES: dict[str, tuple[int, Case]] = {
         Case("", lambda n: {"rows": n}, "first"),
     ),
 }
-"""The maxima README.md gives for every input of a kind, each with one field it bounds."""
+"""The maxima docs/api.md gives for every input of a kind (its 'HTTP and bounds'), each with one
+field it bounds."""
 
 
-@pytest.mark.parametrize("at", sorted(README_CASES))
-async def test_readme_maximum__accepted_and_one_more_refused_naming_the_field(gql, at):
-    maximum, case = README_CASES[at]
+@pytest.mark.parametrize("at", sorted(BOUNDS_CASES))
+async def test_bounds_maximum__accepted_and_one_more_refused_naming_the_field(gql, at):
+    maximum, case = BOUNDS_CASES[at]
     for value, accepted in ((maximum, True), (maximum + 1, False)):
         variables = case.variables(value)
         if "rows" in variables:

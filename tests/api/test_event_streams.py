@@ -16,7 +16,7 @@ from resolvers.codes import BAD_USER_INPUT, EVENTS_COLLECTED, UNAUTHENTICATED
 from server.settings import Settings
 from store.records import OperationKey
 from store.tables import operation_event, watch_event
-from tests.api.live_client import PROTOCOL, Served, Socket, served, socket
+from tests.api.live_client import PROTOCOL, Served, Socket, multipart_first, served, socket
 from tests.factories import aged_events, claimed_operation, committed_operation, marked
 from tests.tokens import mint
 
@@ -217,6 +217,109 @@ async def test_operation_events__a_collected_operation_leaves_its_events_operati
     assert {e["operation"] is None for e in replayed} == {True}
     assert {e["operation"]["operationID"] for e in live} == {done.operation_id}
     assert first["operation"]["operationID"] == kept.operation_id
+
+
+CRM = {"connector_name": "crm", "account_key": "acct-crm"}
+
+
+async def events_until(sock: Socket, id_: str, sequence: str) -> list[dict[str, Any]]:
+    """The events of subscription ``id_`` up to the one at ``sequence``."""
+    streamed = [await event(sock, id_)]
+    while streamed[-1]["sequence"] < sequence:
+        streamed.append(await event(sock, id_))
+    return streamed
+
+
+async def history(store: Any, record: Any) -> list[str]:
+    """The sequences of ``record``'s events, oldest first."""
+    key = OperationKey(caller_did=record.caller_did, operation_id=record.operation_id)
+    return [e.sequence for e in await store.events.operation_events(key)]
+
+
+async def collected_between(store: Any, clock: Any) -> tuple[str, list[str], list[str]]:
+    """A live calendar operation first (its claim: where a reader stood), then A (crm)
+    committed, B (calendar) committed and C (crm) claimed; A and B then collected. The
+    reader's position, A's sequences, C's."""
+    first = await claimed_operation(store, operation_id="op-first", source_id="s-first")
+    a = await committed_operation(store, operation_id="op-a", source_id="s-a", **CRM)
+    await committed_operation(store, operation_id="op-b", source_id="s-b")
+    c = await claimed_operation(store, operation_id="op-c", source_id="s-c", **CRM)
+    clock.advance(1)
+    collected = await store.retention.collect_finished_operations(
+        clock.now, failed_older_than=clock.now
+    )
+    assert collected == 2
+    return (await history(store, first))[0], await history(store, a), await history(store, c)
+
+
+@pytest.mark.parametrize(
+    "filter", [{"connectorName": "crm"}, {"accountKey": "acct-crm"}], ids=lambda f: "+".join(f)
+)
+async def test_operation_events__a_filtered_resume_replays_a_collected_operations_events(
+    store, clock, filter
+):
+    """Collecting A leaves its events, and a stream filtered to A's connector (or account)
+    resumed from before them replays them in order, then C's, with no gap: the filter
+    matches what each event carries, not A's row, which is gone."""
+    async with served(store) as server, socket(server) as sock:
+        before, a, c = await collected_between(store, clock)
+        later = await claimed_operation(store, operation_id="op-d", source_id="s-d", **CRM)
+        [d] = await history(store, later)
+        await sock.init()
+        await sock.subscribe("1", OPERATION_EVENTS, filter=filter, after=before)
+        streamed = await events_until(sock, "1", d)
+
+    assert [e["sequence"] for e in streamed] == [*a, *c, d]
+    assert [e["action"] for e in streamed[:3]] == ["CLAIMED", "SEND_MARKED", "FINALIZED"]
+    assert [e["operation"] for e in streamed[:3]] == [None] * 3
+
+
+async def test_operation_events__a_filtered_resume_over_http_starts_at_the_collected_ones(
+    store, clock
+):
+    """The same resume over multipart HTTP: its first event is A's claim."""
+    async with served(store) as server:
+        before, a, _ = await collected_between(store, clock)
+        status, first = await multipart_first(
+            server,
+            {
+                "query": OPERATION_EVENTS,
+                "variables": {"filter": {"connectorName": "crm"}, "after": before},
+            },
+        )
+
+    assert status == 200
+    assert first["data"]["operationEvents"]["sequence"] == a[0]
+
+
+async def test_operation_events__a_tenant_resumes_over_its_collected_operation_not_anothers(
+    store, clock
+):
+    """A tenant's collected operation's events still reach it (as owner, not caller), in
+    order; another tenant's collected operation's never do."""
+    tenant = mint(TENANT, "operations:read")
+    first = await claimed_operation(
+        store, operation_id="op-first", source_id="s-first", caller_did=OTHER, owner_did=TENANT
+    )
+    theirs = {"caller_did": OTHER, "owner_did": OTHER}
+    await committed_operation(store, operation_id="op-theirs", source_id="s-0", **theirs)
+    mine = await committed_operation(
+        store, operation_id="op-mine", source_id="s-1", caller_did=OTHER, owner_did=TENANT
+    )
+    await committed_operation(store, operation_id="op-theirs-2", source_id="s-2", **theirs)
+    clock.advance(1)
+    collected = await store.retention.collect_finished_operations(
+        clock.now, failed_older_than=clock.now
+    )
+    assert collected == 3
+    await store.operations.release_lease(first.caller_did, first.operation_id, "lease-A")
+    claimed, released = await history(store, first)
+    async with served(store) as server, socket(server) as sock:
+        await sock.init(tenant)
+        await sock.subscribe("1", OPERATION_EVENTS, after=claimed)
+        streamed = await events_until(sock, "1", released)
+
+    assert [e["sequence"] for e in streamed] == [*await history(store, mine), released]
 
 
 async def test_operation_events__the_newest_collected_its_sequence_stays_valid(store):

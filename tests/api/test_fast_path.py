@@ -16,13 +16,13 @@ from resolvers.budget import Budget
 from resolvers.context import Context
 from resolvers.loaders import Loaders
 from resolvers.permissions import Viewer
-from resolvers.strawberry_internals import graphql_schema
 from schema.operation import Operation
 from schema.results import OperationClaimed, OperationConflict, OperationWritePayload
 from server.fast_path import REVIEWED_STEPS, plan_of
 from server.graph import build_schema
 from server.pipeline import pipeline
 from server.settings import Settings
+from server.strawberry_internals import graphql_schema
 from tests.api.conftest import DOCUMENTS, GraphQLClient, claim_input, error_codes
 from tests.factories import claimed_operation
 from tests.fast_path_differential import COMPARED, MISMATCHES, Differential

@@ -1,4 +1,4 @@
-"""The operations API over GraphQL: the contract of README.md, 'Driving a write-back', on both
+"""The operations API over GraphQL: the contract of docs/api.md, 'Driving a write-back', on both
 backends."""
 
 import base64

@@ -1,13 +1,13 @@
-"""Pending auth over GraphQL (README.md, 'OAuth state and sync checkpoints'), on both backends: the
-code verifier leaves the server through consumePendingAuth alone."""
+"""Pending auth over GraphQL (docs/api.md, 'OAuth state and sync checkpoints'), on both backends:
+the code verifier leaves the server through consumePendingAuth alone."""
 
 from typing import Any
 
 import pytest
 from graphql import get_named_type, is_interface_type, is_object_type, is_union_type
 
-from resolvers.strawberry_internals import graphql_schema
 from server.graph import build_schema
+from server.strawberry_internals import graphql_schema
 from tests.api.conftest import GraphQLClient, error_codes
 
 EXPIRES = 1_750_000_600_000

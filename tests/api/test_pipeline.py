@@ -1,15 +1,13 @@
-"""The GraphQL pipeline (``server/pipeline.py``): its extensions in their order, the one
-Strawberry internal it relies on, and the operation name the client gave."""
+"""The GraphQL pipeline (``server/pipeline.py``): its extensions in their order, and the
+operation name the client gave (the Strawberry internals it relies on are pinned in
+tests/test_strawberry_internals.py)."""
 
 from functools import partial
 
 import pytest
-import strawberry
-from graphql import GraphQLSchema, ValidationRule
 from strawberry.extensions import AddValidationRules, MaxTokensLimiter, SchemaExtension
 
 from resolvers.permissions import Authorization
-from resolvers.strawberry_internals import graphql_schema
 from server.document_cache import DocumentCache
 from server.errors.coded_validation import CodedValidation
 from server.errors.error_codes import ErrorCodes
@@ -197,24 +195,6 @@ def test_pipeline_extension__a_hook_that_is_not_a_generator_refused():
 
     with pytest.raises(TypeError, match=r"Plain\.on_parse"):
         Pipeline([Plain])
-
-
-def test_graphql_schema__the_schema_strawberry_validates_against():
-    seen = []
-
-    class Seen(ValidationRule):
-        def __init__(self, context):
-            super().__init__(context)
-            seen.append(context.schema)
-
-    @strawberry.type
-    class Query:
-        answer: int = 42
-
-    schema = strawberry.Schema(Query, extensions=[partial(AddValidationRules, [Seen])])
-    assert schema.execute_sync("{ answer }", root_value=Query()).data == {"answer": 42}
-    assert seen == [graphql_schema(schema)]
-    assert isinstance(seen[0], GraphQLSchema)
 
 
 async def test_operation_name__the_first_operation_named_explicitly_runs(gql):

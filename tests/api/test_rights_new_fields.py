@@ -1,6 +1,6 @@
-"""Rights of the pending-auth, retention and sync-state fields (README.md, 'Who may do what'): each
-needs its scope, checked before the store is touched. These run the schema with a viewer of chosen
-scopes (the tenant rules are in test_tenancy.py)."""
+"""Rights of the pending-auth, retention and sync-state fields (docs/rights.md, 'Who may do
+what'): each needs its scope, checked before the store is touched. These run the schema with a
+viewer of chosen scopes (the tenant rules are in test_tenancy.py)."""
 
 import dataclasses
 

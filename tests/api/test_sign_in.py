@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-import server.live
+import resolvers.live
 import server.websocket
 from resolvers.codes import BAD_REQUEST, PAYLOAD_TOO_LARGE, SIGN_IN_REFUSED, UNAUTHENTICATED
 from resolvers.permissions import Viewer
@@ -278,7 +278,7 @@ async def test_multipart__a_stream_open_at_sign_out_ends_unauthenticated(store, 
     """The HTTP twin of the WebSocket case: a subscription streamed over multipart HTTP with
     a session's token ends with UNAUTHENTICATED at the next check of its session once it is
     signed out, rather than streaming on until the session's expiry."""
-    monkeypatch.setattr(server.live, "SESSION_RECHECK_S", 0.05)
+    monkeypatch.setattr(resolvers.live, "SESSION_RECHECK_S", 0.05)
     body = {"query": FROM_THE_START, "variables": {"after": "0" * 32}}
     async with served(store) as served_app, httpx.AsyncClient(base_url=served_app.http) as http:
         token = (await signed_in(http, store))["token"]

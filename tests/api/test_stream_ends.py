@@ -18,7 +18,7 @@ import httpx
 import pytest
 import websockets
 
-import server.live
+import resolvers.live
 import server.websocket
 from resolvers.codes import UNAUTHENTICATED
 from server.settings import Settings
@@ -119,7 +119,7 @@ async def refused_now(app: Served, token: str) -> int:
 
 @pytest.fixture(autouse=True)
 def quick_rechecks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(server.live, "SESSION_RECHECK_S", RECHECK_S)
+    monkeypatch.setattr(resolvers.live, "SESSION_RECHECK_S", RECHECK_S)
     monkeypatch.setattr(server.websocket, "SESSION_RECHECK_S", RECHECK_S)
 
 

@@ -1,4 +1,4 @@
-"""Sync state over GraphQL (README.md, 'OAuth state and sync checkpoints'), on both backends: the
+"""Sync state over GraphQL (docs/api.md, 'OAuth state and sync checkpoints'), on both backends: the
 documents of graphql/operations/sync.graphql, the CAS's refusals as data, and bad input named."""
 
 from typing import Any

@@ -20,9 +20,9 @@ from resolvers.permissions import (
     SERVICE,
     guard_subscriptions,
 )
-from resolvers.strawberry_internals import graphql_schema
 from server.graph import build_schema
 from server.live import Hub
+from server.strawberry_internals import graphql_schema
 from tests.api.conftest import app_client, claim_input
 from tests.factories import committed_operation
 from tests.tokens import SERVICE_TOKEN, mint

@@ -13,11 +13,11 @@ from strawberry.schema.config import StrawberryConfig
 from resolvers.context import Context
 from resolvers.loaders import Loaders
 from resolvers.permissions import Viewer
-from resolvers.strawberry_internals import graphql_schema
 from resolvers.visible import SERVES
 from schema.names import SeedNameConverter, to_graphql_name
 from schema.scalars import SCALAR_MAP
 from server.graph import build_schema
+from server.strawberry_internals import graphql_schema
 from store.sizes import Measured
 from tests.factories import claimed_operation, committed_operation, pending_watch
 

@@ -1,4 +1,4 @@
-"""The watch API over GraphQL (README.md, 'Verifying and repairing'), on both backends: each query
+"""The watch API over GraphQL (docs/api.md, 'Verifying and repairing'), on both backends: each query
 and mutation, a BAD_USER_INPUT naming the field for each, rights, and CONFLICT for exhausted
 retries. Watches are set up through the store (the factories); the part under test goes through
 GraphQL."""

@@ -299,7 +299,7 @@ async def test_follow_events__reconnect_mid_stream_misses_and_repeats_nothing(cl
     assert set(followed) == {f"{p}-{n}" for p in "abc" for n in range(20)}
 
 
-async def test_the_readme_sdk_worker_commits_with_a_retry(server):
+async def test_the_documented_sdk_worker_commits_with_a_retry(server):
     command = [sys.executable, str(REPO / "examples" / "sdk_worker.py")]
     command += ["--url", server.url + "/graphql", "--operations", "12"]
     worker = await asyncio.to_thread(

@@ -637,6 +637,105 @@ async def test_collect_finished_operations__leaves_its_events_readable_by_after(
     assert not await store.events.operation_events_collected(every[0].sequence)
 
 
+FILTERS = [
+    {"connector_name": "crm"},
+    {"account_key": "acct-crm"},
+    {"owner_did": "did:key:crm-owner"},
+    {"caller_did": "did:key:crm-caller"},
+    {"visible_to": "did:key:crm-owner"},
+    {"visible_to": "did:key:crm-caller"},
+    {"connector_name": "crm", "states": ["committed"]},
+]
+
+
+@pytest.mark.parametrize("filters", FILTERS, ids=lambda f: "+".join(f))
+async def test_operation_events_after__a_filter_matches_a_collected_operations_events(
+    store, clock, filters
+):
+    """A (crm) finishes, C (crm) is claimed after, B (calendar) between: once A is collected,
+    a filtered read from before A's events gets A's events, in order, then C's, as it did
+    while A was kept; B's never."""
+    start = await store.events.operation_events_head()
+    crm = {
+        "connector_name": "crm",
+        "account_key": "acct-crm",
+        "owner_did": "did:key:crm-owner",
+        "caller_did": "did:key:crm-caller",
+    }
+    a = await committed_operation(store, operation_id="op-a", source_id="evt-a", **crm)
+    await claimed_operation(store, operation_id="op-b", source_id="evt-b")
+    await committed_operation(store, operation_id="op-c", source_id="evt-c", **crm)
+    every = await log_after(store, start, 7)
+    wanted = [
+        e
+        for e in every
+        if e.operation_id != "op-b" and e.to_state in filters.get("states", [e.to_state])
+    ]
+    assert await log_after(store, start, len(wanted), **filters) == wanted
+    clock.advance(1)
+
+    assert (
+        await store.retention.collect_finished_operations(clock.now, failed_older_than=clock.now)
+        == 2
+    )
+    assert await store.operations.get_operation(a.caller_did, a.operation_id) is None
+
+    assert await log_after(store, start, len(wanted), **filters) == wanted
+    assert wanted[0].operation_id == "op-a"
+
+
+async def test_operation_events_after__a_tenant_reads_its_collected_operation_not_anothers(
+    store, clock
+):
+    """Collected, a tenant's operation's events still reach its caller and its owner, and
+    another tenant's still reach neither."""
+    start = await store.events.operation_events_head()
+    mine = await committed_operation(
+        store, operation_id="op-mine", caller_did="did:key:a", owner_did="did:key:a-owner"
+    )
+    await committed_operation(
+        store,
+        operation_id="op-theirs",
+        source_id="evt-theirs",
+        caller_did="did:key:b",
+        owner_did="did:key:b",
+    )
+    every = await log_after(store, start, 6)
+    clock.advance(1)
+    assert (
+        await store.retention.collect_finished_operations(clock.now, failed_older_than=clock.now)
+        == 2
+    )
+
+    own = [e for e in every if e.operation_id == mine.operation_id]
+    for viewer in ("did:key:a", "did:key:a-owner"):
+        assert await log_after(store, start, len(own), visible_to=viewer) == own
+    assert await log_after(store, start, 0, visible_to="did:key:c") == []
+
+
+async def test_operation_events_after__kind_matches_the_events_own_outcome(store, clock):
+    """``kind`` matches the outcome an event recorded, not the operation's last one: a
+    retry's transient event keeps matching after the operation fails permanently."""
+    start = await store.events.operation_events_head()
+    record = await claimed_operation(store)
+    retried = await store.operations.record_operation(
+        transition(record, kind="transient", error_message="timeout")
+    )
+    assert retried is not None
+    failed = await store.operations.record_operation(
+        transition(retried, to_state="failed", kind="permanent", error_message="gone")
+    )
+    assert failed is not None
+
+    transient = await log_after(store, start, 1, kind="transient")
+    permanent = await log_after(store, start, 1, kind="permanent")
+
+    assert [(e.action, e.to_state, e.kind) for e in transient + permanent] == [
+        ("recorded", "attempted", "transient"),
+        ("recorded", "failed", "permanent"),
+    ]
+
+
 async def test_collect_events__newest_collected_the_head_stays_where_it_was(store):
     """Collecting every event leaves the log empty, and its head, the newest sequence ever
     handed out, where it was: a reader that saw the newest event resumes there; before

@@ -24,8 +24,11 @@ from store.operations import OperationFilter
 from store.tables import metadata
 from store.urls import sqlite_path
 from tests.databases import as_driver
-from tests.factories import transition
+from tests.factories import claimed_operation, committed_operation, transition
 from tests.leasing_factories import due_record, insert_operations
+from tests.store.test_events import log_after
+
+OWNER = "did:key:owner-b"
 
 
 async def schema_drift(url: str) -> list:
@@ -73,7 +76,7 @@ async def test_migrations__postgres_keys_collate_bytewise(database_url):
             collations = {(table, column): collation for table, column, collation in rows}
     finally:
         await engine.dispose()
-    assert len(collations) == 31
+    assert len(collations) == 34
     assert set(collations.values()) == {"C"}
 
 
@@ -244,6 +247,59 @@ async def test_migration_0018__down_and_up_over_rows_keeps_them_and_the_indexes(
     assert await operation_indexes(database_url) == head
     assert await schema_drift(database_url) == []
     assert await store.operations.list_tracked_operations(OperationFilter()) == before
+
+
+async def envelopes_of_events(url: str) -> dict[str, set[tuple[str | None, ...]]]:
+    """Each operation's events' ``(owner, connector, account)``, by operation id."""
+    engine = create_async_engine(url, poolclass=pool.NullPool)
+    found: dict[str, set[tuple[str | None, ...]]] = {}
+    try:
+        async with engine.connect() as connection:
+            rows = await connection.execute(
+                text(
+                    "SELECT operation_id, owner_did, connector_name, account_key"
+                    " FROM kubun_connector_operation_event"
+                )
+            )
+            for operation_id, *envelope in rows:
+                found.setdefault(operation_id, set()).add(tuple(envelope))
+    finally:
+        await engine.dispose()
+    return found
+
+
+async def test_migration_0019__fills_the_events_logged_before_from_their_operations(
+    database_url, store, clock
+):
+    """Events logged before 0019 get their operation's owner, connector and account; those
+    of an operation collected before it keep null there: no filter on those fields matches
+    them, and only their caller sees them."""
+    await committed_operation(store, operation_id="op-gone", source_id="evt-gone")
+    clock.advance(1)
+    assert (
+        await store.retention.collect_finished_operations(clock.now, failed_older_than=clock.now)
+        == 1
+    )
+    kept = await claimed_operation(
+        store, operation_id="op-kept", source_id="evt-kept", connector_name="crm", owner_did=OWNER
+    )
+    await store.operations.release_lease(kept.caller_did, kept.operation_id, "lease-A")
+    config = alembic_config(database_url)
+    await asyncio.to_thread(command.downgrade, config, "0018_starve_account_due")
+
+    await asyncio.to_thread(upgrade, database_url)
+
+    assert await envelopes_of_events(database_url) == {
+        "op-gone": {(None, None, None)},
+        "op-kept": {(OWNER, "crm", "acct-1")},
+    }
+    assert await schema_drift(database_url) == []
+    every = await log_after(store, None, 5)
+    assert [e.operation_id for e in every] == ["op-gone"] * 3 + ["op-kept"] * 2
+    for narrowed in ({"connector_name": "crm"}, {"visible_to": OWNER}):
+        assert await log_after(store, None, 2, **narrowed) == every[3:]
+    assert await log_after(store, None, 0, connector_name="calendar") == []
+    assert await log_after(store, None, 5, visible_to=kept.caller_did) == every
 
 
 def test_migrations__a_lock_watcher_refused_by_asyncpg_stays_quiet(monkeypatch):

@@ -19,11 +19,20 @@ CALLER = "did:key:caller"
 OTHER = "did:key:other"
 
 
+ENVELOPES = {
+    CALLER: {"owner_did": "did:key:owner", "connector_name": "calendar", "account_key": "acct-1"},
+    OTHER: {"owner_did": OTHER, "connector_name": "crm", "account_key": "acct-2"},
+}
+"""What the events of each caller's operations carry, as the store writes them: op-0's and
+op-gone's (called by CALLER), op-1's (called and owned by OTHER)."""
+
+
 def logged(operation_id: str, at: int, action: str, to_state: str, caller: str = CALLER) -> Any:
     return {
         "tx": 0,
         "caller_did": caller,
         "operation_id": operation_id,
+        **ENVELOPES[caller],
         "at": at,
         "action": action,
         "to_state": to_state,
@@ -43,8 +52,8 @@ async def append(store: Any, events: list[dict[str, Any]]) -> None:
 
 async def two_tenants(store: Any) -> None:
     """op-0 (calendar, acct-1, called by CALLER), op-1 (crm, acct-2, called and owned by
-    OTHER), each claimed at 1000 and finished at 1100; and the events of op-gone, whose row
-    was collected."""
+    OTHER), each claimed at 1000 and finished at 1100; and the claim of op-gone (calendar,
+    acct-1, called by CALLER), whose row was collected."""
     await insert_operations(
         store,
         [
@@ -138,13 +147,58 @@ async def test_operation_stats__narrowed_to_a_connector_an_account_and_a_tenant(
             await store.stats.operation_stats(since=0, until=2000, bucket_ms=1000, **narrowed)
         )
 
-    assert await counted() == (3, 1, 1, 0)  # the collected operation's claim still counts
+    # The collected operation's claim counts wherever its operation's would.
+    assert await counted() == (3, 1, 1, 0)
     assert await counted(connector_name="crm") == (1, 0, 1, 0)
-    assert await counted(account_key="acct-1") == (1, 1, 0, 0)
+    assert await counted(account_key="acct-1") == (2, 1, 0, 0)
     assert await counted(connector_name="crm", account_key="acct-1") == (0, 0, 0, 0)
     assert await counted(visible_to=OTHER) == (1, 0, 1, 0)
-    assert await counted(visible_to="did:key:owner") == (1, 1, 0, 0)  # op-0's owner
+    assert await counted(visible_to="did:key:owner") == (2, 1, 0, 0)  # op-0's owner
+    assert await counted(visible_to=CALLER) == (2, 1, 0, 0)
     assert await counted(visible_to="did:key:nobody") == (0, 0, 0, 0)
+
+
+async def test_operation_stats__a_collected_operation_counts_as_it_did_while_kept(store, clock):
+    """Collecting an operation leaves its events, and each counts by what it carries: the
+    connector, account, caller and owner narrowing count it after as before."""
+    await committed_operation(
+        store, operation_id="op-crm", source_id="evt-crm", connector_name="crm", owner_did=OTHER
+    )
+    await committed_operation(store, operation_id="op-cal", source_id="evt-cal")
+    ats = [row["at"] for row in await store.db.fetch_all(sa.select(operation_event.c.at))]
+    window = {"since": min(ats), "until": max(ats) + 1, "bucket_ms": max(ats) + 1 - min(ats)}
+
+    async def counted(**narrowed: str) -> tuple[int, int, int, int]:
+        return totals(await store.stats.operation_stats(**window, **narrowed))
+
+    narrowings: list[dict[str, str]] = [
+        {},
+        {"connector_name": "crm"},
+        {"connector_name": "crm", "account_key": "acct-1"},
+        {"account_key": "acct-1"},
+        {"visible_to": OTHER},
+        {"visible_to": "did:key:caller"},
+        {"visible_to": "did:key:owner"},
+        {"visible_to": "did:key:nobody"},
+    ]
+    kept = [await counted(**narrowed) for narrowed in narrowings]
+    clock.advance(1)
+    assert (
+        await store.retention.collect_finished_operations(clock.now, failed_older_than=clock.now)
+        == 2
+    )
+
+    assert [await counted(**narrowed) for narrowed in narrowings] == kept
+    assert kept == [
+        (2, 2, 0, 0),
+        (1, 1, 0, 0),
+        (1, 1, 0, 0),
+        (2, 2, 0, 0),
+        (1, 1, 0, 0),
+        (2, 2, 0, 0),
+        (1, 1, 0, 0),
+        (0, 0, 0, 0),
+    ]
 
 
 @pytest.mark.parametrize(

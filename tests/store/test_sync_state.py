@@ -1,5 +1,5 @@
 """Sync state on both backends: get, set (upsert), delete, list per connector, and the
-progress CAS on version and incarnation (README.md, 'OAuth state and sync checkpoints')."""
+progress CAS on version and incarnation (docs/api.md, 'OAuth state and sync checkpoints')."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Retention of failed operations and the idempotency window, on both backends (README.md,
+"""Retention of failed operations and the idempotency window, on both backends (docs/api.md,
 'Idempotency window'): FAILED kept until its own cutoff; each collected operation leaves a
 tombstone in the delete's transaction; a claim of a tombstoned key (single, batch, or a
 reissue's) answers ``collected`` or ``conflict`` and writes nothing, until the tombstone

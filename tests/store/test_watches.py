@@ -1,4 +1,4 @@
-"""Projection watches in the store (seed projection-watches.js; README.md, 'Verifying and
+"""Projection watches in the store (seed projection-watches.js; docs/api.md, 'Verifying and
 repairing'), on both backends: arm, verify, claim, defer, resume, ingress and the reads. Every
 refusal re-reads the watch after the clock moved, so a write that slipped through would show in
 updated_at."""

@@ -4,7 +4,7 @@ Revision ID: 0011
 Revises: 0010
 Create Date: 2026-12-02 05:10:00
 
-``operationEvents`` and ``watchEvents`` (README.md, 'Live updates') stream the event logs. On
+``operationEvents`` and ``watchEvents`` (docs/api.md, 'Live updates') stream the event logs. On
 PostgreSQL a statement trigger on each log sends ``NOTIFY kubun_connector_events, '<log
 table>'``, delivered at commit (not on rollback) to every replica's listener, once per log
 and transaction; the listener then reads the log from where its streams stand

@@ -502,10 +502,13 @@ touched AS (
   RETURNING kubun_connector_account.account_key
 ),
 appended_leased AS (
-  INSERT INTO kubun_connector_operation_event (tx, caller_did, operation_id, at, action, actor_did, to_state, attempts, kind, http_status, message)
+  INSERT INTO kubun_connector_operation_event (tx, caller_did, operation_id, owner_did, connector_name, account_key, at, action, actor_did, to_state, attempts, kind, http_status, message)
   SELECT pg_current_xact_id()::text::bigint AS anon_5,
     leased.caller_did AS caller_did,
     leased.operation_id AS operation_id,
+    leased.owner_did AS owner_did,
+    leased.connector_name AS connector_name,
+    leased.account_key AS account_key,
     floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS anon_6,
     CASE WHEN (leased.prior_token IS NOT NULL AND leased.prior_token != leased.lease_token) THEN :param_14::VARCHAR ELSE :param_15::VARCHAR END AS anon_7,
     :p_actor::VARCHAR AS anon_8,

@@ -47,10 +47,13 @@ WITH changed AS (
     kubun_connector_operation.reissued_as
 ),
 appended_changed AS (
-  INSERT INTO kubun_connector_operation_event (tx, caller_did, operation_id, at, action, actor_did, to_state, attempts, kind, http_status, message)
+  INSERT INTO kubun_connector_operation_event (tx, caller_did, operation_id, owner_did, connector_name, account_key, at, action, actor_did, to_state, attempts, kind, http_status, message)
   SELECT pg_current_xact_id()::text::bigint AS anon_1,
     changed.caller_did AS caller_did,
     changed.operation_id AS operation_id,
+    changed.owner_did AS owner_did,
+    changed.connector_name AS connector_name,
+    changed.account_key AS account_key,
     floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS anon_2,
     :param_1::VARCHAR AS anon_3,
     :p_actor::VARCHAR AS anon_4,

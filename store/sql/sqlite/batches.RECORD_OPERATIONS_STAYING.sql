@@ -74,8 +74,8 @@ RETURNING caller_did,
 
 -- 2. then, once per row the write returned (one executemany): that row's event
 -- bound when built: action = 'recorded', param_1 = 1, param_2 = 0
-INSERT INTO kubun_connector_operation_event (tx, caller_did, operation_id, at, action, actor_did, to_state, attempts, kind, http_status, message)
-VALUES (0, :e_caller_did, :e_operation_id, max(:e_updated_at, coalesce((
+INSERT INTO kubun_connector_operation_event (tx, caller_did, operation_id, owner_did, connector_name, account_key, at, action, actor_did, to_state, attempts, kind, http_status, message)
+VALUES (0, :e_caller_did, :e_operation_id, :e_owner_did, :e_connector_name, :e_account_key, max(:e_updated_at, coalesce((
   SELECT newest.at
   FROM kubun_connector_operation_event AS newest
   ORDER BY newest.id DESC

@@ -1,4 +1,4 @@
-"""The README's batch round (``## Driving a write-back``) runs as written: its
+"""The batch round of docs/api.md (``## Driving a write-back``) runs as written: its
 ``<!-- batch: … -->`` JSON blocks are the variables of the named documents of
 graphql/operations, and the last is (a part of) what ``FinalizeOperations`` answers."""
 
@@ -9,13 +9,13 @@ from typing import Any
 
 from tests.api.conftest import GraphQLClient, claim_input
 
-README = Path(__file__).parents[2] / "README.md"
+API_DOC = Path(__file__).parents[2] / "docs" / "api.md"
 WORKER = "did:key:worker"
 
 
-def readme_blocks() -> dict[str, Any]:
-    """Each ``<!-- batch: NAME -->`` block of the README, parsed, by name."""
-    found = re.findall(r"<!-- batch: (\w+) -->\n```json\n(.*?)```", README.read_text(), re.S)
+def documented_blocks() -> dict[str, Any]:
+    """Each ``<!-- batch: NAME -->`` block of docs/api.md, parsed, by name."""
+    found = re.findall(r"<!-- batch: (\w+) -->\n```json\n(.*?)```", API_DOC.read_text(), re.S)
     return {name: json.loads(text) for name, text in found}
 
 
@@ -31,7 +31,7 @@ def within(part: Any, whole: Any) -> bool:
 
 
 async def due(gql: GraphQLClient, *operation_ids: str) -> None:
-    """Claims of ``operation_ids`` by the README's worker, their leases let go: due."""
+    """Claims of ``operation_ids`` by the documented worker, their leases let go: due."""
     items = [
         claim_input(callerDID=WORKER, operationID=ident, sourceID=f"evt-{ident}")
         for ident in operation_ids
@@ -41,8 +41,8 @@ async def due(gql: GraphQLClient, *operation_ids: str) -> None:
     await gql.run("ReleaseLeases", input={"leaseToken": "lease-A", "keys": keys})
 
 
-async def test_readme_batch_round__runs_as_written(gql, clock):
-    blocks = readme_blocks()
+async def test_documented_batch_round__runs_as_written(gql, clock):
+    blocks = documented_blocks()
     assert list(blocks) == ["LeaseOperations", "MarkSendsStarted", "FinalizeOperations", "answer"]
     await due(gql, "op-1", "op-2")
     leased = await gql.run("LeaseOperations", **blocks["LeaseOperations"])
