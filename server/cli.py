@@ -177,11 +177,11 @@ def link_withheld(settings: Settings, auth: Authenticator) -> str | None:
     text (``LOG_FORMAT=json`` is a collector's) and standard output is a terminal (a
     journal, a container's log or a file reads a pipe or a file, and keeps it)."""
     if not auth.generated:
-        return "JWT_SECRET is configured: a deployment's links are asked for"
+        return "JWT_SECRET is set, as a deployment's is"
     if settings.log_format == "json":
-        return "LOG_FORMAT=json: the output is a log's"
+        return "LOG_FORMAT=json, a log collector's format"
     if not sys.stdout.isatty():
-        return "standard output is not a terminal: a log may keep it"
+        return "standard output is not a terminal, and a log may keep it"
     return None
 
 
