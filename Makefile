@@ -48,13 +48,13 @@ codegen-env: $(CODEGEN_VENV)/.installed
 codegen: codegen-env
 	cd client && ../$(CODEGEN_VENV)/bin/ariadne-codegen client
 
-# Serves on :8000 and prints the GraphiQL and dashboard URLs and a one-time sign-in link
-# (an admin's; it works once, for 10 minutes): no token.
+# Serves on :8000 and prints the GraphiQL and dashboard URLs and, in a terminal, a one-time
+# sign-in link (an admin's, a subject of its own; it works once, for 10 minutes): no token.
 run: $(SERVER_DEPS)
 	$(BIN)/connector-store serve
 
-# An admin (service) token for this server's settings, alone on the last line; it is valid
-# for one hour (`connector-store token --ttl SECONDS` for another lifetime).
+# An admin (service) token for this server's settings, a worker's (sub service), alone on the
+# last line; it is valid for one hour (`connector-store token --ttl SECONDS` for another).
 token: $(SERVER_DEPS)
 	@$(BIN)/connector-store token --sub service --scope service
 

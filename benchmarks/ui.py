@@ -32,7 +32,7 @@ import httpx
 import sqlalchemy as sa
 
 from benchmarks.seed import seed_statements
-from server.sessions import SERVICE_SUB, sign_in_link
+from server.sessions import ADMIN_SCOPE, sign_in_link
 from store import ConnectorStore
 from store.database import Database
 from store.migrate import upgrade
@@ -81,13 +81,11 @@ async def seed(url: str, rows: int) -> None:
 
 
 async def link(url: str, server: str) -> str:
-    """A one-time sign-in link to the dashboard for a service."""
+    """A one-time sign-in link to the dashboard for an admin (a subject of its own)."""
     db = Database(url, pool_size=1)
     await db.connect()
     try:
-        issued = await ConnectorStore(db).sign_in.issue_code(
-            SERVICE_SUB, SERVICE_SUB, ttl_ms=600_000
-        )
+        issued = await ConnectorStore(db).sign_in.issue_code(None, ADMIN_SCOPE, ttl_ms=600_000)
     finally:
         await db.disconnect()
     return sign_in_link(server, issued.code, "/ui")

@@ -52,12 +52,15 @@ class Context:
         """The rows and bytes this request's lists may still return (the loaders' own)."""
         return self.loaders.budget
 
-    def signed_in(self, viewer: Viewer, expires_at: float | None) -> None:
+    def signed_in(
+        self, viewer: Viewer, expires_at: float | None, sign_in: str | None = None
+    ) -> None:
         """A WebSocket's token was accepted at ``connection_init``: ``viewer`` from now on,
-        its subscriptions ending at ``expires_at`` (epoch seconds)."""
+        its subscriptions ending at ``expires_at`` (epoch seconds); ``sign_in``: the sign-in
+        session the token belongs to (None: a token of no session)."""
         self.viewer = viewer
         self.visible = Visible(viewer, self.loaders, self.loaders.budget)
-        self.session = Session(viewer, expires_at)
+        self.session = Session(viewer, expires_at, sign_in=sign_in)
 
     def renew(self) -> None:
         """New loaders and a full budget for this context (a subscription's next event is

@@ -6,7 +6,7 @@ pointing down (server -> resolvers)."""
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from graphql import GraphQLError
@@ -16,8 +16,9 @@ from resolvers.permissions import Viewer
 from store.records import OperationEventRecord, WatchEventRecord
 
 SESSION_RECHECK_S = 5.0
-"""How often a stream whose token is a sign-in session's checks that session again: one
-signed out (on any server process) ends the stream with ``UNAUTHENTICATED`` within this long."""
+"""How often a stream whose token is a sign-in session's checks that session again, however
+many events it sends meanwhile: one signed out (on any server process) ends the stream with
+``UNAUTHENTICATED`` within this long."""
 
 SessionCheck = Callable[[], Awaitable[None]]
 """Checks a sign-in session again; raises ``UNAUTHENTICATED`` (a ``GraphQLError``) once it was
@@ -28,29 +29,45 @@ signed out or has ended."""
 class Session:
     """The subscriptions of one connection: a WebSocket, or one HTTP request. ``viewer`` is
     its token's; ``expires_at`` (epoch seconds) when the token stops being accepted (its
-    ``exp`` plus the leeway; None: never); ``check`` the token's sign-in session's check
-    (None: the token is no session's)."""
+    ``exp`` plus the leeway, or its session's end; None: never); ``sign_in`` the sign-in
+    session the token belongs to (None: a token of no session, a worker's); ``check`` that
+    session's check (None: nothing to check in the database, or the connection checks it
+    itself, as a WebSocket does)."""
 
     viewer: Viewer
     expires_at: float | None = None
     open: int = 0
     check: SessionCheck | None = None
+    sign_in: str | None = None
+    check_due: float = field(default_factory=lambda: time.monotonic() + SESSION_RECHECK_S)
+
+    @property
+    def subject(self) -> tuple[str, str]:
+        """Whose subscriptions these are, for the per-subject bound: the sign-in session
+        (each its own, whatever its ``sub``), else the token's subject."""
+        if self.sign_in is not None:
+            return ("session", self.sign_in)
+        return ("sub", self.viewer.did or "")
+
+    async def valid(self) -> None:
+        """Raises ``UNAUTHENTICATED`` once the token has expired, and once its sign-in
+        session has ended when ``SESSION_RECHECK_S`` has passed since its last check (the
+        check runs then). A stream calls it before each item it sends and after each wait
+        (``wait_s``), so neither a flow of events nor silence keeps it open past either."""
+        self.seconds_left()
+        if self.check is not None and time.monotonic() >= self.check_due:
+            self.check_due = time.monotonic() + SESSION_RECHECK_S
+            await self.check()
 
     def wait_s(self) -> float | None:
-        """How long a stream may wait for news before ``still_valid``: until the token
-        expires, and at most ``SESSION_RECHECK_S`` for a session's token (None: no bound);
-        raises ``UNAUTHENTICATED`` once the token has expired."""
+        """How long a stream may wait for news before ``valid``: until the token expires,
+        and at most until its session's next check (None: no bound); raises
+        ``UNAUTHENTICATED`` once the token has expired."""
         left = self.seconds_left()
         if self.check is None:
             return left
-        return SESSION_RECHECK_S if left is None else min(left, SESSION_RECHECK_S)
-
-    async def still_valid(self) -> None:
-        """After a wait of ``wait_s`` ran out: raises ``UNAUTHENTICATED`` when the token has
-        expired or its session has ended, else returns (the stream waits again)."""
-        self.seconds_left()
-        if self.check is not None:
-            await self.check()
+        due = max(0.0, self.check_due - time.monotonic())
+        return due if left is None else min(left, due)
 
     def seconds_left(self) -> float | None:
         """Seconds until the token expires (None: never); raises ``UNAUTHENTICATED`` once it

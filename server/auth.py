@@ -10,8 +10,10 @@ With no key configured, a random secret is created in ``DATA_DIR`` (mode 0600) o
 and reused after. With a secret (generated or ``JWT_SECRET``) the server also signs the
 tokens of people's sessions (``server.sessions``): such a token names its session in the
 ``SESSION_CLAIM`` claim, and is accepted only while that session, in the database, is
-neither signed out nor expired (``live``), by every process and on every endpoint. No page,
-header or endpoint hands out a token but the exchange of a one-time sign-in code.
+neither signed out nor expired, by every process and on every endpoint. ``authenticate``
+makes every check of a request's token; ``live`` checks accepted credentials again (a
+stream does, while it runs). No page, header or endpoint hands out a token but the
+exchange of a one-time sign-in code.
 
 A token verified once is remembered (``VerifiedTokens``: its viewer, by the token's text,
 until the moment PyJWT would refuse it as expired), so a worker that sends the same token
@@ -364,13 +366,40 @@ SESSION_EXPIRED = "this session has expired: sign in again"
 NO_SESSION = "this token's session is not known here (it ended and was collected): sign in again"
 
 
+async def authenticate(
+    authenticator: Authenticator, authorization: str | None, store: ConnectorStore
+) -> Credentials:
+    """The credentials of a request's ``Authorization`` header (None: none sent), every
+    check made: the token's (signature, ``exp``, ``nbf``, issuer, audience: ``Authenticator``)
+    and its session's (``live``). Every way in calls it: the HTTP middleware
+    (``Authentication``), a WebSocket's ``connection_init`` (``server.websocket``), and any
+    lane in front of them (``authenticate_request``). Raises ``Unauthenticated`` (the
+    message is safe to show) and ``DatabaseUnavailable`` when the session cannot be read."""
+    return await live(authenticator.credentials(authorization), store)
+
+
+async def authenticate_request(
+    authenticator: Authenticator, scope: Scope, store: ConnectorStore
+) -> Credentials:
+    """``authenticate`` for an HTTP request's ASGI ``scope``: its one ``Authorization``
+    header (two are refused with ``invalid_request``). Raises as ``authenticate``."""
+    headers = [value for name, value in scope["headers"] if name == b"authorization"]
+    if len(headers) > 1:
+        raise Unauthenticated("send one Authorization header", error="invalid_request")
+    return await authenticate(
+        authenticator, headers[0].decode("latin-1") if headers else None, store
+    )
+
+
 async def live(credentials: Credentials, store: ConnectorStore) -> Credentials:
-    """``credentials`` once their session (if any) is checked in the database: refused
+    """``credentials`` once their session (if any) is checked in the database, whenever they
+    were accepted (an open stream or WebSocket checks its own again with this): refused
     (``Unauthenticated``) when it was signed out, has expired or is unknown; ``until``
     becomes the session's end when that comes first. Credentials of no session pass as
-    they are. The session's times are the store's clock, ``until`` the system's (PyJWT's):
-    the session's remaining life is carried over. Raises ``DatabaseUnavailable`` when the
-    session cannot be read."""
+    they are (their ``exp`` is the caller's to watch: ``server.live.Session``). The
+    session's times are the store's clock, ``until`` the system's (PyJWT's): the session's
+    remaining life is carried over. Raises ``DatabaseUnavailable`` when the session cannot
+    be read."""
     if credentials.session is None:
         return credentials
     session = await store.sign_in.session(credentials.session)
@@ -401,7 +430,7 @@ def is_graphiql_page(scope: Scope) -> bool:
 class Authentication:
     """ASGI middleware: every HTTP request but ``/healthz``, ``/readyz``, the GraphiQL page,
     the dashboard's page, their assets and the sign-in code's exchange needs a valid bearer
-    token (a session's: of a live session, ``live``); its credentials go to
+    token (``authenticate_request``: a session's, of a live session); its credentials go to
     ``scope["credentials"]``, its viewer to ``scope["viewer"]``. A session that cannot be
     read (the database is down) is 503 ``SERVICE_UNAVAILABLE``."""
 
@@ -417,13 +446,9 @@ class Authentication:
         if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES) or is_graphiql_page(scope):
             await self.app(scope, receive, send)
             return
-        headers = [value for name, value in scope["headers"] if name == b"authorization"]
         try:
-            if len(headers) > 1:
-                raise Unauthenticated("send one Authorization header", error="invalid_request")
-            credentials = await live(
-                self.authenticator.credentials(headers[0].decode("latin-1") if headers else None),
-                scope["app"].state.store,
+            credentials = await authenticate_request(
+                self.authenticator, scope, scope["app"].state.store
             )
         except Unauthenticated as refused:
             await unauthenticated(refused)(scope, receive, send)

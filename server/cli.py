@@ -17,11 +17,11 @@ from urllib.parse import urlsplit
 import typer
 from pydantic import ValidationError
 
-from resolvers.permissions import ALL_SCOPES, METRICS_SCOPE
-from server.auth import AuthError, authenticator
+from resolvers.permissions import ALL_SCOPES, METRICS_SCOPE, Viewer
+from server.auth import Authenticator, AuthError, authenticator
 from server.http_server import PortUnavailable, check_port, serve_http
 from server.logs import configure_logging, redact
-from server.sessions import SERVICE_SUB, sign_in_link
+from server.sessions import ADMIN_SCOPE, sign_in_link
 from server.settings import Settings
 from server.sweeper import Retention, cutoffs, sweep
 from server.workers import WorkersFailing, reuse_port_socket, supervise
@@ -31,6 +31,7 @@ from store.database import shown_url, sqlite_path
 from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput, StoreError
 from store.migrate import upgrade
 from store.retention import MAX_RETAIN_S
+from store.sign_in import OWN_SUBJECT
 from store.tables import metadata
 
 cli = typer.Typer(
@@ -78,8 +79,9 @@ def serve(
     ),
 ) -> None:
     """Serve the API (GraphiQL at /graphql, the dashboard at /ui) on DATABASE_URL, migrating
-    it first, and print a one-time sign-in link for them (an admin's: scope service) when
-    the server signs tokens; with --workers N, in N processes (server/workers.py). --port
+    it first; print a one-time sign-in link for them (an admin's: scope service, a subject
+    of its own) only on a development server's terminal (``link_withheld``), else say how to
+    get one; with --workers N, in N processes (server/workers.py). --port
     and --workers stand for PORT and WORKERS and are checked as they are: a bad value is a
     bad setting."""
     from server.app import create_app
@@ -121,19 +123,7 @@ def serve(
     typer.echo(f"database: {shown_url(settings.database_url)}")
     base = base_url(bind_host, bind_port)
     typer.echo(f"GraphiQL: {base}/graphql  dashboard: {base}/ui")
-    if auth.signs:
-        code = asyncio.run(issue_code(settings, SERVICE_SUB, SERVICE_SUB))
-        typer.echo(
-            f"sign in (admin; the link works once, within {minutes(settings)}; "
-            "`connector-store sign-in-link` prints another):\n"
-            f"  {sign_in_link(base, code)}\n"
-            f"  (GraphiQL: {sign_in_link(base, code, '/graphql')})"
-        )
-    else:
-        typer.echo(
-            "auth: tokens signed by the configured JWT key are required (JWT_PUBLIC_KEY: "
-            "this server signs no sessions, so no sign-in links)"
-        )
+    announce_sign_in(settings, auth, base)
     if processes > 1:
         raise typer.Exit(supervise(settings, bind_host, bind_port, processes))
     serve_http(create_app(settings, auth=auth), settings, bind_host, bind_port)
@@ -152,6 +142,47 @@ def serve_worker(
     configure_logging(settings.log_level, settings.log_format)
     app = create_app(settings, auth=authenticator(settings))
     serve_http(app, settings, host, port, sockets=[reuse_port_socket(host, port)])
+
+
+def announce_sign_in(settings: Settings, auth: Authenticator, base: str) -> None:
+    """Say how people sign in to the server at ``base``: with a one-time link (an admin's,
+    a subject of its own) printed here when ``link_withheld`` allows, else with one
+    ``connector-store sign-in-link`` prints; with ``JWT_PUBLIC_KEY``, with a token."""
+    if not auth.signs:
+        typer.echo(
+            "auth: tokens signed by the configured JWT key are required (JWT_PUBLIC_KEY: "
+            "this server signs no sessions, so no sign-in links)"
+        )
+        return
+    withheld = link_withheld(settings, auth)
+    if withheld is not None:
+        typer.echo(
+            "sign in: `connector-store sign-in-link` prints a one-time link where the server "
+            f"runs (none is printed here: {withheld})"
+        )
+        return
+    code = asyncio.run(issue_code(settings, None, ADMIN_SCOPE))
+    typer.echo(
+        f"sign in (admin; the link works once, within {minutes(settings)}; "
+        "`connector-store sign-in-link` prints another):\n"
+        f"  {sign_in_link(base, code)}\n"
+        f"  (GraphiQL: {sign_in_link(base, code, '/graphql')})"
+    )
+
+
+def link_withheld(settings: Settings, auth: Authenticator) -> str | None:
+    """Why ``serve`` prints no sign-in link as it starts (None: it prints one). It prints one
+    only for a person at the terminal of a development server: the secret is the one the
+    server made in ``DATA_DIR`` (a configured ``JWT_SECRET`` is a deployment's), the log is
+    text (``LOG_FORMAT=json`` is a collector's) and standard output is a terminal (a
+    journal, a container's log or a file reads a pipe or a file, and keeps it)."""
+    if not auth.generated:
+        return "JWT_SECRET is set, as a deployment's is"
+    if settings.log_format == "json":
+        return "LOG_FORMAT=json, a log collector's format"
+    if not sys.stdout.isatty():
+        return "standard output is not a terminal, and a log may keep it"
+    return None
 
 
 def is_loopback(host: str) -> bool:
@@ -173,8 +204,9 @@ def minutes(settings: Settings) -> str:
     return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"
 
 
-async def issue_code(settings: Settings, sub: str, scope: str) -> str:
-    """A new sign-in code for ``sub`` with ``scope``, good for ``SIGN_IN_CODE_TTL_SECONDS``,
+async def issue_code(settings: Settings, sub: str | None, scope: str) -> str:
+    """A new sign-in code for ``sub`` (None: the session's own subject) with ``scope``, good
+    for ``SIGN_IN_CODE_TTL_SECONDS``,
     written to the configured database (every server process on it accepts it)."""
     db = settings.database(pool_size=1)
     await db.connect()
@@ -188,13 +220,16 @@ async def issue_code(settings: Settings, sub: str, scope: str) -> str:
     return issued.code
 
 
-def checked_scopes(sub: str, scope: str) -> list[str]:
-    """``scope``'s rights, once ``sub`` (a DID) and they are checked: an empty or over-long
-    ``--sub`` and a scope the server does not know end the command (``fail``)."""
-    if not sub.strip():
+def checked_scopes(sub: str | None, scope: str) -> list[str]:
+    """``scope``'s rights, once ``sub`` (a DID; None: a sign-in's own subject) and they are
+    checked: an empty or over-long ``--sub``, a scope the server does not know, and no
+    ``--sub`` for rights that read only the viewer's own rows (a tenant's) end the command
+    (``fail``)."""
+    if sub is not None and not sub.strip():
         fail("--sub is empty: give the viewer's DID")
     try:
-        check.key("sub", sub)
+        if sub is not None:
+            check.key("sub", sub)
     except InvalidInput as error:
         fail(f"--sub: {error}")
     scopes = scope.split()
@@ -203,6 +238,11 @@ def checked_scopes(sub: str, scope: str) -> list[str]:
         fail(
             f"--scope: unknown {' '.join(unknown) or '(none given)'}; "
             f"known: {' '.join(sorted(KNOWN_SCOPES))}"
+        )
+    if sub is None and not Viewer.of_token(OWN_SUBJECT, scope).reads_all:
+        fail(
+            f"--sub: {scope!r} reads only the viewer's own rows: give the person's DID "
+            "(the rows they own are theirs by it)"
         )
     return scopes
 
@@ -228,9 +268,13 @@ PAGES = {"ui": "/ui", "graphiql": "/graphql"}
 
 @cli.command("sign-in-link")
 def sign_in_link_command(
-    sub: str = typer.Option(SERVICE_SUB, help="The person's DID (the session token's sub)."),
+    sub: str | None = typer.Option(
+        None,
+        help="The person's DID (the session token's sub; default: a subject of the session's "
+        "own, session:<id>, which reads every row only with operator, observer or service).",
+    ),
     scope: str = typer.Option(
-        SERVICE_SUB, help='Space-separated rights, e.g. "operator" (default: service, an admin).'
+        ADMIN_SCOPE, help='Space-separated rights, e.g. "operator" (default: service, an admin).'
     ),
     page: str = typer.Option("ui", help="The page the link opens: ui (the dashboard) or graphiql."),
     url: str | None = typer.Option(
@@ -240,7 +284,8 @@ def sign_in_link_command(
     ),
 ) -> None:
     """Print a fresh one-time sign-in link (alone on the last line) to the dashboard or
-    GraphiQL of the server on DATABASE_URL, for SUB with SCOPE: it works once, within
+    GraphiQL of the server on DATABASE_URL, for SUB (default: a subject of the session's
+    own) with SCOPE: it works once, within
     SIGN_IN_CODE_TTL_SECONDS; its code is in the URL's fragment, which no server logs. Needs
     the server's settings (DATABASE_URL, and JWT_SECRET or the secret in DATA_DIR)."""
     scopes = checked_scopes(sub, scope)

@@ -316,6 +316,7 @@ class GraphQLApp(GraphQL):
         its ``connection_init`` (``TokenTransportWS``)."""
         store: ConnectorStore = request.app.state.store
         viewer = request.scope.get("viewer") or Viewer.anonymous()
+        credentials: Credentials | None = request.scope.get("credentials")
         return Context(
             store=store,
             viewer=viewer,
@@ -327,16 +328,18 @@ class GraphQLApp(GraphQL):
             session=Session(
                 viewer,
                 request.scope.get(TOKEN_UNTIL),
-                check=session_check(request.scope.get("credentials"), store),
+                check=session_check(credentials, store),
+                sign_in=None if credentials is None else credentials.session,
             ),
         )
 
 
 def session_check(credentials: Credentials | None, store: ConnectorStore) -> SessionCheck | None:
-    """The check a request's streams run every ``SESSION_RECHECK_S`` when its token is a
-    sign-in session's (None for any other token): ``UNAUTHENTICATED`` once the session was
-    signed out or has ended; a database that cannot answer ends nothing (checked again
-    later). A WebSocket checks its own session (``TokenTransportWS``) and closes with it."""
+    """The check a request's stream runs every ``SESSION_RECHECK_S`` (``Session.valid``) when
+    its token is a sign-in session's (None for any other token): ``server.auth.live``,
+    ``UNAUTHENTICATED`` once the session was signed out or has ended; a database that cannot
+    answer ends nothing (checked again later). A WebSocket checks its own session
+    (``TokenTransportWS``) and closes with it."""
     if credentials is None or credentials.session is None:
         return None
     signed_in = credentials

@@ -12,12 +12,19 @@ PostgreSQL on migration 0011's ``NOTIFY`` and every ``LOG_RECHECK_S``, on SQLite
 ``store.wakeups.DEFAULT_POLL_S``). Why it is built so:
 docs/decisions/0007-live-hub-wakeups-timer-and-log-streams.md.
 
-Bounds: ``per_connection`` subscriptions on one connection (a WebSocket, or one HTTP
-multipart request), ``per_viewer`` for one token subject in this process
-(``TOO_MANY_SUBSCRIPTIONS``), and ``queue`` items pending for one subscription: a
-``workAvailable`` waiter coalesces (a connector pending once; past ``queue`` connector
-names, one signal for any connector). A subscription whose token expires ends with
-``UNAUTHENTICATED``.
+Bounds (``TOO_MANY_SUBSCRIPTIONS``): ``per_connection`` subscriptions on one connection (a
+WebSocket, or one HTTP multipart request), and ``per_viewer`` in this process for one
+subject (``Session.subject``: each sign-in session its own, else the token's ``sub``) on
+each of two channels (``channel``): ``workAvailable``, the workers' wake-ups, and the event
+streams; so however many streams a person's tab opens, a worker's ``workAvailable`` is never
+refused for it. And ``queue`` items pending for one subscription: a ``workAvailable`` waiter
+coalesces (a connector pending once; past ``queue`` connector names, one signal for any
+connector).
+
+A stream ends with ``UNAUTHENTICATED`` when its token expires, and within
+``SESSION_RECHECK_S`` of its sign-in session's end (signed out on any process): it calls
+``Session.valid`` before each item it sends and after each wait, so a flow of events never
+keeps it open.
 """
 
 import asyncio
@@ -74,12 +81,23 @@ class Observer(Protocol):
     def delivered(self, field: str) -> None: ...
 
 
+WORK_FIELD = "workAvailable"
+"""The workers' wake-up channel: its subscriptions are counted apart from the event
+streams' (``channel``), so no number of event streams refuses it."""
+
+
 def too_many(limit: int, what: str, setting: str) -> GraphQLError:
     """``TOO_MANY_SUBSCRIPTIONS`` for the bound ``limit`` of ``what`` (its ``setting``)."""
     return GraphQLError(
-        f"at most {limit} subscriptions {what} ({setting}): end one first",
+        f"at most {limit} {what} ({setting}): end one first",
         extensions={"code": TOO_MANY_SUBSCRIPTIONS, "limit": limit},
     )
+
+
+def channel(name: str) -> str:
+    """The budget a subscription of root field ``name`` counts against: ``workAvailable``'s
+    own, or the event streams' (``operationEvents`` and ``watchEvents`` together)."""
+    return WORK_FIELD if name == WORK_FIELD else "event streams"
 
 
 @dataclass(eq=False)
@@ -164,7 +182,8 @@ class Hub:
         self.limits = limits or LiveLimits()
         self.observer = observer
         self.waiters: dict[str | None, set[WorkWaiter]] = {}
-        self.viewers: Counter[str] = Counter()
+        self.subjects: Counter[tuple[str, str, str]] = Counter()
+        """Open subscriptions by (channel, kind of subject, subject): ``slot``'s counts."""
         self.wanted = asyncio.Event()
         self.recheck = asyncio.Event()
         events = store.events
@@ -268,25 +287,36 @@ class Hub:
     @contextlib.contextmanager
     def slot(self, session: Session, name: str) -> Iterator[None]:
         """Count one subscription of field ``name`` on ``session`` for the block; raises
-        ``TOO_MANY_SUBSCRIPTIONS`` past a bound."""
-        viewer = session.viewer.did or ""
+        ``TOO_MANY_SUBSCRIPTIONS`` past a bound: ``per_connection`` on the connection, and
+        ``per_viewer`` of ``name``'s channel (``channel``) for the session's subject
+        (``Session.subject``: a sign-in session, else the token's ``sub``). The check and the
+        count are one step of the event loop: the bound is exact however many subscribe at
+        once."""
+        held = (channel(name), *session.subject)
         if session.open >= self.limits.per_connection:
             raise too_many(
-                self.limits.per_connection, "per connection", "MAX_SUBSCRIPTIONS_PER_CONNECTION"
+                self.limits.per_connection,
+                "subscriptions per connection",
+                "MAX_SUBSCRIPTIONS_PER_CONNECTION",
             )
-        if self.viewers[viewer] >= self.limits.per_viewer:
-            raise too_many(self.limits.per_viewer, "per viewer", "MAX_SUBSCRIPTIONS_PER_VIEWER")
+        if self.subjects[held] >= self.limits.per_viewer:
+            whose = "sign-in session" if session.sign_in is not None else "token subject"
+            raise too_many(
+                self.limits.per_viewer,
+                f"{held[0]} subscriptions per {whose}",
+                "MAX_SUBSCRIPTIONS_PER_VIEWER",
+            )
         session.open += 1
-        self.viewers[viewer] += 1
+        self.subjects[held] += 1
         if self.observer is not None:
             self.observer.opened(name)
         try:
             yield
         finally:
             session.open -= 1
-            self.viewers[viewer] -= 1
-            if not self.viewers[viewer]:
-                del self.viewers[viewer]
+            self.subjects[held] -= 1
+            if not self.subjects[held]:
+                del self.subjects[held]
             if self.observer is not None:
                 self.observer.closed(name)
 
@@ -305,7 +335,7 @@ class Hub:
         from an older backup); one up to it stays valid when the newest events were
         collected."""
         event_log = self.logs[name]
-        session.seconds_left()
+        await session.valid()
         if after is not None:
             head = await event_log.head()
             if head is None or position("after", after) > position("after", head):
@@ -322,6 +352,7 @@ class Hub:
                     except EventsCollected:
                         raise events_collected() from None
                     for event in page:
+                        await session.valid()
                         cursor = event.sequence
                         if self.observer is not None:
                             self.observer.delivered(event_log.field)
@@ -329,11 +360,10 @@ class Hub:
                     if len(page) == EVENT_PAGE:
                         continue
                     cursor = caught_up(cursor, known)
-                    try:
+                    with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(session.wait_s()):
                             await grown.wait()
-                    except TimeoutError:
-                        await session.still_valid()
+                    await session.valid()
             finally:
                 self.streams[name] -= 1
                 if not +self.streams:
@@ -347,22 +377,22 @@ class Hub:
         (whatever committed before the subscription started is not missed: a worker drains
         after each signal). Ends with ``UNAUTHENTICATED`` when the session's token expires or
         its sign-in ends; raises ``TOO_MANY_SUBSCRIPTIONS`` past a bound."""
-        session.seconds_left()
-        with self.slot(session, "workAvailable"):
+        await session.valid()
+        with self.slot(session, WORK_FIELD):
             waiter = WorkWaiter(connector, self.limits.queue)
             self.waiters.setdefault(connector, set()).add(waiter)
             self.wanted.set()
             waiter.tell(connector)
             try:
                 while True:
-                    try:
+                    with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(session.wait_s()):
                             await waiter.ready.wait()
-                    except TimeoutError:
-                        await session.still_valid()
+                    await session.valid()
                     for name in waiter.take():
+                        await session.valid()
                         if self.observer is not None:
-                            self.observer.delivered("workAvailable")
+                            self.observer.delivered(WORK_FIELD)
                         yield name, self.store.clock()
             finally:
                 group = self.waiters.get(connector, set())

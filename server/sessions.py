@@ -42,8 +42,10 @@ SIGN_IN_FRAGMENT = "sign-in="
 """A sign-in link's fragment, before the code (``#sign-in=<code>``)."""
 MAX_SIGN_IN_BODY_BYTES = 1024
 """The largest body ``/auth/sign-in`` reads: ``{"code": "…"}`` is about 60 bytes."""
-SERVICE_SUB = "service"
-"""The DID, and the scope, of the sign-in ``serve`` prints a link for (an admin)."""
+ADMIN_SCOPE = "service"
+"""The rights of the sign-in ``serve`` prints a link for, and of ``sign-in-link``'s by
+default (an admin): every right. Its subject is the session's own
+(``store.sign_in.OWN_SUBJECT``), never the workers' ``service``."""
 GET_ANOTHER = "ask for a new link (connector-store sign-in-link, where the server runs)"
 REFUSALS = {
     USED: f"this sign-in link was used already: each works once; {GET_ANOTHER}",

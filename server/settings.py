@@ -175,7 +175,10 @@ class Settings(BaseSettings):
         default=100, ge=1, description="Subscriptions open on one WebSocket (or HTTP request)."
     )
     max_subscriptions_per_viewer: int = Field(
-        default=1000, ge=1, description="Subscriptions one token subject holds in one process."
+        default=1000,
+        ge=1,
+        description="Subscriptions one subject (a sign-in session, else a token's sub) holds "
+        "in one process, on each channel: workAvailable, and the event streams.",
     )
     subscription_queue: int = Field(
         default=1000,

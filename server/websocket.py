@@ -24,6 +24,7 @@ from resolvers.live import SESSION_RECHECK_S
 from server.auth import (
     Credentials,
     Unauthenticated,
+    authenticate,
     live,
 )
 from store.errors import DatabaseUnavailable
@@ -106,8 +107,8 @@ class TokenTransportWS(BaseGraphQLTransportWSHandler[Context, None]):
         try:
             if authorization is None or view.authenticator is None:
                 raise Unauthenticated(NO_WS_TOKEN, error=None)
-            credentials = await live(
-                view.authenticator.credentials(authorization), websocket.app.state.store
+            credentials = await authenticate(
+                view.authenticator, authorization, websocket.app.state.store
             )
         except (Unauthenticated, DatabaseUnavailable) as refused:
             self.connection_init_received = True
@@ -119,7 +120,7 @@ class TokenTransportWS(BaseGraphQLTransportWSHandler[Context, None]):
                 code, reason = WS_FORBIDDEN, close_reason(str(refused))
             await self.websocket.close(code=code, reason=reason)
             return
-        self.context.signed_in(credentials.viewer, credentials.until)
+        self.context.signed_in(credentials.viewer, credentials.until, credentials.session)
         self.expiry = asyncio.get_running_loop().call_later(
             max(0.0, credentials.until - time.time()) + EXPIRY_CLOSE_GRACE_S,
             lambda: asyncio.ensure_future(self.expired()),

@@ -1,7 +1,8 @@
 """Signing people in: one-time sign-in codes and the sessions they open (no seed counterpart).
 
 A sign-in is one row (``tables.sign_in``). ``issue_code`` makes it: a random code, of which
-only the SHA-256 is kept, good once until ``code_expires_at``. ``sign_in`` spends the code and
+only the SHA-256 is kept, good once until ``code_expires_at``, for a named person's ``sub``
+or for a subject of the session's own (``OWN_SUBJECT``). ``sign_in`` spends the code and
 opens the row's session, valid until ``expires_at``; ``renew`` moves ``expires_at`` on while
 the session is live; ``sign_out`` revokes it. Every server process on the database reads the
 same row (``session``), so a code spent on one process is spent for all, and a session
@@ -34,6 +35,9 @@ MAX_CODE_CHARS: Final = 128
 CODE_SHAPE: Final = re.compile(r"[A-Za-z0-9_-]+")
 """The alphabet of a code (URL-safe base64): text outside it (a lone surrogate from JSON's
 ``\\ud800``, which has no UTF-8) is no code this store made, refused before any hashing."""
+OWN_SUBJECT: Final = "session:"
+"""The ``sub`` of a session issued for no named person: this prefix and its ``session_id``,
+so each such session is a subject of its own (never a worker's, never another session's)."""
 UNKNOWN: Final = "unknown"
 USED: Final = "used"
 EXPIRED: Final = "expired"
@@ -186,11 +190,12 @@ class SignInStore:
         self._clock = context.clock
         self._new_id = context.new_id
 
-    async def issue_code(self, sub: str, scope: str, ttl_ms: int) -> IssuedCode:
-        """A new sign-in code for ``sub`` (a DID) with ``scope`` (space-separated rights),
+    async def issue_code(self, sub: str | None, scope: str, ttl_ms: int) -> IssuedCode:
+        """A new sign-in code for ``sub`` (a DID; None: the session's own subject,
+        ``OWN_SUBJECT`` and its ``session_id``) with ``scope`` (space-separated rights),
         usable once within ``ttl_ms`` from now. Raises ``InvalidInput`` for a blank or
         over-long ``sub``, a blank ``scope`` or a ``ttl_ms`` below 1."""
-        if not check.key("sub", sub).strip():
+        if sub is not None and not check.key("sub", sub).strip():
             raise InvalidInput("sub", "must not be blank")
         if not check.text("scope", scope).strip():
             raise InvalidInput("scope", "must name at least one right")
@@ -198,6 +203,8 @@ class SignInStore:
         code = secrets.token_urlsafe(CODE_BYTES)
         now = self._clock()
         issued = IssuedCode(code=code, session_id=self._new_id(), expires_at=now + ttl_ms)
+        if sub is None:
+            sub = OWN_SUBJECT + issued.session_id
         await self._db.write_prepared(
             ISSUE_CODE,
             {

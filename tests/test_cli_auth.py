@@ -1,28 +1,22 @@
 """The command's auth side, in real processes: ``token`` mints tokens for the server's
-settings, ``make token`` prints an admin token alone on its last line, ``serve`` with no
-key makes a secret and prints a working one-time sign-in link (never a token), and refuses
-to serve beyond loopback without a configured key; ``sign-in-link`` prints a fresh link;
-bad key settings are one ``error:`` line."""
+settings, ``make token`` prints an admin token alone on its last line, ``serve`` refuses
+to serve beyond loopback without a configured key; ``sign-in-link`` refuses bad options;
+bad key settings are one ``error:`` line. Where ``serve`` prints a sign-in link, and the
+links of ``sign-in-link``: ``test_serve_sign_in``."""
 
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import httpx
 import jwt
 import pydantic
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from resolvers.permissions import ALL_SCOPES
-from server.app import create_app
 from server.cli import settings_problem
-from server.settings import Settings
-from tests.api.test_sign_in import JWT, LOOPBACK_LOOKS, every_path, holds_a_token
 from tests.tokens import TEST_JWT_SECRET
 
 COMMAND = Path(sys.executable).with_name("connector-store")
@@ -77,107 +71,13 @@ def test_make_token__an_admin_token_alone_on_the_last_line():
     assert claims["sub"] == "service" and claims["scope"] == "service"
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def signed_in(url: str, code: str) -> httpx.Response:
-    return httpx.post(url + "/auth/sign-in", json={"code": code})
-
-
-def test_serve__no_key_makes_a_secret_prints_a_sign_in_link_and_hands_out_no_token(tmp_path):
-    """``serve`` as ``make run`` runs it (no key: it makes its secret): it prints a sign-in
-    link, and no token; no page or endpoint answers a token to a request from this machine
-    (direct or through a proxy on it); the link's code opens a session once, and
-    ``sign-in-link`` prints a fresh one."""
-    port = free_port()
-    data = tmp_path / "data"
-    env = os.environ | {"DATA_DIR": str(data), "SWEEPER": "false"}
-    env.pop("JWT_SECRET")
-    env.pop("DATABASE_URL", None)
-    log = tmp_path / "serve.log"
-    with log.open("w") as output:
-        process = subprocess.Popen(
-            [str(COMMAND), "serve", "--port", str(port)],
-            env=env,
-            cwd=tmp_path,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(300):
-            try:
-                if httpx.get(url + "/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        lines = log.read_text().splitlines()
-        [pages] = [line for line in lines if line.startswith("GraphiQL: ")]
-        [link] = [line.strip() for line in lines if line.strip().startswith(f"{url}/ui#sign-in=")]
-        code = link.split("#sign-in=", 1)[1]
-        holding = [
-            (method, path, headers)
-            for path in every_path(create_app(Settings()))
-            for headers in LOOPBACK_LOOKS
-            for method in ("GET", "POST")
-            if holds_a_token(httpx.request(method, url + path, headers=headers))
-        ]
-        opened = signed_in(url, code)
-        again = signed_in(url, code)
-        token = opened.json()["token"]
-        query = {"query": "{ serverTime }"}
-        with_token = httpx.post(
-            url + "/graphql", json=query, headers={"Authorization": f"Bearer {token}"}
-        )
-        fresh = run(
-            "sign-in-link",
-            "--page",
-            "graphiql",
-            cwd=tmp_path,
-            DATA_DIR=str(data),
-            JWT_SECRET="",
-            PORT=str(port),
-        )
-        fresh_link = fresh.stdout.strip().splitlines()[-1]
-        fresh_opened = signed_in(url, fresh_link.split("#sign-in=", 1)[1])
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-    assert pages == f"GraphiQL: {url}/graphql  dashboard: {url}/ui"
-    assert holding == []
-    assert not JWT.search(log.read_text())
-    assert f"(GraphiQL: {url}/graphql#sign-in={code})" in log.read_text()
-    assert opened.status_code == 200 and again.status_code == 400
-    assert "used already" in again.json()["errors"][0]["message"]
-    assert with_token.status_code == 200 and "serverTime" in with_token.json()["data"]
-    secret = (data / "jwt-secret").read_text().strip()
-    assert (data / "jwt-secret").stat().st_mode & 0o777 == 0o600
-    assert secret not in log.read_text()
-    assert jwt.decode(token, secret, algorithms=["HS256"])["scope"] == "service"
-    assert fresh.returncode == 0 and fresh_link.startswith(f"{url}/graphql#sign-in=")
-    assert fresh_opened.status_code == 200
-    again = run(
-        "token",
-        "--sub",
-        "service",
-        "--scope",
-        " ".join(ALL_SCOPES),
-        cwd=tmp_path,
-        DATA_DIR=str(data),
-        JWT_SECRET="",
-    )
-    assert jwt.decode(again.stdout.strip(), secret, algorithms=["HS256"])
-
-
 def test_sign_in_link__bad_options_and_a_public_key_are_refused(tmp_path):
     scope = run("sign-in-link", "--scope", "root", DATA_DIR=str(tmp_path))
     page = run("sign-in-link", "--page", "admin", DATA_DIR=str(tmp_path))
     assert scope.returncode == 1 and scope.stderr.startswith("error: --scope: unknown root")
     assert page.returncode == 1 and "--page: 'admin'" in page.stderr
+    tenant = run("sign-in-link", "--scope", "operations:read", DATA_DIR=str(tmp_path))
+    assert tenant.returncode == 1 and tenant.stderr.startswith("error: --sub: 'operations:read'")
     for url in ("javascript:alert(1)", "127.0.0.1:8000", "ftp://host"):
         refused = run("sign-in-link", "--url", url, DATA_DIR=str(tmp_path))
         assert refused.returncode == 1 and refused.stderr.startswith("error: --url: "), url

@@ -5,10 +5,13 @@ its background loops stop when told, even at the moment they are woken."""
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 
 import pytest
+from graphql import GraphQLError
 
+import resolvers.live
 from resolvers.codes import TOO_MANY_SUBSCRIPTIONS, UNAUTHENTICATED
 from resolvers.live import Session
 from resolvers.permissions import Viewer
@@ -94,7 +97,7 @@ async def test_hub__a_reader_that_does_not_read_keeps_one_signal_pending():
     assert list(waiter.pending) == ["calendar"]
     assert await anext(stream) == ("calendar", 1)
     await stream.aclose()
-    assert hub.waiters == {} and hub.viewers == {} and not hub.wanted.is_set()
+    assert hub.waiters == {} and hub.subjects == {} and not hub.wanted.is_set()
 
 
 async def test_hub__bounds_per_connection_and_per_viewer():
@@ -109,7 +112,7 @@ async def test_hub__bounds_per_connection_and_per_viewer():
         assert refused.value.extensions["code"] == TOO_MANY_SUBSCRIPTIONS
     for stream in streams:
         await stream.aclose()
-    assert hub.viewers == {}
+    assert hub.subjects == {}
 
 
 async def test_hub__a_subscription_ends_when_its_token_expires():
@@ -118,6 +121,77 @@ async def test_hub__a_subscription_ends_when_its_token_expires():
     with pytest.raises(Exception) as ended:
         await anext(stream)
     assert ended.value.extensions["code"] == UNAUTHENTICATED
+
+
+@dataclass(frozen=True)
+class Event:
+    sequence: str
+
+
+async def ever_more(after: str | None, size: int) -> list[Event]:
+    """A log that always has a full page more to read (a backlog, or a steady flow)."""
+    start = 0 if after is None else int(after, 16) + 1
+    return [Event(f"{number:032x}") for number in range(start, start + size)]
+
+
+async def past(moment: float, clock: Callable[[], float]) -> None:
+    """Wait until ``clock`` reads ``moment`` or later."""
+    while clock() < moment:
+        await asyncio.sleep(0.01)
+
+
+def streams_of(hub: Hub, session: Session) -> dict[str, AsyncIterator[object]]:
+    """One stream of each kind on ``session``: an event log's, and ``workAvailable`` (kept
+    busy by wake-ups: ``busy``)."""
+    return {
+        "events": hub.events(session, "operation", ever_more, None),
+        "work": hub.work(session, None),
+    }
+
+
+async def busy(hub: Hub, stream: AsyncIterator[object]) -> object:
+    """The stream's next item, with a wake-up waiting for every ``workAvailable``."""
+    hub.wake("calendar")
+    return await anext(stream)
+
+
+@pytest.mark.parametrize("kind", ["events", "work"])
+async def test_hub__a_stream_with_ever_more_to_send_ends_when_its_token_expires(kind):
+    """A stream that never waits (a backlog to replay, a steady flow) ends at its token's
+    expiry, however much more it has to send."""
+    hub = Hub(FakeStore())  # type: ignore[arg-type]
+    session = Session(Viewer.service(), expires_at=time.time() + 0.3)
+    stream = streams_of(hub, session)[kind]
+    await busy(hub, stream)
+    await past(session.expires_at or 0, time.time)
+    with pytest.raises(GraphQLError) as ended:
+        await busy(hub, stream)
+    assert ended.value.extensions["code"] == UNAUTHENTICATED
+    await stream.aclose()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("kind", ["events", "work"])
+async def test_hub__a_stream_with_ever_more_to_send_checks_its_sign_in_session(kind, monkeypatch):
+    """A sign-in session's stream checks the session every ``SESSION_RECHECK_S`` however
+    busy it is: one signed out ends it with the check's ``UNAUTHENTICATED``."""
+    monkeypatch.setattr(resolvers.live, "SESSION_RECHECK_S", 0.05)
+    signed_out = asyncio.Event()
+
+    async def check() -> None:
+        if signed_out.is_set():
+            raise GraphQLError("signed out", extensions={"code": UNAUTHENTICATED})
+
+    hub = Hub(FakeStore())  # type: ignore[arg-type]
+    session = Session(Viewer.service(), check=check)
+    stream = streams_of(hub, session)[kind]
+    for _ in range(3):
+        await busy(hub, stream)
+    signed_out.set()
+    await past(time.monotonic() + resolvers.live.SESSION_RECHECK_S, time.monotonic)
+    with pytest.raises(GraphQLError) as ended:
+        await busy(hub, stream)
+    assert ended.value.message == "signed out"
+    await stream.aclose()  # type: ignore[attr-defined]
 
 
 async def test_hub__running_ends_when_its_loops_are_stopped_as_they_are_woken():

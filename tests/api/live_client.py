@@ -2,6 +2,7 @@
 a graphql-transport-ws client on the ``websockets`` library."""
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -107,6 +108,35 @@ async def signal(sock: Socket, id_: str, timeout_s: float = WAIT_S) -> dict[str,
     assert message["type"] == "next" and message["id"] == id_, message
     assert "errors" not in message["payload"], message
     return message["payload"]["data"]["workAvailable"]
+
+
+async def parts(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+    """Each ``payload`` of a multipart subscription response, until the response ends."""
+    text = ""
+    async for chunk in response.aiter_text():
+        text += chunk
+        *whole, text = text.split("--graphql")
+        for part in whole:
+            _, _, content = part.partition("\r\n\r\n")
+            with contextlib.suppress(ValueError):
+                decoded = json.loads(content)
+                if "payload" in decoded:
+                    yield decoded["payload"]
+
+
+async def session_token(
+    server: Served,
+    store: ConnectorStore,
+    sub: str | None = "did:key:person",
+    scope: str = "service",
+) -> str:
+    """The token of a sign-in session for ``sub`` (None: a subject of its own) with ``scope``,
+    opened on ``server`` with a fresh code, as a person's page opens one."""
+    code = (await store.sign_in.issue_code(sub, scope, ttl_ms=600_000)).code
+    async with httpx.AsyncClient(base_url=server.http) as http:
+        response = await http.post("/auth/sign-in", json={"code": code})
+    assert response.status_code == 200, response.text
+    return str(response.json()["token"])
 
 
 async def multipart_first(

@@ -500,9 +500,9 @@ async def test_operation_events__a_subscriber_that_reads_nothing_is_closed_holdi
                     reissue_intent=intent,
                 )
             deadline = time.monotonic() + 15
-            while server.app.state.hub.viewers and time.monotonic() < deadline:
+            while server.app.state.hub.subjects and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)
-            assert not server.app.state.hub.viewers, "the unread subscriber was not closed"
+            assert not server.app.state.hub.subjects, "the unread subscriber was not closed"
             peak = tracemalloc.get_traced_memory()[1] - baseline
         finally:
             tracemalloc.stop()

@@ -262,7 +262,7 @@ async def test_work_available__a_tenant_is_refused_before_the_stream_starts(stor
         message = await sock.receive()
         assert message["type"] == "error" and message["id"] == "1"
         assert [error["extensions"]["code"] for error in message["payload"]] == [FORBIDDEN]
-        assert server.app.state.hub.viewers == {}
+        assert server.app.state.hub.subjects == {}
 
 
 async def test_subscriptions__bounded_per_connection_and_per_viewer(store):
@@ -285,7 +285,7 @@ async def test_subscriptions__bounded_per_connection_and_per_viewer(store):
 
         await one.send({"id": "a", "type": "complete"})
         for _ in range(50):
-            if server.app.state.hub.viewers["service"] == 2:
+            if server.app.state.hub.subjects["workAvailable", "sub", "service"] == 2:
                 break
             await asyncio.sleep(0.02)
         await two.subscribe("f")

@@ -21,6 +21,7 @@ from starlette.staticfiles import StaticFiles
 import resolvers.live
 import server.websocket
 from resolvers.codes import BAD_REQUEST, PAYLOAD_TOO_LARGE, SIGN_IN_REFUSED, UNAUTHENTICATED
+from resolvers.permissions import Viewer
 from server.app import create_app
 from server.sessions import MAX_SIGN_IN_BODY_BYTES
 from server.settings import Settings
@@ -71,6 +72,42 @@ async def test_sign_in__a_code_opens_a_session_once(store, clock):
     assert again.status_code == 400 and codes(again) == [SIGN_IN_REFUSED]
     assert "used already" in message(again) and "sign-in-link" in message(again)
     assert not JWT.search(again.text)
+
+
+async def test_sign_in__an_admin_link_signs_in_a_subject_of_its_own_with_every_right(store):
+    """A link for no named person (``serve``'s, ``sign-in-link``'s default) signs in as the
+    session's own subject, never the workers' ``service``, with every right: it reads and
+    writes every tenant's rows as a ``service`` token does."""
+    async with app_client(store, token=None) as http:
+        answers = []
+        for _ in range(2):
+            code = (await store.sign_in.issue_code(None, "service", ttl_ms=600_000)).code
+            answers.append((await http.post("/auth/sign-in", json={"code": code})).json())
+        token = answers[0]["token"]
+        viewer = await http.post("/graphql", json=VIEWER, headers=bearer(token))
+        await claimed_operation(store, caller_did="did:key:tenant", owner_did="did:key:tenant")
+        rows = await http.post(
+            "/graphql",
+            json={"query": "{ operations(first: 5) { edges { node { callerDID } } } }"},
+            headers=bearer(token),
+        )
+        released = await http.post(
+            "/graphql",
+            json={
+                "query": 'mutation { releaseLease(input: {callerDID: "did:key:tenant", '
+                'operationID: "op-1", leaseToken: "lease-A"}) { applied } }'
+            },
+            headers=bearer(token),
+        )
+    subs = [answer["sub"] for answer in answers]
+    assert all(sub.startswith("session:") for sub in subs) and len(set(subs)) == 2, subs
+    assert viewer.json()["data"]["viewer"] == {"did": subs[0], "scopes": viewer_scopes()}
+    assert rows.json()["data"]["operations"]["edges"] == [{"node": {"callerDID": "did:key:tenant"}}]
+    assert released.json()["data"]["releaseLease"] == {"applied": True}, released.json()
+
+
+def viewer_scopes() -> list[str]:
+    return sorted(Viewer.of_token("x", "service").scopes)
 
 
 async def test_sign_in__an_expired_code_is_refused(store, clock):

@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from store.errors import InvalidInput
-from store.sign_in import EXPIRED, UNKNOWN, USED, SignInRefused, code_hash
+from store.sign_in import EXPIRED, OWN_SUBJECT, UNKNOWN, USED, SignInRefused, code_hash
 from store.tables import sign_in
 
 CODE_MS = 600_000
@@ -33,6 +33,15 @@ async def test_sign_in__opens_the_session_of_the_code(store, clock):
         None,
     )
     assert await store.sign_in.session(code.session_id) == session
+
+
+async def test_issue_code__for_no_named_person_each_session_is_a_subject_of_its_own(store):
+    codes = [await store.sign_in.issue_code(None, "service", CODE_MS) for _ in range(2)]
+    sessions = [await store.sign_in.sign_in(code.code, SESSION_MS) for code in codes]
+    assert [session.sub for session in sessions] == [
+        OWN_SUBJECT + code.session_id for code in codes
+    ]
+    assert len({session.sub for session in sessions} | {"service"}) == 3
 
 
 async def test_issue_code__only_its_hash_is_kept(store, database):

@@ -15,12 +15,13 @@ from typing import Any
 
 import pytest
 
-from server.sessions import SERVICE_SUB
+from server.sessions import ADMIN_SCOPE
 from server.sessions import sign_in_link as link_to
 from store import ConnectorStore
 from store.database import Database
 from tests.databases import PostgresRun
 from tests.e2e.live import Server, live_server
+from tests.tokens import SERVICE
 from tests.ui.seed import Seeded, seed
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -87,7 +88,7 @@ class Requests:
 
 
 async def sign_in_link(
-    server: Server, sub: str = SERVICE_SUB, scope: str = SERVICE_SUB, page: str = "/ui"
+    server: Server, sub: str = SERVICE, scope: str = ADMIN_SCOPE, page: str = "/ui"
 ) -> str:
     """A fresh one-time sign-in link to ``page`` of ``server`` for ``sub`` with ``scope``, as
     ``connector-store sign-in-link`` makes one (a code written to the server's database)."""
@@ -123,7 +124,7 @@ async def browsing(browser: Any, *, bypass_csp: bool = True) -> AsyncIterator[An
 
 @contextlib.asynccontextmanager
 async def signed_in(
-    browser: Any, server: Server, sub: str = SERVICE_SUB, scope: str = SERVICE_SUB
+    browser: Any, server: Server, sub: str = SERVICE, scope: str = ADMIN_SCOPE
 ) -> AsyncIterator[Any]:
     """A fresh page (``browsing``) signed in to the dashboard as a person is: by opening a
     sign-in link for ``sub`` with ``scope``; then left on ``about:blank``, so that the test

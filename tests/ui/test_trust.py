@@ -159,7 +159,7 @@ async def test_labels__words_and_links_are_spaced(browser, seeded, page):
     try:
         await fresh.goto(seeded.url + "/ui")
         text = await fresh.locator("main").inner_text()
-        assert "when it starts, connector-store sign-in-link" in text, text
+        assert "where the server runs (connector-store serve prints one too" in text, text
     finally:
         await context.close()
 

@@ -1,9 +1,9 @@
 // Signing in, for the dashboard (/ui) and GraphiQL (/graphql) alike. A sign-in link
-// (`connector-store serve` prints one, `connector-store sign-in-link` another) carries a
-// one-time code in its fragment (#sign-in=<code>), which browsers never send to a server;
-// the page POSTs it to /auth/sign-in and keeps the session's token in this tab's
-// sessionStorage (no cookie: another site's page cannot use it), renews it at half its
-// life while the page is open, and revokes it on sign-out. A token typed in (a JWT of
+// (`connector-store sign-in-link` prints one; `serve` too, in a development server's
+// terminal) carries a one-time code in its fragment (#sign-in=<code>), which browsers
+// never send to a server; the page POSTs it to /auth/sign-in and keeps the session's token
+// in this tab's sessionStorage (no cookie: another site's page cannot use it), renews it at
+// half its life while the page is open, and revokes it on sign-out. A token typed in (a JWT of
 // `connector-store token` or an identity provider) is kept the same way, but is no session:
 // nothing to renew or revoke.
 

@@ -53,9 +53,9 @@ function SignIn({ onToken, reason }) {
       <h2>Sign in</h2>
       ${(refused || reason) && html`<p class="error" role="alert">${refused || reason}</p>`}
       <p>
-        Open a sign-in link: <code>connector-store serve</code> prints one when it starts,${" "}
-        <code>connector-store sign-in-link</code> prints another (each works once, for a few
-        minutes).
+        Open a sign-in link: <code>connector-store sign-in-link</code> prints one where the
+        server runs${" "}(<code>connector-store serve</code> prints one too when it starts in a
+        terminal); each works once, for a few minutes.
       </p>
       <form onSubmit=${submit}>
         <p>
