@@ -62,7 +62,7 @@ async def test_server_output__json_lines_without_secrets(postgres_run: PostgresR
                 "GraphiQL:",
                 "auth:",
                 # The one-time sign-in link, for the dashboard and for GraphiQL.
-                "sign in (",
+                "sign in",
                 "  http://",
                 "  (GraphiQL: http://",
             )
