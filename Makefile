@@ -1,10 +1,10 @@
-# The README's two commands: `make run` serves the API, `make test` passes the tests.
-# Both create the virtual environment and install on first use.
+# The README's commands: `make run` serves the API, `make test` passes the tests (`make
+# test-fast` the quick ones). They create the virtual environment and install on first use.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: codegen codegen-env install runtime run test test-faults test-ui screenshots lint schema sql bench token sign-in-link node
+.PHONY: codegen codegen-env install runtime run test test-fast test-faults test-ui screenshots lint schema sql bench token sign-in-link node
 
 # Two markers: `.runtime` (the server's dependencies only: what `make run` and `make token`
 # need) and `.installed` (the dev toolchain too: tests, linters; it includes the runtime).
@@ -69,8 +69,19 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# The tests that need no long wait (none marked slow, faults or ui) run in parallel processes
+# (pytest-xdist, one a core by default), each with its own PostgreSQL database and SQLite
+# files (tests/databases.py); `make test` then runs the slow ones (real processes) one by one.
+TEST_WORKERS ?= auto
+FAST := -m 'not slow and not faults and not ui'
+
 test: lint node codegen-env
-	$(BIN)/pytest --timeout 300
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --timeout 300 $(FAST)
+	$(BIN)/pytest --timeout 300 -m 'slow and not faults and not ui'
+
+# Both backends, a few minutes: before each commit.
+test-fast: install
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --timeout 300 $(FAST)
 
 # The long fault tests (real processes: SIGKILL, terminated backends, replicas, pgbouncer,
 # SIGTERM); each prints its counts.

@@ -19,6 +19,9 @@ from store.migrate import POSTGRES_LOCK_KEY
 from tests.databases import as_driver, postgres_admin_url, postgres_unavailable, with_database
 from tests.ports import free_port
 
+# Real processes (a `connector-store` command or server): left out of `make test-fast`.
+pytestmark = pytest.mark.slow
+
 COMMAND = Path(sys.executable).with_name("connector-store")
 TIMEOUT_S = 300
 """A bound for a busy machine, not the time a command is expected to take."""

@@ -19,6 +19,9 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from server.cli import settings_problem
 from tests.tokens import TEST_JWT_SECRET
 
+# Real processes (a `connector-store` command or server): left out of `make test-fast`.
+pytestmark = pytest.mark.slow
+
 COMMAND = Path(sys.executable).with_name("connector-store")
 REPO = Path(__file__).resolve().parents[1]
 

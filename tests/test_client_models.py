@@ -13,6 +13,9 @@ import pytest
 from connector_store_client import LeasedOperation
 from connector_store_client.models.finalize_operations import FinalizeOperations
 
+# A real process (ariadne-codegen): left out of `make test-fast`.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 CLIENT = ROOT / "client"
 MODELS = CLIENT / "connector_store_client" / "models"

@@ -37,6 +37,9 @@ from tests.faults.harness import Server, kill_started
 from tests.ports import free_port
 from tests.tokens import SERVICE_TOKEN
 
+# Real processes (a `connector-store` command or server): left out of `make test-fast`.
+pytestmark = pytest.mark.slow
+
 HEADER_TIMEOUT_S = 1.0
 BODY_TIMEOUT_S = 1.0
 BOUNDS = {

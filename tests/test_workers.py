@@ -19,6 +19,9 @@ from tests.faults.harness import Server, kill_started
 from tests.ports import free_port
 from tests.tokens import SERVICE_TOKEN, bearer
 
+# Real processes (a `connector-store` command or server): left out of `make test-fast`.
+pytestmark = pytest.mark.slow
+
 REQUESTS = 20
 GIVE_UP_BOUND_S = 300.0
 """The longest ``serve`` may take to give up on workers that keep dying: its backoff's sum

@@ -19,6 +19,9 @@ from tests.e2e.live import NODE_DIR
 from tests.factories import claimed_operation, marked
 from tests.tokens import SERVICE_TOKEN, mint
 
+# Real processes (a `connector-store` command or server): left out of `make test-fast`.
+pytestmark = pytest.mark.slow
+
 WAIT_S = 15.0
 
 

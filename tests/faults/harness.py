@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from tests.e2e.live import READY_TIMEOUT_S
 from tests.tokens import SERVICE_TOKEN, bearer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,7 +97,7 @@ class Server:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
-    def wait_ready(self, timeout_s: float = 30.0) -> None:
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         assert self.process is not None
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
