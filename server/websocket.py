@@ -27,6 +27,7 @@ from server.auth import (
     authenticate,
     live,
 )
+from server.live import too_many
 from store.errors import DatabaseUnavailable
 
 if TYPE_CHECKING:
@@ -43,6 +44,8 @@ MAX_CLOSE_REASON_BYTES = 123
 EXPIRY_CLOSE_GRACE_S = 0.5
 """How long after a token expires its WebSocket is closed: its subscriptions' own
 ``UNAUTHENTICATED`` errors go out first."""
+EXPIRED_REASON = "the token has expired: connect again with a new one"
+"""The close reason of a connection whose token has expired."""
 NO_WS_TOKEN = (
     'send a bearer token: connection_init\'s payload {"Authorization": "Bearer …"} '
     "or the upgrade's Authorization header"
@@ -90,7 +93,12 @@ class TokenTransportWS(BaseGraphQLTransportWSHandler[Context, None]):
     ``EXPIRY_CLOSE_GRACE_S`` later, the connection is closed with 4403. A session's token is
     checked again at each ``subscribe`` and every ``SESSION_RECHECK_S`` while the connection
     is open: once the session is signed out the connection is closed with 4403 and the
-    reason, its streams with it."""
+    reason, its streams with it. Every ``subscribe`` (a query or a mutation too) checks the
+    token's expiry as well: one sent after it, even before the close, closes the connection
+    with 4403 and runs nothing. Past Strawberry's bound on the operations in flight (twice
+    ``MAX_SUBSCRIPTIONS_PER_CONNECTION``, reached by a burst of subscribes sent faster than
+    they start), a ``subscribe`` is refused as the hub refuses one: a ``next`` carrying
+    ``TOO_MANY_SUBSCRIPTIONS``, then ``complete``."""
 
     expiry: asyncio.TimerHandle | None = None
     credentials: Credentials | None = None
@@ -125,8 +133,8 @@ class TokenTransportWS(BaseGraphQLTransportWSHandler[Context, None]):
             max(0.0, credentials.until - time.time()) + EXPIRY_CLOSE_GRACE_S,
             lambda: asyncio.ensure_future(self.expired()),
         )
+        self.credentials = credentials
         if credentials.session is not None:
-            self.credentials = credentials
             self.session_check = asyncio.create_task(self.recheck_session())
         await super().handle_connection_init(message)
 
@@ -134,7 +142,7 @@ class TokenTransportWS(BaseGraphQLTransportWSHandler[Context, None]):
         """Whether the connection's session (if its token is a session's) was signed out or
         ended since it connected; when it was, the connection is closed with 4403 and the
         reason. A database that cannot answer ends nothing (checked again later)."""
-        if self.credentials is None:
+        if self.credentials is None or self.credentials.session is None:
             return False
         try:
             await live(self.credentials, self.context.request.app.state.store)
@@ -154,16 +162,50 @@ class TokenTransportWS(BaseGraphQLTransportWSHandler[Context, None]):
                 return
 
     async def handle_subscribe(self, message: SubscribeMessage) -> None:
-        if self.connection_acknowledged and await self.session_ended():
-            return
+        if self.connection_acknowledged:
+            if self.credentials is not None and time.time() >= self.credentials.until:
+                await self.expired()
+                return
+            if await self.session_ended():
+                return
+            if self.in_flight_full(message["id"]):
+                await self.refuse_in_flight(message["id"])
+                return
         await super().handle_subscribe(message)
+
+    def in_flight_full(self, operation_id: str) -> bool:
+        """Whether Strawberry would refuse a new operation ``operation_id`` for the
+        operations in flight on the connection (an id in flight is its to refuse)."""
+        bound = self.max_subscriptions_per_connection
+        return (
+            bound is not None
+            and operation_id not in self.operations
+            and len(self.operations) >= bound
+        )
+
+    async def refuse_in_flight(self, operation_id: str) -> None:
+        """Refuse operation ``operation_id`` past the operations in flight, as the hub
+        refuses a subscription past its bound: a ``next`` with ``TOO_MANY_SUBSCRIPTIONS``,
+        then ``complete``."""
+        bound = self.max_subscriptions_per_connection or 0
+        error = too_many(
+            bound,
+            "operations in flight per connection",
+            "twice MAX_SUBSCRIPTIONS_PER_CONNECTION",
+        )
+        await self.send_message(
+            {
+                "id": operation_id,
+                "type": "next",
+                "payload": {"data": None, "errors": [error.formatted]},
+            }
+        )
+        await self.send_message({"id": operation_id, "type": "complete"})
 
     async def expired(self) -> None:
         """The token has expired: close the connection (its subscriptions end with it)."""
         with contextlib.suppress(WebSocketClosed, WebSocketDisconnected):
-            await self.websocket.close(
-                code=WS_FORBIDDEN, reason="the token has expired: connect again with a new one"
-            )
+            await self.websocket.close(code=WS_FORBIDDEN, reason=EXPIRED_REASON)
 
     async def shutdown(self) -> None:
         if self.expiry is not None:

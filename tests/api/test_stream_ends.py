@@ -23,7 +23,7 @@ import server.websocket
 from resolvers.codes import UNAUTHENTICATED
 from server.settings import Settings
 from store import ConnectorStore
-from tests.api.conftest import error_codes
+from tests.api.conftest import claim_input, error_codes
 from tests.api.live_client import MULTIPART, WAIT_S, Served, parts, served, session_token, socket
 from tests.factories import claimed_operation
 from tests.tokens import bearer, mint
@@ -42,6 +42,9 @@ STREAMS = {
     "workAvailable": "subscription { workAvailable { connectorName } }",
 }
 SERVER_TIME = {"query": "{ serverTime }"}
+CLAIM = (
+    "mutation Claim($input: ClaimOperationInput!) { claimOperation(input: $input) { __typename } }"
+)
 
 
 async def nothing() -> None:
@@ -182,3 +185,29 @@ async def test_exp__ends_a_busy_websockets_streams_unauthenticated_then_closes_4
     assert messages[ended + 1 :] in ([], [{"id": "1", "type": "complete"}]), messages[ended:]
     assert code == 4403 and "expired" in reason
     assert status == 401
+
+
+async def test_exp__a_websockets_next_operation_runs_nothing_before_the_close(store, monkeypatch):
+    """An expired token's connection is closed a grace after its ``exp`` (its streams'
+    errors go out first); an operation sent in that grace, a mutation even, runs nothing:
+    the connection closes 4403 at once, as a new request with the token is 401."""
+    monkeypatch.setattr(server.websocket, "EXPIRY_CLOSE_GRACE_S", WAIT_S)
+    late = {"query": CLAIM, "variables": {"input": claim_input(operationID="late-1")}}
+    messages: list[dict[str, Any]] = []
+    async with served(store, Settings(sweeper=False, jwt_leeway_seconds=0)) as app:
+        token = mint("did:key:worker", "service", ttl=TOKEN_TTL_S)
+        async with asyncio.timeout(WAIT_S), socket(app) as sock:
+            assert await sock.init(token) == {"type": "connection_ack"}
+            while await refused_now(app, token) != 401:
+                await asyncio.sleep(0.1)
+            await sock.send({"id": "1", "type": "subscribe", "payload": late})
+            try:
+                while True:
+                    messages.append(json.loads(await sock.connection.recv()))
+            except websockets.ConnectionClosed as closed:
+                assert closed.rcvd is not None, "closed without a close frame"
+                code, reason = closed.rcvd.code, closed.rcvd.reason
+        claimed = await store.operations.get_operation("did:key:caller", "late-1")
+    assert messages == []
+    assert code == 4403 and "expired" in reason
+    assert claimed is None
