@@ -159,7 +159,9 @@ async def test_exp__ends_a_busy_multipart_stream_unauthenticated(store, field):
 
 
 @pytest.mark.parametrize("field", STREAMS)
-async def test_sign_out__closes_a_busy_websocket_4403(store, field):
+async def test_sign_out__ends_a_busy_websockets_streams_unauthenticated_then_closes_4403(
+    store, field
+):
     async with served(store) as app:
         token = await session_token(app, store)
         async with flowing(store):
@@ -168,6 +170,10 @@ async def test_sign_out__closes_a_busy_websocket_4403(store, field):
             )
         status = await refused_now(app, token)
     first_is_an_item(field, messages[0]["payload"])
+    *_, ended, completed = messages
+    assert error_codes(ended["payload"]) == [UNAUTHENTICATED], messages[-3:]
+    assert "signed out" in ended["payload"]["errors"][0]["message"]
+    assert completed == {"id": "1", "type": "complete"}
     assert code == 4403 and "signed out" in reason
     assert status == 401
 
