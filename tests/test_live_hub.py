@@ -16,6 +16,7 @@ from resolvers.codes import TOO_MANY_SUBSCRIPTIONS, UNAUTHENTICATED
 from resolvers.live import Session
 from resolvers.permissions import Viewer
 from server.live import Hub, LiveLimits, WorkWaiter
+from store.errors import InvalidInput
 
 
 def test_work_waiter__a_connector_pending_once_however_often_told():
@@ -112,6 +113,22 @@ async def test_hub__bounds_per_connection_and_per_viewer():
         assert refused.value.extensions["code"] == TOO_MANY_SUBSCRIPTIONS
     for stream in streams:
         await stream.aclose()
+    assert hub.subjects == {}
+
+
+@pytest.mark.parametrize("kind", ["operation", "watch"])
+@pytest.mark.parametrize("after", ["", "not-a-sequence", "f" * 33])
+async def test_hub__an_after_that_is_no_sequence_is_refused_as_such_on_an_empty_log(kind, after):
+    """An empty log has no head to compare ``after`` with: a malformed one is still refused
+    as no sequence, never as one past the newest."""
+    hub = Hub(FakeStore())  # type: ignore[arg-type]
+
+    async def read(at: str | None, size: int) -> list[object]:
+        return []
+
+    with pytest.raises(InvalidInput) as refused:
+        await anext(hub.events(Session(Viewer.service()), kind, read, after))  # type: ignore[arg-type]
+    assert refused.value.field == "after" and "event sequence" in str(refused.value)
     assert hub.subjects == {}
 
 
