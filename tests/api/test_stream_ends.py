@@ -25,7 +25,7 @@ from server.settings import Settings
 from store import ConnectorStore
 from tests.api.conftest import claim_input, error_codes
 from tests.api.live_client import MULTIPART, WAIT_S, Served, parts, served, session_token, socket
-from tests.factories import claimed_operation
+from tests.factories import pending_watch
 from tests.tokens import bearer, mint
 
 pytestmark = pytest.mark.slow
@@ -40,6 +40,7 @@ machine, short enough to wait for."""
 STREAMS = {
     "operationEvents": "subscription { operationEvents { sequence } }",
     "workAvailable": "subscription { workAvailable { connectorName } }",
+    "watchEvents": "subscription { watchEvents { sequence } }",
 }
 SERVER_TIME = {"query": "{ serverTime }"}
 CLAIM = (
@@ -53,12 +54,13 @@ async def nothing() -> None:
 
 @contextlib.asynccontextmanager
 async def flowing(store: ConnectorStore) -> AsyncIterator[None]:
-    """Operations claimed one after another while the block runs: a steady flow of events
-    and of wake-ups for ``calendar``."""
+    """Operations claimed and finalized one after another while the block runs, each
+    arming a watch: a steady flow of operation and watch events and of wake-ups for
+    ``calendar``."""
 
     async def claim_on() -> None:
         for n in itertools.count():
-            await claimed_operation(store, operation_id=f"flow-{n}", source_id=f"flow-{n}")
+            await pending_watch(store, operation_id=f"flow-{n}", source_id=f"flow-{n}")
             await asyncio.sleep(FLOW_PAUSE_S)
 
     task = asyncio.create_task(claim_on())
