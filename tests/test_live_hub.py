@@ -172,6 +172,39 @@ async def busy(hub: Hub, stream: AsyncIterator[object]) -> object:
     return await anext(stream)
 
 
+async def test_hub__a_sign_in_sessions_event_streams_share_one_bound_work_available_its_own():
+    """``operationEvents`` and ``watchEvents`` count against one bound per sign-in session,
+    over every connection it opens; its ``workAvailable`` against another, and a worker's
+    token of the same ``sub`` against neither."""
+    hub = Hub(FakeStore(), LiveLimits(per_viewer=2))  # type: ignore[arg-type]
+    person = Viewer.of_token("service", "service")
+
+    def connection() -> Session:
+        return Session(person, sign_in="session-1")
+
+    opened = [
+        hub.events(connection(), "operation", ever_more, None),
+        hub.events(connection(), "watch", ever_more, None),
+    ]
+    for stream in opened:
+        await anext(stream)
+    for kind in ("operation", "watch"):
+        with pytest.raises(GraphQLError) as refused:
+            await anext(hub.events(connection(), kind, ever_more, None))
+        assert refused.value.extensions == {"code": TOO_MANY_SUBSCRIPTIONS, "limit": 2}
+        assert "sign-in session" in refused.value.message
+    others = [
+        hub.work(connection(), None),
+        hub.events(Session(person), "operation", ever_more, None),
+        hub.work(Session(person), None),
+    ]
+    for stream in others:
+        await busy(hub, stream)
+    for stream in [*opened, *others]:
+        await stream.aclose()  # type: ignore[attr-defined]
+    assert hub.subjects == {}
+
+
 @pytest.mark.parametrize("kind", ["events", "work"])
 async def test_hub__a_stream_with_ever_more_to_send_ends_when_its_token_expires(kind):
     """A stream that never waits (a backlog to replay, a steady flow) ends at its token's
