@@ -3,6 +3,7 @@
 reconnects), typed errors carrying ``extensions.code``."""
 
 from connector_store_client.client import Client
+from connector_store_client.enqueue import enqueue
 from connector_store_client.errors import (
     ConnectorStoreError,
     EventsCollected,
@@ -11,6 +12,7 @@ from connector_store_client.errors import (
     UnsendableVariables,
 )
 from connector_store_client.events import follow_events
+from connector_store_client.handler_errors import HandlerRetries
 from connector_store_client.outcomes import (
     Committed,
     Deferred,
@@ -20,7 +22,8 @@ from connector_store_client.outcomes import (
     RetryAfter,
     sendable,
 )
-from connector_store_client.worker import LeasedOperation, Worker, WorkerStats, enqueue
+from connector_store_client.settling import LeasedOperation, WorkerStats
+from connector_store_client.worker import Worker
 
 __all__ = [
     "Client",
@@ -30,6 +33,7 @@ __all__ = [
     "EventsCollected",
     "Failed",
     "GraphQLResponseError",
+    "HandlerRetries",
     "LeasedOperation",
     "Outcome",
     "ProviderRetryPolicy",
