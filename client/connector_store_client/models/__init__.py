@@ -58,6 +58,7 @@ from .operation_events import (
     OperationEventsOperationEvents,
     OperationEventsOperationEventsOperation,
 )
+from .operation_events_head import OperationEventsHead
 from .record_operations import (
     RecordOperations,
     RecordOperationsRecordOperations,
@@ -120,6 +121,7 @@ __all__ = [
     "MarkSendsStartedMarkSendsStartedResultsOperation",
     "OperationAction",
     "OperationEvents",
+    "OperationEventsHead",
     "OperationEventsOperationEvents",
     "OperationEventsOperationEventsOperation",
     "OperationFilter",

@@ -19,6 +19,7 @@ from .input_types import (
 from .lease_operations import LeaseOperations
 from .mark_sends_started import MarkSendsStarted
 from .operation_events import OperationEvents
+from .operation_events_head import OperationEventsHead
 from .record_operations import RecordOperations
 from .release_leases import ReleaseLeases
 from .renew_leases import RenewLeases
@@ -273,6 +274,22 @@ class Client(AsyncBaseClient):
             query=query, operation_name="WorkAvailable", variables=variables, **kwargs
         ):
             yield WorkAvailable.model_validate(data)
+
+    async def operation_events_head(self, **kwargs: Any) -> OperationEventsHead:
+        query = gql("""
+            query OperationEventsHead {
+              operationEventsHead
+            }
+            """)
+        variables: dict[str, object] = {}
+        response = await self.execute(
+            query=query,
+            operation_name="OperationEventsHead",
+            variables=variables,
+            **kwargs,
+        )
+        data = self.get_data(response)
+        return OperationEventsHead.model_validate(data)
 
     async def operation_events(
         self,
