@@ -11,7 +11,7 @@ from connector_store_client.errors import (
     TransportError,
     UnsendableVariables,
 )
-from connector_store_client.events import follow_events
+from connector_store_client.events import events_head, follow_events
 from connector_store_client.handler_errors import HandlerRetries
 from connector_store_client.outcomes import (
     Committed,
@@ -43,6 +43,7 @@ __all__ = [
     "Worker",
     "WorkerStats",
     "enqueue",
+    "events_head",
     "follow_events",
     "sendable",
 ]

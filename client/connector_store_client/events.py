@@ -9,6 +9,15 @@ from connector_store_client.documents import OPERATION_EVENTS, OPERATION_EVENTS_
 from connector_store_client.errors import TransportError
 
 
+async def events_head(client: Client) -> str:
+    """The ``sequence`` of the newest operation event the server's log handed out
+    (``operationEventsHead``; 32 zeros before the first): an ``after`` for ``follow_events``
+    that misses nothing committed from now on, read before the writes it should see."""
+    data = await client.execute(OPERATION_EVENTS_HEAD, repeatable=True)
+    head: str = data["operationEventsHead"]
+    return head
+
+
 async def follow_events(
     client: Client,
     filter: dict[str, Any] | None = None,
@@ -29,8 +38,7 @@ async def follow_events(
     while True:
         try:
             if after is None:
-                head = await client.execute(OPERATION_EVENTS_HEAD, repeatable=True)
-                after = head["operationEventsHead"]
+                after = await events_head(client)
             async for data in client.subscribe(
                 OPERATION_EVENTS, {"filter": filter, "after": after}
             ):
