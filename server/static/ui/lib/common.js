@@ -275,27 +275,23 @@ export function Fields({ record, names }) {
   </dl>`;
 }
 
-/** Re-arm one REPAIR_FAILED watch: the filter names its owner, connector, model, account and
- * document (a watch filter has no source id), so it asks first when it has no document. */
+/** Re-arm one REPAIR_FAILED watch: the filter names its whole identity (owner, connector,
+ * model, account and source), so it touches that watch and none of its siblings. */
 export function Rearm({ watch, after }) {
   const filter = {
     ownerDID: watch.ownerDID,
     connectorName: watch.connectorName,
     model: watch.model,
     accountKey: watch.accountKey,
+    sourceID: watch.sourceID,
     status: "REPAIR_FAILED",
-    ...(watch.documentID === null ? {} : { documentIDs: [watch.documentID] }),
   };
   return html`<${Action}
     field="rearmWatches"
     document="DashboardRearmWatches"
     label="Re-arm"
-    input=${{ filter }}
-    count=${watch.documentID === null ? countRearmable(filter) : undefined}
-    remainingOf=${(d) => d.rearmWatches.remaining}
-    done=${(d) =>
-      `Re-armed ${plural(d.rearmWatches.rearmed, "watch", "watches")}.` +
-      left(d.rearmWatches.remaining)}
+    input=${{ filter, limit: 1 }}
+    done=${(d) => `Re-armed ${plural(d.rearmWatches.rearmed, "watch", "watches")}.`}
     after=${after}
   />`;
 }
