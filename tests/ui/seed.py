@@ -93,6 +93,21 @@ async def claimed(api: Api, operation_id: str, now: int, **overrides: Any) -> di
     return given
 
 
+CLAIMS = """
+mutation ($input: ClaimOperationsInput!) {
+  claimOperations(input: $input) { results { __typename } }
+}
+"""
+
+
+async def claimed_many(api: Api, ids: list[str], now: int, **overrides: Any) -> None:
+    """Claim each of ``ids`` (as ``claimed``), 500 a request."""
+    for start in range(0, len(ids), 500):
+        items = [claim_input(i, now, **overrides) for i in ids[start : start + 500]]
+        results = (await api(CLAIMS, input={"items": items}))["claimOperations"]["results"]
+        assert {r["__typename"] for r in results} == {"OperationClaimed"}, results
+
+
 def key_of(given: dict[str, Any]) -> dict[str, Any]:
     return {"callerDID": given["callerDID"], "operationID": given["operationID"]}
 
@@ -161,7 +176,9 @@ async def fail_verification(api: Api, given: dict[str, Any], now: int) -> None:
 @contextlib.asynccontextmanager
 async def api_of(seeded: Seeded) -> AsyncIterator[Api]:
     """A service's client of the seeded server."""
-    async with httpx.AsyncClient(base_url=seeded.url, headers=bearer(seeded.token)) as http:
+    async with httpx.AsyncClient(
+        base_url=seeded.url, headers=bearer(seeded.token), timeout=60
+    ) as http:
         yield Api(http)
 
 

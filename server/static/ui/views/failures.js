@@ -171,7 +171,7 @@ function FailureGroups({ groups, version, after }) {
                   risk=${include.length
                     ? "It reissues operations the provider may already hold: their writes may be sent twice."
                     : undefined}
-                  remainingOf=${(d) => d.reissueOperations.remaining}
+                  bulk
                   done=${(d) => reissued(d.reissueOperations)}
                   after=${after}
                 />`}
@@ -210,7 +210,7 @@ export function Failures() {
         label="Reissue every FAILED operation"
         input=${{ filter: { states: ["FAILED"] } }}
         count=${countReissuable({ states: ["FAILED"] })}
-        remainingOf=${(d) => d.reissueOperations.remaining}
+        bulk
         done=${(d) => reissued(d.reissueOperations)}
         after=${reload}
       />`}
@@ -221,7 +221,7 @@ export function Failures() {
         label="Re-arm every REPAIR_FAILED watch"
         input=${{ filter: { status: "REPAIR_FAILED" } }}
         count=${countRearmable({ status: "REPAIR_FAILED" })}
-        remainingOf=${(d) => d.rearmWatches.remaining}
+        bulk
         done=${(d) =>
           `Re-armed ${plural(d.rearmWatches.rearmed, "watch", "watches")}.` +
           left(d.rearmWatches.remaining)}

@@ -143,7 +143,7 @@ export function Operations({ params }) {
         label="Cancel the matching ATTEMPTED operations"
         input=${{ filter: live, reason: "cancelled from the dashboard" }}
         count=${countCancellable(live)}
-        remainingOf=${(d) => d.cancelOperations.remaining}
+        bulk
         done=${(d) =>
           `Cancelled ${plural(d.cancelOperations.cancelled, "operation")}.` +
           left(d.cancelOperations.remaining)}
@@ -156,7 +156,7 @@ export function Operations({ params }) {
         label="Reissue the matching FAILED operations"
         input=${{ filter: failed }}
         count=${countReissuable(failed)}
-        remainingOf=${(d) => d.reissueOperations.remaining}
+        bulk
         done=${(d) => reissued(d.reissueOperations)}
         after=${reload}
       />`}
