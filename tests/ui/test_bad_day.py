@@ -4,7 +4,7 @@ said where it is seen."""
 
 import pytest
 
-from tests.ui.seed import api_of, claimed_many, repair_failed
+from tests.ui.seed import MARK, api_of, claimed, claimed_many, failed, key_of, repair_failed
 
 WATCH_STATUSES = (
     '{ watches(filter: {connectorName: "calendar", accountKey: "acct-3"}) '
@@ -37,6 +37,9 @@ async def test_rearm__one_watch_of_three_siblings_touches_that_watch(page, seede
     }
 
 
+CANCEL_UNKNOWN = """
+mutation { cancelOperations(input: {filter: {operationID: "op-unknown"}}) { cancelled } }
+"""
 BULK_ATTEMPTED = '{ cancellableCount(filter: {connectorName: "bulk"}) }'
 
 
@@ -83,3 +86,72 @@ async def test_bulk_cancel__stop_ends_after_the_round_and_offers_to_go_on(page, 
         assert (await api(BULK_ATTEMPTED))["cancellableCount"] == 500
     await confirm.get_by_role("button", name="Confirm").click()
     await page.locator("#notice", has_text="Cancelled 500 operations.").wait_for()
+
+
+async def test_failures__the_newest_failure_is_on_the_page_and_all_of_them_newest_first(
+    page, seeded
+):
+    async with api_of(seeded) as api:
+        now = (await api("{ serverTime }"))["serverTime"]
+        for n in range(51):
+            await failed(api, f"op-incident-{n:02}", now)
+    await page.goto(seeded.url + "/ui#/failures")
+    rows = page.locator("#failed-operations tbody tr[data-operation]")
+    await rows.first.wait_for()
+
+    shown = await rows.evaluate_all("rows => rows.map(r => r.dataset.operation)")
+    assert shown[0] == "op-incident-50" and seeded.failed not in shown, shown
+    await page.get_by_role("link", name="all of them").click()
+    await page.locator("#operations tbody tr[data-operation]").first.wait_for()
+    first = page.locator("#operations tbody tr[data-operation]").first
+    assert await first.get_attribute("data-operation") == "op-incident-50"
+
+
+async def test_reissue__an_unknown_outcome_says_so_and_reissues_anyway_after_its_risk(page, seeded):
+    async with api_of(seeded) as api:
+        now = (await api("{ serverTime }"))["serverTime"]
+        given = await claimed(api, "op-unknown", now)
+        await api(MARK, input=key_of(given) | {"leaseToken": given["leaseToken"], "marker": "m"})
+        await api(CANCEL_UNKNOWN)
+    await page.goto(seeded.url + "/ui#/operation?caller=did:key:worker&id=op-unknown")
+
+    await page.locator('#outcome-unknown [data-risk="OUTCOME_UNKNOWN"]').wait_for()
+    await page.get_by_role("button", name="Reissue anyway — may send again").click()
+    confirm = page.get_by_role("group", name="Confirm: Reissue anyway — may send again")
+    assert "the provider may already hold the write" in await confirm.inner_text()
+    await confirm.get_by_role("button", name="Confirm").click()
+
+    await page.locator("#notice", has_text="Reissued as ").wait_for()
+    async with api_of(seeded) as api:
+        data = await api(
+            '{ operation(callerDID: "did:key:worker", operationID: "op-unknown") '
+            "{ reissuedAs { state } } }"
+        )
+    assert data["operation"]["reissuedAs"] == {"state": "ATTEMPTED"}
+    await page.goto(seeded.url + "/ui#/operations?state=FAILED")
+    row = page.locator('#operations tr[data-operation="op-unknown"]')
+    await row.locator('[data-risk="OUTCOME_UNKNOWN"]').wait_for()
+
+
+async def test_tables__a_state_never_breaks_inside_its_word_on_a_desktop(page, seeded):
+    async with api_of(seeded) as api:
+        now = (await api("{ serverTime }"))["serverTime"]
+        for n in range(3):
+            await claimed(
+                api,
+                f"{n}" + "f" * 63,
+                now,
+                callerDID="did:key:" + "z" * 60,
+                ownerDID="did:key:" + "y" * 60,
+                connectorName="calendar-of-a-rather-long-connector-name",
+                accountKey="account-with-a-long-key-0123456789",
+            )
+    await page.set_viewport_size({"width": 1024, "height": 800})
+    await page.goto(seeded.url + "/ui#/operations")
+    await page.locator("#operations tr[data-operation]").nth(4).wait_for()
+
+    lines = await page.locator("#operations td[data-state]").evaluate_all(
+        "cells => cells.map(c => { const r = document.createRange(); "
+        "r.selectNodeContents(c.firstChild); return r.getClientRects().length; })"
+    )
+    assert set(lines) == {1}, lines

@@ -193,6 +193,11 @@ async def test_notice__a_new_action_clears_the_last_ones_message(page, seeded):
     await page.goto(seeded.url + "/ui#/accounts")
     row = page.locator('#accounts tr[data-account="calendar/acct-1"]')
     await row.get_by_role("button", name="Pause").click()
+    await (
+        row.get_by_role("group", name="Confirm: Pause")
+        .get_by_role("button", name="Confirm")
+        .click()
+    )
     await page.locator("#notice", has_text="calendar / acct-1 is paused.").wait_for()
 
     await page.get_by_role("button", name="Pause connector calendar").click()

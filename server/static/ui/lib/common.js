@@ -207,6 +207,47 @@ export function reissued(answer) {
   return said + not + left(answer.remaining);
 }
 
+/** Whether ``op``'s outcome is unknown: FAILED while its send was still marked (no answer
+ * recorded for it), so the provider may hold the write (the API's ``OUTCOME_UNKNOWN``). */
+export function outcomeUnknown(op) {
+  return op.state === "FAILED" && op.sendMarker !== null && op.sendMarker !== undefined;
+}
+
+export const OUTCOME_UNKNOWN_RISK =
+  "Its outcome is unknown: its send was marked and no answer was recorded, so the provider " +
+  "may already hold the write, and a reissue may send it a second time.";
+
+/** The badge of a risky state where a row is seen: OUTCOME_UNKNOWN (``outcomeUnknown``). */
+export function RiskBadge({ op }) {
+  if (!outcomeUnknown(op)) return null;
+  return html`<span class="badge badge-risk" data-risk="OUTCOME_UNKNOWN" title=${OUTCOME_UNKNOWN_RISK}
+    >OUTCOME_UNKNOWN</span
+  >`;
+}
+
+/** The reissue of one FAILED operation ``op`` never reissued, including the risks it holds:
+ * an unknown outcome is reissued only by "Reissue anyway", after a confirmation saying what
+ * it risks; a cancelled one after a confirmation too. */
+export function Reissue({ op, after }) {
+  const include = [];
+  if (outcomeUnknown(op)) include.push("OUTCOME_UNKNOWN");
+  if (op.lastKind === "cancelled") include.push("CANCELLED");
+  const risk = outcomeUnknown(op)
+    ? OUTCOME_UNKNOWN_RISK
+    : op.lastKind === "cancelled"
+      ? "An operator cancelled it: a reissue sends it after all."
+      : undefined;
+  return html`<${Action}
+    field="reissueOperations"
+    document="DashboardReissueOperations"
+    label=${outcomeUnknown(op) ? "Reissue anyway — may send again" : "Reissue"}
+    input=${{ filter: { callerDID: op.callerDID, operationID: op.operationID, states: ["FAILED"] }, include }}
+    risk=${risk}
+    done=${(d) => reissued(d.reissueOperations)}
+    after=${after}
+  />`;
+}
+
 // --- routes --------------------------------------------------------------------------------
 
 export const VIEWS = [

@@ -18,6 +18,7 @@ import {
   typedTime,
   typedZone,
   ZoneContext,
+  RiskBadge,
 } from "../lib/common.js";
 import { SelectAll, SelectRow, SelectedActions, useSelection } from "../lib/selection.js";
 
@@ -192,7 +193,7 @@ export function Operations({ params }) {
               <td class="mono">${op.ownerDID}</td>
               <td>${op.connectorName}</td>
               <td>${op.accountKey}</td>
-              <td class=${`state-${op.state}`} data-state>${op.state}</td>
+              <td class=${`state-${op.state}`} data-state>${op.state}${" "}<${RiskBadge} op=${op} /></td>
               <td class="num">${op.attempts}</td>
               <td>${[op.lastKind, op.lastHttpStatus].filter((v) => v !== null).join(" ")}</td>
               <td><${Time} ms=${op.nextAttemptAt} /></td>
