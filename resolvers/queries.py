@@ -112,6 +112,7 @@ def to_watch_filter(where: WatchFilter | None, visible_to: str | None) -> wat.Wa
         account_key=where.account_key,
         updated_after=where.updated_after,
         updated_before=where.updated_before,
+        source_id=where.source_id,
     )
 
 

@@ -35,6 +35,7 @@ they are refused, never matched through the operation's row (which is gone once 
 UNSTREAMED_WATCH = {
     "documentIDs": "document_ids",
     "dueBefore": "due_before",
+    "sourceID": "source_id",
     "updatedAfter": "updated_after",
     "updatedBefore": "updated_before",
 }

@@ -338,8 +338,9 @@ class Hub:
         event_log = self.logs[name]
         await session.valid()
         if after is not None and after != BEFORE_FIRST:
+            resume = position("after", after)
             head = await event_log.head()
-            if head is None or position("after", after) > position("after", head):
+            if head is None or resume > position("after", head):
                 raise InvalidInput("after", "is past the newest sequence the log handed out")
         with self.slot(session, event_log.field):
             self.streams[name] += 1
