@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from store import lease_guards as guards
 from store.accounts import ensure
-from store.context import ReadWinner, StoreContext
+from store.context import ReadWinner, StoreContext, current_actor
 from store.database import Row
 from store.events import (
     CLAIMED,
@@ -31,6 +31,11 @@ from store.events import (
     SEND_MARKED,
     WATCHES,
     LoggedItems,
+)
+from store.finalizes import (
+    FINALIZE_AND_OPEN_ITEMS,
+    FINALIZE_AND_OPEN_ITEMS_KEEPING_DOCUMENTS,
+    finalizations,
 )
 from store.items import ItemStatement, each_item, refuse_repeats
 from store.operations import (
@@ -489,15 +494,29 @@ class BatchesStore:
 
     async def finalize_operations(self, finals: Sequence[Finalize]) -> list[Finalization | None]:
         """``finalize_operation_and_arm_watch`` of each item, in input order (None where
-        its compare-and-set did not apply: that item writes nothing), in one transaction:
-        one statement commits the operations, one reads their documents' winners, and one
-        opens their watches (one more for each further item of a watch already opened in
-        the batch, so each opens its own generation, in input order). Raises
-        ``InvalidInput`` (naming ``items[i].<field>``) for a bad item or a key named twice.
+        its compare-and-set did not apply: that item writes nothing). On PostgreSQL with the
+        default winner reader, one statement in autocommit (``store.finalizes``) when no two
+        committed operations share a watch. Otherwise one transaction: one statement
+        commits the operations, one reads their documents' winners, and one opens their
+        watches (one more for each further item of a watch already opened in the batch, so
+        each opens its own generation, in input order). Raises ``InvalidInput`` (naming
+        ``items[i].<field>``) for a bad item or a key named twice.
         """
         items = each_item(finals, finalize_item)
         refuse_repeats([_key(item) for item in items], "operationID")
         now = self._ctx.clock()
+        if self._db.dialect.logs_in_write and self._read_winners == self.read_winners:
+            statement = (
+                FINALIZE_AND_OPEN_ITEMS
+                if sets_documents(items)
+                else FINALIZE_AND_OPEN_ITEMS_KEEPING_DOCUMENTS
+            )
+            prepared, values = statement.bind(
+                self._db.dialect, _in_key_order(items), p_now=now, p_actor=current_actor()
+            )
+            in_one = finalizations(await self._db.write_prepared_all(prepared, values), items)
+            if in_one is not None:
+                return in_one
         async with self._db.write_transaction():
             finalize = (
                 FINALIZE_OPERATIONS

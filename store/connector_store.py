@@ -8,6 +8,7 @@ from store.context import Clock, ReadWinner, StoreContext, random_id, system_clo
 from store.counts import CountsStore
 from store.database import Database
 from store.events import EventsStore
+from store.finalizes import FinalizeInOne
 from store.leasing import LeasingStore
 from store.operations import OperationsStore
 from store.operator import OperatorStore
@@ -52,7 +53,10 @@ class ConnectorStore:
         self.winners = WinnersStore(context)
         read = read_winner or self.winners.read_winner
         self.watches = WatchesStore(context, read)
-        self.operations = OperationsStore(context, self.watches, read_winner)
+        in_one = read_winner is None and db.dialect.logs_in_write
+        self.operations = OperationsStore(
+            context, self.watches, read_winner, FinalizeInOne(db) if in_one else None
+        )
         self.batches = BatchesStore(
             context, self.watches, None if read_winner is None else one_reader(read_winner)
         )

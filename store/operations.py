@@ -5,7 +5,7 @@ came back. Methods return the updated record when they applied and None when a g
 refused, where the seed returns a boolean.
 """
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Literal, NamedTuple
@@ -74,6 +74,10 @@ RESERVED_SEND_MARKERS = frozenset({CONTESTED_SEND_MARKER, ABANDONED_SEND_MARKER}
 CANCELLED_KIND = "cancelled"
 """The ``last_kind`` of an operation an operator cancelled (``store.operator``): reserved, so
 no recorded attempt's kind reads as a cancel."""
+
+FinalizeInOne = Callable[[dict[str, Any], dict[str, Any]], Awaitable["Finalization | None"]]
+"""A finalize as one statement: given the item's inputs (``finalize_item``) and its
+parameters (``p_<name>`` and ``p_now``), the finalization, or None when refused."""
 
 ClaimStatus = Literal["claimed", "exists", "conflict", "collected"]
 OrderKey = tuple[int, str, str]
@@ -879,16 +883,23 @@ class OperationsStore:
 
     ``read_winner``: an injected ``ReadWinner``, or None for the
     ``kubun_connector_document_winner`` table, which a finalize reads in its watch's
-    statement (``WatchesStore.open_generation_observing_winner``).
+    statement (``WatchesStore.open_generation_observing_winner``). ``finalize_in_one``:
+    the finalize as one statement (``store.finalizes.FinalizeInOne``, given the item's
+    inputs and parameters), where the backend and the winner reader allow it.
     """
 
     def __init__(
-        self, context: StoreContext, watches: WatchesStore, read_winner: ReadWinner | None
+        self,
+        context: StoreContext,
+        watches: WatchesStore,
+        read_winner: ReadWinner | None,
+        finalize_in_one: FinalizeInOne | None = None,
     ) -> None:
         self._ctx = context
         self._db = context.db
         self._watches = watches
         self._read_winner = read_winner
+        self._finalize_in_one = finalize_in_one
 
     async def _update_prepared(
         self, statement: Prepared | Logged, params: dict[str, Any]
@@ -1214,7 +1225,8 @@ class OperationsStore:
         return None
 
     async def finalize_operation_and_arm_watch(self, final: Finalize) -> Finalization | None:
-        """Commit the live operation at ``final``'s key and arm its watch, in one transaction.
+        """Commit the live operation at ``final``'s key and arm its watch, atomically: one
+        statement in autocommit where ``finalize_in_one`` is given, else one transaction.
 
         CAS from attempted to committed on ``final.version`` and ``final.lease_token``:
         version +1, one attempt counted, ``result_entity`` stored, ``provider_etag`` and
@@ -1227,6 +1239,8 @@ class OperationsStore:
         """
         item = finalize_item(final)
         params = prefixed(item)
+        if self._finalize_in_one is not None:
+            return await self._finalize_in_one(item, params | {"p_now": self._ctx.clock()})
         async with self._db.write_transaction():
             finalize = FINALIZE if sets_documents([item]) else FINALIZE_KEEPING_DOCUMENT
             row = await finalize.run_one(self._db, params | {"p_now": self._ctx.clock()})
