@@ -4,6 +4,7 @@ from collections.abc import Callable
 
 from store.accounts import AccountsStore
 from store.batches import BatchesStore, one_reader
+from store.claims import ClaimsInOne
 from store.context import Clock, ReadWinner, StoreContext, random_id, system_clock
 from store.counts import CountsStore
 from store.database import Database
@@ -53,12 +54,20 @@ class ConnectorStore:
         self.winners = WinnersStore(context)
         read = read_winner or self.winners.read_winner
         self.watches = WatchesStore(context, read)
-        in_one = read_winner is None and db.dialect.logs_in_write
+        in_one = db.dialect.logs_in_write
+        claims = ClaimsInOne(context) if in_one else None
         self.operations = OperationsStore(
-            context, self.watches, read_winner, FinalizeInOne(db) if in_one else None
+            context,
+            self.watches,
+            read_winner,
+            FinalizeInOne(db) if read_winner is None else None,
+            claims,
         )
         self.batches = BatchesStore(
-            context, self.watches, None if read_winner is None else one_reader(read_winner)
+            context,
+            self.watches,
+            None if read_winner is None else one_reader(read_winner),
+            claims,
         )
         self.retention = RetentionStore(context)
         self.accounts = AccountsStore(context)

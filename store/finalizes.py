@@ -22,6 +22,8 @@ from store.database import Database, Row
 from store.events import ACTOR, FINALIZED, OPENED, OPERATIONS, WATCHES, appended
 from store.items import ItemStatement
 from store.operations import (
+    FINALIZE,
+    FINALIZE_KEEPING_DOCUMENT,
     ITEM_COLUMNS,
     KEY_ORDER,
     NOW,
@@ -38,10 +40,16 @@ from store.records import (
     OperationRecord,
     WatchRecord,
 )
+from store.sqlite_steps import Steps
 from store.statements import Prepared, param
 from store.tables import operation as op
 from store.tables import projection_watch as watch
-from store.watches import open_generation_upsert
+from store.watches import (
+    OPEN_GENERATION_COLUMNS,
+    OPEN_GENERATION_OBSERVING,
+    open_generation_upsert,
+    opening_row,
+)
 from store.winners import winner_of
 
 WATCH_PREFIX = "w_"
@@ -190,15 +198,36 @@ def finalizations(
 
 
 class FinalizeInOne:
-    """``OperationsStore``'s finalize as one statement (``FINALIZE_AND_OPEN``), for
-    PostgreSQL with the default winner reader."""
+    """``OperationsStore``'s finalize in one round trip, with the default winner reader: on
+    PostgreSQL one statement (``FINALIZE_AND_OPEN``), on SQLite its two logged writes
+    (``FINALIZE``, ``OPEN_GENERATION_OBSERVING``) in one hop (``Database.write_steps``)."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
 
     async def __call__(self, item: dict[str, Any], params: dict[str, Any]) -> Finalization | None:
-        statement = (
-            FINALIZE_AND_OPEN if sets_documents([item]) else FINALIZE_AND_OPEN_KEEPING_DOCUMENT
-        )
-        row = await self._db.write_prepared(statement, params | {"p_actor": current_actor()})
+        params = params | {"p_actor": current_actor()}
+        keeps = not sets_documents([item])
+        if not self._db.dialect.logs_in_write:
+            return await self._db.write_steps(lambda steps: _finalize_steps(steps, params, keeps))
+        statement = FINALIZE_AND_OPEN_KEEPING_DOCUMENT if keeps else FINALIZE_AND_OPEN
+        row = await self._db.write_prepared(statement, params)
         return None if row is None else finalization(row)
+
+
+def _finalize_steps(steps: Steps, params: dict[str, Any], keeps: bool) -> Finalization | None:
+    """SQLite: the finalize's compare-and-set and its watch's opening as ``Steps``."""
+    rows = (FINALIZE_KEEPING_DOCUMENT if keeps else FINALIZE).run_steps(steps, params)
+    if not rows:
+        return None
+    committed = OperationRecord.from_row(rows[0])
+    opening = opening_row(
+        committed.identity,
+        document_id=committed.document_id,
+        observed_winner=None,
+        due_at=params["p_due_at"],
+        now=params["p_now"],
+    )
+    values = {f"p_{name}": opening[name] for name in OPEN_GENERATION_COLUMNS}
+    (opened,) = OPEN_GENERATION_OBSERVING.run_steps(steps, values | {"p_actor": params["p_actor"]})
+    return Finalization(committed, WatchRecord.from_row(opened))
