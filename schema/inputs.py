@@ -173,6 +173,11 @@ class WatchFilter:
         default=None,
         description="Watches last written before this time (not earlier than updatedAfter).",
     )
+    source_id: str | None = strawberry.field(
+        default=None,
+        description="Only watches of this provider entity (with ownerDID, connectorName, "
+        "model and accountKey: one watch).",
+    )
 
 
 @strawberry.input(

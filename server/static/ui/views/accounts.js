@@ -69,6 +69,7 @@ function Throttle({ account, after }) {
 }
 
 export function Accounts() {
+  const viewer = useViewer();
   const [state, setState] = useState({ data: null, error: null });
   const [round, setRound] = useState(0);
   const [spread, setSpread] = useState("0");
@@ -93,12 +94,13 @@ export function Accounts() {
   };
   return html`
     <h2>Accounts</h2>
-    <p>
+    ${viewer.mutations.includes("resumeAccount") &&
+    html`<p>
       <label
         >Resume spreads the account's due backlog over (seconds)${" "}
         <input type="number" min="0" max="86400" value=${spread} onInput=${(e) => setSpread(e.target.value)}
       /></label>
-    </p>
+    </p>`}
     <p class="actions">
       ${state.data.connectors.map(({ connectorName, pausedAt }) => {
         const mine = state.data.accounts.filter((a) => a.connectorName === connectorName);
@@ -176,6 +178,7 @@ export function Accounts() {
                     document="DashboardPauseAccount"
                     label="Pause"
                     input=${{ connectorName: a.connectorName, accountKey: a.accountKey }}
+                    risk=${`Nothing of ${a.connectorName} / ${a.accountKey} is leased until it is resumed; leases held run on.`}
                     done=${said("pause")}
                     after=${reload}
                   />`}

@@ -6,13 +6,16 @@ import {
   Action,
   plural,
   left,
-  reissued,
   Time,
   Failure,
   operationLink,
   watchLink,
   Fields,
   Rearm,
+  Reissue,
+  RiskBadge,
+  outcomeUnknown,
+  OUTCOME_UNKNOWN_RISK,
 } from "../lib/common.js";
 
 export const OPERATION_FIELDS = [
@@ -116,17 +119,10 @@ export function OperationView({ params }) {
               : "No lease to release."}
           after=${reload}
         />`}`}
-      ${op.state === "FAILED" &&
-      !op.reissuedAs &&
-      html`<${Action}
-        field="reissueOperations"
-        document="DashboardReissueOperations"
-        label="Reissue"
-        input=${{ filter: { ...key, states: ["FAILED"] } }}
-        done=${(d) => reissued(d.reissueOperations)}
-        after=${reload}
-      />`}
+      ${op.state === "FAILED" && !op.reissuedAs && html`<${Reissue} op=${op} after=${reload} />`}
     </p>
+    ${outcomeUnknown(op) &&
+    html`<p class="risk-line" id="outcome-unknown"><${RiskBadge} op=${op} /> ${OUTCOME_UNKNOWN_RISK}</p>`}
     ${op.reissuedFrom &&
     html`<p>Reissues <a href=${operationLink(op.reissuedFrom)}>${op.reissuedFrom.operationID}</a>.</p>`}
     ${op.lastError !== null &&

@@ -18,6 +18,7 @@ import {
   typedTime,
   typedZone,
   ZoneContext,
+  RiskBadge,
 } from "../lib/common.js";
 import { SelectAll, SelectRow, SelectedActions, useSelection } from "../lib/selection.js";
 
@@ -143,7 +144,7 @@ export function Operations({ params }) {
         label="Cancel the matching ATTEMPTED operations"
         input=${{ filter: live, reason: "cancelled from the dashboard" }}
         count=${countCancellable(live)}
-        remainingOf=${(d) => d.cancelOperations.remaining}
+        bulk
         done=${(d) =>
           `Cancelled ${plural(d.cancelOperations.cancelled, "operation")}.` +
           left(d.cancelOperations.remaining)}
@@ -156,7 +157,7 @@ export function Operations({ params }) {
         label="Reissue the matching FAILED operations"
         input=${{ filter: failed }}
         count=${countReissuable(failed)}
-        remainingOf=${(d) => d.reissueOperations.remaining}
+        bulk
         done=${(d) => reissued(d.reissueOperations)}
         after=${reload}
       />`}
@@ -192,7 +193,7 @@ export function Operations({ params }) {
               <td class="mono">${op.ownerDID}</td>
               <td>${op.connectorName}</td>
               <td>${op.accountKey}</td>
-              <td class=${`state-${op.state}`} data-state>${op.state}</td>
+              <td class=${`state-${op.state}`} data-state>${op.state}${" "}<${RiskBadge} op=${op} /></td>
               <td class="num">${op.attempts}</td>
               <td>${[op.lastKind, op.lastHttpStatus].filter((v) => v !== null).join(" ")}</td>
               <td><${Time} ms=${op.nextAttemptAt} /></td>
