@@ -181,6 +181,8 @@ KEY_CALLER = ("input", "keys", EACH, "callerDID")
 
 QUERY_RULES: dict[str, Rule] = {
     "serverTime": Rule(()),
+    "operationEventsHead": Rule(OPS_READ),
+    "watchEventsHead": Rule(("watches:read",)),
     "operation": Rule(OPS_READ, rows="caller or owner, else null"),
     "operations": Rule(OPS_READ, rows="caller or owner (store filter)"),
     "node": Rule((), rows="per type: as operation/watch, else NOT_FOUND"),

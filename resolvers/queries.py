@@ -27,6 +27,7 @@ from schema.watch import Watch
 from store import operations as ops
 from store import watches as wat
 from store.errors import InvalidInput
+from store.events import BEFORE_FIRST
 from store.pages import MAX_PAGE
 from store.records import OperationRecord, SyncStateRecord, WatchIdentity, WatchRecord
 from store.sizes import Measured
@@ -147,6 +148,24 @@ class Query:
     @fields.query(description="The server's clock, so workers can set lease expiries.")
     def server_time(self, info: Info) -> EpochMillis:
         return EpochMillis(info.context.store.clock())
+
+    @fields.query(
+        description="The `sequence` of the newest operation event the log handed out (32 "
+        "zeros before the first): `operationEvents`' `after` for a reader that follows from "
+        "now and, after a reconnect, resumes from there with no gap, though no event reached "
+        "it yet. Needs operations:read."
+    )
+    async def operation_events_head(self, info: Info) -> str:
+        info.context.visible.require("operations:read")
+        return await info.context.store.events.operation_events_head() or BEFORE_FIRST
+
+    @fields.query(
+        description="`operationEventsHead` for the watches log (`watchEvents`' `after`). "
+        "Needs watches:read."
+    )
+    async def watch_events_head(self, info: Info) -> str:
+        info.context.visible.require("watches:read")
+        return await info.context.store.events.watch_events_head() or BEFORE_FIRST
 
     @fields.query(description="One operation by its key, or null.")
     async def operation(self, info: Info, caller_did: str, operation_id: str) -> Operation | None:

@@ -569,10 +569,12 @@ def test_transport_ws_handler__the_state_and_hooks_token_transport_ws_uses():
         assert handler.connection_init_received is False
         assert handler.connection_acknowledged is False
         assert handler.connection_init_timeout_task is None
+        assert handler.operations == {} and handler.max_subscriptions_per_connection is None
         for hook, arguments in (
             ("handle_connection_init", ["message"]),
             ("handle_subscribe", ["message"]),
             ("shutdown", []),
+            ("send_message", ["message"]),
         ):
             method = getattr(BaseGraphQLTransportWSHandler, hook)
             assert inspect.iscoroutinefunction(method) and parameters(method) == arguments, hook
