@@ -100,12 +100,11 @@ def refusal(error: jwt.PyJWTError, generated: bool) -> str:
 
 
 class VerifiedTokens:
-    """The viewers of tokens verified lately, by the token's text, each until its ``exp``
-    plus the leeway (when PyJWT would start refusing it); the ``max_entries`` used last
-    (LRU), tokens up to ``MAX_TOKEN_CHARS`` long. Only accepted tokens are kept: no other
-    check (signature, ``nbf``, ``iat``, issuer, audience) can turn a token once accepted
-    into a refused one, only the clock can, and it is read on every hit. ``clock``:
-    seconds since the epoch, as PyJWT reads them."""
+    """The viewers of accepted tokens verified lately, by the token's text, each until its
+    ``exp`` plus the leeway (when PyJWT would start refusing it), the clock read on every
+    hit; the ``max_entries`` used last (LRU), tokens up to ``MAX_TOKEN_CHARS`` long.
+    ``clock``: seconds since the epoch, as PyJWT reads them. Why:
+    docs/decisions/0015-tokens-by-configured-key-people-by-one-time-links.md."""
 
     MAX_TOKEN_CHARS = 4096
 
