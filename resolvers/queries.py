@@ -237,7 +237,10 @@ class Query:
             count=lambda: store.operations.count_tracked_operations(where),
         )
 
-    @fields.query(description="The object behind a global id.")
+    @fields.shareable_query(
+        description="The object behind a global id. Shareable: a Relay subgraph beside this "
+        "one may define `Query.node` too."
+    )
     async def node(self, info: Info, id: strawberry.ID) -> Node | None:
         try:
             found = await node_of(info, id)
