@@ -240,6 +240,7 @@ MUTATION_RULES: dict[str, Rule] = {
     # The operator controls: every tenant's rows, by account, filter or key.
     "setAccountLimit": Rule((OPERATOR,)),
     "throttleAccount": Rule((OPERATOR,)),
+    "liftThrottle": Rule((OPERATOR,)),
     "pauseAccount": Rule((OPERATOR,)),
     "resumeAccount": Rule((OPERATOR,)),
     "cancelOperations": Rule((OPERATOR,)),
