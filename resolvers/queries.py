@@ -88,6 +88,7 @@ def to_store_filter(where: OperationFilter | None, visible_to: str | None) -> op
         last_error=where.last_error,
         updated_after=where.updated_after,
         updated_before=where.updated_before,
+        run=value_of(where.run),
     )
 
 
@@ -237,7 +238,10 @@ class Query:
             count=lambda: store.operations.count_tracked_operations(where),
         )
 
-    @fields.query(description="The object behind a global id.")
+    @fields.shareable_query(
+        description="The object behind a global id. Shareable: a Relay subgraph beside this "
+        "one may define `Query.node` too."
+    )
     async def node(self, info: Info, id: strawberry.ID) -> Node | None:
         try:
             found = await node_of(info, id)

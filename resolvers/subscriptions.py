@@ -28,6 +28,7 @@ UNSTREAMED = {
     "lastError": "last_error",
     "updatedAfter": "updated_after",
     "updatedBefore": "updated_before",
+    "run": "run",
 }
 """``OperationFilter`` fields an event stream cannot apply (they select by the row's
 time or identifiers of the claim, not by who and where, and no event carries them): given,

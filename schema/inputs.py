@@ -2,7 +2,14 @@
 
 import strawberry
 
-from schema.enums import ArmReason, DeferReason, OperationState, SyncStatus, VerificationStatus
+from schema.enums import (
+    ArmReason,
+    DeferReason,
+    OperationRun,
+    OperationState,
+    SyncStatus,
+    VerificationStatus,
+)
 from schema.leaf_inputs import leaf_input
 from schema.records import mirrors
 from schema.scalars import JSON, EpochMillis
@@ -144,6 +151,11 @@ class OperationFilter:
     updated_before: EpochMillis | None = strawberry.field(
         default=None,
         description="Operations last written before this time (not earlier than updatedAfter).",
+    )
+    run: OperationRun | None = strawberry.field(
+        default=None,
+        description="Only ATTEMPTED operations that stand so now: leased, due, scheduled or "
+        "deferred.",
     )
 
 

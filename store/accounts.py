@@ -124,7 +124,7 @@ def _upsert(column: str) -> Prepared:
 SET_LIMIT = _upsert("max_in_flight")
 """``set_account_limit``'s upsert."""
 THROTTLE = _upsert("throttled_until")
-"""``throttle_account``'s upsert."""
+"""``throttle_account``'s and ``lift_throttle``'s upsert (``p_throttled_until`` None lifts it)."""
 PAUSE = _upsert("paused_at")
 """``store.pauses``' upsert of an account's own pause (``p_paused_at`` None ends it)."""
 
@@ -179,6 +179,20 @@ class AccountsStore:
             "p_account_key": check.key("accountKey", account_key),
             "p_throttled_until": now + retry,
             "p_updated_at": now,
+        }
+        await self._db.write_prepared(THROTTLE, params)
+        return await self.read_account(params)
+
+    async def lift_throttle(self, connector_name: str, account_key: str) -> AccountLoad:
+        """End the account's throttle now (its ``throttled_until`` cleared: it is leased again
+        as its cap and pauses allow), creating its row if absent, and return it with its live
+        leases now. An upsert, then a read. Raises ``InvalidInput`` naming ``connectorName`` or
+        ``accountKey``."""
+        params = {
+            "p_connector_name": check.key("connectorName", connector_name),
+            "p_account_key": check.key("accountKey", account_key),
+            "p_throttled_until": None,
+            "p_updated_at": self._ctx.clock(),
         }
         await self._db.write_prepared(THROTTLE, params)
         return await self.read_account(params)

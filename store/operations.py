@@ -137,7 +137,8 @@ class OperationFilter:
     ``visible_to`` matches the caller or the owner. An empty ``states`` or
     ``document_ids`` list matches nothing; None leaves that field unfiltered. ``kind`` is
     the last recorded outcome's kind (``last_kind``); ``last_error`` its error message,
-    exactly (a group of ``OperatorStore.failure_groups``). ``updated_after`` and
+    exactly (a group of ``OperatorStore.failure_groups``). ``run`` (one of ``RUNS``): where
+    an ATTEMPTED operation stands at the store's now (``run_condition``). ``updated_after`` and
     ``updated_before`` (epoch ms) bound ``updated_at``: at or after the one, strictly
     before the other.
     """
@@ -155,6 +156,7 @@ class OperationFilter:
     last_error: str | None = None
     updated_after: int | None = None
     updated_before: int | None = None
+    run: str | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -162,11 +164,34 @@ class OperationFilter:
         return all(getattr(self, name) is None for name in self.__slots__)
 
 
-def filter_conditions(where: OperationFilter) -> list[sa.ColumnElement[bool]] | None:
-    """The conditions of ``where`` on operations, checked, but its ``document_ids`` (each
-    caller chunks those as it must); None when ``where`` matches nothing (an empty
-    ``states``). Raises ``InvalidInput`` naming the first malformed field, and
-    ``updatedBefore`` when it is earlier than ``updatedAfter``."""
+RUNS = ("leased", "due", "scheduled", "deferred")
+"""Where an ATTEMPTED operation stands at a moment (``run_condition``), one of each."""
+
+
+def run_condition(run: str, now: int) -> sa.ColumnElement[bool]:
+    """The ATTEMPTED operations that stand as ``run`` says at ``now`` (epoch ms): ``leased``,
+    its lease held and not lapsed (``lease_guards.live_lease``); ``due``, ``ready`` (its lease
+    free and its next attempt null or come: a worker may lease it once its account allows);
+    ``scheduled``, its lease free and its next attempt later, with no deferral (a retry or a
+    delay); ``deferred``, its lease free and its next attempt later, deferred
+    (``deferReason``: offline or auth). Each ATTEMPTED operation with a lease token stands in
+    exactly one."""
+    waiting = sa.and_(guards.live(), lease_free(now), op.c.next_attempt_at > now)
+    if run == "leased":
+        return guards.live_lease(now)
+    if run == "due":
+        return sa.and_(guards.live(), ready(now))
+    if run == "scheduled":
+        return sa.and_(waiting, op.c.defer_reason.is_(None))
+    return sa.and_(waiting, op.c.defer_reason.is_not(None))
+
+
+def filter_conditions(where: OperationFilter, *, now: int) -> list[sa.ColumnElement[bool]] | None:
+    """The conditions of ``where`` on operations at ``now`` (the store's clock, epoch ms: what
+    ``run`` compares), checked, but its ``document_ids`` (each caller chunks those as it
+    must); None when ``where`` matches nothing (an empty ``states``). Raises
+    ``InvalidInput`` naming the first malformed field, and ``updatedBefore`` when it is
+    earlier than ``updatedAfter``."""
     states = (
         None
         if where.states is None
@@ -195,6 +220,8 @@ def filter_conditions(where: OperationFilter) -> list[sa.ColumnElement[bool]] | 
         conditions.append(op.c.updated_at >= after)
     if before is not None:
         conditions.append(op.c.updated_at < before)
+    if where.run is not None:
+        conditions.append(run_condition(check.choice("run", where.run, RUNS), now))
     if states == []:
         return None
     if states is not None:
@@ -203,13 +230,13 @@ def filter_conditions(where: OperationFilter) -> list[sa.ColumnElement[bool]] | 
 
 
 def _tracked(
-    where: OperationFilter,
+    where: OperationFilter, now: int
 ) -> tuple[list[sa.ColumnElement[bool]], list[str] | None] | None:
     """The conditions of ``where`` for the tracked list and its count, and its document ids
     without repeats (so a list split into chunks cannot match one operation in two of
     them); None when it matches nothing. Raises ``InvalidInput`` as ``filter_conditions``
     and naming ``documentIDs``."""
-    conditions = filter_conditions(where)
+    conditions = filter_conditions(where, now=now)
     document_ids = (
         None
         if where.document_ids is None
@@ -1092,7 +1119,7 @@ class OperationsStore:
         queried in chunks and merged back into order. Raises ``InvalidInput`` for a
         malformed filter.
         """
-        tracked = _tracked(where)
+        tracked = _tracked(where, self._ctx.clock())
         if tracked is None:
             return Measured()
         conditions, document_ids = tracked
@@ -1127,7 +1154,7 @@ class OperationsStore:
         """How many operations match ``where``: every one ``list_tracked_operations(where)``
         pages through; exact. One count (one a chunk of 500 document ids). Raises
         ``InvalidInput`` as ``list_tracked_operations``."""
-        tracked = _tracked(where)
+        tracked = _tracked(where, self._ctx.clock())
         if tracked is None:
             return 0
         conditions, document_ids = tracked

@@ -155,3 +155,112 @@ async def test_tables__a_state_never_breaks_inside_its_word_on_a_desktop(page, s
         "r.selectNodeContents(c.firstChild); return r.getClientRects().length; })"
     )
     assert set(lines) == {1}, lines
+
+
+THROTTLE = """
+mutation {
+  throttleAccount(input: {connectorName: "calendar", accountKey: "acct-1", retryAfterMs: 600000}) {
+    account { throttledUntil }
+  }
+}
+"""
+THROTTLED = (
+    '{ accounts(connectorName: "calendar") { edges { node { accountKey throttledUntil } } } }'
+)
+
+
+async def throttled_until(seeded, key: str) -> int | None:
+    async with api_of(seeded) as api:
+        edges = (await api(THROTTLED))["accounts"]["edges"]
+    return next(e["node"]["throttledUntil"] for e in edges if e["node"]["accountKey"] == key)
+
+
+async def test_overview__a_throttled_account_is_said_and_its_throttle_lifted(page, seeded):
+    async with api_of(seeded) as api:
+        await api(THROTTLE)
+    await page.goto(seeded.url + "/ui#/overview")
+
+    held = page.locator('#paused-accounts [data-throttled="calendar/acct-1"]')
+    await held.locator('[data-risk="THROTTLED"]', has_text="throttled until").wait_for()
+    assert "every account is leased as usual" not in await page.locator("main").inner_text()
+    counts = page.locator("#operation-counts tr", has=page.locator('[data-risk="THROTTLED"]'))
+    assert "acct-1" in await counts.inner_text()
+
+    await held.get_by_role("button", name="Lift throttle").click()
+    await (
+        held.get_by_role("group", name="Confirm: Lift throttle")
+        .get_by_role("button", name="Confirm")
+        .click()
+    )
+    await page.locator("#notice", has_text="calendar / acct-1 is no longer throttled.").wait_for()
+    assert await throttled_until(seeded, "acct-1") is None
+    await page.locator("#paused-accounts", has_text="every account is leased as usual").wait_for()
+
+
+async def test_accounts__a_throttle_out_of_bounds_is_refused_in_seconds(page, seeded):
+    await page.goto(seeded.url + "/ui#/accounts")
+    row = page.locator('#accounts tr[data-account="calendar/acct-1"]')
+    field = row.get_by_label("Throttle calendar / acct-1 for (seconds)")
+
+    for typed in ["0", "86401", "1.5", ""]:
+        await field.fill(typed)
+        await row.get_by_role("button", name="Throttle").click()
+        notice = page.locator("#notice.error")
+        await notice.wait_for()
+        said = await notice.inner_text()
+        assert "a whole number of seconds from 1 to 86400" in said, (typed, said)
+        assert "retryAfterMs" not in said
+        assert await field.get_attribute("aria-invalid") == "true"
+    assert await throttled_until(seeded, "acct-1") is None
+
+
+PHONE = {"width": 390, "height": 844}
+
+
+async def within(locator, width: int, height: int | None = None) -> bool:
+    """Whether ``locator`` is inside the screen's width (and its first ``height`` px)."""
+    box = await locator.bounding_box()
+    inside = box["x"] >= 0 and box["x"] + box["width"] <= width
+    return inside and (height is None or box["y"] + box["height"] <= height)
+
+
+async def test_phone__the_state_and_why_it_failed_are_on_the_screen(page, seeded):
+    await page.set_viewport_size(PHONE)
+    await page.goto(seeded.url + "/ui#/operations")
+    first = page.locator("#operations tbody tr[data-operation]").first
+    await first.wait_for()
+
+    assert await within(first.locator("td[data-state]"), PHONE["width"], PHONE["height"])
+    await page.get_by_text("Filter", exact=True).click()
+    await page.get_by_label("Operation ID").wait_for()
+
+    await page.goto(seeded.url + f"/ui#/operation?caller=did:key:worker&id={seeded.failed}")
+    recorded = page.locator('#operation-events tr[data-event="RECORDED"]')
+    await recorded.wait_for()
+    for cell in ("[data-outcome]", "[data-message]"):
+        await recorded.locator(cell).scroll_into_view_if_needed()
+        assert await within(recorded.locator(cell), PHONE["width"]), cell
+
+
+async def test_operation__a_finished_one_reads_in_words_with_its_durations(page, seeded):
+    async with api_of(seeded) as api:
+        await api(
+            'mutation { reissueOperations(input: {filter: {operationID: "op-failed"}}) '
+            "{ remaining } }"
+        )
+    await page.goto(seeded.url + f"/ui#/operation?caller=did:key:worker&id={seeded.failed}")
+    await page.locator('dd[data-field="state"]').wait_for()
+
+    terms = await page.locator("#op-fields + dl dt").all_inner_texts()
+    assert "Last error" in terms and "lastError" not in terms, terms
+    assert await page.locator('dd[data-field="leaseExpiresAt"]').count() == 0
+    assert "Ran for " in await page.locator("#op-durations").inner_text()
+    reissue = page.get_by_role("link", name="reissue:")
+    shown = await reissue.inner_text()
+    title = await reissue.locator("[title]").get_attribute("title")
+    assert "…" in shown and len(shown) < 30 and title.startswith("reissue:") and len(title) == 72
+
+    await page.goto(seeded.url + "/ui#/operations")
+    await page.locator("#operations tbody tr[data-operation]").first.wait_for()
+    headers = await page.locator("#operations thead th").all_inner_texts()
+    assert "Claimed" in headers, headers

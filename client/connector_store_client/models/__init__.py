@@ -11,7 +11,7 @@ from .claim_operations import (
     ClaimOperationsClaimOperationsResultsOperationExistsOperation,
 )
 from .client import Client
-from .enums import DeferReason, OperationAction, OperationState
+from .enums import DeferReason, OperationAction, OperationRun, OperationState
 from .exceptions import (
     GraphQLClientError,
     GraphQLClientGraphQLError,
@@ -132,6 +132,7 @@ __all__ = [
     "OperationKeyInput",
     "OperationOutcome",
     "OperationOutcomeOperation",
+    "OperationRun",
     "OperationState",
     "RecordOperationInput",
     "RecordOperations",

@@ -345,6 +345,24 @@ export function Failure({ error }) {
   return html`<p class="error" role="alert">${error.message}</p>`;
 }
 
+/** An operation id as a list shows it: a long one (a reissue's is ``reissue:`` and 64 hex
+ * digits) by its start and end, which tell two apart, the whole id in its title. */
+export function OpID({ id }) {
+  if (id.length <= 32) return id;
+  const start = id.startsWith("reissue:") ? 16 : 12;
+  return html`<span class="short-id" title=${id} data-id=${id}>${id.slice(0, start)}…${id.slice(-6)}</span>`;
+}
+
+/** ``ms`` (a duration) in words: "850 ms", "42 s", "3 min 5 s", "2 h 10 min", "3 d 4 h". */
+export function duration(ms) {
+  if (ms < 1000) return `${Math.max(0, Math.round(ms))} ms`;
+  const s = Math.round(ms / 1000);
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+  return `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
+}
+
 export function operationLink(op) {
   return link("operation", { caller: op.callerDID, id: op.operationID });
 }
@@ -360,15 +378,18 @@ export function watchLink(w) {
   });
 }
 
+/** A record's fields as a list of terms: ``names`` holds ``[name, kind, label]`` (kind:
+ * "time", "json", "state", "status" or none; label: what the term says, else the API's
+ * name, which each term keeps in its title). */
 export function Fields({ record, names }) {
   return html`<dl class="fields">
-    ${names.map(([name, kind]) => {
+    ${names.map(([name, kind, label]) => {
       const value = record[name];
       let shown = value;
       if (kind === "time") shown = html`<${Time} ms=${value} />`;
       else if (kind === "json") shown = value === null ? "null" : JSON.stringify(value);
       else if (value === null || value === undefined) shown = html`<span class="note">null</span>`;
-      return html`<dt>${name}</dt><dd data-field=${name} class=${kind === "state" || kind === "status" ? `${kind}-${value}` : ""}>${shown}</dd>`;
+      return html`<dt title=${label ? name : undefined}>${label || name}</dt><dd data-field=${name} class=${kind === "state" || kind === "status" ? `${kind}-${value}` : ""}>${shown}</dd>`;
     })}
   </dl>`;
 }
@@ -390,6 +411,32 @@ export function Rearm({ watch, after }) {
     label="Re-arm"
     input=${{ filter, limit: 1 }}
     done=${(d) => `Re-armed ${plural(d.rearmWatches.rearmed, "watch", "watches")}.`}
+    after=${after}
+  />`;
+}
+
+/** Whether ``account`` (``DashboardAccounts``) is throttled at ``now`` (epoch ms, the
+ * server's). */
+export function throttled(account, now) {
+  return account.throttledUntil !== null && account.throttledUntil > now;
+}
+
+/** The badge of a throttled account: until when it is leased nothing. */
+export function ThrottleBadge({ account, now }) {
+  if (!throttled(account, now)) return null;
+  return html`<span class="badge badge-risk" data-risk="THROTTLED">throttled until <${Time} ms=${account.throttledUntil} /></span>`;
+}
+
+/** End an account's throttle now (liftThrottle), where the token may; it asks first. */
+export function LiftThrottle({ account, after }) {
+  const name = `${account.connectorName} / ${account.accountKey}`;
+  return html`<${Action}
+    field="liftThrottle"
+    document="DashboardLiftThrottle"
+    label="Lift throttle"
+    input=${{ connectorName: account.connectorName, accountKey: account.accountKey }}
+    risk=${`${name} is leased again now: if the provider still refuses, its operations fail their attempts.`}
+    done=${() => `${name} is no longer throttled.`}
     after=${after}
   />`;
 }

@@ -19,6 +19,7 @@ import {
   typedZone,
   ZoneContext,
   RiskBadge,
+  OpID,
 } from "../lib/common.js";
 import { SelectAll, SelectRow, SelectedActions, useSelection } from "../lib/selection.js";
 
@@ -26,6 +27,12 @@ export const FILTER_FIELDS = [
   "state", "id", "connector", "account", "owner", "caller", "party", "document", "kind", "after_time",
   "before_time", "order",
 ];
+
+/** Whether the screen is a phone's (the style's phone breakpoint): the filter form starts
+ * folded there, so the rows come first. */
+export function phone() {
+  return matchMedia("(max-width: 40rem)").matches;
+}
 
 /** The page the view's parameters name: ``after`` a cursor, ``before`` one (backwards), or
  * the last page (``page=last``); else the first. ``order=newest`` lists newest first. */
@@ -91,12 +98,15 @@ export function Operations({ params }) {
     location.hash = link("operations", values);
   };
   const rows = data ? data.operations.edges.map((e) => e.node) : [];
+  const filtered = FILTER_FIELDS.filter((n) => n !== "order" && form[n]).length;
   const live = Object.keys(filter).length ? inState(filter, "ATTEMPTED") : null;
   const failed = Object.keys(filter).length ? inState(filter, "FAILED") : null;
   // The filter form is the user's until Apply: uncontrolled fields (defaultValue, selected),
   // so a live re-render keeps what is being typed; a new route remounts it (its key).
   return html`
     <h2>Operations</h2>
+    <details class="filter-box" open=${!phone()}>
+    <summary>Filter${filtered ? ` (${plural(filtered, "field")} set)` : ""}</summary>
     <form key=${params.toString()} class="filters" onSubmit=${submit} aria-label="Filter operations">
       <label
         >States (none chosen: any)
@@ -131,8 +141,9 @@ export function Operations({ params }) {
       </label>
       <button type="submit">Apply</button>
     </form>
+    </details>
     <p class="note">
-      ${form.order === "newest" ? "Newest first" : "Oldest first"} (by when each was claimed).${" "}
+      ${form.order === "newest" ? "Newest first" : "Oldest first"} (by when each was claimed: its Claimed column).${" "}
       ${data && html`<span id="operations-total">${plural(data.operations.totalCount, "operation")} match.</span>`}
     </p>
     ${data &&
@@ -166,38 +177,40 @@ export function Operations({ params }) {
     ${!data && !error && html`<p aria-busy="true">Loading…</p>`}
     ${data && html`<${SelectedActions} rows=${rows} selection=${selection} after=${reload} />`}
     ${data &&
-    html`<table tabindex="0" id="operations">
+    html`<table tabindex="0" id="operations" class="cards">
         <caption>Operations${later ? " (a later page)" : ""}</caption>
         <thead>
           <tr>
             <${SelectAll} rows=${rows} selection=${selection} />
             <th scope="col">Operation</th>
-            <th scope="col">Caller</th>
-            <th scope="col">Owner</th>
+            <th scope="col">State</th>
+            <th scope="col">Last outcome</th>
+            <th scope="col" class="num">Attempts</th>
+            <th scope="col">Next attempt</th>
             <th scope="col">Connector</th>
             <th scope="col">Account</th>
-            <th scope="col">State</th>
-            <th scope="col" class="num">Attempts</th>
-            <th scope="col">Last outcome</th>
-            <th scope="col">Next attempt</th>
+            <th scope="col">Caller</th>
+            <th scope="col">Owner</th>
+            <th scope="col">Claimed</th>
             <th scope="col">Updated</th>
           </tr>
         </thead>
         <tbody>
-          ${rows.length === 0 && html`<tr><td colspan="11">No operations match.</td></tr>`}
+          ${rows.length === 0 && html`<tr><td colspan="12">No operations match.</td></tr>`}
           ${rows.map(
             (op) => html`<tr data-operation=${op.operationID}>
               <${SelectRow} op=${op} selection=${selection} />
-              <td><a href=${operationLink(op)}>${op.operationID}</a></td>
-              <td class="mono">${op.callerDID}</td>
-              <td class="mono">${op.ownerDID}</td>
-              <td>${op.connectorName}</td>
-              <td>${op.accountKey}</td>
-              <td class=${`state-${op.state}`} data-state>${op.state}${" "}<${RiskBadge} op=${op} /></td>
-              <td class="num">${op.attempts}</td>
-              <td>${[op.lastKind, op.lastHttpStatus].filter((v) => v !== null).join(" ")}</td>
-              <td><${Time} ms=${op.nextAttemptAt} /></td>
-              <td><${Time} ms=${op.updatedAt} /></td>
+              <td data-label="Operation"><a href=${operationLink(op)}><${OpID} id=${op.operationID} /></a></td>
+              <td data-label="State" class=${`state-${op.state}`} data-state>${op.state}${" "}<${RiskBadge} op=${op} /></td>
+              <td data-label="Last outcome">${[op.lastKind, op.lastHttpStatus].filter((v) => v !== null).join(" ")}</td>
+              <td data-label="Attempts" class="num">${op.attempts}</td>
+              <td data-label="Next attempt"><${Time} ms=${op.state === "ATTEMPTED" ? op.nextAttemptAt : null} /></td>
+              <td data-label="Connector">${op.connectorName}</td>
+              <td data-label="Account">${op.accountKey}</td>
+              <td data-label="Caller" class="mono">${op.callerDID}</td>
+              <td data-label="Owner" class="mono">${op.ownerDID}</td>
+              <td data-label="Claimed"><${Time} ms=${op.createdAt} /></td>
+              <td data-label="Updated"><${Time} ms=${op.updatedAt} /></td>
             </tr>`,
           )}
         </tbody>
