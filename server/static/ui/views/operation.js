@@ -13,6 +13,9 @@ import {
   Fields,
   OpID,
   duration,
+  runOf,
+  RunBadge,
+  RetryNow,
   Rearm,
   Reissue,
   RiskBadge,
@@ -112,7 +115,8 @@ export function OperationView({ params }) {
   return html`
     <h2>Operation <span class="mono">${op.operationID}</span></h2>
     <p id="op-durations">
-      <span class=${`state-${op.state}`}>${op.state}</span>. ${durations(op, data.serverTime)}
+      <span class=${`state-${op.state}`}>${op.state}</span>${" "}<${RunBadge} op=${op} now=${data.serverTime} />.
+      ${durations(op, data.serverTime)}
     </p>
     <p class="actions">
       ${op.state === "ATTEMPTED" &&
@@ -144,6 +148,7 @@ export function OperationView({ params }) {
           after=${reload}
         />`}`}
       ${op.state === "FAILED" && !op.reissuedAs && html`<${Reissue} op=${op} after=${reload} />`}
+      ${["SCHEDULED", "DEFERRED"].includes(runOf(op, data.serverTime)) && html`<${RetryNow} op=${op} after=${reload} />`}
     </p>
     ${outcomeUnknown(op) &&
     html`<p class="risk-line" id="outcome-unknown"><${RiskBadge} op=${op} /> ${OUTCOME_UNKNOWN_RISK}</p>`}

@@ -20,11 +20,13 @@ import {
   ZoneContext,
   RiskBadge,
   OpID,
+  RunBadge,
+  RUNS,
 } from "../lib/common.js";
 import { SelectAll, SelectRow, SelectedActions, useSelection } from "../lib/selection.js";
 
 export const FILTER_FIELDS = [
-  "state", "id", "connector", "account", "owner", "caller", "party", "document", "kind", "after_time",
+  "state", "run", "id", "connector", "account", "owner", "caller", "party", "document", "kind", "after_time",
   "before_time", "order",
 ];
 
@@ -49,6 +51,7 @@ export function filterOf(params, zone) {
   const filter = {};
   const given = (name) => params.get(name) || null;
   if (given("state")) filter.states = given("state").split(",");
+  if (given("run")) filter.run = given("run");
   if (given("id")) filter.operationID = given("id");
   if (given("connector")) filter.connectorName = given("connector");
   if (given("account")) filter.accountKey = given("account");
@@ -65,9 +68,9 @@ export function filterOf(params, zone) {
 /** What may change whether an operation is listed under ``filter``: the events of the
  * operations of its fixed fields (an event's ``toState`` is what a filter's ``states`` match,
  * so an operation leaving the state shown would go unheard; a subscription refuses
- * ``documentIDs`` and the times). */
+ * ``documentIDs``, ``run`` and the times). */
 export function liveFilter(filter) {
-  const { states, kind, updatedAfter, updatedBefore, documentIDs, ...fixed } = filter;
+  const { states, run, kind, updatedAfter, updatedBefore, documentIDs, ...fixed } = filter;
   return Object.keys(fixed).length ? fixed : null;
 }
 
@@ -98,6 +101,7 @@ export function Operations({ params }) {
     location.hash = link("operations", values);
   };
   const rows = data ? data.operations.edges.map((e) => e.node) : [];
+  const leased = filter.run === "LEASED";
   const filtered = FILTER_FIELDS.filter((n) => n !== "order" && form[n]).length;
   const live = Object.keys(filter).length ? inState(filter, "ATTEMPTED") : null;
   const failed = Object.keys(filter).length ? inState(filter, "FAILED") : null;
@@ -114,6 +118,13 @@ export function Operations({ params }) {
           ${STATES.map(
             (s) => html`<option value=${s} selected=${form.state.split(",").includes(s)}>${s}</option>`,
           )}
+        </select>
+      </label>
+      <label
+        >Now
+        <select name="run">
+          <option value="" selected=${form.run === ""}>any</option>
+          ${RUNS.map(([run, label]) => html`<option value=${run} selected=${form.run === run}>${label}</option>`)}
         </select>
       </label>
       <label>Operation ID <input name="id" defaultValue=${form.id} /></label>
@@ -178,7 +189,9 @@ export function Operations({ params }) {
     ${data && html`<${SelectedActions} rows=${rows} selection=${selection} after=${reload} />`}
     ${data &&
     html`<table tabindex="0" id="operations" class="cards">
-        <caption>Operations${later ? " (a later page)" : ""}</caption>
+        <caption>
+          ${leased ? "Leased now: who runs what (its run marker), since its last write, until its lease expires" : "Operations"}${later ? " (a later page)" : ""}
+        </caption>
         <thead>
           <tr>
             <${SelectAll} rows=${rows} selection=${selection} />
@@ -187,6 +200,7 @@ export function Operations({ params }) {
             <th scope="col">Last outcome</th>
             <th scope="col" class="num">Attempts</th>
             <th scope="col">Next attempt</th>
+            ${leased && html`<th scope="col">Run marker</th><th scope="col">Since (last write)</th><th scope="col">Lease until</th>`}
             <th scope="col">Connector</th>
             <th scope="col">Account</th>
             <th scope="col">Caller</th>
@@ -196,15 +210,21 @@ export function Operations({ params }) {
           </tr>
         </thead>
         <tbody>
-          ${rows.length === 0 && html`<tr><td colspan="12">No operations match.</td></tr>`}
+          ${rows.length === 0 && html`<tr><td colspan=${leased ? 15 : 12}>No operations match.</td></tr>`}
           ${rows.map(
             (op) => html`<tr data-operation=${op.operationID}>
               <${SelectRow} op=${op} selection=${selection} />
               <td data-label="Operation"><a href=${operationLink(op)}><${OpID} id=${op.operationID} /></a></td>
-              <td data-label="State" class=${`state-${op.state}`} data-state>${op.state}${" "}<${RiskBadge} op=${op} /></td>
+              <td data-label="State" class=${`state-${op.state}`} data-state>
+                ${op.state}${" "}<${RiskBadge} op=${op} /><${RunBadge} op=${op} now=${data.serverTime} />
+              </td>
               <td data-label="Last outcome">${[op.lastKind, op.lastHttpStatus].filter((v) => v !== null).join(" ")}</td>
               <td data-label="Attempts" class="num">${op.attempts}</td>
               <td data-label="Next attempt"><${Time} ms=${op.state === "ATTEMPTED" ? op.nextAttemptAt : null} /></td>
+              ${leased &&
+              html`<td data-label="Run marker" class="mono" data-marker>${op.sendMarker ?? html`<span class="note">no send yet</span>`}</td>
+                <td data-label="Since (last write)"><${Time} ms=${op.updatedAt} /></td>
+                <td data-label="Lease until" data-lease-until><${Time} ms=${op.leaseExpiresAt} /></td>`}
               <td data-label="Connector">${op.connectorName}</td>
               <td data-label="Account">${op.accountKey}</td>
               <td data-label="Caller" class="mono">${op.callerDID}</td>
