@@ -143,7 +143,9 @@ class Subscription:
         "operation's key, owner, connector and account (`nodeKey`, `documentIDs`, `lastError`, "
         "`updatedAfter` and `updatedBefore` are refused). "
         "`after`: the `sequence` of the last event seen; what followed is replayed first, "
-        "with no gap and no repeat (omitted: from now on). A reader that falls behind "
+        "with no gap and no repeat (omitted: from now on; `operationEventsHead` read "
+        'first pins "now" for a reader that may reconnect before its first event). A '
+        "reader that falls behind "
         "holds the server no more than one page of events: it reads on from where it "
         "stands, and after a reconnect resumes with `after`. Needs operations:read. "
         "Errors: BAD_USER_INPUT (also an `after` past the newest sequence the log handed "

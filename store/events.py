@@ -236,6 +236,10 @@ def sequence_of(tx: int, event_id: int) -> str:
     return f"{tx:016x}{event_id:016x}"
 
 
+BEFORE_FIRST = sequence_of(0, 0)
+"""The position before every event: a log's head before its first event (an ``after`` that
+reads a log from its start, refusing with ``EventsCollected`` once any was collected)."""
+
 SEQUENCE = re.compile(r"[0-9a-f]{32}")
 """What ``sequence_of`` writes: 32 lower-case hex digits."""
 MAX_POSITION = 2**63 - 1

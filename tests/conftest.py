@@ -70,11 +70,12 @@ async def database_url(
 
 @pytest.fixture(autouse=True)
 async def nothing_left_running(postgres_run: PostgresRun) -> AsyncIterator[None]:
-    """Fail the test that leaves a task running on the run's event loop, or, when it used
-    the run's PostgreSQL database, a session connected to that database. The whole run
-    shares one event loop and one database: a listener, sweeper or pool left by one test
-    goes on, and reconnects, during the next ones. What was left is then stopped (tasks
-    cancelled, sessions terminated), so that only the test that left it fails."""
+    """Fail the test that leaves a task running on the process's event loop, or, when it
+    used the process's PostgreSQL database, a session connected to that database. Every test
+    of a process (the run's, or a pytest-xdist worker's) shares one event loop and one
+    database: a listener, sweeper or pool left by one test goes on, and reconnects, during
+    the next ones. What was left is then stopped (tasks cancelled, sessions terminated), so
+    that only the test that left it fails."""
     before = asyncio.all_tasks()
     postgres_run.used = False
     yield
