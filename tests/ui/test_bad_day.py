@@ -317,3 +317,18 @@ async def test_operation__a_scheduled_retry_retried_now(page, seeded):
         )
     assert data["operation"]["nextAttemptAt"] <= data["serverTime"]
     assert data["operation"]["lastError"] == "429 slow down"
+
+
+async def test_cancel__the_reason_typed_is_in_each_operations_history(page, seeded):
+    await page.goto(seeded.url + "/ui#/operations?state=ATTEMPTED&connector=calendar")
+    await page.locator("#operations tr[data-operation]").first.wait_for()
+
+    await page.get_by_label("Reason for a cancel").fill("INC-42: provider outage")
+    await page.get_by_role("button", name="Cancel the matching ATTEMPTED operations").click()
+    confirm = page.get_by_role("group", name="Confirm: Cancel the matching ATTEMPTED operations")
+    await confirm.get_by_role("button", name="Confirm").click()
+    await page.locator("#notice", has_text="Cancelled 2 operations.").wait_for()
+
+    await page.goto(seeded.url + "/ui#/operation?caller=did:key:worker&id=op-live-1")
+    cancelled = page.locator('#operation-events tr[data-event="CANCELLED"] [data-message]')
+    assert "INC-42: provider outage" in await cancelled.inner_text()

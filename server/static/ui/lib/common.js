@@ -290,6 +290,23 @@ export function RetryNow({ op, after }) {
   />`;
 }
 
+/** What a cancel says in each operation's History when no reason is typed. */
+export const CANCEL_REASON = "cancelled from the dashboard";
+
+/** The reason an operator types for a cancel (kept as each operation's last error and in its
+ * History), shown where the token may cancel: [field, reason to send]. */
+export function useReason() {
+  const viewer = useViewer();
+  const [reason, setReason] = useState("");
+  const field = viewer.mutations.includes("cancelOperations")
+    ? html`<label class="reason"
+        >Reason for a cancel (kept in each operation's History)${" "}
+        <input name="reason" maxlength="500" size="40" value=${reason} onInput=${(e) => setReason(e.target.value)}
+      /></label>`
+    : null;
+  return [field, reason.trim() ? `${CANCEL_REASON}: ${reason.trim()}` : CANCEL_REASON];
+}
+
 // --- routes --------------------------------------------------------------------------------
 
 export const VIEWS = [

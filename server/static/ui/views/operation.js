@@ -15,6 +15,7 @@ import {
   duration,
   runOf,
   RunBadge,
+  CANCEL_REASON,
   RetryNow,
   Rearm,
   Reissue,
@@ -124,7 +125,7 @@ export function OperationView({ params }) {
           field="cancelOperations"
           document="DashboardCancelOperations"
           label="Cancel"
-          input=${{ filter: { ...key, states: ["ATTEMPTED"] }, reason: "cancelled from the dashboard" }}
+          input=${{ filter: { ...key, states: ["ATTEMPTED"] }, reason: CANCEL_REASON }}
           risk=${op.sendMarker !== null
             ? "Its send is marked: the provider may already hold the write, and a reissue would send it again."
             : "Its holder's run is refused from now on."}

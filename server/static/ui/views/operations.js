@@ -22,6 +22,7 @@ import {
   OpID,
   RunBadge,
   RUNS,
+  useReason,
 } from "../lib/common.js";
 import { SelectAll, SelectRow, SelectedActions, useSelection } from "../lib/selection.js";
 
@@ -92,6 +93,7 @@ export function Operations({ params }) {
   );
   useLive([operationEvents(liveFilter(filter))], reload, params.toString());
   const selection = useSelection(`${params}|${zone}`);
+  const [reasonField, reason] = useReason();
   const form = Object.fromEntries(FILTER_FIELDS.map((n) => [n, params.get(n) || ""]));
   const submit = (event) => {
     event.preventDefault();
@@ -157,6 +159,7 @@ export function Operations({ params }) {
       ${form.order === "newest" ? "Newest first" : "Oldest first"} (by when each was claimed: its Claimed column).${" "}
       ${data && html`<span id="operations-total">${plural(data.operations.totalCount, "operation")} match.</span>`}
     </p>
+    ${data && reasonField && html`<p class="actions">${reasonField}</p>`}
     ${data &&
     html`<p class="actions">
       ${live &&
@@ -164,7 +167,7 @@ export function Operations({ params }) {
         field="cancelOperations"
         document="DashboardCancelOperations"
         label="Cancel the matching ATTEMPTED operations"
-        input=${{ filter: live, reason: "cancelled from the dashboard" }}
+        input=${{ filter: live, reason }}
         count=${countCancellable(live)}
         bulk
         done=${(d) =>
@@ -186,7 +189,7 @@ export function Operations({ params }) {
     </p>`}
     <${Failure} error=${error} />
     ${!data && !error && html`<p aria-busy="true">Loading…</p>`}
-    ${data && html`<${SelectedActions} rows=${rows} selection=${selection} after=${reload} />`}
+    ${data && html`<${SelectedActions} rows=${rows} selection=${selection} after=${reload} reason=${reason} />`}
     ${data &&
     html`<table tabindex="0" id="operations" class="cards">
         <caption>
