@@ -332,3 +332,21 @@ async def test_cancel__the_reason_typed_is_in_each_operations_history(page, seed
     await page.goto(seeded.url + "/ui#/operation?caller=did:key:worker&id=op-live-1")
     cancelled = page.locator('#operation-events tr[data-event="CANCELLED"] [data-message]')
     assert "INC-42: provider outage" in await cancelled.inner_text()
+
+
+async def test_operations__found_by_a_fragment_of_its_id_in_another_case(page, seeded):
+    async with api_of(seeded) as api:
+        now = (await api("{ serverTime }"))["serverTime"]
+        await claimed(api, "reissue:7f3a9c0d2e", now, sourceID="evt-x")
+    await page.goto(seeded.url + "/ui#/operations")
+    await page.locator("#operations tr[data-operation]").nth(1).wait_for()
+
+    await page.get_by_label("Search").fill("7F3A9")
+    await page.get_by_role("button", name="Apply").click()
+
+    await page.wait_for_function(
+        "document.querySelectorAll('#operations tbody tr[data-operation]').length === 1"
+    )
+    row = page.locator("#operations tbody tr[data-operation]")
+    assert await row.get_attribute("data-operation") == "reissue:7f3a9c0d2e"
+    assert "1 operation match." in await page.locator("#operations-total").inner_text()

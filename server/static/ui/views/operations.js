@@ -27,7 +27,7 @@ import {
 import { SelectAll, SelectRow, SelectedActions, useSelection } from "../lib/selection.js";
 
 export const FILTER_FIELDS = [
-  "state", "run", "id", "connector", "account", "owner", "caller", "party", "document", "kind", "after_time",
+  "state", "run", "q", "error", "id", "connector", "account", "owner", "caller", "party", "document", "kind", "after_time",
   "before_time", "order",
 ];
 
@@ -53,6 +53,8 @@ export function filterOf(params, zone) {
   const given = (name) => params.get(name) || null;
   if (given("state")) filter.states = given("state").split(",");
   if (given("run")) filter.run = given("run");
+  if (given("q")) filter.search = given("q");
+  if (given("error")) filter.lastError = given("error");
   if (given("id")) filter.operationID = given("id");
   if (given("connector")) filter.connectorName = given("connector");
   if (given("account")) filter.accountKey = given("account");
@@ -71,7 +73,7 @@ export function filterOf(params, zone) {
  * so an operation leaving the state shown would go unheard; a subscription refuses
  * ``documentIDs``, ``run`` and the times). */
 export function liveFilter(filter) {
-  const { states, run, kind, updatedAfter, updatedBefore, documentIDs, ...fixed } = filter;
+  const { states, run, search, lastError, kind, updatedAfter, updatedBefore, documentIDs, ...fixed } = filter;
   return Object.keys(fixed).length ? fixed : null;
 }
 
@@ -129,7 +131,11 @@ export function Operations({ params }) {
           ${RUNS.map(([run, label]) => html`<option value=${run} selected=${form.run === run}>${label}</option>`)}
         </select>
       </label>
-      <label>Operation ID <input name="id" defaultValue=${form.id} /></label>
+      <label
+        >Search (a part of an ID, a target or a source; any case)
+        <input name="q" type="search" defaultValue=${form.q}
+      /></label>
+      <label>Operation ID (exact) <input name="id" defaultValue=${form.id} /></label>
       <label>Connector <input name="connector" defaultValue=${form.connector} /></label>
       <label>Account <input name="account" defaultValue=${form.account} /></label>
       <label>Owner DID <input name="owner" defaultValue=${form.owner} /></label>
@@ -137,6 +143,7 @@ export function Operations({ params }) {
       <label>Caller or owner DID <input name="party" defaultValue=${form.party} /></label>
       <label>Document ID <input name="document" defaultValue=${form.document} /></label>
       <label>Last outcome kind <input name="kind" defaultValue=${form.kind} /></label>
+      <label>Last error (exact) <input name="error" defaultValue=${form.error} /></label>
       <label
         >Updated from (${typedZone(zone)})
         <input type="datetime-local" step="1" name="after_time" defaultValue=${form.after_time}
