@@ -2,8 +2,9 @@
 live leases, a throttle and a pause (docs/worker-protocol.md, 'Accounts: caps and throttles'); no
 seed counterpart.
 
-An account's row is created the first time a claim names it (``ensure``, inside the claim's
-transaction, which on PostgreSQL locks it in the same statement), or by
+An account's row is created the first time a claim names it (``ensure``, in the claim's own
+statement or transaction; a claim writes no account row that exists, but a claim of a capped
+account on PostgreSQL locks it first, ``store.claims``), or by
 ``set_account_limit``/``throttle_account`` or a pause (``store.pauses``). Every path that takes a
 lease of a capped account locks its row first by writing it unchanged (``touch``), so in-flight
 counts taken after the lock are exact, and a ``leaseOperations`` statement that began before that
@@ -70,18 +71,6 @@ ENSURE_ACCOUNT = Prepared(
 """A claim's account (SQLite, whose transaction holds the write lock): create its row unless
 it exists or the claim's key was collected (``NOT_COLLECTED``, ``p_key_digest``), so such a
 claim writes nothing."""
-
-ENSURE_AND_LOCK_ACCOUNT = Prepared(
-    lambda insert: ensure(
-        insert,
-        CLAIMED_ACCOUNT.where(sa.or_(NOT_COLLECTED, sa.exists().where(ACCOUNT_KEY))),
-        lock=True,
-    )
-)
-"""A claim's account (PostgreSQL), in one statement: lock it by writing it unchanged, or
-create its row when absent, unless the claim's key was collected (``NOT_COLLECTED``,
-``p_key_digest``): such a claim creates no account (an account that exists is locked all the
-same, so a claim that finds the key's tombstone expired by its insert is still serialized)."""
 
 
 def touch(where: sa.ColumnElement[bool]) -> sa.Update:
