@@ -89,6 +89,7 @@ def to_store_filter(where: OperationFilter | None, visible_to: str | None) -> op
         updated_after=where.updated_after,
         updated_before=where.updated_before,
         run=value_of(where.run),
+        search=where.search,
     )
 
 

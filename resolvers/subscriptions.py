@@ -29,6 +29,7 @@ UNSTREAMED = {
     "updatedAfter": "updated_after",
     "updatedBefore": "updated_before",
     "run": "run",
+    "search": "search",
 }
 """``OperationFilter`` fields an event stream cannot apply (they select by the row's
 time or identifiers of the claim, not by who and where, and no event carries them): given,

@@ -157,6 +157,11 @@ class OperationFilter:
         description="Only ATTEMPTED operations that stand so now: leased, due, scheduled or "
         "deferred.",
     )
+    search: str | None = strawberry.field(
+        default=None,
+        description="Operations whose operationID, target or sourceID holds this text (1 to 200 "
+        "characters), in any case of its ASCII letters: a part of an id finds it.",
+    )
 
 
 @strawberry.input(description="The key of a watch: one provider entity of one connector account.")

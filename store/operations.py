@@ -5,6 +5,7 @@ came back. Methods return the updated record when they applied and None when a g
 refused, where the seed returns a boolean.
 """
 
+import string
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -138,7 +139,9 @@ class OperationFilter:
     ``document_ids`` list matches nothing; None leaves that field unfiltered. ``kind`` is
     the last recorded outcome's kind (``last_kind``); ``last_error`` its error message,
     exactly (a group of ``OperatorStore.failure_groups``). ``run`` (one of ``RUNS``): where
-    an ATTEMPTED operation stands at the store's now (``run_condition``). ``updated_after`` and
+    an ATTEMPTED operation stands at the store's now (``run_condition``). ``search``: a part
+    of the operation id, the target or the source id, in any case (``search_condition``).
+    ``updated_after`` and
     ``updated_before`` (epoch ms) bound ``updated_at``: at or after the one, strictly
     before the other.
     """
@@ -157,6 +160,7 @@ class OperationFilter:
     updated_after: int | None = None
     updated_before: int | None = None
     run: str | None = None
+    search: str | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -184,6 +188,22 @@ def run_condition(run: str, now: int) -> sa.ColumnElement[bool]:
     if run == "scheduled":
         return sa.and_(waiting, op.c.defer_reason.is_(None))
     return sa.and_(waiting, op.c.defer_reason.is_not(None))
+
+
+ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+SEARCHED = (op.c.operation_id, op.c.target, op.c.source_id)
+"""The columns ``search`` looks into."""
+
+
+def search_condition(search: str) -> sa.ColumnElement[bool]:
+    """The operations whose id, target or source id holds ``search`` (checked), ignoring the
+    case of ASCII letters; ``%``, ``_`` and ``\\`` in it are plain characters. A scan of the
+    rows the other conditions leave (no index serves a substring)."""
+    escaped = (
+        search.translate(ASCII_LOWER).replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    )
+    pattern = f"%{escaped}%"
+    return sa.or_(*(sa.func.lower(column).like(pattern, escape="\\") for column in SEARCHED))
 
 
 def filter_conditions(where: OperationFilter, *, now: int) -> list[sa.ColumnElement[bool]] | None:
@@ -222,6 +242,8 @@ def filter_conditions(where: OperationFilter, *, now: int) -> list[sa.ColumnElem
         conditions.append(op.c.updated_at < before)
     if where.run is not None:
         conditions.append(run_condition(check.choice("run", where.run, RUNS), now))
+    if where.search is not None:
+        conditions.append(search_condition(check.text("search", where.search, maximum=200)))
     if states == []:
         return None
     if states is not None:

@@ -116,11 +116,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """A test failed by ``--timeout`` can leave a thread running that the interpreter waits
     for at exit, for ever (aiosqlite's, which the migrations use, are not daemon threads):
-    if the process has not exited ``EXIT_GRACE_S`` after the run, print every thread's
-    stack and end it with the run's status (1 if the run passed: a hang is a fault)."""
+    if the process has not exited ``EXIT_GRACE_S`` after its main thread ended, print every
+    thread's stack and end it with the run's status (1 if the run passed: a hang is a
+    fault). A pytest-xdist worker's main thread goes on after its run, serving the
+    controller until every worker is done: the grace starts only when it ends."""
     status = config.stash.get(EXIT_STATUS, 1) or 1
 
     def force_exit() -> None:
+        while threading.main_thread().is_alive():
+            time.sleep(0.5)
         time.sleep(EXIT_GRACE_S)
         print(f"the tests' process did not exit within {EXIT_GRACE_S:g} s", file=sys.stderr)
         faulthandler.dump_traceback(sys.stderr)

@@ -65,8 +65,8 @@ class Worker(BatchSettling):
     that call was sent is done without asking: this worker has freed nothing, so the
     answer would be the same (work others free wakes it). For each
     batch it marks the sends started (``marker``, this worker's run id), renews the leases
-    every third of ``lease_ms`` while the handler runs and until the batch is settled (after
-    a failed renewal, sooner), and settles the outcomes in one request per kind:
+    every third of ``lease_ms`` from the lease until the batch is settled (after a failed
+    renewal, sooner), and settles the outcomes in one request per kind:
     ``throttleAccount`` for a 429, ``finalizeOperations`` (the watch due
     ``verify_delay_ms`` later), ``recordOperations``, then ``releaseLeases`` for what
     waits. Only calls safe to repeat are retried after a lost answer; a lost
@@ -309,55 +309,65 @@ class Worker(BatchSettling):
             return [LeasedOperation.model_validate(raw) for raw in operations]
 
     async def _work(self, token: str, batch: list[LeasedOperation]) -> bool:
-        """Mark, handle and settle ``batch``. False when a call failed (the leases the batch
-        still held released, or left to lapse when a settle was given up), True otherwise."""
+        """Mark, handle and settle ``batch``, renewing its leases from the lease's answer
+        until it is settled. False when a call failed (the leases the batch still held
+        released, or left to lapse when a settle was given up), True otherwise."""
+        held = {(operation.caller_did, operation.operation_id) for operation in batch}
+        renewing = asyncio.create_task(self._renew(token, held))
+        try:
+            return await self._mark_handle_settle(token, batch, held)
+        finally:
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewing
+
+    async def _mark_handle_settle(
+        self, token: str, batch: list[LeasedOperation], held: set[tuple[str, str]]
+    ) -> bool:
+        """``_work`` but the renewals: ``held`` (the keys ``_renew`` renews) is narrowed to
+        the operations whose mark applied."""
         try:
             marked = await self._mark(token, batch)
         except ConnectorStoreError as error:
             if not self._refuses_token(error):
                 log.error("markSendsStarted failed (%s): releasing its batch unsent", error)
+            held.clear()
             await self._release(token, batch)
             self.stats.released += len(batch)
             return False
+        held &= {(operation.caller_did, operation.operation_id) for operation in marked}
         if not marked:
             return True
-        held = {(operation.caller_did, operation.operation_id) for operation in marked}
         leases = BatchLeases({(op.caller_did, op.operation_id): op for op in marked})
-        renewing = asyncio.create_task(self._renew(token, held))
         handling = asyncio.create_task(self._handle(marked))
-        try:
-            stopping = asyncio.create_task(self._stopping.wait())
-            await asyncio.wait([handling, stopping], return_when=asyncio.FIRST_COMPLETED)
-            stopping.cancel()
-            if not handling.done():
-                await asyncio.wait([handling], timeout=self.shutdown_grace_s)
-            if not handling.done():
-                handling.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await handling
-                await self._release(token, marked)
-                self.stats.released += len(marked)
-                return True
-            try:
-                await self._settle(token, marked, handling.result(), leases)
-            except Abandoned as error:
-                log.error("%s (%d operations)", error, len(leases.unsettled))
-                return False
-            except ConnectorStoreError as error:
-                if not self._refuses_token(error):
-                    log.error(
-                        "the server refused to settle a batch (%s): releasing the leases of "
-                        "the %d operations it left unsettled",
-                        error,
-                        len(leases.unsettled),
-                    )
-                await self._let_go(token, leases)
-                return False
-            return True
-        finally:
-            renewing.cancel()
+        stopping = asyncio.create_task(self._stopping.wait())
+        await asyncio.wait([handling, stopping], return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not handling.done():
+            await asyncio.wait([handling], timeout=self.shutdown_grace_s)
+        if not handling.done():
+            handling.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await renewing
+                await handling
+            await self._release(token, marked)
+            self.stats.released += len(marked)
+            return True
+        try:
+            await self._settle(token, marked, handling.result(), leases)
+        except Abandoned as error:
+            log.error("%s (%d operations)", error, len(leases.unsettled))
+            return False
+        except ConnectorStoreError as error:
+            if not self._refuses_token(error):
+                log.error(
+                    "the server refused to settle a batch (%s): releasing the leases of "
+                    "the %d operations it left unsettled",
+                    error,
+                    len(leases.unsettled),
+                )
+            await self._let_go(token, leases)
+            return False
+        return True
 
     async def _mark(self, token: str, batch: list[LeasedOperation]) -> list[LeasedOperation]:
         """``markSendsStarted`` for ``batch``, sent until the server answers it (or, while

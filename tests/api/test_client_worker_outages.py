@@ -146,3 +146,42 @@ async def test_worker__stopped_twice_it_gives_the_settle_up_and_releases_nothing
     # lease lapses counts a contested attempt.
     assert [record.state for record in records] == ["attempted"] * 2
     assert all(record.lease_token is not None for record in records)
+
+
+@pytest.mark.slow
+async def test_worker__renews_its_leases_while_a_settle_waits_so_no_other_takes_them(database):
+    """On the real clock, leases of 2 s, the first worker's finalizes lost for well past
+    that: its renewals keep the leases, so a second worker leasing all along takes none of
+    them, and each write is sent once."""
+    store = ConnectorStore(database)
+    sends = Sends()
+    async with (
+        served(store) as app,
+        Client(f"{app.http}/graphql", SERVICE_TOKEN) as client,
+        Client(f"{app.http}/graphql", SERVICE_TOKEN) as other,
+    ):
+        await enqueue(client, claims(2))
+        outage = Outage(client, [b"finalizeOperations"])
+        first = Worker(client, sends, connector_name="calendar", lease_ms=2_000)
+        running = asyncio.create_task(first.run())
+        async with asyncio.timeout(BOUND_S):
+            while sum(sends.sent.values()) < 2:
+                await asyncio.sleep(0.02)
+            second = Worker(other, sends, connector_name="calendar", fallback_s=0.05)
+            competing = asyncio.create_task(second.run())
+            loop = asyncio.get_running_loop()
+            until = loop.time() + 5.0  # 2.5 leases long without a settle getting through
+            while loop.time() < until:
+                assert not competing.done() and not running.done()
+                await asyncio.sleep(0.05)
+            outage.mend()
+            while first.stats.committed < 2:
+                await asyncio.sleep(0.02)
+            first.stop()
+            second.stop()
+            await running
+            await competing
+
+    records = await stored(store, 2)
+    assert sends.sent == {"op-0": 1, "op-1": 1}
+    assert {record.state for record in records} == {"committed"}

@@ -1,5 +1,6 @@
-"""Where the ATTEMPTED operations stand now (``OperationFilter.run``: leased, due, scheduled,
-deferred), in the lists, their counts and the bulk writes, on both backends."""
+"""The dashboard's filters of operations, on both backends: where the ATTEMPTED operations
+stand now (``OperationFilter.run``: leased, due, scheduled, deferred) and a search that
+forgives (``OperationFilter.search``), in the lists, their counts and the bulk writes."""
 
 import pytest
 
@@ -67,3 +68,37 @@ async def test_run__an_unknown_run_names_the_field(store):
         await store.operations.list_tracked_operations(OperationFilter(run="running"))
 
     assert raised.value.field == "run"
+
+
+@pytest.mark.parametrize(
+    ("search", "found"),
+    [
+        ("7F3a", ["op-7f3a9c"]),
+        ("events/ABC", ["op-target"]),
+        ("Evt-Src", ["op-source"]),
+        ("op-", ["op-7f3a9c", "op-source", "op-target"]),
+        ("50%_off", ["op-50%_off"]),
+        ("5_%off", []),
+    ],
+)
+async def test_search__a_part_of_the_id_target_or_source_in_any_case(store, search, found):
+    await committed_operation(store, operation_id="op-7f3a9c", source_id="evt-1")
+    await committed_operation(
+        store, operation_id="op-target", source_id="evt-2", target="events/abc-1"
+    )
+    await committed_operation(store, operation_id="op-source", source_id="EVT-SRC-9")
+    await committed_operation(store, operation_id="op-50%_off", source_id="evt-4")
+    where = OperationFilter(search=search)
+
+    listed = await store.operations.list_tracked_operations(where)
+
+    assert sorted(record.operation_id for record in listed) == sorted(
+        found if search != "op-" else [*found, "op-50%_off"]
+    )
+
+
+async def test_search__empty_names_the_field(store):
+    with pytest.raises(InvalidInput) as raised:
+        await store.operations.count_tracked_operations(OperationFilter(search=""))
+
+    assert raised.value.field == "search"

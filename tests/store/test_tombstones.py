@@ -18,7 +18,7 @@ from store.operations import OperationFilter
 from store.operator import ReissueCounts, reissue_key
 from store.retention import MAX_COLLECT_LIMIT
 from store.tables import account, operation, operation_tombstone
-from store.tombstones import envelope_digest, key_digest
+from store.tombstones import PUT_TOMBSTONE, envelope_digest, key_digest, tombstone_row
 from tests.factories import (
     LEASE_MS,
     bulk_finished_operations,
@@ -414,6 +414,57 @@ async def test_collect_finished_operations__a_key_collected_again_keeps_the_newe
 
 
 # --- races ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_claim_operation__a_collection_committed_while_its_insert_waits_answers_collected(
+    store, database, database_url, clock
+):
+    """The claim's insert waits on the row a collection is deleting; the collection commits
+    its tombstone, which the claim's snapshot, taken before, does not hold: the claim's last
+    step asks again with a snapshot of its own (``store.claims``), and the claim answers
+    ``collected``, writing nothing."""
+    await committed_operation(store)
+    clock.advance(1000)
+    collector_db = Database(database_url)
+    await collector_db.connect()
+    held, release = asyncio.Event(), asyncio.Event()
+
+    async def collect() -> None:
+        async with collector_db.write_transaction():
+            rows = await collector_db.write_all(
+                sa.delete(operation)
+                .where(operation.c.caller_did == CALLER, operation.c.operation_id == "op-1")
+                .returning(operation)
+            )
+            await collector_db.write_prepared(PUT_TOMBSTONE, tombstone_row(rows[0], clock.now))
+            held.set()
+            await release.wait()
+
+    async def waiting_on_a_lock() -> bool:
+        row = await database.fetch_one(
+            sa.text(
+                "SELECT count(*) AS n FROM pg_stat_activity "
+                "WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            )
+        )
+        return row is not None and row["n"] > 0
+
+    try:
+        collecting = asyncio.create_task(collect())
+        await held.wait()
+        claiming = asyncio.create_task(store.operations.claim_operation(lease(store)))
+        while not await waiting_on_a_lock():
+            await asyncio.sleep(0.01)
+        release.set()
+        await collecting
+        result = await claiming
+    finally:
+        release.set()
+        await collector_db.disconnect()
+
+    assert result.status == "collected"
+    assert await store.operations.get_operation(CALLER, "op-1") is None
 
 
 async def test_claims_racing_collection__a_replayed_key_is_never_claimed_afresh(

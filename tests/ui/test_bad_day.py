@@ -264,3 +264,89 @@ async def test_operation__a_finished_one_reads_in_words_with_its_durations(page,
     await page.locator("#operations tbody tr[data-operation]").first.wait_for()
     headers = await page.locator("#operations thead th").all_inner_texts()
     assert "Claimed" in headers, headers
+
+
+async def test_overview__the_running_work_of_one_account_from_its_in_flight_count(page, seeded):
+    async with api_of(seeded) as api:
+        key = {"callerDID": "did:key:worker", "operationID": "op-live-1"}
+        await api(MARK, input=key | {"leaseToken": "lease-op-live-1", "marker": "worker-7/run-3"})
+    await page.goto(seeded.url + "/ui#/overview")
+
+    await page.locator('[data-count="calendar/acct-1/inFlight"] a').click()
+
+    await page.wait_for_function("location.hash.includes('run=LEASED')")
+    rows = page.locator("#operations tbody tr[data-operation]")
+    await page.locator("#operations caption", has_text="Leased now").wait_for()
+    await rows.first.wait_for()
+    assert await rows.evaluate_all("rows => rows.map(r => r.dataset.operation)") == ["op-live-1"]
+    row = rows.first
+    assert await row.locator("[data-marker]").inner_text() == "worker-7/run-3"
+    assert await row.locator("[data-lease-until] time").count() == 1
+    assert await row.locator('[data-run="LEASED"]').count() == 1
+    assert await page.get_by_label("Now").input_value() == "LEASED"
+
+
+DEFER = """
+mutation ($input: DeferOperationInput!) { deferOperation(input: $input) { applied } }
+"""
+
+
+async def test_operation__a_scheduled_retry_retried_now(page, seeded):
+    async with api_of(seeded) as api:
+        deferred = await api(
+            DEFER,
+            input={
+                "callerDID": "did:key:worker",
+                "operationID": seeded.due,
+                "delayMs": 600_000,
+                "errorMessage": "429 slow down",
+            },
+        )
+        assert deferred["deferOperation"]["applied"]
+    await page.goto(seeded.url + f"/ui#/operation?caller=did:key:worker&id={seeded.due}")
+    await page.locator('#op-durations [data-run="SCHEDULED"]').wait_for()
+
+    await page.get_by_role("button", name="Retry now").click()
+
+    await page.locator("#notice", has_text="Due now").wait_for()
+    await page.locator('#op-durations [data-run="DUE"]').wait_for()
+    async with api_of(seeded) as api:
+        data = await api(
+            f'{{ serverTime operation(callerDID: "did:key:worker", operationID: "{seeded.due}") '
+            "{ nextAttemptAt lastError } }"
+        )
+    assert data["operation"]["nextAttemptAt"] <= data["serverTime"]
+    assert data["operation"]["lastError"] == "429 slow down"
+
+
+async def test_cancel__the_reason_typed_is_in_each_operations_history(page, seeded):
+    await page.goto(seeded.url + "/ui#/operations?state=ATTEMPTED&connector=calendar")
+    await page.locator("#operations tr[data-operation]").first.wait_for()
+
+    await page.get_by_label("Reason for a cancel").fill("INC-42: provider outage")
+    await page.get_by_role("button", name="Cancel the matching ATTEMPTED operations").click()
+    confirm = page.get_by_role("group", name="Confirm: Cancel the matching ATTEMPTED operations")
+    await confirm.get_by_role("button", name="Confirm").click()
+    await page.locator("#notice", has_text="Cancelled 2 operations.").wait_for()
+
+    await page.goto(seeded.url + "/ui#/operation?caller=did:key:worker&id=op-live-1")
+    cancelled = page.locator('#operation-events tr[data-event="CANCELLED"] [data-message]')
+    assert "INC-42: provider outage" in await cancelled.inner_text()
+
+
+async def test_operations__found_by_a_fragment_of_its_id_in_another_case(page, seeded):
+    async with api_of(seeded) as api:
+        now = (await api("{ serverTime }"))["serverTime"]
+        await claimed(api, "reissue:7f3a9c0d2e", now, sourceID="evt-x")
+    await page.goto(seeded.url + "/ui#/operations")
+    await page.locator("#operations tr[data-operation]").nth(1).wait_for()
+
+    await page.get_by_label("Search").fill("7F3A9")
+    await page.get_by_role("button", name="Apply").click()
+
+    await page.wait_for_function(
+        "document.querySelectorAll('#operations tbody tr[data-operation]').length === 1"
+    )
+    row = page.locator("#operations tbody tr[data-operation]")
+    assert await row.get_attribute("data-operation") == "reissue:7f3a9c0d2e"
+    assert "1 operation match." in await page.locator("#operations-total").inner_text()

@@ -148,6 +148,8 @@ class OperationFilter(BaseModel):
     "Operations last written before this time (not earlier than updatedAfter)."
     run: Optional[OperationRun] = None
     "Only ATTEMPTED operations that stand so now: leased, due, scheduled or deferred."
+    search: Optional[str] = None
+    "Operations whose operationID, target or sourceID holds this text (1 to 200 characters), in any case of its ASCII letters: a part of an id finds it."
 
 
 class OperationKeyInput(BaseModel):

@@ -248,6 +248,65 @@ export function Reissue({ op, after }) {
   />`;
 }
 
+/** Where an ATTEMPTED operation stands at ``now`` (the server's, epoch ms), as the API's
+ * ``OperationRun`` says: "LEASED" (a live lease), "DUE", "SCHEDULED" (a retry or a delay)
+ * or "DEFERRED"; null for a finished one. */
+export function runOf(op, now) {
+  if (op.state !== "ATTEMPTED") return null;
+  if (op.leaseExpiresAt !== null && op.leaseExpiresAt >= now) return "LEASED";
+  if (op.nextAttemptAt === null || op.nextAttemptAt <= now) return "DUE";
+  return op.deferReason ? "DEFERRED" : "SCHEDULED";
+}
+
+export const RUNS = [
+  ["LEASED", "leased (a worker holds it)"],
+  ["DUE", "due (waiting for a worker)"],
+  ["SCHEDULED", "scheduled (a retry or a delay)"],
+  ["DEFERRED", "deferred (offline or auth)"],
+];
+
+/** The badge of where an ATTEMPTED operation stands now (``runOf``), with until when. */
+export function RunBadge({ op, now }) {
+  const run = runOf(op, now);
+  if (run === null) return null;
+  const until = run === "LEASED" ? op.leaseExpiresAt : run === "DUE" ? null : op.nextAttemptAt;
+  return html`<span class=${`badge badge-run`} data-run=${run}
+    >${run.toLowerCase()}${run === "DEFERRED" ? ` (${op.deferReason.toLowerCase()})` : ""}${until !== null
+      ? html` until <${Time} ms=${until} />`
+      : ""}</span
+  >`;
+}
+
+/** Retry now a live operation waiting for a later attempt (scheduled or deferred): due at
+ * once (``deferOperation`` with ``delayMs`` 0 and no reason), its last error kept. */
+export function RetryNow({ op, after }) {
+  return html`<${Action}
+    field="deferOperation"
+    document="DashboardRetryNow"
+    label="Retry now"
+    input=${{ callerDID: op.callerDID, operationID: op.operationID, delayMs: 0, errorMessage: op.lastError }}
+    done=${(d) => (d.deferOperation.applied ? "Due now: the next worker leases it." : "Not retried: its lease is held now.")}
+    after=${after}
+  />`;
+}
+
+/** What a cancel says in each operation's History when no reason is typed. */
+export const CANCEL_REASON = "cancelled from the dashboard";
+
+/** The reason an operator types for a cancel (kept as each operation's last error and in its
+ * History), shown where the token may cancel: [field, reason to send]. */
+export function useReason() {
+  const viewer = useViewer();
+  const [reason, setReason] = useState("");
+  const field = viewer.mutations.includes("cancelOperations")
+    ? html`<label class="reason"
+        >Reason for a cancel (kept in each operation's History)${" "}
+        <input name="reason" maxlength="500" size="40" value=${reason} onInput=${(e) => setReason(e.target.value)}
+      /></label>`
+    : null;
+  return [field, reason.trim() ? `${CANCEL_REASON}: ${reason.trim()}` : CANCEL_REASON];
+}
+
 // --- routes --------------------------------------------------------------------------------
 
 export const VIEWS = [

@@ -3,7 +3,7 @@
 // its mutation once per selected operation, its filter naming that operation's key.
 import { html, useRef, useState } from "/ui/assets/htm-preact-standalone.module.js";
 import { run } from "./api.js";
-import { Action, plural, reissued, useViewer } from "./common.js";
+import { Action, CANCEL_REASON, plural, reissued, useViewer } from "./common.js";
 
 /** Whether the viewer may act on selected rows (cancel or reissue them): else no row is
  * selectable, and no checkbox is shown. */
@@ -85,7 +85,7 @@ async function each(ops, document, inputOf) {
 /** What the selection may have done to it: cancel the selected ATTEMPTED operations, reissue
  * the selected FAILED ones never reissued (rows without ``reissuedAs`` are asked about and
  * skipped by the API when they were). Each asks first, saying what it touches and risks. */
-export function SelectedActions({ rows, selection, after }) {
+export function SelectedActions({ rows, selection, after, reason = CANCEL_REASON }) {
   if (!useSelects()) return null;
   const picked = selection.picked(rows);
   const live = picked.filter((op) => op.state === "ATTEMPTED");
@@ -108,7 +108,7 @@ export function SelectedActions({ rows, selection, after }) {
       perform=${() =>
         each(live, "DashboardCancelOperations", (op) => ({
           filter: only(op, "ATTEMPTED"),
-          reason: "cancelled from the dashboard",
+          reason,
         })).then((answers) => ({
           cancelled: answers.reduce((n, d) => n + d.cancelOperations.cancelled, 0),
         }))}

@@ -13,6 +13,10 @@ import {
   Fields,
   OpID,
   duration,
+  runOf,
+  RunBadge,
+  CANCEL_REASON,
+  RetryNow,
   Rearm,
   Reissue,
   RiskBadge,
@@ -112,7 +116,8 @@ export function OperationView({ params }) {
   return html`
     <h2>Operation <span class="mono">${op.operationID}</span></h2>
     <p id="op-durations">
-      <span class=${`state-${op.state}`}>${op.state}</span>. ${durations(op, data.serverTime)}
+      <span class=${`state-${op.state}`}>${op.state}</span>${" "}<${RunBadge} op=${op} now=${data.serverTime} />.
+      ${durations(op, data.serverTime)}
     </p>
     <p class="actions">
       ${op.state === "ATTEMPTED" &&
@@ -120,7 +125,7 @@ export function OperationView({ params }) {
           field="cancelOperations"
           document="DashboardCancelOperations"
           label="Cancel"
-          input=${{ filter: { ...key, states: ["ATTEMPTED"] }, reason: "cancelled from the dashboard" }}
+          input=${{ filter: { ...key, states: ["ATTEMPTED"] }, reason: CANCEL_REASON }}
           risk=${op.sendMarker !== null
             ? "Its send is marked: the provider may already hold the write, and a reissue would send it again."
             : "Its holder's run is refused from now on."}
@@ -144,6 +149,7 @@ export function OperationView({ params }) {
           after=${reload}
         />`}`}
       ${op.state === "FAILED" && !op.reissuedAs && html`<${Reissue} op=${op} after=${reload} />`}
+      ${["SCHEDULED", "DEFERRED"].includes(runOf(op, data.serverTime)) && html`<${RetryNow} op=${op} after=${reload} />`}
     </p>
     ${outcomeUnknown(op) &&
     html`<p class="risk-line" id="outcome-unknown"><${RiskBadge} op=${op} /> ${OUTCOME_UNKNOWN_RISK}</p>`}

@@ -95,6 +95,15 @@ function Charts({ round, time, skew }) {
   </section>`;
 }
 
+/** A count of the live operations of an account that stand as ``run`` says, linked to them
+ * in the operations list. */
+function Linked({ value, label, row, run }) {
+  const to = link("operations", { state: "ATTEMPTED", run, connector: row.connectorName, account: row.accountKey });
+  return html`<td class=${value ? "num" : "num zero"} data-count=${label}>
+    ${value ? html`<a href=${to}>${value}</a>` : 0}
+  </td>`;
+}
+
 export function Overview() {
   const viewer = useViewer();
   const zone = useContext(ZoneContext);
@@ -180,8 +189,8 @@ export function Overview() {
           return html`<tr>
             <th scope="row">${row.connectorName}</th>
             <td>${row.accountKey}${held && html` <${ThrottleBadge} account=${held} now=${paused.now} />`}</td>
-            <${Num} value=${row.due} label=${`${at}/due`} />
-            <${Num} value=${row.inFlight} label=${`${at}/inFlight`} />
+            <${Linked} value=${row.due} label=${`${at}/due`} row=${row} run="DUE" />
+            <${Linked} value=${row.inFlight} label=${`${at}/inFlight`} row=${row} run="LEASED" />
             ${STATES.map(
               (s) => html`<td class=${row[s] ? "num" : "num zero"} data-count=${`${at}/${s}`}>
                 ${row[s]
