@@ -86,12 +86,14 @@ class PostgresRun:
         self.url = url
         return url
 
-    async def truncate(self) -> None:
+    async def truncate(self, restart_identity: bool = False) -> None:
+        """Empty every table (and restart their sequences when ``restart_identity``)."""
         assert self.url is not None
         connection = await asyncpg.connect(as_driver(self.url, "postgresql"))
         try:
             names = ", ".join(table.name for table in tables.metadata.sorted_tables)
-            await connection.execute(f"TRUNCATE {names}")
+            restart = " RESTART IDENTITY" if restart_identity else ""
+            await connection.execute(f"TRUNCATE {names}{restart}")
         finally:
             await connection.close()
 

@@ -64,6 +64,8 @@ SYNCED = '"2026-11-30T14:00:00.000Z"'
 # "not_found". Every document targets B's rows; {op_id}/{watch_id}/{cursor} are filled in.
 QUERIES: dict[str, tuple[str, str]] = {
     "serverTime": ("{ serverTime }", "open"),
+    "operationEventsHead": ("{ operationEventsHead }", "open"),
+    "watchEventsHead": ("{ watchEventsHead }", "open"),
     "operation": (f"{{ operation({OP_B}) {{ operationID leaseToken }} }}", "null"),
     "operations": (
         f'{{ operations(filter: {{visibleTo: "{B}"}}) {{ edges {{ node {{ operationID }} }} }} '
@@ -283,6 +285,11 @@ MUTATIONS: dict[str, tuple[str, str]] = {
     "throttleAccount": (
         'mutation { throttleAccount(input: {connectorName: "calendar", accountKey: "acct-1", '
         "retryAfterMs: 1000}) { account { throttledUntil } } }",
+        "forbidden",
+    ),
+    "liftThrottle": (
+        'mutation { liftThrottle(input: {connectorName: "calendar", accountKey: "acct-1"}) '
+        "{ account { throttledUntil } } }",
         "forbidden",
     ),
     # The operator controls: refused to a tenant, whatever they name.
