@@ -281,14 +281,15 @@ async def settle_batch(connection: Connection, keys: list[dict[str, str]], token
 def claimed_batch(spec: dict[str, Any]) -> Scenario:
     """Ours at batch N: claimOperations (N items of ``OWNERS`` tenants, each claim taking
     the claimant's lease, or ``LoadError``) → markSendsStarted → finalizeOperations, 3
-    requests per N lifecycles."""
+    requests per N lifecycles; ``owners`` (default all) of them, as ``lifecycle``'s."""
     new_id = new_ids()
+    owners = spec.get("owners", OWNERS)
 
     async def run(connection: Connection, n: int) -> int:
         token = secrets.token_hex(8)
         expires = now_ms() + LEASE_MS
         ids = [new_id() for _ in range(n)]
-        items = [claim_input(i, token, expires, tenant_of(i)) for i in ids]
+        items = [claim_input(i, token, expires, tenant_of(i) % owners) for i in ids]
         if any(lease != expires for lease in await claim_batch(connection, items)):
             raise LoadError(f"a claim was left unleased: {ids}")
         await settle_batch(

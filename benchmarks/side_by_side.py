@@ -46,6 +46,7 @@ from sqlalchemy.engine import make_url
 from benchmarks.cpu import Backends, measured
 from benchmarks.load import LEASE_MS, OWNERS, claim_input
 from benchmarks.seed import event_statements, seed_statements
+from benchmarks.targets import cell, cpu_report, targets_report
 from benchmarks.template import dumps, groups, record, recording_ids, values_for
 from store import ConnectorStore
 from store.database import Database
@@ -209,11 +210,13 @@ def sqlite3_floor(path: str, steps: list[Any], count: int) -> float:
 
 
 def start(
-    command: list[str], env: dict[str, str], port: int, cwd: Path = ROOT
+    command: list[str], env: dict[str, str], port: int, cwd: Path = ROOT, log: Path | None = None
 ) -> subprocess.Popen[bytes]:
-    """``command`` run in ``cwd`` with ``env`` added to this process's, once it answers HTTP
-    on ``port`` (within 20 s; else killed, and ``SystemExit``)."""
-    process = subprocess.Popen(command, cwd=cwd, env=os.environ | env)
+    """``command`` run in ``cwd`` with ``env`` added to this process's (its output to ``log``
+    when given), once it answers HTTP on ``port`` (within 20 s; else killed, and
+    ``SystemExit``)."""
+    output = None if log is None else log.open("ab")
+    process = subprocess.Popen(command, cwd=cwd, env=os.environ | env, stdout=output, stderr=output)
     for _ in range(200):
         try:
             httpx.get(f"http://127.0.0.1:{port}/", timeout=0.5)
@@ -514,16 +517,18 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         template = folder / "steps.json"
         template.write_text(dumps(pg_steps))
 
-        env = {
-            "DATABASE_URL": pg_url,
-            "SWEEPER": "false",
-            "GRAPHIQL": "false",
-            "LOG_LEVEL": "warning",
-            "DB_POOL_SIZE": str(TASKS),
-            "JWT_SECRET": secrets.token_hex(32),
-        }
+        # The server as `make run` starts it: its defaults (log line, sweeper, pool), but
+        # the database and a secret of the run's own.
+        env = {"DATABASE_URL": pg_url, "JWT_SECRET": secrets.token_hex(32)}
         server_command = [str(ROOT / ".venv/bin/connector-store"), "serve", "--no-migrate"]
-        server = start([*server_command, "--port", str(SERVER_PORT)], env, SERVER_PORT)
+        # Its log (a line a request, at INFO) goes to a file, as a deployment's goes to its
+        # collector: written all the same, without filling the report's terminal.
+        server = start(
+            [*server_command, "--port", str(SERVER_PORT)],
+            env,
+            SERVER_PORT,
+            log=folder / "server.log",
+        )
         token = worker_token(server_command, env)
         processes.append(server)
         # The peers of our server run under uvicorn as it does (uvloop, httptools, no access log).
@@ -610,6 +615,13 @@ async def main_async(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             ),
             "pgboss_50": peer(pgboss_command(pgboss_dsn, batch_count, BATCH)),
             "server_http_50": ours_batch("claimed_batch"),
+            "server_http_50_one_account": lambda: load(
+                ours
+                | {"scenario": "claimed_batch", "count": batch_count, "batch": BATCH}
+                | {"owners": 1},
+                server.pid,
+                backends,
+            ),
             "server_lease_50": ours_batch("leased_batch"),
             "sdk_worker_50": lambda: sdk_load(
                 ours | {"count": batch_count, "batch": BATCH}, server.pid, backends
@@ -726,6 +738,11 @@ RATIOS = [
         "pgboss_50",
     ),
     (
+        "server_http_50_one_account",
+        f"ours over HTTP at batch {BATCH}, claiming, every claim of one owner and account",
+        "pgboss_50",
+    ),
+    (
         "server_lease_50",
         f"ours over HTTP at batch {BATCH}, leasing: leaseOperations → markSendsStarted →"
         f" finalizeOperations, {TASKS} workers",
@@ -779,69 +796,6 @@ EXTRA_RATIOS = [
     ("our store in process (PostgreSQL, 16) / procrastinate", "store_pg_16", "procrastinate_16"),
     ("ours `{ serverTime }` / plain Starlette", "server_time_16", "plain_time_16"),
 ]
-
-
-CPU_PEERS = [
-    ("at batch 1", "server_http_1", "pgboss_1", {"postgres": 1.5, "server": 2.5}),
-    (
-        f"at batch {BATCH}, claiming",
-        "server_http_50",
-        "pgboss_50",
-        {"postgres": 0.25, "server": 0.25},
-    ),
-    (
-        f"at batch {BATCH}, leasing",
-        "server_lease_50",
-        "pgboss_50",
-        {"postgres": 0.25, "server": 0.25},
-    ),
-]
-"""Our HTTP rows beside pg-boss's, and the targets of their CPU per lifecycle in ms
-(PostgreSQL's: issue 38; the server's: issue 41)."""
-CPU_MEASURES = [
-    ("postgres", "PostgreSQL's backends"),
-    ("server", "the server"),
-    ("outside", "outside PostgreSQL (ours: server + load generator; pg-boss: its process)"),
-    ("all", "all (server, PostgreSQL, client)"),
-]
-
-
-def cell(measure: dict[str, float], field: str, form: str) -> str:
-    return format(measure[field], form) if field in measure else ""
-
-
-def cpu_report(medians: dict[str, dict[str, float]]) -> list[str]:
-    """The report's lines on CPU: ours beside pg-boss and the targets (``CPU_PEERS``), per
-    lifecycle (pg-boss: per job), and each HTTP row's load generator over its server."""
-    lines = [
-        "",
-        "CPU ms per lifecycle (pg-boss: per job), ours beside pg-boss in the same run, and the"
-        " targets (PostgreSQL: issue 38; the server: issue 41):",
-        "",
-        "| CPU of | ours | pg-boss | ours ÷ pg-boss | target | held |",
-        "| --- | ---: | ---: | ---: | ---: | --- |",
-    ]
-    for measure, whose in CPU_MEASURES:
-        for label, key, peer, targets in CPU_PEERS:
-            field = f"{measure}_cpu_ms"
-            if key not in medians or field not in medians[key]:
-                continue
-            ours = medians[key][field]
-            theirs = medians.get(peer, {}).get(field)
-            target = targets.get(measure)
-            lines.append(
-                f"| {whose}, {label} | {ours:.3f}"
-                + (f" | {theirs:.3f} | {ours / theirs:.2f}" if theirs else " | | ")
-                + (f" | ≤ {target} | {'yes' if ours <= target else 'no'} |" if target else " | | |")
-            )
-    shares = [
-        f"{key} {measure['client_cpu_ms'] / measure['server_cpu_ms']:.2f}"
-        for key, measure in medians.items()
-        if measure.get("server_cpu_ms")
-    ]
-    if shares:
-        lines += ["", "The load generator's CPU ÷ the server's, per HTTP row: " + ", ".join(shares)]
-    return lines
 
 
 def sized_report(sizes: list[dict[str, float]]) -> list[str]:
@@ -921,6 +875,7 @@ def report(results: dict[str, Any], args: argparse.Namespace, elapsed: float) ->
             ratio = medians[key]["per_s"] / medians[to]["per_s"]
             lines.append(f"| {title} | | {ratio:.2f} | {to} | | | | |")
     lines += cpu_report(medians)
+    lines += targets_report(medians)
     sizes = results["sizes"]
     if sizes:
         lines += sized_report(sizes)

@@ -4,7 +4,10 @@
     CONNECTOR_STORE_TOKEN=… .venv/bin/python examples/sdk_worker.py --operations 20
 
 It enqueues ``--operations`` write-backs (claims without a lease: any worker of the pool
-may take them), then runs a ``Worker`` until nothing is left to lease. The handler sends each
+may take them) and runs a ``Worker`` (its handler errors retried with backoff, at most
+``max_attempts`` times, each batch bounded by ``handler_timeout_s``; the token from a
+function, asked again before it expires) while ``follow_events`` watches them: once each has
+ended (COMMITTED or FAILED) it stops the worker. No polling, no sleeps. The handler sends each
 leased operation to the provider keyed by its ``deterministicEventID`` (the provider's
 idempotency key; here a dict standing in for a calendar API), and answers an outcome per
 operation: ``Committed`` with the provider's entity, or what ``ProviderRetryPolicy`` makes
@@ -28,13 +31,15 @@ from connector_store_client import (
     ProviderRetryPolicy,
     Worker,
     enqueue,
+    events_head,
+    follow_events,
 )
 
 POLICY = ProviderRetryPolicy(base_ms=200, max_ms=1_000)
 PROVIDER: dict[str, dict[str, str]] = {}
 FLAKY: set[str] = set()
-ROUNDS = 60
-"""Rounds of leasing until idle, half a second apart: a retry comes due within a second."""
+ENDED = {"COMMITTED", "FAILED"}
+CALLER = "did:key:sdk-example"
 
 
 async def send(operation: LeasedOperation) -> Outcome:
@@ -52,6 +57,21 @@ async def handle(batch: list[LeasedOperation]) -> list[Outcome]:
     return list(await asyncio.gather(*(send(operation) for operation in batch)))
 
 
+def token() -> str:
+    """The bearer token, asked for at start and again before it expires: here the
+    environment's, read anew each time (a real worker asks its identity provider)."""
+    return os.environ["CONNECTOR_STORE_TOKEN"]
+
+
+async def until_ended(client: Client, pending: set[str], after: str) -> None:
+    """Follow this run's events until each operation of ``pending`` has ended."""
+    async for event in follow_events(client, {"callerDID": CALLER}, after):
+        if event["toState"] in ENDED:
+            pending.discard(event["operation"]["operationID"])
+        if not pending:
+            return
+
+
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default="http://127.0.0.1:8000/graphql")
@@ -60,7 +80,7 @@ async def main() -> int:
     run = uuid.uuid4().hex[:8]
     claims = [
         {
-            "callerDID": "did:key:sdk-example",
+            "callerDID": CALLER,
             "operationID": f"{run}-{n}",
             "ownerDID": f"did:key:owner-{n % 3}",
             "connectorName": "calendar-sdk",
@@ -75,14 +95,21 @@ async def main() -> int:
         for n in range(args.operations)
     ]
     FLAKY.add(claims[0]["deterministicEventID"])
-    async with Client(args.url, os.environ.get("CONNECTOR_STORE_TOKEN")) as client:
+    async with Client(args.url, token) as client:
+        after = await events_head(client)  # before the claims: no event of theirs is missed
         await enqueue(client, claims)
-        worker = Worker(client, handle, connector_name="calendar-sdk", fallback_s=0.5)
-        for _ in range(ROUNDS):
-            await worker.run(until_idle=True)
-            if worker.stats.committed + worker.stats.failed >= args.operations:
-                break
-            await asyncio.sleep(0.5)
+        worker = Worker(
+            client,
+            handle,
+            connector_name="calendar-sdk",
+            max_attempts=5,
+            retry_base_ms=200,
+            handler_timeout_s=30,
+        )
+        working = asyncio.create_task(worker.run())
+        await until_ended(client, {claim["operationID"] for claim in claims}, after)
+        worker.stop()
+        await working
     print(f"committed: {worker.stats.committed}/{args.operations}")
     print(f"retried: {worker.stats.retried}")
     return 0 if worker.stats.committed == args.operations else 1

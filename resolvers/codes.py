@@ -1,12 +1,9 @@
 """Every ``extensions.code`` an error of this API can carry, each spelled once, here.
 
-The codes live in ``resolvers/``, not ``server/``: imports go server → resolvers → schema →
-store, and the resolvers coin codes themselves (``BAD_USER_INPUT`` naming a field,
-``FORBIDDEN``, ``NOT_FOUND``), so the one module that defines them must be one the resolvers
-may import. ``server/`` imports them from here. A test fails when any other module of
-``server/``, ``resolvers/``, ``schema/`` or ``store/`` spells a code as a string literal.
-
-Which error gets which code is decided in ``server.errors`` (GraphQL errors) and
+``server/`` imports them from here (they are in ``resolvers/`` because the resolvers coin
+codes too: docs/decisions/0001-layers-held-by-import-linter.md). A test fails when any other
+module of ``server/``, ``resolvers/``, ``schema/`` or ``store/`` spells a code as a string
+literal. Which error gets which code is decided in ``server.errors`` (GraphQL errors) and
 ``server.responses`` (requests refused before GraphQL runs).
 """
 

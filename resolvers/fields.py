@@ -20,6 +20,14 @@ def query(description: str) -> Callable[[_Resolver], _Resolver]:
     return cast(Callable[[_Resolver], _Resolver], strawberry.field(description=description))
 
 
+def shareable_query(description: str) -> Callable[[_Resolver], _Resolver]:
+    """``query``, marked ``@shareable``: a root field another subgraph may define too."""
+    return cast(
+        Callable[[_Resolver], _Resolver],
+        strawberry.federation.field(description=description, shareable=True),
+    )
+
+
 def mutation(description: str) -> Callable[[_Resolver], _Resolver]:
     """``strawberry.mutation(description=description)`` for a resolver method."""
     return cast(Callable[[_Resolver], _Resolver], strawberry.mutation(description=description))

@@ -20,6 +20,7 @@ from schema.leasing import (
     ClaimWatchesPayload,
     LeaseOperationsInput,
     LeaseOperationsPayload,
+    LiftThrottleInput,
     OperationKeyInput,
     ReleaseLeasesInput,
     ReleaseLeasesPayload,
@@ -165,6 +166,17 @@ class LeasingMutation:
     async def throttle_account(self, info: Info, input: ThrottleAccountInput) -> AccountPayload:
         load = await info.context.store.accounts.throttle_account(
             input.connector_name, input.account_key, input.retry_after_ms
+        )
+        return AccountPayload(account=Account.from_load(load))
+
+    @fields.mutation(
+        description="End a provider account's throttle now, before its time (an operator who "
+        "knows the provider is answering again): it is leased again as its cap and pauses "
+        "allow."
+    )
+    async def lift_throttle(self, info: Info, input: LiftThrottleInput) -> AccountPayload:
+        load = await info.context.store.accounts.lift_throttle(
+            input.connector_name, input.account_key
         )
         return AccountPayload(account=Account.from_load(load))
 

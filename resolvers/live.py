@@ -1,8 +1,8 @@
 """What a subscription resolver needs of live updates: the connection's ``Session`` (its
 viewer, when its token expires, its sign-in session's check) and ``LiveHub``, the streams a
 resolver reads from. The process's hub that serves them is ``server.live.Hub``, which the
-server puts in the request context; resolvers see only this interface, so the layers keep
-pointing down (server -> resolvers)."""
+server puts in the request context; resolvers see only this interface
+(docs/decisions/0001-layers-held-by-import-linter.md)."""
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable

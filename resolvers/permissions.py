@@ -1,28 +1,14 @@
-"""The one place rights are checked: scopes, and which rows a viewer may see and write.
+"""Rights: the scopes each root field needs, and which rows a viewer may see and write.
 
-Every root field (of ``Query``, ``Mutation`` and ``Subscription``) has a ``Rule`` in
-``RULES``; ``Authorization`` (a schema extension) applies it before the field's resolver runs,
-and refuses a field of any root type that has none (a root type missing from ``RULES``
-included). A subscription's source stream is created by its ``subscribe`` function, which
-graphql-core runs outside the resolver middleware: ``guard_subscriptions`` wraps each with the
-same check, so a stream starts only for a viewer its rule admits. A rule names
-the scopes the field needs and, for a write, the input arguments holding the DIDs the
-viewer must be (``actors``): a viewer without ``service`` writes only its own rows, checked
-before anything is written (a claim names the viewer as caller and as owner, since the
-owner's watch is what finalize arms). Every row a resolver or a nested field returns goes
-through the viewer-scoped reader ``resolvers.visible.Visible`` (after the store filters
-built from ``Viewer.visible_to``), so a row of another tenant reads as null, or is absent
-from a list.
-
-Scopes imply others (``IMPLIED``): ``service`` every right; ``operator`` the ``observer``'s
-and the operator controls (pausing accounts, bulk cancel, reissue, re-arm, force-release,
-account caps and throttles); ``observer`` the read rights, over every tenant's rows
-(``Viewer.reads_all``), and nothing to write. Reading every row is not writing it: a viewer
-writes another DID's rows only with ``service`` (``Viewer.writes_as``).
-
-Lease tokens: a non-service viewer sees an operation's ``leaseToken`` only when it is the
-operation's caller (the one that holds and presents the lease); an owner that is not the
-caller, an operator and an observer read ``leaseToken: null``.
+``RULES`` holds a ``Rule`` for every root field of ``Query``, ``Mutation`` and
+``Subscription``: the scopes it needs and, for a write, the input arguments holding the DIDs
+the viewer must be (``actors``). ``Authorization`` applies it before the field's resolver runs,
+``guard_subscriptions`` before a stream starts; a root field without a rule (its root type
+missing from ``RULES`` included) is refused. Refusals raise ``FORBIDDEN``. Returned rows go
+through ``resolvers.visible.Visible``. ``IMPLIED`` lists what each scope implies; only
+``service`` writes another DID's rows (``Viewer.writes_as``). A non-service viewer reads
+``leaseToken`` only of operations it called (``can_see_lease``). Why:
+docs/decisions/0013-rights-in-one-fail-closed-table.md.
 """
 
 from collections.abc import Callable
@@ -181,6 +167,8 @@ KEY_CALLER = ("input", "keys", EACH, "callerDID")
 
 QUERY_RULES: dict[str, Rule] = {
     "serverTime": Rule(()),
+    "operationEventsHead": Rule(OPS_READ),
+    "watchEventsHead": Rule(("watches:read",)),
     "operation": Rule(OPS_READ, rows="caller or owner, else null"),
     "operations": Rule(OPS_READ, rows="caller or owner (store filter)"),
     "node": Rule((), rows="per type: as operation/watch, else NOT_FOUND"),
@@ -252,6 +240,7 @@ MUTATION_RULES: dict[str, Rule] = {
     # The operator controls: every tenant's rows, by account, filter or key.
     "setAccountLimit": Rule((OPERATOR,)),
     "throttleAccount": Rule((OPERATOR,)),
+    "liftThrottle": Rule((OPERATOR,)),
     "pauseAccount": Rule((OPERATOR,)),
     "resumeAccount": Rule((OPERATOR,)),
     "cancelOperations": Rule((OPERATOR,)),

@@ -27,6 +27,7 @@ from schema.watch import Watch
 from store import operations as ops
 from store import watches as wat
 from store.errors import InvalidInput
+from store.events import BEFORE_FIRST
 from store.pages import MAX_PAGE
 from store.records import OperationRecord, SyncStateRecord, WatchIdentity, WatchRecord
 from store.sizes import Measured
@@ -87,6 +88,8 @@ def to_store_filter(where: OperationFilter | None, visible_to: str | None) -> op
         last_error=where.last_error,
         updated_after=where.updated_after,
         updated_before=where.updated_before,
+        run=value_of(where.run),
+        search=where.search,
     )
 
 
@@ -111,6 +114,7 @@ def to_watch_filter(where: WatchFilter | None, visible_to: str | None) -> wat.Wa
         account_key=where.account_key,
         updated_after=where.updated_after,
         updated_before=where.updated_before,
+        source_id=where.source_id,
     )
 
 
@@ -147,6 +151,24 @@ class Query:
     @fields.query(description="The server's clock, so workers can set lease expiries.")
     def server_time(self, info: Info) -> EpochMillis:
         return EpochMillis(info.context.store.clock())
+
+    @fields.query(
+        description="The `sequence` of the newest operation event the log handed out (32 "
+        "zeros before the first): `operationEvents`' `after` for a reader that follows from "
+        "now and, after a reconnect, resumes from there with no gap, though no event reached "
+        "it yet. Needs operations:read."
+    )
+    async def operation_events_head(self, info: Info) -> str:
+        info.context.visible.require("operations:read")
+        return await info.context.store.events.operation_events_head() or BEFORE_FIRST
+
+    @fields.query(
+        description="`operationEventsHead` for the watches log (`watchEvents`' `after`). "
+        "Needs watches:read."
+    )
+    async def watch_events_head(self, info: Info) -> str:
+        info.context.visible.require("watches:read")
+        return await info.context.store.events.watch_events_head() or BEFORE_FIRST
 
     @fields.query(description="One operation by its key, or null.")
     async def operation(self, info: Info, caller_did: str, operation_id: str) -> Operation | None:
@@ -217,7 +239,10 @@ class Query:
             count=lambda: store.operations.count_tracked_operations(where),
         )
 
-    @fields.query(description="The object behind a global id.")
+    @fields.shareable_query(
+        description="The object behind a global id. Shareable: a Relay subgraph beside this "
+        "one may define `Query.node` too."
+    )
     async def node(self, info: Info, id: strawberry.ID) -> Node | None:
         try:
             found = await node_of(info, id)

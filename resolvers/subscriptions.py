@@ -28,6 +28,8 @@ UNSTREAMED = {
     "lastError": "last_error",
     "updatedAfter": "updated_after",
     "updatedBefore": "updated_before",
+    "run": "run",
+    "search": "search",
 }
 """``OperationFilter`` fields an event stream cannot apply (they select by the row's
 time or identifiers of the claim, not by who and where, and no event carries them): given,
@@ -35,6 +37,7 @@ they are refused, never matched through the operation's row (which is gone once 
 UNSTREAMED_WATCH = {
     "documentIDs": "document_ids",
     "dueBefore": "due_before",
+    "sourceID": "source_id",
     "updatedAfter": "updated_after",
     "updatedBefore": "updated_before",
 }
@@ -141,7 +144,9 @@ class Subscription:
         "operation's key, owner, connector and account (`nodeKey`, `documentIDs`, `lastError`, "
         "`updatedAfter` and `updatedBefore` are refused). "
         "`after`: the `sequence` of the last event seen; what followed is replayed first, "
-        "with no gap and no repeat (omitted: from now on). A reader that falls behind "
+        "with no gap and no repeat (omitted: from now on; `operationEventsHead` read "
+        'first pins "now" for a reader that may reconnect before its first event). A '
+        "reader that falls behind "
         "holds the server no more than one page of events: it reads on from where it "
         "stands, and after a reconnect resumes with `after`. Needs operations:read. "
         "Errors: BAD_USER_INPUT (also an `after` past the newest sequence the log handed "

@@ -1,13 +1,10 @@
 """Where a request may take work: the validation rule ``TakesLast``.
 
-A taking field (``TAKING_FIELDS``) hands out leases or claims that only its answer
-reveals: a retry takes other rows, and what the lost answer held stays taken until its lease
-or claim lapses. GraphQL runs a mutation's root fields one after another, and an error in
-any of them (a non-null field) turns the whole ``data`` to null, the answers of the fields
-that already ran included. So a mutation may hold at most one taking field, and it must be
-its last root field (``__typename`` aside): no field runs after it, and an error of a field
-before it stops the request before it takes anything. Checked before anything runs, on the
-document as written (a field under ``@skip``/``@include`` counts as present).
+A mutation may hold at most one taking field (``TAKING_FIELDS``), and it must be its last root
+field (``__typename`` aside); otherwise the document is refused with
+``GRAPHQL_VALIDATION_FAILED`` before anything runs. The document is checked as written: a field
+under ``@skip``/``@include`` counts as present. Why:
+docs/decisions/0018-a-taking-field-is-its-mutations-last.md.
 """
 
 from typing import Any, Final

@@ -13,6 +13,29 @@ class OperationState(Enum):
     SUPERSEDED = "superseded"
 
 
+@strawberry.enum(
+    description="Where an ATTEMPTED operation stands now (at the store's clock); each stands in "
+    "exactly one."
+)
+class OperationRun(Enum):
+    LEASED = strawberry.enum_value("leased", description="A worker holds its lease (not lapsed).")
+    DUE = strawberry.enum_value(
+        "due",
+        description="Its lease is free and its next attempt null or come: a worker may lease it "
+        "once its account allows (not paused, below its cap, not throttled).",
+    )
+    SCHEDULED = strawberry.enum_value(
+        "scheduled",
+        description="Its lease is free and its next attempt later, not deferred: a retry or a "
+        "delay.",
+    )
+    DEFERRED = strawberry.enum_value(
+        "deferred",
+        description="Its lease is free and its next attempt later, deferred (deferReason: "
+        "offline or auth).",
+    )
+
+
 @strawberry.enum(description="Why an operation or watch waits: the provider is offline or auth.")
 class DeferReason(Enum):
     OFFLINE = "offline"

@@ -2,7 +2,14 @@
 
 import strawberry
 
-from schema.enums import ArmReason, DeferReason, OperationState, SyncStatus, VerificationStatus
+from schema.enums import (
+    ArmReason,
+    DeferReason,
+    OperationRun,
+    OperationState,
+    SyncStatus,
+    VerificationStatus,
+)
 from schema.leaf_inputs import leaf_input
 from schema.records import mirrors
 from schema.scalars import JSON, EpochMillis
@@ -145,6 +152,16 @@ class OperationFilter:
         default=None,
         description="Operations last written before this time (not earlier than updatedAfter).",
     )
+    run: OperationRun | None = strawberry.field(
+        default=None,
+        description="Only ATTEMPTED operations that stand so now: leased, due, scheduled or "
+        "deferred.",
+    )
+    search: str | None = strawberry.field(
+        default=None,
+        description="Operations whose operationID, target or sourceID holds this text (1 to 200 "
+        "characters), in any case of its ASCII letters: a part of an id finds it.",
+    )
 
 
 @strawberry.input(description="The key of a watch: one provider entity of one connector account.")
@@ -172,6 +189,11 @@ class WatchFilter:
     updated_before: EpochMillis | None = strawberry.field(
         default=None,
         description="Watches last written before this time (not earlier than updatedAfter).",
+    )
+    source_id: str | None = strawberry.field(
+        default=None,
+        description="Only watches of this provider entity (with ownerDID, connectorName, "
+        "model and accountKey: one watch).",
     )
 
 

@@ -7,8 +7,7 @@ lists) that looks the field names up once per name converter and passes each val
 as Strawberry would, graphql-core having coerced every leaf already: a list copied, an
 omitted field without a default None. A batch's input, whose fields are lists of such types
 (``items``), gets one from ``items_input``: each item built by its type's. Why:
-docs/decisions/0005-leaf-inputs-built-in-one-step.md (Strawberry's field-by-field conversion
-was a fifth of the server's CPU at batch 50).
+docs/decisions/0005-leaf-inputs-built-in-one-step.md.
 """
 
 import dataclasses

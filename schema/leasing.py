@@ -97,6 +97,12 @@ class ThrottleAccountInput:
     )
 
 
+@strawberry.input(description="End an account's throttle now.")
+class LiftThrottleInput:
+    connector_name: str
+    account_key: str
+
+
 @strawberry.type(description="The operations now leased to the token, in fair order.")
 class LeaseOperationsPayload:
     operations: list[Operation] = strawberry.field(description="The operations now leased.")

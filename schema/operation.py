@@ -8,7 +8,7 @@ import strawberry
 from schema.enums import DeferReason, OperationState
 from schema.event import OperationEventConnection
 from schema.names import to_graphql_name
-from schema.node import Node
+from schema.node import Node, encode_global_id
 from schema.records import RecordView, mirrors
 from schema.watch import Watch
 from store.records import OPERATION_KEY, OperationRecord
@@ -35,6 +35,15 @@ class Operation(Node, RecordView):
     def global_key(self) -> str:
         """The operation's ``node_key``."""
         return self.record.node_key
+
+    @strawberry.federation.field(
+        shareable=True,
+        description="The global id: opaque; `node(id:)` fetches the object again. Shareable: "
+        "a subgraph that extends Operation by its key may serve it too (a Relay subgraph "
+        "beside this one), the same id for the same key.",
+    )
+    def id(self) -> strawberry.ID:
+        return encode_global_id("Operation", self.global_key())
 
     @strawberry.field(
         description="The lease's token; null to a viewer that is not the operation's caller "

@@ -5,6 +5,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Any
 
 from prometheus_client import make_asgi_app
@@ -19,6 +20,7 @@ from starlette.responses import (
 )
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
+from starlette.types import Receive, Scope, Send
 
 from server.auth import (
     SIGN_IN_PATH,
@@ -29,6 +31,7 @@ from server.auth import (
 from server.graph import build_schema
 from server.graphql_view import GraphQLApp
 from server.http_server import ShutdownCut, listening
+from server.lean_lane import LeanLane
 from server.live import Hub, LiveLimits
 from server.metrics import Metrics, metrics_endpoint, refreshing
 from server.pages import (
@@ -190,7 +193,7 @@ def create_app(
     tracer: Any = None,
     *,
     auth: Authenticator | None = None,
-) -> Starlette:
+) -> "ConnectorApp":
     """The ASGI app. Given a connected ``store`` it uses it as is; otherwise it opens
     ``settings.database_url`` at start-up and closes it at shutdown (migrate first).
     ``tracer``: an OpenTelemetry tracer (default: one for ``OTEL_EXPORTER_OTLP_ENDPOINT``,
@@ -248,7 +251,7 @@ def create_app(
         max_subscriptions_per_connection=settings.max_subscriptions_per_connection,
         connection_init_timeout_s=settings.header_timeout_seconds,
     )
-    app = Starlette(
+    app = ConnectorApp(
         routes=[
             Route("/", graphql_redirect),
             Route("/graphql", graphql, methods=["GET", "POST"]),
@@ -285,4 +288,31 @@ def create_app(
         app.state.store = store
         app.state.hub = Hub(store, limits, metrics)
     app.state.metrics = metrics
+    if settings.lean_lane and tracer is None:
+        app.lane = LeanLane(
+            partial(Starlette.__call__, app),
+            app,
+            graphql.schema,  # type: ignore[arg-type]
+            graphql,
+            auth,
+            metrics,
+            max_body_bytes=settings.max_body_bytes,
+            body_timeout_s=settings.body_timeout_seconds,
+            cors=bool(settings.cors_origin_list),
+        )
     return app
+
+
+class ConnectorApp(Starlette):
+    """The Starlette app with the lean lane in front (``server.lean_lane``: known documents
+    answered in one pass; every other request, and every request when ``lane`` is None,
+    goes to Starlette)."""
+
+    lane: LeanLane | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        lane = self.lane
+        if lane is None:
+            await super().__call__(scope, receive, send)
+            return
+        await lane(scope, receive, send)

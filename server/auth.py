@@ -1,29 +1,16 @@
 """Authentication: settings → a JWT verifier → the request's ``Viewer``.
 
-``Authorization: Bearer <JWT>``, checked with PyJWT against a key and an algorithm list fixed
-by configuration (never by the token): HS256 with ``JWT_SECRET``, or RS256/EdDSA with
-``JWT_PUBLIC_KEY`` (PEM text or a file path; the algorithm follows the key's type). ``exp``
-and ``sub`` are required; ``nbf`` is checked when present, ``iss``/``aud`` when
-``JWT_ISSUER``/``JWT_AUDIENCE`` are set, with ``JWT_LEEWAY_SECONDS`` of leeway.
-
-With no key configured, a random secret is created in ``DATA_DIR`` (mode 0600) on first use
-and reused after. With a secret (generated or ``JWT_SECRET``) the server also signs the
-tokens of people's sessions (``server.sessions``): such a token names its session in the
-``SESSION_CLAIM`` claim, and is accepted only while that session, in the database, is
-neither signed out nor expired, by every process and on every endpoint. ``authenticate``
-makes every check of a request's token; ``live`` checks accepted credentials again (a
-stream does, while it runs). No page, header or endpoint hands out a token but the
-exchange of a one-time sign-in code.
-
-A token verified once is remembered (``VerifiedTokens``: its viewer, by the token's text,
-until the moment PyJWT would refuse it as expired), so a worker that sends the same token
-on every request is verified once, not on every request; a session's token is still
-checked against its session on every request.
-
-Neither the key nor any token is ever logged: a refused token is answered with 401 and
-``WWW-Authenticate: Bearer error="invalid_token", error_description="…"`` (RFC 6750) saying
-which check failed (expired, signed by another key, signed out, …) from a fixed list of
-texts that reveal nothing of the key; only the reason's class name reaches the debug log.
+``Authorization: Bearer <JWT>``, verified with PyJWT against the key and algorithms the
+configuration fixes: HS256 with ``JWT_SECRET`` (with no key configured, a random secret made in
+``DATA_DIR``, mode 0600, and reused), or RS256/EdDSA with ``JWT_PUBLIC_KEY`` (its type sets
+which; PEM text or a file path). ``exp`` and ``sub`` are required; ``nbf`` is checked when
+present, ``iss``/``aud`` when ``JWT_ISSUER``/``JWT_AUDIENCE`` are set, with
+``JWT_LEEWAY_SECONDS`` of leeway. A token naming a session in ``SESSION_CLAIM``
+(``server.sessions``) is accepted only while that session is neither signed out nor expired.
+``authenticate`` makes every check of a request's token; ``live`` checks accepted credentials
+again while a stream runs. A refused token is answered with 401 and ``WWW-Authenticate: Bearer
+error="invalid_token"``, its reason from ``REFUSED``; neither the key nor a token is logged.
+Why: docs/decisions/0015-tokens-by-configured-key-people-by-one-time-links.md.
 """
 
 import logging
@@ -113,12 +100,11 @@ def refusal(error: jwt.PyJWTError, generated: bool) -> str:
 
 
 class VerifiedTokens:
-    """The viewers of tokens verified lately, by the token's text, each until its ``exp``
-    plus the leeway (when PyJWT would start refusing it); the ``max_entries`` used last
-    (LRU), tokens up to ``MAX_TOKEN_CHARS`` long. Only accepted tokens are kept: no other
-    check (signature, ``nbf``, ``iat``, issuer, audience) can turn a token once accepted
-    into a refused one, only the clock can, and it is read on every hit. ``clock``:
-    seconds since the epoch, as PyJWT reads them."""
+    """The viewers of accepted tokens verified lately, by the token's text, each until its
+    ``exp`` plus the leeway (when PyJWT would start refusing it), the clock read on every
+    hit; the ``max_entries`` used last (LRU), tokens up to ``MAX_TOKEN_CHARS`` long.
+    ``clock``: seconds since the epoch, as PyJWT reads them. Why:
+    docs/decisions/0015-tokens-by-configured-key-people-by-one-time-links.md."""
 
     MAX_TOKEN_CHARS = 4096
 

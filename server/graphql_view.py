@@ -237,7 +237,7 @@ class GraphQLApp(GraphQL):
         body = await super().process_result(request, result)
         errors = result.errors or []
         to_register = request.scope.pop(TO_REGISTER, None)
-        if result.data is None and errors and all(isinstance(e, RequestError) for e in errors):
+        if failed_before_execution(result.data, errors):
             body.pop("data", None)  # type: ignore[misc]
             request.scope[REQUEST_FAILED] = True
         elif to_register is not None:
@@ -332,6 +332,13 @@ class GraphQLApp(GraphQL):
                 sign_in=None if credentials is None else credentials.session,
             ),
         )
+
+
+def failed_before_execution(data: Any, errors: list[GraphQLError] | None) -> bool:
+    """Whether a result of ``data`` and ``errors`` failed before execution (every error a
+    ``RequestError``): its body has no ``data`` entry, and with GraphQL over HTTP's response
+    type it is a 400 (``GraphQLApp``, ``server.lean_lane``)."""
+    return data is None and bool(errors) and all(isinstance(e, RequestError) for e in errors or ())
 
 
 def session_check(credentials: Credentials | None, store: ConnectorStore) -> SessionCheck | None:

@@ -69,6 +69,7 @@ from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import uvicorn
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -493,15 +494,20 @@ class ShutdownCut:
             if not cut:
                 raise
             task.uncancel()
-        log.warning("http: shutdown's grace ended with a request still running: cut, answered 503")
-        response = request_error(
-            503,
-            "the server is shutting down; send the request again",
-            headers={"Connection": "close"},
-            code=SERVICE_UNAVAILABLE,
-            retryable=True,
-        )
-        await response(scope, receive, send)
+        await cut_answer()(scope, receive, send)
+
+
+def cut_answer() -> JSONResponse:
+    """The answer to a request cut at shutdown (``ShutdownCut``, ``server.lean_lane``):
+    503 ``SERVICE_UNAVAILABLE``, retryable, ``Connection: close``; logged at WARNING."""
+    log.warning("http: shutdown's grace ended with a request still running: cut, answered 503")
+    return request_error(
+        503,
+        "the server is shutting down; send the request again",
+        headers={"Connection": "close"},
+        code=SERVICE_UNAVAILABLE,
+        retryable=True,
+    )
 
 
 class PortUnavailable(Exception):

@@ -41,7 +41,7 @@ from resolvers.codes import EVENTS_COLLECTED, TOO_MANY_SUBSCRIPTIONS
 from resolvers.live import Event, ReadAfter, Session
 from store import ConnectorStore, background
 from store.errors import EventsCollected, InvalidInput, StoreError
-from store.events import position
+from store.events import BEFORE_FIRST, position
 from store.wakeups import DEFAULT_POLL_S
 
 log = logging.getLogger("connector_store.live")
@@ -333,12 +333,14 @@ class Hub:
         ``InvalidInput`` naming ``after`` for one that is not a sequence or is past the
         newest sequence the log ever handed out (from another database, or one restored
         from an older backup); one up to it stays valid when the newest events were
-        collected."""
+        collected, and ``BEFORE_FIRST`` always is (a head read before the log's first
+        event)."""
         event_log = self.logs[name]
         await session.valid()
-        if after is not None:
+        if after is not None and after != BEFORE_FIRST:
+            resume = position("after", after)
             head = await event_log.head()
-            if head is None or position("after", after) > position("after", head):
+            if head is None or resume > position("after", head):
                 raise InvalidInput("after", "is past the newest sequence the log handed out")
         with self.slot(session, event_log.field):
             self.streams[name] += 1

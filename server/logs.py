@@ -24,9 +24,22 @@ default)."""
 SECRET_PAIR = re.compile(r"(?i)\b(password|passwd|token|secret|authorization)=([^\s&;,]+)")
 
 
+SUSPECT = re.compile(r"://|bearer|basic|passw|token|secret|authorization")
+"""What any of the three patterns below needs in a text, lowercased (``suspect``): most lines
+(every request's) hold none. Searched in the lowercased text, as literals: a search with
+Python's case-insensitive flag took twenty times as long as the three substitutions."""
+
+
+def suspect(text: str) -> bool:
+    """Whether ``text`` may hold what ``redact`` replaces."""
+    return SUSPECT.search(text.lower()) is not None
+
+
 def redact(text: str) -> str:
     """``text`` with URL passwords, bearer/basic credentials and ``password=…`` values
     replaced by ``***``."""
+    if not suspect(text):
+        return text
     text = URL_PASSWORD.sub(r"\g<scheme>\g<user>:***@", text)
     text = CREDENTIAL.sub(r"\1 ***", text)
     return SECRET_PAIR.sub(r"\1=***", text)
@@ -65,14 +78,31 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         line = redact(super().format(record))
-        pairs = [
-            f"{name}={json.dumps(redacted(getattr(record, name)), default=str)}"
-            for name in FIELDS
-            if hasattr(record, name)
-        ]
-        if pairs:
-            line += " " + " ".join(pairs)
-        return line
+        fields = [(name, getattr(record, name)) for name in FIELDS if hasattr(record, name)]
+        if not fields:
+            return line
+        texts = "\n".join(value for _, value in fields if type(value) is str)
+        if suspect(texts):
+            fields = [(name, redacted(value)) for name, value in fields]
+        return line + " " + " ".join(f"{name}={quoted(value)}" for name, value in fields)
+
+
+PLAIN = re.compile(r"[ !#-\[\]-~]*")
+"""Printable ASCII but the quote and the backslash: text JSON writes as it is, quoted."""
+
+
+def quoted(value: Any) -> str:
+    """``value`` as JSON (``json.dumps``, ``str`` for what JSON has not), written directly for
+    what needs no escape: None, an integer, printable ASCII text without a quote or a
+    backslash (a request line's every field, as a rule)."""
+    kind = type(value)
+    if kind is str:
+        return f'"{value}"' if PLAIN.fullmatch(value) else json.dumps(value)
+    if value is None:
+        return "null"
+    if kind is int:
+        return str(value)
+    return json.dumps(value, default=str)
 
 
 def formatter(log_format: str) -> logging.Formatter:
@@ -85,6 +115,11 @@ def configure_logging(level: str = "info", log_format: str = "text") -> None:
     numeric = logging.DEBUG if level in ("debug", "trace") else getattr(logging, level.upper())
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(formatter(log_format))
+    # No record of ours names its thread or process: not looked up for each one (the
+    # logging module's documented switches).
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

@@ -42,7 +42,7 @@ class RequestBody:
                 scope, 413, f"request body is larger than {self.max_bytes} bytes", send
             )
             return
-        deadline = asyncio.get_running_loop().time() + self.timeout_s
+        deadline = scope.get(BODY_DEADLINE) or asyncio.get_running_loop().time() + self.timeout_s
         seen = 0
         reading = True
 
@@ -100,6 +100,10 @@ class RequestBody:
         await response(scope, empty_receive, send)
 
 
+BODY_DEADLINE = "connector_store.body_deadline"
+"""The ASGI scope key of when a request's body must have all arrived (the event loop's
+clock), set by a lane in front that began to read it (``server.lean_lane``): the bound
+is the one from the request's head, not restarted."""
 CLIENT_GONE = 499
 """The status a request whose client went away is counted and logged with (nginx's)."""
 

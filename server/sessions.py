@@ -1,25 +1,13 @@
 """Signing people in to the dashboard and GraphiQL: one-time sign-in links and sessions.
 
-No page, header or endpoint hands out a token, to loopback or anyone (a proxy on the same
-machine makes every visitor look like loopback). Instead:
-
-- ``connector-store serve`` prints a sign-in link (and ``connector-store sign-in-link``
-  prints a fresh one): ``<server>/ui#sign-in=<code>`` (or ``/graphql#sign-in=<code>`` for
-  GraphiQL). The code rides in the URL's fragment, which browsers never send, so it
-  reaches no access log and no proxy; it is good once, for ``SIGN_IN_CODE_TTL_SECONDS``.
-- The page POSTs the code to ``/auth/sign-in`` (a POST: no prefetch or crawler spends it)
-  and gets a session's token, valid ``SESSION_TTL_SECONDS``, which it keeps in the tab's
-  ``sessionStorage`` (never a cookie: a page of another site cannot use it).
-- While the page is open it renews the token (``/auth/renew``) before it expires; signing
-  out (``/auth/sign-out``) revokes the session for every server process, and the page
-  forgets the token. A signed-out or expired session's token is refused on every endpoint,
-  HTTP and WebSocket (``server.auth.live``).
-
-Codes and sessions live in the database (``store.sign_in``), so they work across
-``serve --workers`` and replicas. A code is 256 random bits, so guessing one is hopeless; a
-refused one costs one indexed statement. Only a server that signs tokens (``JWT_SECRET`` or
-its generated secret) opens sessions; with ``JWT_PUBLIC_KEY`` people paste a token of the
-identity provider's into the sign-in box instead.
+``sign_in_link`` makes ``<server>/ui#sign-in=<code>`` (``/graphql#sign-in=<code>`` for
+GraphiQL), the code good once within ``SIGN_IN_CODE_TTL_SECONDS``. ``Sessions`` serves
+``POST /auth/sign-in`` (a code for a session's token, valid ``SESSION_TTL_SECONDS``),
+``/auth/renew`` and ``/auth/sign-out`` (revokes the session for every server process; its
+tokens are then refused on every endpoint, ``server.auth.live``). A refused code is answered
+400 ``SIGN_IN_REFUSED``. Codes and sessions live in the database (``store.sign_in``). Only a
+server that signs tokens (``JWT_SECRET`` or its generated secret) opens sessions. Why:
+docs/decisions/0015-tokens-by-configured-key-people-by-one-time-links.md.
 """
 
 import json

@@ -53,6 +53,7 @@ class Settings(BaseSettings):
     dashboard: bool = True
     introspection: bool = True
     fast_path: bool = True
+    lean_lane: bool = True
     max_query_depth: int = Field(default=12, ge=1)
     max_query_tokens: int = Field(default=5000, ge=1)
     max_query_fields: int = Field(default=500, ge=1)

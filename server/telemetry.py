@@ -112,41 +112,66 @@ class RequestTelemetry:
                     span.set_attribute("graphql.operation.name", info.operation)
             if span_context is not None:
                 span_context.__exit__(None, None, None)
-            self.finished(scope, info, status, outcome, seconds)
+            finished(self.metrics, scope["method"], scope["path"], info, status, outcome, seconds)
 
-    def finished(
-        self, scope: Any, info: RequestInfo, status: int, outcome: str, seconds: float
-    ) -> None:
-        path = scope["path"]
-        if self.metrics is not None and path == "/graphql":
-            self.metrics.observe_request(info.operation, outcome, seconds)
-            for event in info.events:
-                if event == "lease_takeover":
-                    self.metrics.lease_takeovers.inc()
-                elif event == "contested_send":
-                    self.metrics.contested_sends.inc()
-        level = logging.DEBUG if path in QUIET_PATHS else logging.INFO
-        if not log.isEnabledFor(level):
-            return
-        log.log(
-            level,
-            "%s %s %d %s %.1f ms",
-            scope["method"],
-            path,
-            status,
-            outcome,
-            seconds * 1000,
-            extra={
-                "request_id": info.request_id,
-                "operation": info.operation,
-                "viewer_did": info.viewer_did,
-                "method": scope["method"],
-                "path": path,
-                "status": status,
-                "outcome": outcome,
-                "duration_ms": round(seconds * 1000, 3),
-            },
-        )
+
+def finished(
+    metrics: Metrics | None,
+    method: str,
+    path: str,
+    info: RequestInfo,
+    status: int,
+    outcome: str,
+    seconds: float,
+) -> None:
+    """A request answered with ``status`` after ``seconds``: counted in ``metrics`` (a
+    ``/graphql`` request, with its store events) and logged in one line. Every way a request
+    is answered ends here (``RequestTelemetry``, ``server.lean_lane``)."""
+    if metrics is not None and path == "/graphql":
+        metrics.observe_request(info.operation, outcome, seconds)
+        for event in info.events:
+            if event == "lease_takeover":
+                metrics.lease_takeovers.inc()
+            elif event == "contested_send":
+                metrics.contested_sends.inc()
+    level = logging.DEBUG if path in QUIET_PATHS else logging.INFO
+    if not log.isEnabledFor(level):
+        return
+    log.log(
+        level,
+        "%s %s %d %s %.1f ms",
+        method,
+        path,
+        status,
+        outcome,
+        seconds * 1000,
+        extra={
+            "request_id": info.request_id,
+            "operation": info.operation,
+            "viewer_did": info.viewer_did,
+            "method": method,
+            "path": path,
+            "status": status,
+            "outcome": outcome,
+            "duration_ms": round(seconds * 1000, 3),
+        },
+    )
+
+
+def report_operation(
+    info: RequestInfo, operation: str | None, context: Any, errors: list[Any] | None
+) -> None:
+    """Tell the request's telemetry ``info`` its operation name, the viewer and store events
+    of its ``context``, and its outcome: ``ok``, or the first of ``errors``' code."""
+    info.operation = operation
+    viewer = getattr(context, "viewer", None)
+    info.viewer_did = getattr(viewer, "did", None)
+    info.events.extend(getattr(context, "events", ()))
+    if errors:
+        code = (errors[0].extensions or {}).get("code")
+        info.outcome = str(code or INTERNAL_SERVER_ERROR)
+    else:
+        info.outcome = "ok"
 
 
 class OperationTelemetry(SchemaExtension):
@@ -158,14 +183,10 @@ class OperationTelemetry(SchemaExtension):
         info = current_request.get()
         if info is None:
             return
-        context = self.execution_context.context
-        info.operation = self.execution_context.operation_name
-        viewer = getattr(context, "viewer", None)
-        info.viewer_did = getattr(viewer, "did", None)
-        info.events.extend(getattr(context, "events", ()))
         result = self.execution_context.result
-        if result is not None and result.errors:
-            code = (result.errors[0].extensions or {}).get("code")
-            info.outcome = str(code or INTERNAL_SERVER_ERROR)
-        else:
-            info.outcome = "ok"
+        report_operation(
+            info,
+            self.execution_context.operation_name,
+            self.execution_context.context,
+            None if result is None else result.errors,
+        )

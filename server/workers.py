@@ -1,28 +1,16 @@
 """``serve --workers N``: N processes serving one port, supervised by the ``serve`` process.
 
-Each worker is a process of its own (``connector-store serve-worker``) that binds the port
-with ``SO_REUSEPORT`` (the kernel spreads new connections across the workers) and serves
-the same app over the same bounded HTTP protocol as a single process does
-(``server.http_server``). The supervisor (``supervise``):
-
-- makes ``PROMETHEUS_MULTIPROC_DIR`` anew (a temporary folder, removed when it exits) for
-  prometheus_client's multiprocess mode, so ``/metrics`` of any worker sums the counters
-  and histograms of all of them (``server.metrics``);
-- lets one worker sweep: on SQLite the first (the others get ``SWEEPER=false``); on
-  PostgreSQL every worker runs the sweeper and its advisory lock lets one sweep at a time;
-- starts a worker again when one exits while serving: at once after a worker that served
-  for a while (``QUICK_EXIT_S``), otherwise after a delay that doubles with each such quick
-  exit in a row (``RESTART_DELAYS``); after ``MAX_QUICK_EXITS`` quick exits in a row of one
-  worker (a setting, the database, the port that breaks every start) it stops the others
-  and gives up (``WorkersFailing``: one ``error:`` line, exit status 1);
-- on SIGTERM or SIGINT sends
-  SIGTERM to every worker and waits for them (each has ``SHUTDOWN_GRACE_SECONDS``; one
-  still running ``STOP_MARGIN_S`` past it is killed, with a WARNING); a
-  supervisor that dies without a word (SIGKILL) takes its workers with it
-  (``die_with_supervisor``).
-
-``METRICS_PORT`` is not served with several workers (one port, one process): ``serve``
-refuses the two together.
+Each worker (``connector-store serve-worker``) binds the port with ``SO_REUSEPORT``
+(``reuse_port_socket``) and serves the app as a single process does (``server.http_server``).
+``supervise`` makes ``PROMETHEUS_MULTIPROC_DIR`` anew and removes it when it exits; gives
+``SWEEPER=false`` to every SQLite worker but the first; starts a worker that exited again, at
+once after one that served ``QUICK_EXIT_S`` or more, otherwise after ``restart_delay``; raises
+``WorkersFailing`` (one ``error:`` line, exit status 1) after ``MAX_QUICK_EXITS`` quick exits
+in a row of one worker, once it stopped the others; on SIGTERM or SIGINT sends SIGTERM to every
+worker and kills, with a WARNING, one still running ``STOP_MARGIN_S`` past
+``SHUTDOWN_GRACE_SECONDS``. Workers die with their supervisor (``die_with_supervisor``).
+``serve`` refuses ``METRICS_PORT`` with workers. Why:
+docs/decisions/0016-workers-share-a-port-under-a-supervisor.md.
 """
 
 import ctypes

@@ -2,8 +2,9 @@
 live leases, a throttle and a pause (docs/worker-protocol.md, 'Accounts: caps and throttles'); no
 seed counterpart.
 
-An account's row is created the first time a claim names it (``ensure``, inside the claim's
-transaction, which on PostgreSQL locks it in the same statement), or by
+An account's row is created the first time a claim names it (``ensure``, in the claim's own
+statement or transaction; a claim writes no account row that exists, but a claim of a capped
+account on PostgreSQL locks it first, ``store.claims``), or by
 ``set_account_limit``/``throttle_account`` or a pause (``store.pauses``). Every path that takes a
 lease of a capped account locks its row first by writing it unchanged (``touch``), so in-flight
 counts taken after the lock are exact, and a ``leaseOperations`` statement that began before that
@@ -71,18 +72,6 @@ ENSURE_ACCOUNT = Prepared(
 it exists or the claim's key was collected (``NOT_COLLECTED``, ``p_key_digest``), so such a
 claim writes nothing."""
 
-ENSURE_AND_LOCK_ACCOUNT = Prepared(
-    lambda insert: ensure(
-        insert,
-        CLAIMED_ACCOUNT.where(sa.or_(NOT_COLLECTED, sa.exists().where(ACCOUNT_KEY))),
-        lock=True,
-    )
-)
-"""A claim's account (PostgreSQL), in one statement: lock it by writing it unchanged, or
-create its row when absent, unless the claim's key was collected (``NOT_COLLECTED``,
-``p_key_digest``): such a claim creates no account (an account that exists is locked all the
-same, so a claim that finds the key's tombstone expired by its insert is still serialized)."""
-
 
 def touch(where: sa.ColumnElement[bool]) -> sa.Update:
     """Write the accounts ``where`` names unchanged (PostgreSQL): the update locks each row
@@ -135,7 +124,7 @@ def _upsert(column: str) -> Prepared:
 SET_LIMIT = _upsert("max_in_flight")
 """``set_account_limit``'s upsert."""
 THROTTLE = _upsert("throttled_until")
-"""``throttle_account``'s upsert."""
+"""``throttle_account``'s and ``lift_throttle``'s upsert (``p_throttled_until`` None lifts it)."""
 PAUSE = _upsert("paused_at")
 """``store.pauses``' upsert of an account's own pause (``p_paused_at`` None ends it)."""
 
@@ -190,6 +179,20 @@ class AccountsStore:
             "p_account_key": check.key("accountKey", account_key),
             "p_throttled_until": now + retry,
             "p_updated_at": now,
+        }
+        await self._db.write_prepared(THROTTLE, params)
+        return await self.read_account(params)
+
+    async def lift_throttle(self, connector_name: str, account_key: str) -> AccountLoad:
+        """End the account's throttle now (its ``throttled_until`` cleared: it is leased again
+        as its cap and pauses allow), creating its row if absent, and return it with its live
+        leases now. An upsert, then a read. Raises ``InvalidInput`` naming ``connectorName`` or
+        ``accountKey``."""
+        params = {
+            "p_connector_name": check.key("connectorName", connector_name),
+            "p_account_key": check.key("accountKey", account_key),
+            "p_throttled_until": None,
+            "p_updated_at": self._ctx.clock(),
         }
         await self._db.write_prepared(THROTTLE, params)
         return await self.read_account(params)

@@ -20,8 +20,8 @@ import sqlalchemy as sa
 
 from store import lease_guards as guards
 from store.accounts import ensure
-from store.context import ReadWinner, StoreContext
-from store.database import Row
+from store.context import ReadWinner, StoreContext, current_actor
+from store.database import Row, chunked
 from store.events import (
     CLAIMED,
     FINALIZED,
@@ -32,6 +32,11 @@ from store.events import (
     WATCHES,
     LoggedItems,
 )
+from store.finalizes import (
+    FINALIZE_AND_OPEN_ITEMS,
+    FINALIZE_AND_OPEN_ITEMS_KEEPING_DOCUMENTS,
+    finalizations,
+)
 from store.items import ItemStatement, each_item, refuse_repeats
 from store.operations import (
     CLAIM_COLUMNS,
@@ -40,6 +45,7 @@ from store.operations import (
     ClaimResult,
     Finalization,
     Finalize,
+    InsertClaims,
     OperationTransition,
     RecordShape,
     SendMark,
@@ -69,9 +75,11 @@ from store.records import (
     WatchIdentity,
     WatchRecord,
 )
+from store.sqlite_steps import Steps
 from store.tables import account
 from store.tables import document_winner as winner
 from store.tables import operation as op
+from store.tables import operation_tombstone as tombstone
 from store.tables import projection_watch as watch
 from store.tombstones import Tombstoned, find_tombstones, key_digest
 from store.watches import (
@@ -209,10 +217,10 @@ ENSURE_ACCOUNTS = _ensure_accounts(lock=False)
 """Create every item's account that is absent (SQLite)."""
 ENSURE_AND_LOCK_ACCOUNTS = _ensure_accounts(lock=True)
 """Create every item's account that is absent, and lock every one (PostgreSQL), in one
-statement."""
+statement: what a claim of a capped account runs first (``store.claims``)."""
 
 
-def _claims_insert(insert: Any, rows: sa.FromClause) -> Any:
+def claims_insert(insert: Any, rows: sa.FromClause, *where: Any) -> Any:
     """``claim_insert`` of every item's fresh row, each keeping the claimant's lease only
     where ``claim_operation`` would and the items before it in the batch (by key) leave
     room: the guard's subqueries see only rows already stored, not the statement's own, so
@@ -220,15 +228,20 @@ def _claims_insert(insert: Any, rows: sa.FromClause) -> Any:
     lease when allowed, first (by key) of its provider entity in the batch, and within its
     account's room (``lease_guards.with_room``) among the allowed first-of-entity items of
     its account. An item whose key already exists (left as stored) still takes its rank:
-    that may only refuse a later item its lease, never grant a second one."""
+    that may only refuse a later item its lease, never grant a second one. ``where``: further
+    conditions on the items inserted (of ``rows.c``)."""
     key = [rows.c.caller_did, rows.c.operation_id]
-    ranked = sa.select(
-        *(rows.c[name] for name in CLAIM_COLUMNS),
-        guards.lease_allowed(rows.c, NOW, None, cap=False).label("allowed"),
-        sa.func.row_number()
-        .over(partition_by=[rows.c[name] for name in WATCH_IDENTITY], order_by=key)
-        .label("entity_rank"),
-    ).subquery("ranked")
+    ranked = (
+        sa.select(
+            *(rows.c[name] for name in CLAIM_COLUMNS),
+            guards.lease_allowed(rows.c, NOW, None, cap=False).label("allowed"),
+            sa.func.row_number()
+            .over(partition_by=[rows.c[name] for name in WATCH_IDENTITY], order_by=key)
+            .label("entity_rank"),
+        )
+        .where(*where)
+        .subquery("ranked")
+    )
     first = ranked.c.entity_rank == 1
     joined, room = guards.with_room(ranked, NOW)
     placed = (
@@ -264,9 +277,10 @@ def _claims_insert(insert: Any, rows: sa.FromClause) -> Any:
 
 
 CLAIM_OPERATIONS = LoggedItems(
-    OPERATIONS, CLAIMED, {name: op.c[name] for name in CLAIM_COLUMNS}, _claims_insert
+    OPERATIONS, CLAIMED, {name: op.c[name] for name in CLAIM_COLUMNS}, claims_insert
 )
-"""``_claims_insert`` of every item's fresh row; ``p_now`` is the store's now."""
+"""``claims_insert`` of every item's fresh row; ``p_now`` is the store's now (SQLite; on
+PostgreSQL ``store.claims.CLAIMS``)."""
 
 GET_OPERATIONS = ItemStatement(
     KEYS,
@@ -312,6 +326,39 @@ def _by_key(rows: Sequence[Row]) -> dict[Key, OperationRecord]:
     return {(record.caller_did, record.operation_id): record for record in records}
 
 
+def _identity(opening: Mapping[str, Any]) -> WatchIdentity:
+    return WatchIdentity(*(opening[name] for name in WATCH_IDENTITY))
+
+
+def _rounds(openings: Sequence[Mapping[str, Any]]) -> list[list[int]]:
+    """The openings' indexes by round, each round holding at most one opening per watch
+    (the k-th opening of a watch in the k-th round), sorted by identity within it."""
+    rounds: list[list[int]] = []
+    seen: dict[WatchIdentity, int] = {}
+    for index, opening in enumerate(openings):
+        identity = _identity(opening)
+        depth = seen[identity] = seen.get(identity, -1) + 1
+        if depth == len(rounds):
+            rounds.append([])
+        rounds[depth].append(index)
+    return [
+        sorted(indexes, key=lambda index: _identity(openings[index]).parts) for indexes in rounds
+    ]
+
+
+def _placed(
+    opened: list[WatchRecord | None],
+    openings: Sequence[Mapping[str, Any]],
+    indexes: Sequence[int],
+    rows: Sequence[Row],
+) -> None:
+    """Each opening of a round (``indexes``) given its watch as the round's upsert left it
+    (``rows``)."""
+    by_identity = {record.identity: record for record in map(WatchRecord.from_row, rows)}
+    for index in indexes:
+        opened[index] = by_identity[_identity(openings[index])]
+
+
 def one_reader(read_winner: ReadWinner) -> ReadWinners:
     """``ReadWinners`` by one ``read_winner`` call per document, for an injected reader."""
 
@@ -339,11 +386,13 @@ class BatchesStore:
         context: StoreContext,
         watches: WatchesStore,
         read_winners: ReadWinners | None = None,
+        claims_in_one: InsertClaims | None = None,
     ) -> None:
         self._ctx = context
         self._db = context.db
         self._watches = watches
         self._read_winners = read_winners or self.read_winners
+        self._claims_in_one = claims_in_one
 
     async def _write(
         self,
@@ -376,18 +425,20 @@ class BatchesStore:
         return _by_key(await self._db.fetch_prepared_all(prepared, values))
 
     async def claim_operations(self, claims: Sequence[OperationClaim]) -> list[ClaimResult]:
-        """``claim_operation`` of each claim, in input order. One transaction: one statement
-        creates every distinct account of the claims that is absent (on PostgreSQL the same
-        statement locks them all, in key order), one inserts every fresh row if absent
-        (``_claims_insert``: each keeps the claimant's lease only where ``claim_operation`` would
-        grant it, counting the items before it in the batch), one looks up the tombstones of the
-        keys it inserted (``store.tombstones``); then one read of the keys that were taken. When an
-        inserted key has a tombstone (its operation was collected), the transaction is rolled back
-        and run again without that claim, which answers ``collected`` or ``conflict``
-        (``claim_after_collection``), so a collected key is never claimed afresh and takes no rank
-        from the batch's other claims; so does a claim whose key's row was collected between the
-        insert and the read of the stored rows. Raises ``InvalidInput`` (naming
-        ``items[i].<field>``) for a bad claim or a key named twice."""
+        """``claim_operation`` of each claim, in input order. Every fresh row is inserted if
+        absent (``claims_insert``: each keeps the claimant's lease only where
+        ``claim_operation`` would grant it, counting the items before it in the batch), and
+        every distinct account of the claims that is absent is created: on PostgreSQL in one
+        statement (``store.claims``), on SQLite in one transaction, in one hop, that also
+        looks up the tombstones of the keys it inserted (``store.tombstones``); then one
+        read of the keys that were taken. A key whose operation was collected is never
+        claimed afresh and takes no rank from the batch's other claims: on SQLite the
+        transaction is rolled back and run again without that claim; either way the claim
+        answers ``collected`` or ``conflict`` (``claim_after_collection``), and so does a
+        claim whose key's row was collected between the insert and the read of the stored
+        rows. Raises ``InvalidInput`` (naming ``items[i].<field>``) for a bad claim or a key
+        named twice, ``CasRetriesExhausted`` (PostgreSQL) when every run met a concurrent
+        claim's commit."""
         fresh = each_item(claims, lambda claim: claim_row(claim, self._ctx))
         keys = [(row.caller_did, row.operation_id) for row in fresh]
         refuse_repeats(keys, "operationID")
@@ -398,7 +449,9 @@ class BatchesStore:
         }
         collected: dict[Key, TombstoneRecord] = {}
         inserted: dict[Key, OperationRecord] = {}
-        while len(collected) < len(keys):
+        if self._claims_in_one is not None:
+            inserted = await self._claims_in_one([rows[key] for key in sorted(rows)])
+        while self._claims_in_one is None and len(collected) < len(keys):
             try:
                 inserted = await self._insert_claims(
                     [rows[key] for key in sorted(rows) if key not in collected], digests
@@ -424,9 +477,10 @@ class BatchesStore:
     async def _insert_claims(
         self, rows: Sequence[Mapping[str, Any]], digests: Mapping[bytes, Key]
     ) -> dict[Key, OperationRecord]:
-        """The transaction of ``claim_operations`` for ``rows`` (fresh rows, in key order):
-        the rows it inserted, by key. Raises ``Tombstoned`` (and rolls back) when an
-        inserted key has a tombstone; ``digests`` maps each key's ``key_digest`` to it."""
+        """SQLite: the transaction of ``claim_operations`` for ``rows`` (fresh rows, in key
+        order), in one hop (``Database.write_steps``): the rows it inserted, by key. Raises
+        ``Tombstoned`` (and rolls back) when an inserted key has a tombstone; ``digests``
+        maps each key's ``key_digest`` to it."""
         accounts = [
             {"connector_name": connector, "account_key": key}
             for connector, key in sorted(
@@ -434,22 +488,25 @@ class BatchesStore:
             )
         ]
         now = self._ctx.clock()
-        async with self._db.write_transaction():
-            if not self._db.dialect.one_writer:
-                prepared, values = ENSURE_AND_LOCK_ACCOUNTS.bind(
-                    self._db.dialect, accounts, p_now=now
-                )
-                await self._db.fetch_prepared_all(prepared, values)
-            else:
-                await self._db.write_ahead(
-                    *ENSURE_ACCOUNTS.bind(self._db.dialect, accounts, p_now=now)
-                )
-            inserted = _by_key(await self._write(CLAIM_OPERATIONS, rows, p_now=now))
+        actor = current_actor()
+
+        def work(steps: Steps) -> dict[Key, OperationRecord]:
+            steps.fetch(*ENSURE_ACCOUNTS.bind(self._db.dialect, accounts, p_now=now))
+            inserted = _by_key(CLAIM_OPERATIONS.run_steps(steps, rows, p_now=now, p_actor=actor))
             wanted = [digest for digest, key in digests.items() if key in inserted]
-            found = await find_tombstones(self._db, wanted)
+            found = {
+                record.key_digest: record
+                for chunk in chunked(wanted)
+                for record in map(
+                    TombstoneRecord.from_row,
+                    steps.fetch(sa.select(tombstone).where(tombstone.c.key_digest.in_(chunk)), {}),
+                )
+            }
             if found:
                 raise Tombstoned(found)
-        return inserted
+            return inserted
+
+        return await self._db.write_steps(work)
 
     async def mark_sends_started(self, marks: Sequence[SendMark]) -> list[OperationRecord | None]:
         """``mark_send_started`` of each mark, in input order (None where it did not apply).
@@ -489,15 +546,34 @@ class BatchesStore:
 
     async def finalize_operations(self, finals: Sequence[Finalize]) -> list[Finalization | None]:
         """``finalize_operation_and_arm_watch`` of each item, in input order (None where
-        its compare-and-set did not apply: that item writes nothing), in one transaction:
-        one statement commits the operations, one reads their documents' winners, and one
-        opens their watches (one more for each further item of a watch already opened in
-        the batch, so each opens its own generation, in input order). Raises
-        ``InvalidInput`` (naming ``items[i].<field>``) for a bad item or a key named twice.
+        its compare-and-set did not apply: that item writes nothing). On PostgreSQL with the
+        default winner reader, one statement in autocommit (``store.finalizes``) when no two
+        committed operations share a watch. Otherwise one transaction: one statement
+        commits the operations, one reads their documents' winners, and one opens their
+        watches (one more for each further item of a watch already opened in the batch, so
+        each opens its own generation, in input order). Raises ``InvalidInput`` (naming
+        ``items[i].<field>``) for a bad item or a key named twice.
         """
         items = each_item(finals, finalize_item)
         refuse_repeats([_key(item) for item in items], "operationID")
         now = self._ctx.clock()
+        if self._db.dialect.logs_in_write and self._read_winners == self.read_winners:
+            statement = (
+                FINALIZE_AND_OPEN_ITEMS
+                if sets_documents(items)
+                else FINALIZE_AND_OPEN_ITEMS_KEEPING_DOCUMENTS
+            )
+            prepared, values = statement.bind(
+                self._db.dialect, _in_key_order(items), p_now=now, p_actor=current_actor()
+            )
+            in_one = finalizations(await self._db.write_prepared_all(prepared, values), items)
+            if in_one is not None:
+                return in_one
+        if self._db.dialect.one_writer and self._read_winners == self.read_winners:
+            actor = current_actor()
+            return await self._db.write_steps(
+                lambda steps: self._finalize_steps(steps, items, now, actor)
+            )
         async with self._db.write_transaction():
             finalize = (
                 FINALIZE_OPERATIONS
@@ -530,25 +606,59 @@ class BatchesStore:
     async def _open_generations(self, openings: Sequence[dict[str, Any]]) -> list[WatchRecord]:
         """``open_generation`` of each opening row, in order, inside the caller's
         transaction: one upsert per round, a round holding at most one opening per watch."""
-        identities = [
-            WatchIdentity(*(opening[name] for name in WATCH_IDENTITY)) for opening in openings
+        opened: list[WatchRecord | None] = [None] * len(openings)
+        for indexes in _rounds(openings):
+            _placed(
+                opened,
+                openings,
+                indexes,
+                await self._write(OPEN_GENERATIONS, [openings[i] for i in indexes]),
+            )
+        return [record for record in opened if record is not None]
+
+    def _finalize_steps(
+        self, steps: Steps, items: Sequence[Mapping[str, Any]], now: int, actor: str | None
+    ) -> list[Finalization | None]:
+        """SQLite: ``finalize_operations``' statements as ``Steps`` of one hop (the default
+        winner reader)."""
+        finalize = (
+            FINALIZE_OPERATIONS if sets_documents(items) else FINALIZE_OPERATIONS_KEEPING_DOCUMENTS
+        )
+        committed = _by_key(
+            finalize.run_steps(steps, _in_key_order(items), p_now=now, p_actor=actor)
+        )
+        done = [(item, committed[_key(item)]) for item in items if _key(item) in committed]
+        documents = sorted({record.document_id for _, record in done if record.document_id})
+        winners: dict[str, str] = {}
+        if documents:
+            prepared, values = READ_WINNERS.bind(
+                self._db.dialect, [{"document_id": document} for document in documents]
+            )
+            winners = {
+                row["document_id"]: row["winner_digest"] for row in steps.fetch(prepared, values)
+            }
+        openings = [
+            opening_row(
+                record.identity,
+                document_id=record.document_id,
+                observed_winner=winners.get(record.document_id or ""),
+                due_at=item["due_at"],
+                now=now,
+            )
+            for item, record in done
         ]
-        rounds: list[list[int]] = []
-        seen: dict[WatchIdentity, int] = {}
-        for index, identity in enumerate(identities):
-            depth = seen[identity] = seen.get(identity, -1) + 1
-            if depth == len(rounds):
-                rounds.append([])
-            rounds[depth].append(index)
-        opened: dict[int, WatchRecord] = {}
-        for indexes in rounds:
-            batch = sorted(indexes, key=lambda index: identities[index].parts)
-            rows = await self._write(OPEN_GENERATIONS, [openings[index] for index in batch])
-            records = (WatchRecord.from_row(row) for row in rows)
-            by_identity = {record.identity: record for record in records}
-            for index in indexes:
-                opened[index] = by_identity[identities[index]]
-        return [opened[index] for index in range(len(openings))]
+        opened: list[WatchRecord | None] = [None] * len(openings)
+        for indexes in _rounds(openings):
+            batch = [openings[index] for index in indexes]
+            _placed(
+                opened, openings, indexes, OPEN_GENERATIONS.run_steps(steps, batch, p_actor=actor)
+            )
+        armed = {
+            _key(item): Finalization(record, watch_record)
+            for (item, record), watch_record in zip(done, opened, strict=True)
+            if watch_record is not None
+        }
+        return [armed.get(_key(item)) for item in items]
 
     async def record_verifications(
         self, verifications: Sequence[Verification]

@@ -4,10 +4,12 @@ from collections.abc import Callable
 
 from store.accounts import AccountsStore
 from store.batches import BatchesStore, one_reader
+from store.claims import ClaimsInOne
 from store.context import Clock, ReadWinner, StoreContext, random_id, system_clock
 from store.counts import CountsStore
 from store.database import Database
 from store.events import EventsStore
+from store.finalizes import FinalizeInOne
 from store.leasing import LeasingStore
 from store.operations import OperationsStore
 from store.operator import OperatorStore
@@ -52,9 +54,20 @@ class ConnectorStore:
         self.winners = WinnersStore(context)
         read = read_winner or self.winners.read_winner
         self.watches = WatchesStore(context, read)
-        self.operations = OperationsStore(context, self.watches, read_winner)
+        in_one = db.dialect.logs_in_write
+        claims = ClaimsInOne(context) if in_one else None
+        self.operations = OperationsStore(
+            context,
+            self.watches,
+            read_winner,
+            FinalizeInOne(db) if read_winner is None else None,
+            claims,
+        )
         self.batches = BatchesStore(
-            context, self.watches, None if read_winner is None else one_reader(read_winner)
+            context,
+            self.watches,
+            None if read_winner is None else one_reader(read_winner),
+            claims,
         )
         self.retention = RetentionStore(context)
         self.accounts = AccountsStore(context)

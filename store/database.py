@@ -37,6 +37,7 @@ from store.dialects import Dialect, dialect_for
 from store.driver_errors import driver_errors
 from store.errors import DatabaseBusy, DatabaseUnavailable, InvalidInput
 from store.sqlite_pool import SQLiteConnection, SQLiteConnections, open_connection, truncate_wal
+from store.sqlite_steps import ResultRow, Row, Steps, end, fetched
 from store.statements import CompiledStatements, Prepared
 from store.urls import dialect_of, normalize_url, shown_url, sqlite_path
 
@@ -55,18 +56,6 @@ __all__ = [
 ]
 """``normalize_url``, ``shown_url`` and ``sqlite_path`` are ``store.urls``'; the server and
 the tests import them from here too."""
-
-Row = Mapping[str, Any]
-
-
-class ResultRow(dict[Any, Any]):
-    """A result row: its columns by name, and by position (``row[0]``) like a record."""
-
-    def __missing__(self, key: Any) -> Any:
-        if isinstance(key, int):
-            return list(self.values())[key]
-        raise KeyError(key)
-
 
 IN_LIST_CHUNK = 500
 _writing: ContextVar[object] = ContextVar("connector_store_writing", default=None)
@@ -132,21 +121,6 @@ def _begun(raw: sqlite3.Connection, transaction: _SQLiteTransaction | None) -> s
     return raw
 
 
-def _fetched(raw: sqlite3.Connection, sql: str, values: Sequence[Any], one: bool) -> list[Row]:
-    """``sql`` run with ``values`` and its rows (the first only, if ``one``) as
-    ``ResultRow``s, on the connection's thread; every row is fetched, so a write with
-    ``RETURNING`` runs to its end."""
-    cursor = raw.execute(sql, values)
-    try:
-        rows = cursor.fetchall()
-        if not rows:
-            return []
-        names = [column[0] for column in cursor.description]
-    finally:
-        cursor.close()
-    return [ResultRow(zip(names, row, strict=True)) for row in (rows[:1] if one else rows)]
-
-
 def _result_rows(records: Sequence[Any]) -> list[Row]:
     """asyncpg's records as ``ResultRow``s, the column names read once for all of them."""
     if not records:
@@ -162,12 +136,6 @@ async def _asyncpg_rows(raw: Any, sql: str, values: Sequence[Any], one: bool) ->
         record = await raw.fetchrow(sql, *values)
         return [] if record is None else [ResultRow(record.items())]
     return _result_rows(await raw.fetch(sql, *values))
-
-
-def _end(raw: sqlite3.Connection, statement: str) -> None:
-    """``COMMIT`` or ``ROLLBACK`` the open transaction, if one is open."""
-    if raw.in_transaction:
-        raw.execute(statement)
 
 
 def chunked(items: Sequence[_T], size: int = IN_LIST_CHUNK) -> Iterator[Sequence[_T]]:
@@ -468,7 +436,7 @@ class Database:
                 with driver_errors():
                     async with self._db.connection() as connection:
                         return await _asyncpg_rows(connection.raw_connection, sql, values, one)
-        return await self._on_sqlite(lambda raw: _fetched(raw, sql, values, one))
+        return await self._on_sqlite(lambda raw: fetched(raw, sql, values, one))
 
     async def _on_sqlite(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         """``work(connection)`` in one hop to a connection's thread: this task's
@@ -608,46 +576,48 @@ class Database:
     ) -> list[Row]:
         """SQLite only: run a writing ``statement`` (``… RETURNING``; a ``Prepared`` with
         ``params`` by name, or a statement built per call, ``params`` empty), then the
-        statement ``then`` gives for the rows it returned, as one transaction (``BEGIN
-        IMMEDIATE`` … ``COMMIT``, or this task's ``write_transaction``) in one hop to the
-        connection's thread, the second once per mapping of parameters it gives (one
-        ``executemany``); returns the first statement's rows. Either statement failing
-        rolls both back (a ``write_transaction`` block, as ever, rolls back when its error
-        leaves it). Raises as ``fetch_one`` does."""
-        assert self._sqlite is not None, "write_then is SQLite's"
-        if isinstance(statement, Prepared):
-            sql, values = statement.bind(self._sql_dialect, params)
-        else:
-            sql, values = self._compile(statement)
+        statement ``then`` gives for the rows it returned, once per mapping of parameters it
+        gives (one ``executemany``), as one ``write_steps``; returns the first statement's
+        rows. Raises as ``write_steps`` does."""
+
+        def work(steps: Steps) -> list[Row]:
+            rows = steps.fetch(statement, params)
+            follow = then(rows)
+            if follow is not None:
+                steps.many(*follow)
+            return rows
+
+        return await self.write_steps(work)
+
+    async def write_steps(self, work: Callable[[Steps], _T]) -> _T:
+        """SQLite only: ``work`` run on the connection's thread with the ``Steps`` it runs
+        its statements through, as one transaction (``BEGIN IMMEDIATE`` … ``COMMIT``, or
+        this task's ``write_transaction``) in one hop; returns what ``work`` returns.
+        What ``work`` raises rolls back everything it ran (a ``write_transaction`` block,
+        as ever, rolls back when its error leaves it) and is raised here. Raises as
+        ``fetch_one`` does."""
+        assert self._sqlite is not None, "write_steps is SQLite's"
         mark = self._current_transaction() or (self, object())
         observer = self.statement_observer
-        if observer is not None:
-            observer(sql, values, mark)
+        observe = None if observer is None else lambda sql, values: observer(sql, values, mark)
         self._check_file()
 
-        def work(raw: sqlite3.Connection) -> list[Row]:
+        def run(raw: sqlite3.Connection) -> _T:
             own = not raw.in_transaction
             if own:
                 raw.execute("BEGIN IMMEDIATE")
             try:
-                rows = _fetched(raw, sql, values, one=False)
-                follow = then(rows)
-                if follow is not None and follow[1]:
-                    bound = [follow[0].bind(self._sql_dialect, run) for run in follow[1]]
-                    if observer is not None:
-                        for then_sql, then_values in bound:
-                            observer(then_sql, then_values, mark)
-                    raw.executemany(bound[0][0], [then_values for _, then_values in bound]).close()
+                result = work(Steps(raw, self._sql_dialect, self._compile, observe))
                 if own:
                     raw.execute("COMMIT")
             except BaseException:
                 if own:
-                    _end(raw, "ROLLBACK")
+                    end(raw, "ROLLBACK")
                 raise
-            return rows
+            return result
 
         async with self._writer():
-            return await self._on_sqlite(work)
+            return await self._on_sqlite(run)
 
     @contextmanager
     def last_statement(self) -> Iterator[None]:
@@ -776,11 +746,11 @@ class Database:
                 except BaseException:
                     transaction.ahead.clear()
                     with driver_errors():
-                        await connection.run(lambda raw: _end(raw, "ROLLBACK"))
+                        await connection.run(lambda raw: end(raw, "ROLLBACK"))
                     raise
                 if transaction.pending and not transaction.committed:
                     with driver_errors():
-                        await connection.run(lambda raw: _end(_begun(raw, transaction), "COMMIT"))
+                        await connection.run(lambda raw: end(_begun(raw, transaction), "COMMIT"))
             finally:
                 _transaction.reset(mark)
                 _sqlite_held.reset(token)

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 import asyncpg
 import filelock
 
-from store.errors import DatabaseBusy, DatabaseUnavailable, StoreError
+from store.errors import ClaimContended, DatabaseBusy, DatabaseUnavailable, StoreError
 
 SQLITE_BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 SQLITE_UNAVAILABLE_CODES = frozenset(
@@ -68,6 +68,11 @@ def translate_driver_error(error: BaseException) -> StoreError | None:
             return current
         if isinstance(current, filelock.Timeout):
             return DatabaseBusy(f"another migration holds {current.lock_file}")
+        if (
+            isinstance(current, asyncpg.PostgresError)
+            and current.sqlstate == ClaimContended.SQLSTATE
+        ):
+            return ClaimContended("a concurrent claim or collection committed first")
         if isinstance(current, POSTGRES_BUSY):
             return DatabaseBusy(f"the database is busy: {current}")
         if isinstance(current, TimeoutError):  # an OSError whose text is empty

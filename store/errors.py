@@ -34,6 +34,14 @@ class DatabaseBusy(DatabaseUnavailable):
     SQLite write lock, or for a row lock (a deadlock or serialization failure included)."""
 
 
+class ClaimContended(StoreError):
+    """A claim's statement met what a concurrent claim or collection committed since its
+    snapshot (``store.claims``): it wrote nothing, and runs again."""
+
+    SQLSTATE = "KC409"
+    """What migration 0020's ``kubun_connector_claimed_alone`` raises."""
+
+
 class CasRetriesExhausted(StoreError):
     """A multi-statement decision (``arm_watch``, ``record_verification``,
     ``record_ingress``) lost its compare-and-set on every retry; nothing was written.

@@ -71,6 +71,7 @@ from store.records import (
     WatchIdentity,
 )
 from store.sizes import SIZE, Measured, row_bytes
+from store.sqlite_steps import Steps
 from store.statements import Prepared, param
 from store.tables import event_collected, operation_event, watch_event
 from store.tables import operation as op
@@ -235,6 +236,10 @@ def sequence_of(tx: int, event_id: int) -> str:
     """The ``sequence`` clients see of the event ``(tx, id)``: 32 hex digits."""
     return f"{tx:016x}{event_id:016x}"
 
+
+BEFORE_FIRST = sequence_of(0, 0)
+"""The position before every event: a log's head before its first event (an ``after`` that
+reads a log from its start, refusing with ``EventsCollected`` once any was collected)."""
 
 SEQUENCE = re.compile(r"[0-9a-f]{32}")
 """What ``sequence_of`` writes: 32 lower-case hex digits."""
@@ -511,6 +516,16 @@ class Logged:
             return await db.write_prepared_all(self._postgres, params)
         return await db.write_then(self.write, params, _appending(self._append, params["p_actor"]))
 
+    def run_steps(self, steps: Steps, params: Mapping[str, Any]) -> list[Row]:
+        """SQLite: ``run`` as steps of a ``Database.write_steps`` (on the connection's
+        thread): the write with ``params`` (holding ``p_actor``, the actor as the caller's
+        task sees it), then its events."""
+        rows = steps.fetch(self.write, params)
+        follow = _appending(self._append, params["p_actor"])(rows)
+        if follow is not None:
+            steps.many(*follow)
+        return rows
+
     async def run_one(self, db: Database, params: Mapping[str, Any]) -> Row | None:
         """``run`` of a write of at most one row: that row, or None."""
         rows = await self.run(db, params)
@@ -570,6 +585,18 @@ class LoggedItems:
         if db.dialect.logs_in_write:
             return await db.write_prepared_all(prepared, values)
         return await db.write_then(prepared, values, _appending(self._append, params["p_actor"]))
+
+    def run_steps(
+        self, steps: Steps, items: Sequence[Mapping[str, Any]], **params: Any
+    ) -> list[Row]:
+        """SQLite: ``run`` as steps of a ``Database.write_steps`` (on the connection's
+        thread); ``params`` must hold ``p_actor`` (the actor as the caller's task sees it)."""
+        prepared, values = self._write.bind(DIALECTS["sqlite"], items, **params)
+        rows = steps.fetch(prepared, values)
+        follow = _appending(self._append, params["p_actor"])(rows)
+        if follow is not None:
+            steps.many(*follow)
+        return rows
 
 
 _appenders: dict[tuple[str, Action, tuple[str, ...]], _Appender] = {}

@@ -5,7 +5,8 @@ came back. Methods return the updated record when they applied and None when a g
 refused, where the seed returns a boolean.
 """
 
-from collections.abc import Callable, Mapping, Sequence
+import string
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Literal, NamedTuple
@@ -14,7 +15,7 @@ import sqlalchemy as sa
 
 from store import lease_guards as guards
 from store import validation as check
-from store.accounts import ENSURE_ACCOUNT, ENSURE_AND_LOCK_ACCOUNT, touch
+from store.accounts import ENSURE_ACCOUNT, touch
 from store.context import ReadWinner, StoreContext
 from store.database import chunked, fetch_in_chunks
 from store.dialects import Dialect
@@ -56,7 +57,6 @@ from store.tables import account
 from store.tables import operation as op
 from store.tombstones import (
     NOT_COLLECTED,
-    Tombstoned,
     envelope_digest,
     get_tombstone,
     key_digest,
@@ -74,6 +74,17 @@ RESERVED_SEND_MARKERS = frozenset({CONTESTED_SEND_MARKER, ABANDONED_SEND_MARKER}
 CANCELLED_KIND = "cancelled"
 """The ``last_kind`` of an operation an operator cancelled (``store.operator``): reserved, so
 no recorded attempt's kind reads as a cancel."""
+
+FinalizeInOne = Callable[[dict[str, Any], dict[str, Any]], Awaitable["Finalization | None"]]
+"""A finalize as one statement: given the item's inputs (``finalize_item``) and its
+parameters (``p_<name>`` and ``p_now``), the finalization, or None when refused."""
+
+InsertClaims = Callable[
+    [Sequence[Mapping[str, Any]]], Awaitable[dict[tuple[str, str], OperationRecord]]
+]
+"""Claims' fresh rows (a claim's columns, in key order) inserted in one statement
+(``store.claims.ClaimsInOne``): the rows inserted, by key; none whose key is taken or
+collected."""
 
 ClaimStatus = Literal["claimed", "exists", "conflict", "collected"]
 OrderKey = tuple[int, str, str]
@@ -127,7 +138,10 @@ class OperationFilter:
     ``visible_to`` matches the caller or the owner. An empty ``states`` or
     ``document_ids`` list matches nothing; None leaves that field unfiltered. ``kind`` is
     the last recorded outcome's kind (``last_kind``); ``last_error`` its error message,
-    exactly (a group of ``OperatorStore.failure_groups``). ``updated_after`` and
+    exactly (a group of ``OperatorStore.failure_groups``). ``run`` (one of ``RUNS``): where
+    an ATTEMPTED operation stands at the store's now (``run_condition``). ``search``: a part
+    of the operation id, the target or the source id, in any case (``search_condition``).
+    ``updated_after`` and
     ``updated_before`` (epoch ms) bound ``updated_at``: at or after the one, strictly
     before the other.
     """
@@ -145,6 +159,8 @@ class OperationFilter:
     last_error: str | None = None
     updated_after: int | None = None
     updated_before: int | None = None
+    run: str | None = None
+    search: str | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -152,11 +168,50 @@ class OperationFilter:
         return all(getattr(self, name) is None for name in self.__slots__)
 
 
-def filter_conditions(where: OperationFilter) -> list[sa.ColumnElement[bool]] | None:
-    """The conditions of ``where`` on operations, checked, but its ``document_ids`` (each
-    caller chunks those as it must); None when ``where`` matches nothing (an empty
-    ``states``). Raises ``InvalidInput`` naming the first malformed field, and
-    ``updatedBefore`` when it is earlier than ``updatedAfter``."""
+RUNS = ("leased", "due", "scheduled", "deferred")
+"""Where an ATTEMPTED operation stands at a moment (``run_condition``), one of each."""
+
+
+def run_condition(run: str, now: int) -> sa.ColumnElement[bool]:
+    """The ATTEMPTED operations that stand as ``run`` says at ``now`` (epoch ms): ``leased``,
+    its lease held and not lapsed (``lease_guards.live_lease``); ``due``, ``ready`` (its lease
+    free and its next attempt null or come: a worker may lease it once its account allows);
+    ``scheduled``, its lease free and its next attempt later, with no deferral (a retry or a
+    delay); ``deferred``, its lease free and its next attempt later, deferred
+    (``deferReason``: offline or auth). Each ATTEMPTED operation with a lease token stands in
+    exactly one."""
+    waiting = sa.and_(guards.live(), lease_free(now), op.c.next_attempt_at > now)
+    if run == "leased":
+        return guards.live_lease(now)
+    if run == "due":
+        return sa.and_(guards.live(), ready(now))
+    if run == "scheduled":
+        return sa.and_(waiting, op.c.defer_reason.is_(None))
+    return sa.and_(waiting, op.c.defer_reason.is_not(None))
+
+
+ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+SEARCHED = (op.c.operation_id, op.c.target, op.c.source_id)
+"""The columns ``search`` looks into."""
+
+
+def search_condition(search: str) -> sa.ColumnElement[bool]:
+    """The operations whose id, target or source id holds ``search`` (checked), ignoring the
+    case of ASCII letters; ``%``, ``_`` and ``\\`` in it are plain characters. A scan of the
+    rows the other conditions leave (no index serves a substring)."""
+    escaped = (
+        search.translate(ASCII_LOWER).replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    )
+    pattern = f"%{escaped}%"
+    return sa.or_(*(sa.func.lower(column).like(pattern, escape="\\") for column in SEARCHED))
+
+
+def filter_conditions(where: OperationFilter, *, now: int) -> list[sa.ColumnElement[bool]] | None:
+    """The conditions of ``where`` on operations at ``now`` (the store's clock, epoch ms: what
+    ``run`` compares), checked, but its ``document_ids`` (each caller chunks those as it
+    must); None when ``where`` matches nothing (an empty ``states``). Raises
+    ``InvalidInput`` naming the first malformed field, and ``updatedBefore`` when it is
+    earlier than ``updatedAfter``."""
     states = (
         None
         if where.states is None
@@ -185,6 +240,10 @@ def filter_conditions(where: OperationFilter) -> list[sa.ColumnElement[bool]] | 
         conditions.append(op.c.updated_at >= after)
     if before is not None:
         conditions.append(op.c.updated_at < before)
+    if where.run is not None:
+        conditions.append(run_condition(check.choice("run", where.run, RUNS), now))
+    if where.search is not None:
+        conditions.append(search_condition(check.text("search", where.search, maximum=200)))
     if states == []:
         return None
     if states is not None:
@@ -193,13 +252,13 @@ def filter_conditions(where: OperationFilter) -> list[sa.ColumnElement[bool]] | 
 
 
 def _tracked(
-    where: OperationFilter,
+    where: OperationFilter, now: int
 ) -> tuple[list[sa.ColumnElement[bool]], list[str] | None] | None:
     """The conditions of ``where`` for the tracked list and its count, and its document ids
     without repeats (so a list split into chunks cannot match one operation in two of
     them); None when it matches nothing. Raises ``InvalidInput`` as ``filter_conditions``
     and naming ``documentIDs``."""
-    conditions = filter_conditions(where)
+    conditions = filter_conditions(where, now=now)
     document_ids = (
         None
         if where.document_ids is None
@@ -349,10 +408,13 @@ CLAIMED_ROW = SimpleNamespace(**{name: param(f"p_{name}", op.c[name]) for name i
 
 
 def _claimed_select() -> sa.Select[Any]:
-    values = vars(CLAIMED_ROW) | claim_lease(
-        CLAIMED_ROW, NOW, guards.lease_allowed(CLAIMED_ROW, NOW, None)
+    # The guard is asked once, in a subquery, for both lease columns.
+    decided = sa.select(guards.lease_allowed(CLAIMED_ROW, NOW, None).label("allowed")).subquery(
+        "decided"
     )
-    return sa.select(*(value.label(name) for name, value in values.items())).where(NOT_COLLECTED)
+    values = vars(CLAIMED_ROW) | claim_lease(CLAIMED_ROW, NOW, decided.c.allowed)
+    labelled = (value.label(name) for name, value in values.items())
+    return sa.select(*labelled).select_from(decided).where(NOT_COLLECTED)
 
 
 CLAIM = Logged(
@@ -912,16 +974,26 @@ class OperationsStore:
 
     ``read_winner``: an injected ``ReadWinner``, or None for the
     ``kubun_connector_document_winner`` table, which a finalize reads in its watch's
-    statement (``WatchesStore.open_generation_observing_winner``).
+    statement (``WatchesStore.open_generation_observing_winner``). ``finalize_in_one``:
+    the finalize as one statement (``store.finalizes.FinalizeInOne``, given the item's
+    inputs and parameters), where the backend and the winner reader allow it;
+    ``claims_in_one``: a claim as one statement, where the backend allows it.
     """
 
     def __init__(
-        self, context: StoreContext, watches: WatchesStore, read_winner: ReadWinner | None
+        self,
+        context: StoreContext,
+        watches: WatchesStore,
+        read_winner: ReadWinner | None,
+        finalize_in_one: FinalizeInOne | None = None,
+        claims_in_one: InsertClaims | None = None,
     ) -> None:
         self._ctx = context
         self._db = context.db
         self._watches = watches
         self._read_winner = read_winner
+        self._finalize_in_one = finalize_in_one
+        self._claims_in_one = claims_in_one
 
     async def _update_prepared(
         self, statement: Prepared | Logged, params: dict[str, Any]
@@ -940,44 +1012,46 @@ class OperationsStore:
         only where ``lease_operations`` would lease the new row (its account neither
         paused nor throttled nor at its cap, no other attempted operation of its provider entity);
         otherwise the row has no token and a lease that lapsed at the store's now - 1, due
-        at once, for ``lease_operations`` to hand out (``claim_lease``). One transaction that
-        first creates the account's row if absent and (PostgreSQL) locks it, so concurrent
-        claims of one account decide one after another. Otherwise reads the stored
+        at once, for ``lease_operations`` to hand out (``claim_lease``). Creates the
+        account's row if absent, in the same round trip: on PostgreSQL one statement
+        (``claims_in_one``, ``store.claims``: concurrent claims of one account write no
+        row of it and still decide as if one after another), on SQLite one transaction
+        (its write lock held throughout, its ``COMMIT`` with the insert,
+        ``Database.last_statement``). Otherwise reads the stored
         one: ``exists`` when its envelope equals the claim's, ``conflict`` on any drift or
         when the row vanished in between. The stored row is never overwritten.
         A key whose operation was collected and whose tombstone is still kept
         (``store.tombstones``) is never claimed afresh: the insert skips it
         (``NOT_COLLECTED``), and the claim answers ``collected`` (the same envelope) or
         ``conflict`` (``claim_after_collection``); so does a claim whose key's row was
-        collected between the insert and the read of the stored row. On PostgreSQL, where a
-        collection that commits while the insert waits on the collected row is not seen by
-        the insert's snapshot, one more probe of the tombstones after an insert rolls such
-        a claim back; on SQLite the transaction holds the write lock throughout, so the
-        insert's own guard is exact and the transaction's ``COMMIT`` goes with it
-        (``Database.last_statement``). Raises ``InvalidInput`` for a malformed field.
+        collected between the insert and the read of the stored row. Raises
+        ``InvalidInput`` for a malformed field, ``CasRetriesExhausted`` (PostgreSQL) when
+        every run of the claim met a concurrent claim's commit.
         """
         fresh = claim_row(claim, self._ctx)
         digest = key_digest(fresh.caller_did, fresh.operation_id)
+        if self._claims_in_one is not None:
+            row = {name: getattr(fresh, name) for name in CLAIM_COLUMNS}
+            inserted_now = await self._claims_in_one([row])
+            return await self._claim_answer(
+                claim, inserted_now.get((fresh.caller_did, fresh.operation_id)), digest
+            )
         params = {f"p_{name}": getattr(fresh, name) for name in CLAIM_COLUMNS}
         params |= {"p_now": fresh.created_at, "p_key_digest": digest}
-        try:
-            async with self._db.write_transaction():
-                if self._db.dialect.one_writer:
-                    await self._db.write_ahead(ENSURE_ACCOUNT, params)
-                    with self._db.last_statement():
-                        inserted = await CLAIM.run_one(self._db, params)
-                else:
-                    await self._db.fetch_prepared_all(ENSURE_AND_LOCK_ACCOUNT, params)
-                    inserted = await CLAIM.run_one(self._db, params)
-                    if inserted is not None:
-                        tombstone = await get_tombstone(self._db, digest)
-                        if tombstone is not None:
-                            raise Tombstoned({digest: tombstone})
-        except Tombstoned as collected:
-            (tombstone,) = collected.found.values()
-            return claim_after_collection(claim, tombstone)
+        async with self._db.write_transaction():
+            await self._db.write_ahead(ENSURE_ACCOUNT, params)
+            with self._db.last_statement():
+                inserted = await CLAIM.run_one(self._db, params)
+        record = None if inserted is None else OperationRecord.from_row(inserted)
+        return await self._claim_answer(claim, record, digest)
+
+    async def _claim_answer(
+        self, claim: OperationClaim, inserted: OperationRecord | None, digest: bytes
+    ) -> ClaimResult:
+        """The claim's answer once its insert ran: ``claimed`` with the row it inserted, or
+        (none) as the stored row or the key's tombstone says."""
         if inserted is not None:
-            return ClaimResult("claimed", OperationRecord.from_row(inserted))
+            return ClaimResult("claimed", inserted)
         stored = await self.get_operation(claim.caller_did, claim.operation_id)
         if stored is None:
             # The key was collected, before the insert or between it and this read: its
@@ -1150,7 +1224,7 @@ class OperationsStore:
         queried in chunks and merged back into order. Raises ``InvalidInput`` for a
         malformed filter.
         """
-        tracked = _tracked(where)
+        tracked = _tracked(where, self._ctx.clock())
         if tracked is None:
             return Measured()
         conditions, document_ids = tracked
@@ -1185,7 +1259,7 @@ class OperationsStore:
         """How many operations match ``where``: every one ``list_tracked_operations(where)``
         pages through; exact. One count (one a chunk of 500 document ids). Raises
         ``InvalidInput`` as ``list_tracked_operations``."""
-        tracked = _tracked(where)
+        tracked = _tracked(where, self._ctx.clock())
         if tracked is None:
             return 0
         conditions, document_ids = tracked
@@ -1297,7 +1371,8 @@ class OperationsStore:
         return None
 
     async def finalize_operation_and_arm_watch(self, final: Finalize) -> Finalization | None:
-        """Commit the live operation at ``final``'s key and arm its watch, in one transaction.
+        """Commit the live operation at ``final``'s key and arm its watch, atomically: one
+        statement in autocommit where ``finalize_in_one`` is given, else one transaction.
 
         CAS from attempted to committed on ``final.version`` and ``final.lease_token``:
         version +1, one attempt counted, ``result_entity`` stored, ``provider_etag`` and
@@ -1310,6 +1385,8 @@ class OperationsStore:
         """
         item = finalize_item(final)
         params = prefixed(item)
+        if self._finalize_in_one is not None:
+            return await self._finalize_in_one(item, params | {"p_now": self._ctx.clock()})
         async with self._db.write_transaction():
             finalize = FINALIZE if sets_documents([item]) else FINALIZE_KEEPING_DOCUMENT
             row = await finalize.run_one(self._db, params | {"p_now": self._ctx.clock()})

@@ -329,7 +329,7 @@ def _documents(document_ids: Sequence[str] | None) -> list[str] | None:
     return ids
 
 
-def _in_filter(where: OperationFilter, *, allow_empty: bool = False) -> list[Any] | None:
+def _in_filter(where: OperationFilter, now: int, *, allow_empty: bool = False) -> list[Any] | None:
     """The conditions of ``where`` for a bulk write over operations; None when it matches
     nothing. Raises ``InvalidInput`` naming ``filter`` when it names no field (unless
     ``allow_empty``), else as ``filter_conditions``, its fields under ``filter.``."""
@@ -337,7 +337,7 @@ def _in_filter(where: OperationFilter, *, allow_empty: bool = False) -> list[Any
         raise InvalidInput("filter", "must name at least one field (an empty filter matches all)")
     documents = _documents(where.document_ids)
     try:
-        conditions = filter_conditions(where)
+        conditions = filter_conditions(where, now=now)
     except InvalidInput as error:
         raise type(error)(f"filter.{error.field}", error.problem) from error
     if conditions is None or documents == []:
@@ -442,7 +442,7 @@ class OperatorStore:
         (``filter.documentIDs``: at most 500), ``reason`` or ``limit``."""
         size = _limit(limit)
         _reason(reason)
-        conditions = _in_filter(where)
+        conditions = _in_filter(where, self._ctx.clock())
         if conditions is None:
             return []
         live = op.c.state == ATTEMPTED
@@ -478,7 +478,7 @@ class OperatorStore:
         """How many attempted operations match ``where``: what ``cancel_operations(where)``
         would still cancel, over as many calls as it takes. One count. Raises
         ``InvalidInput`` as ``cancel_operations``."""
-        conditions = _in_filter(where)
+        conditions = _in_filter(where, self._ctx.clock())
         if conditions is None:
             return 0
         return await self._count(op, [*conditions, op.c.state == ATTEMPTED])
@@ -492,7 +492,7 @@ class OperatorStore:
         One statement. Raises ``InvalidInput`` naming ``first`` for a limit out of range,
         else as ``cancel_operations`` does for the filter."""
         first = check.count("first", limit, minimum=1, maximum=MAX_FAILURE_GROUPS)
-        conditions = _in_filter(where, allow_empty=True)
+        conditions = _in_filter(where, self._ctx.clock(), allow_empty=True)
         if conditions is None:
             return []
         n = sa.func.count().label("n")
@@ -549,7 +549,7 @@ class OperatorStore:
         one, ``include`` or ``limit``."""
         size = _limit(limit)
         risks = _include(include)
-        conditions = _in_filter(where)
+        conditions = _in_filter(where, self._ctx.clock())
         if conditions is None:
             return []
         while True:
@@ -674,7 +674,7 @@ class OperatorStore:
         write that commits meanwhile may be counted or not. Raises ``InvalidInput`` as
         ``reissue_operations``."""
         risks = _include(include)
-        conditions = _in_filter(where)
+        conditions = _in_filter(where, self._ctx.clock())
         if conditions is None:
             return ReissueCounts(cancelled=0, outcome_unknown=0, blocked=0, remaining=0)
         unknown = outcome_unknown() if OUTCOME_UNKNOWN_RISK not in risks else sa.false()

@@ -68,9 +68,13 @@ _SHOWN = {"postgresql": "PostgreSQL (asyncpg)", "sqlite": "SQLite (aiosqlite)"}
 
 POSTGRESQL_ONLY = frozenset(
     {
-        "accounts.ENSURE_AND_LOCK_ACCOUNT",
         "batches.ENSURE_AND_LOCK_ACCOUNTS",
+        "claims.CLAIMS",
         "database.CUSTOM_PLANS",
+        "finalizes.FINALIZE_AND_OPEN",
+        "finalizes.FINALIZE_AND_OPEN_ITEMS",
+        "finalizes.FINALIZE_AND_OPEN_ITEMS_KEEPING_DOCUMENTS",
+        "finalizes.FINALIZE_AND_OPEN_KEEPING_DOCUMENT",
         "operations.LOCK_ACCOUNT_OF_OPERATION",
         "retention.SWEEP_UNLOCK",
         "retention.TRY_SWEEP_LOCK",
@@ -81,6 +85,10 @@ dialect, ``store.dialects``): they get no SQLite file."""
 
 SQLITE_ONLY = frozenset(
     {
+        "accounts.ENSURE_ACCOUNT",
+        "batches.CLAIM_OPERATIONS",
+        "batches.ENSURE_ACCOUNTS",
+        "operations.CLAIM",
         "batches.RECORD_OPERATIONS_KEEPING_SCHEDULE",
         "batches.RECORD_OPERATIONS_STAYING_KEEPING_SCHEDULE",
         "operations.RECORD_OPERATION_KEEPING_SCHEDULE",

@@ -101,7 +101,8 @@ class WatchFilter:
     """The filter of ``list_watches_matching`` and of ``rearm_watches``
     (``store.operator``); every field given must match.
 
-    ``document_ids``: an empty list matches nothing. ``status``: a verification status
+    ``document_ids``: an empty list matches nothing. ``source_id``: the provider entity's
+    id (with the owner, connector, model and account, one watch). ``status``: a verification status
     (``pending_verification``, ``verified``, ``repair_failed``). ``due_before`` (epoch ms):
     watches whose ``next_attempt_at`` is set and earlier. ``updated_after`` and
     ``updated_before`` (epoch ms) bound ``updated_at``: at or after the one, strictly
@@ -117,6 +118,7 @@ class WatchFilter:
     account_key: str | None = None
     updated_after: int | None = None
     updated_before: int | None = None
+    source_id: str | None = None
 
 
 def watch_filter_conditions(where: WatchFilter) -> list[sa.ColumnElement[bool]]:
@@ -128,6 +130,7 @@ def watch_filter_conditions(where: WatchFilter) -> list[sa.ColumnElement[bool]]:
         "connectorName": (watch.c.connector_name, where.connector_name),
         "model": (watch.c.model, where.model),
         "accountKey": (watch.c.account_key, where.account_key),
+        "sourceID": (watch.c.source_id, where.source_id),
     }
     conditions = [
         column == check.key(field, value)

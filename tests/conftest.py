@@ -70,11 +70,12 @@ async def database_url(
 
 @pytest.fixture(autouse=True)
 async def nothing_left_running(postgres_run: PostgresRun) -> AsyncIterator[None]:
-    """Fail the test that leaves a task running on the run's event loop, or, when it used
-    the run's PostgreSQL database, a session connected to that database. The whole run
-    shares one event loop and one database: a listener, sweeper or pool left by one test
-    goes on, and reconnects, during the next ones. What was left is then stopped (tasks
-    cancelled, sessions terminated), so that only the test that left it fails."""
+    """Fail the test that leaves a task running on the process's event loop, or, when it
+    used the process's PostgreSQL database, a session connected to that database. Every test
+    of a process (the run's, or a pytest-xdist worker's) shares one event loop and one
+    database: a listener, sweeper or pool left by one test goes on, and reconnects, during
+    the next ones. What was left is then stopped (tasks cancelled, sessions terminated), so
+    that only the test that left it fails."""
     before = asyncio.all_tasks()
     postgres_run.used = False
     yield
@@ -115,11 +116,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """A test failed by ``--timeout`` can leave a thread running that the interpreter waits
     for at exit, for ever (aiosqlite's, which the migrations use, are not daemon threads):
-    if the process has not exited ``EXIT_GRACE_S`` after the run, print every thread's
-    stack and end it with the run's status (1 if the run passed: a hang is a fault)."""
+    if the process has not exited ``EXIT_GRACE_S`` after its main thread ended, print every
+    thread's stack and end it with the run's status (1 if the run passed: a hang is a
+    fault). A pytest-xdist worker's main thread goes on after its run, serving the
+    controller until every worker is done: the grace starts only when it ends."""
     status = config.stash.get(EXIT_STATUS, 1) or 1
 
     def force_exit() -> None:
+        while threading.main_thread().is_alive():
+            time.sleep(0.5)
         time.sleep(EXIT_GRACE_S)
         print(f"the tests' process did not exit within {EXIT_GRACE_S:g} s", file=sys.stderr)
         faulthandler.dump_traceback(sys.stderr)

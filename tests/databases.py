@@ -1,5 +1,6 @@
 """Fresh test databases on both backends: a migrated SQLite template copied per test, and one
-PostgreSQL database per run, migrated once and truncated before each test."""
+PostgreSQL database per test process (the run's, or each pytest-xdist worker's), migrated once
+and truncated before each test."""
 
 import asyncio
 import os
@@ -46,10 +47,13 @@ def postgres_unavailable(reason: str) -> None:
 
 
 class PostgresRun:
-    """One database for this test run, created on first use and dropped at the end."""
+    """One database for this test process, created on first use and dropped at the end. Its
+    name holds the pytest-xdist worker's id (``gw0``, ``gw1``, ...; ``main`` without xdist)
+    and a random part, so that no two workers, nor two runs on one server, share one."""
 
     def __init__(self) -> None:
-        self.name = f"connector_test_{uuid.uuid4().hex[:12]}"
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        self.name = f"connector_test_{worker}_{uuid.uuid4().hex[:12]}"
         self.url: str | None = None
         self.error: str | None = None
         self.created = False
@@ -82,12 +86,14 @@ class PostgresRun:
         self.url = url
         return url
 
-    async def truncate(self) -> None:
+    async def truncate(self, restart_identity: bool = False) -> None:
+        """Empty every table (and restart their sequences when ``restart_identity``)."""
         assert self.url is not None
         connection = await asyncpg.connect(as_driver(self.url, "postgresql"))
         try:
             names = ", ".join(table.name for table in tables.metadata.sorted_tables)
-            await connection.execute(f"TRUNCATE {names}")
+            restart = " RESTART IDENTITY" if restart_identity else ""
+            await connection.execute(f"TRUNCATE {names}{restart}")
         finally:
             await connection.close()
 

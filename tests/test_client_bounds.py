@@ -92,12 +92,19 @@ def test_sendable__each_outcome_within_the_bounds():
         ("account_keys", ["acct"] * (bounds.MAX_BATCH + 1)),
         ("marker", ""),
         ("marker", "m" * (bounds.MAX_KEY_CHARS - 32)),
+        ("max_attempts", 0),
+        ("max_attempts", 2.5),
+        ("retry_base_ms", 0),
+        ("retry_max_ms", 999),
+        ("retry_max_ms", bounds.MAX_DELAY_MS + 1),
+        ("handler_timeout_s", 0),
+        ("handler_timeout_s", math.nan),
     ],
 )
 async def test_worker__arguments_out_of_bounds_raise_naming_the_argument(argument, value):
     async with Client("http://127.0.0.1:9/graphql") as client:
         with pytest.raises(ValueError, match=f"^{argument} must be"):
-            Worker(client, handle, **{argument: value})
+            Worker(client, handle, connector_name=None, **{argument: value})
 
 
 async def test_worker__arguments_at_the_bounds_are_taken():
@@ -113,7 +120,18 @@ async def test_worker__arguments_at_the_bounds_are_taken():
             shutdown_grace_s=0,
             account_keys=[],
             marker="m" * (bounds.MAX_KEY_CHARS - 33),
+            connector_name=None,
+            max_attempts=1,
+            retry_base_ms=1,
+            retry_max_ms=bounds.MAX_DELAY_MS,
+            handler_timeout_s=None,
         )
+
+
+async def test_worker__the_connector_is_chosen_explicitly():
+    async with Client("http://127.0.0.1:9/graphql") as client:
+        with pytest.raises(TypeError, match="connector_name"):
+            Worker(client, handle)  # type: ignore[call-arg]
 
 
 async def handle(batch: list[object]) -> list[Committed]:

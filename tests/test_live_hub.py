@@ -16,6 +16,7 @@ from resolvers.codes import TOO_MANY_SUBSCRIPTIONS, UNAUTHENTICATED
 from resolvers.live import Session
 from resolvers.permissions import Viewer
 from server.live import Hub, LiveLimits, WorkWaiter
+from store.errors import InvalidInput
 
 
 def test_work_waiter__a_connector_pending_once_however_often_told():
@@ -115,6 +116,22 @@ async def test_hub__bounds_per_connection_and_per_viewer():
     assert hub.subjects == {}
 
 
+@pytest.mark.parametrize("kind", ["operation", "watch"])
+@pytest.mark.parametrize("after", ["", "not-a-sequence", "f" * 33])
+async def test_hub__an_after_that_is_no_sequence_is_refused_as_such_on_an_empty_log(kind, after):
+    """An empty log has no head to compare ``after`` with: a malformed one is still refused
+    as no sequence, never as one past the newest."""
+    hub = Hub(FakeStore())  # type: ignore[arg-type]
+
+    async def read(at: str | None, size: int) -> list[object]:
+        return []
+
+    with pytest.raises(InvalidInput) as refused:
+        await anext(hub.events(Session(Viewer.service()), kind, read, after))  # type: ignore[arg-type]
+    assert refused.value.field == "after" and "event sequence" in str(refused.value)
+    assert hub.subjects == {}
+
+
 async def test_hub__a_subscription_ends_when_its_token_expires():
     hub = Hub(FakeStore())  # type: ignore[arg-type]
     stream = hub.work(Session(Viewer.service(), expires_at=time.time() - 1), None)
@@ -153,6 +170,39 @@ async def busy(hub: Hub, stream: AsyncIterator[object]) -> object:
     """The stream's next item, with a wake-up waiting for every ``workAvailable``."""
     hub.wake("calendar")
     return await anext(stream)
+
+
+async def test_hub__a_sign_in_sessions_event_streams_share_one_bound_work_available_its_own():
+    """``operationEvents`` and ``watchEvents`` count against one bound per sign-in session,
+    over every connection it opens; its ``workAvailable`` against another, and a worker's
+    token of the same ``sub`` against neither."""
+    hub = Hub(FakeStore(), LiveLimits(per_viewer=2))  # type: ignore[arg-type]
+    person = Viewer.of_token("service", "service")
+
+    def connection() -> Session:
+        return Session(person, sign_in="session-1")
+
+    opened = [
+        hub.events(connection(), "operation", ever_more, None),
+        hub.events(connection(), "watch", ever_more, None),
+    ]
+    for stream in opened:
+        await anext(stream)
+    for kind in ("operation", "watch"):
+        with pytest.raises(GraphQLError) as refused:
+            await anext(hub.events(connection(), kind, ever_more, None))
+        assert refused.value.extensions == {"code": TOO_MANY_SUBSCRIPTIONS, "limit": 2}
+        assert "sign-in session" in refused.value.message
+    others = [
+        hub.work(connection(), None),
+        hub.events(Session(person), "operation", ever_more, None),
+        hub.work(Session(person), None),
+    ]
+    for stream in others:
+        await busy(hub, stream)
+    for stream in [*opened, *others]:
+        await stream.aclose()  # type: ignore[attr-defined]
+    assert hub.subjects == {}
 
 
 @pytest.mark.parametrize("kind", ["events", "work"])

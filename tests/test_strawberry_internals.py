@@ -58,6 +58,7 @@ from strawberry.schema.schema import (
 )
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
+    Operation,
 )
 from strawberry.types.arguments import InputContext
 from strawberry.types.base import (
@@ -569,10 +570,14 @@ def test_transport_ws_handler__the_state_and_hooks_token_transport_ws_uses():
         assert handler.connection_init_received is False
         assert handler.connection_acknowledged is False
         assert handler.connection_init_timeout_task is None
+        assert handler.operations == {} and handler.max_subscriptions_per_connection is None
+        assert "task" in Operation.__slots__
         for hook, arguments in (
             ("handle_connection_init", ["message"]),
             ("handle_subscribe", ["message"]),
             ("shutdown", []),
+            ("send_message", ["message"]),
+            ("cleanup_operation", ["operation_id"]),
         ):
             method = getattr(BaseGraphQLTransportWSHandler, hook)
             assert inspect.iscoroutinefunction(method) and parameters(method) == arguments, hook

@@ -3,6 +3,7 @@
 reconnects), typed errors carrying ``extensions.code``."""
 
 from connector_store_client.client import Client
+from connector_store_client.enqueue import enqueue
 from connector_store_client.errors import (
     ConnectorStoreError,
     EventsCollected,
@@ -10,7 +11,8 @@ from connector_store_client.errors import (
     TransportError,
     UnsendableVariables,
 )
-from connector_store_client.events import follow_events
+from connector_store_client.events import events_head, follow_events
+from connector_store_client.handler_errors import HandlerRetries
 from connector_store_client.outcomes import (
     Committed,
     Deferred,
@@ -20,7 +22,8 @@ from connector_store_client.outcomes import (
     RetryAfter,
     sendable,
 )
-from connector_store_client.worker import LeasedOperation, Worker, WorkerStats, enqueue
+from connector_store_client.settling import LeasedOperation, WorkerStats
+from connector_store_client.worker import Worker
 
 __all__ = [
     "Client",
@@ -30,6 +33,7 @@ __all__ = [
     "EventsCollected",
     "Failed",
     "GraphQLResponseError",
+    "HandlerRetries",
     "LeasedOperation",
     "Outcome",
     "ProviderRetryPolicy",
@@ -39,6 +43,7 @@ __all__ = [
     "Worker",
     "WorkerStats",
     "enqueue",
+    "events_head",
     "follow_events",
     "sendable",
 ]

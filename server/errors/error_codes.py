@@ -154,78 +154,90 @@ class ErrorCodes(SchemaExtension):
         yield
 
     def coded(self, error: GraphQLError) -> GraphQLError:
-        """A copy of ``error`` with its code (cached validation errors are shared, so never
-        changed in place), or its masked stand-in. The steps in the module's order."""
-        phase = self.phases.get(id(error), Phase.EXECUTION)
-        original = error.original_error
-        extensions = dict(error.extensions or {})
-        request = phase is not Phase.EXECUTION or isinstance(error, RequestError)
-        if "code" in extensions:
-            pass
-        elif phase is Phase.PARSE:
-            extensions["code"] = GRAPHQL_PARSE_FAILED
-        elif phase is Phase.VALIDATION:
-            extensions["code"] = GRAPHQL_VALIDATION_FAILED
-        elif phase is Phase.VARIABLES:
-            extensions["code"] = BAD_USER_INPUT
-        elif isinstance(original, STREAM_REFUSALS):
-            return stream_refusal(error, original)
-        elif isinstance(original, InvalidInput):
-            extensions |= {"code": BAD_USER_INPUT, "field": original.field}
-        elif isinstance(original, EventsCollected):
-            extensions |= {"code": EVENTS_COLLECTED, "field": "after"}
-        elif isinstance(original, DatabaseUnavailable):
-            return self.unavailable(error, original)
-        elif isinstance(original, CasRetriesExhausted):
-            extensions |= {"code": CONFLICT, "retryable": True}
-        else:
-            return self.masked(error)
-        if request:
-            return request_error(error, extensions)
-        return GraphQLError(
-            error.message,
-            nodes=error.nodes,
-            source=error.source,
-            positions=error.positions,
-            path=error.path,
-            original_error=original,
-            extensions=extensions,
+        """``coded`` of ``error``, raised in the phase this step noted for it."""
+        return coded(
+            error,
+            self.phases.get(id(error), Phase.EXECUTION),
+            getattr(self.execution_context.context, "request_id", None),
         )
 
-    def unavailable(self, error: GraphQLError, cause: DatabaseUnavailable) -> GraphQLError:
-        """The database could not serve this field: say so with a retryable code and the
-        request id; the cause goes to the log, not to the client."""
-        request_id = getattr(self.execution_context.context, "request_id", None)
-        log.warning("database unavailable in request %s at %s: %s", request_id, error.path, cause)
-        busy = isinstance(cause, DatabaseBusy)
-        return GraphQLError(
-            "the database is busy; retry shortly"
-            if busy
-            else "the database is unavailable; retry later",
-            nodes=error.nodes,
-            path=error.path,
-            extensions={
-                "code": SERVICE_UNAVAILABLE,
-                "retryable": True,
-                "requestId": request_id,
-            },
-        )
 
-    def masked(self, error: GraphQLError) -> GraphQLError:
-        """A stand-in for an unexpected error: no detail leaves the server, the log has it."""
-        request_id = getattr(self.execution_context.context, "request_id", None)
-        log.error(
-            "unexpected error in request %s at %s",
-            request_id,
-            error.path,
-            exc_info=error.original_error,
-        )
-        return GraphQLError(
-            "Internal server error",
-            nodes=error.nodes,
-            path=error.path,
-            extensions={"code": INTERNAL_SERVER_ERROR, "requestId": request_id},
-        )
+def coded(error: GraphQLError, phase: Phase, request_id: str | None) -> GraphQLError:
+    """A copy of ``error``, raised in ``phase``, with its code (cached validation errors are
+    shared, so never changed in place), or its masked stand-in (logged with ``request_id``).
+    The steps in the module's order. Every path that answers a GraphQL result codes its
+    errors here (``ErrorCodes``, ``server.lean_lane``)."""
+    original = error.original_error
+    extensions = dict(error.extensions or {})
+    request = phase is not Phase.EXECUTION or isinstance(error, RequestError)
+    if "code" in extensions:
+        pass
+    elif phase is Phase.PARSE:
+        extensions["code"] = GRAPHQL_PARSE_FAILED
+    elif phase is Phase.VALIDATION:
+        extensions["code"] = GRAPHQL_VALIDATION_FAILED
+    elif phase is Phase.VARIABLES:
+        extensions["code"] = BAD_USER_INPUT
+    elif isinstance(original, STREAM_REFUSALS):
+        return stream_refusal(error, original)
+    elif isinstance(original, InvalidInput):
+        extensions |= {"code": BAD_USER_INPUT, "field": original.field}
+    elif isinstance(original, EventsCollected):
+        extensions |= {"code": EVENTS_COLLECTED, "field": "after"}
+    elif isinstance(original, DatabaseUnavailable):
+        return unavailable(error, original, request_id)
+    elif isinstance(original, CasRetriesExhausted):
+        extensions |= {"code": CONFLICT, "retryable": True}
+    else:
+        return masked(error, request_id)
+    if request:
+        return request_error(error, extensions)
+    return GraphQLError(
+        error.message,
+        nodes=error.nodes,
+        source=error.source,
+        positions=error.positions,
+        path=error.path,
+        original_error=original,
+        extensions=extensions,
+    )
+
+
+def unavailable(
+    error: GraphQLError, cause: DatabaseUnavailable, request_id: str | None
+) -> GraphQLError:
+    """The database could not serve this field: say so with a retryable code and the
+    request id; the cause goes to the log, not to the client."""
+    log.warning("database unavailable in request %s at %s: %s", request_id, error.path, cause)
+    busy = isinstance(cause, DatabaseBusy)
+    return GraphQLError(
+        "the database is busy; retry shortly"
+        if busy
+        else "the database is unavailable; retry later",
+        nodes=error.nodes,
+        path=error.path,
+        extensions={
+            "code": SERVICE_UNAVAILABLE,
+            "retryable": True,
+            "requestId": request_id,
+        },
+    )
+
+
+def masked(error: GraphQLError, request_id: str | None) -> GraphQLError:
+    """A stand-in for an unexpected error: no detail leaves the server, the log has it."""
+    log.error(
+        "unexpected error in request %s at %s",
+        request_id,
+        error.path,
+        exc_info=error.original_error,
+    )
+    return GraphQLError(
+        "Internal server error",
+        nodes=error.nodes,
+        path=error.path,
+        extensions={"code": INTERNAL_SERVER_ERROR, "requestId": request_id},
+    )
 
 
 STREAM_REFUSALS = (CannotGetOperationTypeError, InvalidOperationTypeError, MissingQueryError)

@@ -1,10 +1,14 @@
 """The subgraph's own fields: ``_service`` gives SDL with our keys; ``_entities`` resolves
 our entities by key for a viewer that may see them, null otherwise, and refuses a
-representation that names no entity of ours with ``BAD_USER_INPUT``."""
+representation that names no entity of ours with ``BAD_USER_INPUT``; ``Query.node`` is
+shareable, so a Relay subgraph composes beside ours."""
+
+import json
 
 import pytest
 
 from tests.api.conftest import app_client, claim_input, error_codes
+from tests.e2e.live import node
 from tests.tokens import mint
 
 CLAIM = "mutation($input: ClaimOperationInput!) { claimOperation(input: $input) { __typename } }"
@@ -60,3 +64,15 @@ async def test_entities__representations_count_against_the_request_rows(gql):
     assert body["errors"][0]["extensions"]["field"] == "representations"
     fits = await gql.query(ENTITIES, {"r": many[:1000]})
     assert "errors" not in fits and len(fits["data"]["_entities"]) == 1000
+
+
+async def test_service_sdl__composes_beside_a_relay_subgraph(gql, tmp_path):
+    """``Query.node`` is shareable: a subgraph with the Relay ``Node`` interface and its own
+    ``Query.node`` composes with ours (Apollo's ``composeServices``)."""
+    sdl = (await gql.query("{ _service { sdl } }"))["data"]["_service"]["sdl"]
+    (tmp_path / "store.graphql").write_text(sdl)
+
+    composed = node("compose-relay.mjs", str(tmp_path / "store.graphql"), timeout_s=120)
+
+    assert composed.returncode == 0, composed.stderr
+    assert json.loads(composed.stdout.splitlines()[-1]) == {"errors": []}

@@ -24,6 +24,7 @@ OPERATOR_MUTATIONS = {
     "forceReleaseLeases",
     "setAccountLimit",
     "throttleAccount",
+    "liftThrottle",
 }
 LEASE = {"leaseToken": "worker-1", "leaseMs": 60_000, "limit": 50}
 

@@ -23,9 +23,9 @@ import server.websocket
 from resolvers.codes import UNAUTHENTICATED
 from server.settings import Settings
 from store import ConnectorStore
-from tests.api.conftest import error_codes
+from tests.api.conftest import claim_input, error_codes
 from tests.api.live_client import MULTIPART, WAIT_S, Served, parts, served, session_token, socket
-from tests.factories import claimed_operation
+from tests.factories import pending_watch
 from tests.tokens import bearer, mint
 
 pytestmark = pytest.mark.slow
@@ -40,8 +40,12 @@ machine, short enough to wait for."""
 STREAMS = {
     "operationEvents": "subscription { operationEvents { sequence } }",
     "workAvailable": "subscription { workAvailable { connectorName } }",
+    "watchEvents": "subscription { watchEvents { sequence } }",
 }
 SERVER_TIME = {"query": "{ serverTime }"}
+CLAIM = (
+    "mutation Claim($input: ClaimOperationInput!) { claimOperation(input: $input) { __typename } }"
+)
 
 
 async def nothing() -> None:
@@ -50,12 +54,13 @@ async def nothing() -> None:
 
 @contextlib.asynccontextmanager
 async def flowing(store: ConnectorStore) -> AsyncIterator[None]:
-    """Operations claimed one after another while the block runs: a steady flow of events
-    and of wake-ups for ``calendar``."""
+    """Operations claimed and finalized one after another while the block runs, each
+    arming a watch: a steady flow of operation and watch events and of wake-ups for
+    ``calendar``."""
 
     async def claim_on() -> None:
         for n in itertools.count():
-            await claimed_operation(store, operation_id=f"flow-{n}", source_id=f"flow-{n}")
+            await pending_watch(store, operation_id=f"flow-{n}", source_id=f"flow-{n}")
             await asyncio.sleep(FLOW_PAUSE_S)
 
     task = asyncio.create_task(claim_on())
@@ -156,7 +161,9 @@ async def test_exp__ends_a_busy_multipart_stream_unauthenticated(store, field):
 
 
 @pytest.mark.parametrize("field", STREAMS)
-async def test_sign_out__closes_a_busy_websocket_4403(store, field):
+async def test_sign_out__ends_a_busy_websockets_streams_unauthenticated_then_closes_4403(
+    store, field
+):
     async with served(store) as app:
         token = await session_token(app, store)
         async with flowing(store):
@@ -165,6 +172,10 @@ async def test_sign_out__closes_a_busy_websocket_4403(store, field):
             )
         status = await refused_now(app, token)
     first_is_an_item(field, messages[0]["payload"])
+    *_, ended, completed = messages
+    assert error_codes(ended["payload"]) == [UNAUTHENTICATED], messages[-3:]
+    assert "signed out" in ended["payload"]["errors"][0]["message"]
+    assert completed == {"id": "1", "type": "complete"}
     assert code == 4403 and "signed out" in reason
     assert status == 401
 
@@ -182,3 +193,29 @@ async def test_exp__ends_a_busy_websockets_streams_unauthenticated_then_closes_4
     assert messages[ended + 1 :] in ([], [{"id": "1", "type": "complete"}]), messages[ended:]
     assert code == 4403 and "expired" in reason
     assert status == 401
+
+
+async def test_exp__a_websockets_next_operation_runs_nothing_before_the_close(store, monkeypatch):
+    """An expired token's connection is closed a grace after its ``exp`` (its streams'
+    errors go out first); an operation sent in that grace, a mutation even, runs nothing:
+    the connection closes 4403 at once, as a new request with the token is 401."""
+    monkeypatch.setattr(server.websocket, "EXPIRY_CLOSE_GRACE_S", WAIT_S)
+    late = {"query": CLAIM, "variables": {"input": claim_input(operationID="late-1")}}
+    messages: list[dict[str, Any]] = []
+    async with served(store, Settings(sweeper=False, jwt_leeway_seconds=0)) as app:
+        token = mint("did:key:worker", "service", ttl=TOKEN_TTL_S)
+        async with asyncio.timeout(WAIT_S), socket(app) as sock:
+            assert await sock.init(token) == {"type": "connection_ack"}
+            while await refused_now(app, token) != 401:
+                await asyncio.sleep(0.1)
+            await sock.send({"id": "1", "type": "subscribe", "payload": late})
+            try:
+                while True:
+                    messages.append(json.loads(await sock.connection.recv()))
+            except websockets.ConnectionClosed as closed:
+                assert closed.rcvd is not None, "closed without a close frame"
+                code, reason = closed.rcvd.code, closed.rcvd.reason
+        claimed = await store.operations.get_operation("did:key:caller", "late-1")
+    assert messages == []
+    assert code == 4403 and "expired" in reason
+    assert claimed is None

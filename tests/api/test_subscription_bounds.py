@@ -145,6 +145,31 @@ async def test_a_connections_bound_is_exact_when_many_subscribe_at_once(store):
     assert outcomes(list(firsts.values()), "workAvailable") == (BOUND, 2 * BOUND)
 
 
+async def test_a_burst_of_subscribes_on_one_websocket_is_refused_as_the_bound_refuses(store):
+    """Subscribes sent faster than they start pass Strawberry's own bound on the operations
+    in flight (twice the connection's; a worker's token: no session check between them):
+    each refused one still ends as the hub refuses, a
+    ``next`` carrying ``TOO_MANY_SUBSCRIPTIONS``, then ``complete``; exactly the bound is
+    accepted."""
+    burst = 10 * BOUND
+    async with served(store, bounded(per_connection=BOUND)) as app, socket(app) as sock:
+        await sock.init(SERVICE_TOKEN)
+        await asyncio.gather(*(sock.subscribe(str(id_), WORK["query"]) for id_ in range(burst)))
+        sent: dict[str, list[dict[str, Any]]] = {}
+        settled: set[str] = set()
+        while len(settled) < burst:
+            message = await sock.receive()
+            sent.setdefault(message["id"], []).append(message)
+            accepted = message["type"] == "next" and "errors" not in message["payload"]
+            if accepted or message["type"] in ("complete", "error"):
+                settled.add(message["id"])
+    refused = [messages for messages in sent.values() if "errors" in messages[0]["payload"]]
+    assert len(sent) - len(refused) == BOUND, sent
+    for messages in refused:
+        assert [message["type"] for message in messages] == ["next", "complete"], messages
+        assert error_codes(messages[0]["payload"]) == [TOO_MANY_SUBSCRIPTIONS], messages
+
+
 async def test_a_persons_streams_never_refuse_a_workers_work_available(store):
     """A person's tab signed in with the workers' very ``sub`` (``service``) holds its
     bound of event streams and of ``workAvailable`` open: a worker's token still subscribes

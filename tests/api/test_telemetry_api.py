@@ -8,12 +8,23 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from server.app import create_app
-from server.logs import JsonFormatter, TextFormatter, configure_logging, redact
+from server.logs import (
+    CREDENTIAL,
+    SECRET_PAIR,
+    URL_PASSWORD,
+    JsonFormatter,
+    TextFormatter,
+    configure_logging,
+    quoted,
+    redact,
+)
 from server.settings import Settings
 from server.telemetry import valid_request_id
 from store import ConnectorStore
@@ -200,3 +211,33 @@ def test_configure_logging__libraries_never_log_statements_at_debug():
         assert logging.getLogger("connector_store").getEffectiveLevel() == logging.DEBUG
     finally:
         configure_logging("info", "text")
+
+
+@given(
+    st.one_of(
+        st.none(),
+        st.integers(),
+        st.text(max_size=40),
+        st.text(alphabet=st.sampled_from('ab"\\\t\x7f é'), max_size=8),
+        st.floats(allow_nan=False),
+    )
+)
+@example('say "hi"')
+@example("a\\b")
+@example("tab\there")
+def test_quoted__writes_what_json_writes(value):
+    assert quoted(value) == json.dumps(value, default=str)
+
+
+SECRETISH = st.lists(
+    st.sampled_from([*"ab :/@=\t-_.", "Bearer ", "basic ", "password", "TOKEN", "://"]),
+    max_size=12,
+).map("".join)
+
+
+@given(SECRETISH)
+def test_redact__the_precheck_skips_only_what_no_pattern_changes(text):
+    full = SECRET_PAIR.sub(
+        r"\1=***", CREDENTIAL.sub(r"\1 ***", URL_PASSWORD.sub(r"\g<scheme>\g<user>:***@", text))
+    )
+    assert redact(text) == full

@@ -36,6 +36,7 @@ async def main() -> None:
         worker = Worker(
             client,
             handle,
+            connector_name=None,
             batch_size=20,
             lease_ms=2_000,
             fallback_s=0.5,

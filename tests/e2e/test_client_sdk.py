@@ -134,7 +134,9 @@ async def committed_once_within_the_cap(client: Client, count: int, every: int) 
         in_handlers.subtract(accounts)
         return [Committed({"id": operation.deterministic_event_id}) for operation in batch]
 
-    worker = Worker(client, handle, batch_size=250, concurrency=4, lease_ms=60_000)
+    worker = Worker(
+        client, handle, connector_name=None, batch_size=250, concurrency=4, lease_ms=60_000
+    )
     stats = await worker.run(until_idle=True)
 
     assert stats.committed == count and stats.lost == 0

@@ -26,6 +26,15 @@ async def test_throttle_account__until_store_now_plus_retry_after(store, clock):
     assert throttled.account.max_in_flight == 3
 
 
+async def test_lift_throttle__ends_it_now_and_keeps_the_cap(store, clock):
+    await store.accounts.set_account_limit("calendar", "acct-1", 3)
+    await store.accounts.throttle_account("calendar", "acct-1", 5_000)
+
+    lifted = await store.accounts.lift_throttle("calendar", "acct-1")
+
+    assert (lifted.account.throttled_until, lifted.account.max_in_flight) == (None, 3)
+
+
 async def test_list_accounts__keyset_pages_with_in_flight(store):
     await claimed_operation(store, account_key="b")
     await store.accounts.set_account_limit("calendar", "a", 1)

@@ -756,7 +756,7 @@ async def test_sqlite__a_claim_is_one_hop_with_its_account_and_commit(database, 
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
-async def test_sqlite__a_finalize_is_two_hops_its_commit_with_the_watch(
+async def test_sqlite__a_finalize_is_one_hop_its_commit_with_the_watch(
     database, clock, monkeypatch
 ):
     store = ConnectorStore(database, clock=clock)
@@ -775,8 +775,8 @@ async def test_sqlite__a_finalize_is_two_hops_its_commit_with_the_watch(
     monkeypatch.undo()
 
     assert done is not None and done.watch.repair_generation == 1
-    # The finalize with its event; the watch reading the winner, with its event and COMMIT.
-    assert len(hops) == 2
+    # The finalize with its event, the watch reading the winner with its event, and COMMIT.
+    assert len(hops) == 1
     assert (await reread(store, record)).state == "committed"
 
 

@@ -571,6 +571,18 @@ async def test_rearm_watches__filter_and_limit(store):
     assert [w.source_id for w in limited] == ["evt-0"]
 
 
+async def test_rearm_watches__a_source_id_names_one_watch_of_its_siblings(store):
+    for n in range(3):
+        await repair_failed_watch(store, operation_id=f"op-{n}", source_id=f"evt-{n}")
+
+    one = await store.operator.rearm_watches(
+        WatchFilter(connector_name="calendar", source_id="evt-1")
+    )
+
+    assert [w.source_id for w in one] == ["evt-1"]
+    assert await store.operator.count_rearmable(WatchFilter(connector_name="calendar")) == 2
+
+
 async def test_count_rearmable__exact_past_the_limit(store):
     for n in range(3):
         await repair_failed_watch(store, operation_id=f"op-{n}", source_id=f"evt-{n}")

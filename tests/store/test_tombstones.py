@@ -10,7 +10,6 @@ from dataclasses import replace
 import pytest
 import sqlalchemy as sa
 
-from store import batches as batches_module
 from store import operations as operations_module
 from store import operator as operator_module
 from store.database import Database
@@ -19,7 +18,7 @@ from store.operations import OperationFilter
 from store.operator import ReissueCounts, reissue_key
 from store.retention import MAX_COLLECT_LIMIT
 from store.tables import account, operation, operation_tombstone
-from store.tombstones import envelope_digest, key_digest
+from store.tombstones import PUT_TOMBSTONE, envelope_digest, key_digest, tombstone_row
 from tests.factories import (
     LEASE_MS,
     bulk_finished_operations,
@@ -243,11 +242,12 @@ async def test_claim_operation__claimed_afresh_once_the_tombstone_expired(store,
     assert result.operation is not None and result.operation.state == "attempted"
 
 
-async def test_claim_operation__probes_tombstones_only_when_its_insert_created_a_row(
+async def test_claim_operation__probes_no_tombstone_apart_from_its_insert(
     store, clock, monkeypatch
 ):
-    """The claim's hot path: a key that exists costs no tombstone probe; a fresh row one on
-    PostgreSQL, none on SQLite (the insert's own guard is exact under its write lock)."""
+    """The claim's hot path: neither a fresh row nor a key that exists costs a probe of its
+    own; the insert's guard asks (and on PostgreSQL the claim statement's last step asks
+    again, ``store.claims``)."""
     probes: list[bytes] = []
     probe = operations_module.get_tombstone
 
@@ -261,7 +261,7 @@ async def test_claim_operation__probes_tombstones_only_when_its_insert_created_a
     drifted = await store.operations.claim_operation(lease(store, payload_hash="sha256:other"))
 
     assert (fresh.status, replayed.status, drifted.status) == ("claimed", "exists", "conflict")
-    assert probes == ([key_digest(CALLER, "op-1")] if store.db.is_postgres else [])
+    assert probes == []
 
 
 # --- claimOperations -------------------------------------------------------------------------
@@ -333,26 +333,29 @@ async def test_claim_operations__every_item_collected_writes_nothing(store, data
     assert await operation_count(database) == 0
 
 
-async def test_claim_operations__probes_only_the_rows_it_inserted(store, clock, monkeypatch):
-    probed: list[list[bytes]] = []
-    find = batches_module.find_tombstones
-
-    async def counted(db, digests):
-        probed.append(list(digests))
-        return await find(db, digests)
-
-    monkeypatch.setattr(batches_module, "find_tombstones", counted)
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_claim_operations__probes_only_the_rows_it_inserted(store, clock):
+    """SQLite probes the tombstones of the keys its insert created, in its transaction; on
+    PostgreSQL the insert's guard and the statement's last step do (``store.claims``)."""
     await claimed_operation(store, operation_id="op-old", source_id="evt-old")
+    probed: list[list[bytes]] = []
 
-    await store.batches.claim_operations(
-        [
-            lease(store, operation_id="op-old", source_id="evt-old"),
-            lease(store, operation_id="op-new", source_id="evt-new"),
-        ]
-    )
+    def observe(sql, values, _transaction):
+        if "FROM kubun_connector_operation_tombstone" in sql and "INSERT" not in sql:
+            probed.append([value for value in values if isinstance(value, bytes)])
 
-    # An empty list runs no statement.
-    assert [digests for digests in probed if digests] == [[key_digest(CALLER, "op-new")]]
+    store.db.statement_observer = observe
+    try:
+        await store.batches.claim_operations(
+            [
+                lease(store, operation_id="op-old", source_id="evt-old"),
+                lease(store, operation_id="op-new", source_id="evt-new"),
+            ]
+        )
+    finally:
+        store.db.statement_observer = None
+
+    assert probed == [[key_digest(CALLER, "op-new")]]
 
 
 # --- expiry -----------------------------------------------------------------------------------
@@ -411,6 +414,57 @@ async def test_collect_finished_operations__a_key_collected_again_keeps_the_newe
 
 
 # --- races ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_claim_operation__a_collection_committed_while_its_insert_waits_answers_collected(
+    store, database, database_url, clock
+):
+    """The claim's insert waits on the row a collection is deleting; the collection commits
+    its tombstone, which the claim's snapshot, taken before, does not hold: the claim's last
+    step asks again with a snapshot of its own (``store.claims``), and the claim answers
+    ``collected``, writing nothing."""
+    await committed_operation(store)
+    clock.advance(1000)
+    collector_db = Database(database_url)
+    await collector_db.connect()
+    held, release = asyncio.Event(), asyncio.Event()
+
+    async def collect() -> None:
+        async with collector_db.write_transaction():
+            rows = await collector_db.write_all(
+                sa.delete(operation)
+                .where(operation.c.caller_did == CALLER, operation.c.operation_id == "op-1")
+                .returning(operation)
+            )
+            await collector_db.write_prepared(PUT_TOMBSTONE, tombstone_row(rows[0], clock.now))
+            held.set()
+            await release.wait()
+
+    async def waiting_on_a_lock() -> bool:
+        row = await database.fetch_one(
+            sa.text(
+                "SELECT count(*) AS n FROM pg_stat_activity "
+                "WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            )
+        )
+        return row is not None and row["n"] > 0
+
+    try:
+        collecting = asyncio.create_task(collect())
+        await held.wait()
+        claiming = asyncio.create_task(store.operations.claim_operation(lease(store)))
+        while not await waiting_on_a_lock():
+            await asyncio.sleep(0.01)
+        release.set()
+        await collecting
+        result = await claiming
+    finally:
+        release.set()
+        await collector_db.disconnect()
+
+    assert result.status == "collected"
+    assert await store.operations.get_operation(CALLER, "op-1") is None
 
 
 async def test_claims_racing_collection__a_replayed_key_is_never_claimed_afresh(

@@ -2,6 +2,8 @@
 connectors, three accounts, operations in every state, a committed one with its watch, a
 failed one, a repair-failed watch, and a live one due now (its lease already lapsed)."""
 
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +93,21 @@ async def claimed(api: Api, operation_id: str, now: int, **overrides: Any) -> di
     return given
 
 
+CLAIMS = """
+mutation ($input: ClaimOperationsInput!) {
+  claimOperations(input: $input) { results { __typename } }
+}
+"""
+
+
+async def claimed_many(api: Api, ids: list[str], now: int, **overrides: Any) -> None:
+    """Claim each of ``ids`` (as ``claimed``), 500 a request."""
+    for start in range(0, len(ids), 500):
+        items = [claim_input(i, now, **overrides) for i in ids[start : start + 500]]
+        results = (await api(CLAIMS, input={"items": items}))["claimOperations"]["results"]
+        assert {r["__typename"] for r in results} == {"OperationClaimed"}, results
+
+
 def key_of(given: dict[str, Any]) -> dict[str, Any]:
     return {"callerDID": given["callerDID"], "operationID": given["operationID"]}
 
@@ -127,6 +144,44 @@ async def failed(api: Api, operation_id: str, now: int, **overrides: Any) -> dic
     return given
 
 
+async def repair_failed(api: Api, operation_id: str, now: int, **overrides: Any) -> dict[str, Any]:
+    """Commit, then fail the watch's first verification: a REPAIR_FAILED watch; the claim's
+    input."""
+    given = await committed(api, operation_id, now, **overrides)
+    await fail_verification(api, given, now)
+    return given
+
+
+async def fail_verification(api: Api, given: dict[str, Any], now: int) -> None:
+    """Fail the first verification of the watch of ``given`` (a committed claim's input),
+    with ``REPAIR_FAILURE``: the watch is REPAIR_FAILED."""
+    identity = {
+        name: given[name]
+        for name in ("ownerDID", "connectorName", "model", "accountKey", "sourceID")
+    }
+    verified = await api(
+        VERIFY,
+        input={
+            "identity": identity,
+            "generation": 1,
+            "fetchedDigest": "digest-wrong",
+            "maxAttempts": 1,
+            "dueAt": now + LEASE_MS,
+            "errorMessage": REPAIR_FAILURE,
+        },
+    )
+    assert verified["recordVerification"]["outcome"] == "REPAIR_FAILED", verified
+
+
+@contextlib.asynccontextmanager
+async def api_of(seeded: Seeded) -> AsyncIterator[Api]:
+    """A service's client of the seeded server."""
+    async with httpx.AsyncClient(
+        base_url=seeded.url, headers=bearer(seeded.token), timeout=60
+    ) as http:
+        yield Api(http)
+
+
 async def seed(url: str) -> Seeded:
     """Write the seeded data to the server at ``url``."""
     async with httpx.AsyncClient(base_url=url, headers=bearer(SERVICE_TOKEN)) as http:
@@ -141,22 +196,7 @@ async def seed(url: str) -> Seeded:
         ]
         # Enqueued (claimed unleased): due now, for leaseOperations.
         due = await claimed(api, "op-due", now, leaseToken=None, leaseExpiresAt=None)
-        identity = {
-            name: repair[name]
-            for name in ("ownerDID", "connectorName", "model", "accountKey", "sourceID")
-        }
-        verified = await api(
-            VERIFY,
-            input={
-                "identity": identity,
-                "generation": 1,
-                "fetchedDigest": "digest-wrong",
-                "maxAttempts": 1,
-                "dueAt": now + LEASE_MS,
-                "errorMessage": REPAIR_FAILURE,
-            },
-        )
-        assert verified["recordVerification"]["outcome"] == "REPAIR_FAILED", verified
+        await fail_verification(api, repair, now)
     return Seeded(
         url=url,
         token=SERVICE_TOKEN,

@@ -36,12 +36,18 @@ async def due_ids(seeded: Seeded) -> set[str]:
     return {op["operationID"] for op in data["dueOperations"]}
 
 
-async def test_pause__from_the_page_stops_leasing_for_the_account(page, seeded):
+async def test_pause__from_the_page_asks_first_then_stops_leasing_for_the_account(page, seeded):
     assert seeded.due in await due_ids(seeded)
     await page.goto(seeded.url + "/ui#/accounts")
     row = page.locator('#accounts tr[data-account="calendar/acct-1"]')
 
     await row.get_by_role("button", name="Pause").click()
+    confirm = row.get_by_role("group", name="Confirm: Pause")
+    assert "Nothing of calendar / acct-1 is leased until it is resumed" in (
+        await confirm.inner_text()
+    )
+    assert seeded.due in await due_ids(seeded)
+    await confirm.get_by_role("button", name="Confirm").click()
     await page.locator("#notice", has_text="calendar / acct-1 is paused.").wait_for()
 
     leased = (await api(seeded, LEASE))["leaseOperations"]["operations"]
@@ -69,7 +75,7 @@ async def test_cancel__a_filter_touching_two_rows_asks_first_then_says_what_it_d
     assert states["op-live-1"] == states[seeded.due] == ("FAILED", "cancelled")
 
 
-async def test_observer__sees_no_action_buttons(browser, server, seeded):
+async def test_observer__sees_no_action_buttons_nor_their_controls(browser, server, seeded):
     views = [
         "overview",
         "operations?state=ATTEMPTED&connector=calendar",
@@ -79,6 +85,7 @@ async def test_observer__sees_no_action_buttons(browser, server, seeded):
         f"operation?caller=did:key:worker&id={seeded.failed}",
     ]
     seen: dict[str, dict[str, int]] = {}
+    inputs: dict[str, dict[str, int]] = {}
     for who, sub, scope in [
         ("service", "service", "service"),
         ("observer", "did:key:obs", "observer"),
@@ -94,9 +101,14 @@ async def test_observer__sees_no_action_buttons(browser, server, seeded):
                 await page.locator("main h2").first.wait_for()
                 await page.locator("main table, main dl").first.wait_for()
                 seen.setdefault(who, {})[view] = await page.locator("button.action").count()
+                # Controls that only feed an action: row checkboxes, the spread, a cap.
+                controls = page.locator("main input[type=checkbox], main input[type=number]")
+                inputs.setdefault(who, {})[view] = await controls.count()
 
     assert all(seen["service"][view] > 0 for view in views if view != "overview"), seen
     assert seen["observer"] == dict.fromkeys(views, 0), seen
+    assert inputs["service"]["accounts"] > 0 and inputs["service"]["failures"] > 0, inputs
+    assert inputs["observer"] == dict.fromkeys(views, 0), inputs
 
 
 async def test_operator_reissue_all__skips_the_cancelled_and_says_so(page, seeded):

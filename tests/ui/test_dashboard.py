@@ -122,7 +122,7 @@ async def test_failed_operation__its_page_shows_the_error_and_the_history(page, 
         "RECORDED",
     ]
     recorded = (await events.nth(1).locator("td").all_inner_texts())[1:]
-    assert recorded == ["RECORDED", "service", "ATTEMPTED → FAILED", "1", "permanent 422", FAILURE]
+    assert recorded == ["RECORDED", "permanent 422", FAILURE, "ATTEMPTED → FAILED", "1", "service"]
 
     await page.goto(seeded.url + "/ui#/failures")
     failed = page.locator(f'#failed-operations tr[data-operation="{seeded.failed}"]')

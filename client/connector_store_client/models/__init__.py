@@ -11,7 +11,7 @@ from .claim_operations import (
     ClaimOperationsClaimOperationsResultsOperationExistsOperation,
 )
 from .client import Client
-from .enums import DeferReason, OperationAction, OperationState
+from .enums import DeferReason, OperationAction, OperationRun, OperationState
 from .exceptions import (
     GraphQLClientError,
     GraphQLClientGraphQLError,
@@ -53,11 +53,14 @@ from .mark_sends_started import (
     MarkSendsStartedMarkSendsStartedResults,
     MarkSendsStartedMarkSendsStartedResultsOperation,
 )
+from .operation_counts import OperationCounts, OperationCountsOperationCounts
 from .operation_events import (
     OperationEvents,
     OperationEventsOperationEvents,
     OperationEventsOperationEventsOperation,
 )
+from .operation_events_head import OperationEventsHead
+from .operation_outcome import OperationOutcome, OperationOutcomeOperation
 from .record_operations import (
     RecordOperations,
     RecordOperationsRecordOperations,
@@ -119,11 +122,17 @@ __all__ = [
     "MarkSendsStartedMarkSendsStartedResults",
     "MarkSendsStartedMarkSendsStartedResultsOperation",
     "OperationAction",
+    "OperationCounts",
+    "OperationCountsOperationCounts",
     "OperationEvents",
+    "OperationEventsHead",
     "OperationEventsOperationEvents",
     "OperationEventsOperationEventsOperation",
     "OperationFilter",
     "OperationKeyInput",
+    "OperationOutcome",
+    "OperationOutcomeOperation",
+    "OperationRun",
     "OperationState",
     "RecordOperationInput",
     "RecordOperations",

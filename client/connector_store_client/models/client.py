@@ -18,7 +18,10 @@ from .input_types import (
 )
 from .lease_operations import LeaseOperations
 from .mark_sends_started import MarkSendsStarted
+from .operation_counts import OperationCounts
 from .operation_events import OperationEvents
+from .operation_events_head import OperationEventsHead
+from .operation_outcome import OperationOutcome
 from .record_operations import RecordOperations
 from .release_leases import ReleaseLeases
 from .renew_leases import RenewLeases
@@ -274,6 +277,22 @@ class Client(AsyncBaseClient):
         ):
             yield WorkAvailable.model_validate(data)
 
+    async def operation_events_head(self, **kwargs: Any) -> OperationEventsHead:
+        query = gql("""
+            query OperationEventsHead {
+              operationEventsHead
+            }
+            """)
+        variables: dict[str, object] = {}
+        response = await self.execute(
+            query=query,
+            operation_name="OperationEventsHead",
+            variables=variables,
+            **kwargs,
+        )
+        data = self.get_data(response)
+        return OperationEventsHead.model_validate(data)
+
     async def operation_events(
         self,
         filter_: Union[Optional[OperationFilter], UnsetType] = UNSET,
@@ -331,3 +350,50 @@ class Client(AsyncBaseClient):
         )
         data = self.get_data(response)
         return ThrottleAccount.model_validate(data)
+
+    async def operation_counts(
+        self, connector_name: Union[Optional[str], UnsetType] = UNSET, **kwargs: Any
+    ) -> OperationCounts:
+        query = gql("""
+            query OperationCounts($connectorName: String) {
+              operationCounts(connectorName: $connectorName) {
+                state
+                count
+              }
+            }
+            """)
+        variables: dict[str, object] = {"connectorName": connector_name}
+        response = await self.execute(
+            query=query, operation_name="OperationCounts", variables=variables, **kwargs
+        )
+        data = self.get_data(response)
+        return OperationCounts.model_validate(data)
+
+    async def operation_outcome(
+        self, caller_did: str, operation_id: str, **kwargs: Any
+    ) -> OperationOutcome:
+        query = gql("""
+            query OperationOutcome($callerDID: String!, $operationID: String!) {
+              operation(callerDID: $callerDID, operationID: $operationID) {
+                callerDID
+                operationID
+                state
+                attempts
+                lastKind
+                lastError
+                resultEntity
+              }
+            }
+            """)
+        variables: dict[str, object] = {
+            "callerDID": caller_did,
+            "operationID": operation_id,
+        }
+        response = await self.execute(
+            query=query,
+            operation_name="OperationOutcome",
+            variables=variables,
+            **kwargs,
+        )
+        data = self.get_data(response)
+        return OperationOutcome.model_validate(data)

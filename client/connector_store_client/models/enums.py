@@ -21,6 +21,13 @@ class OperationAction(str, Enum):
     RESUMED = "RESUMED"
 
 
+class OperationRun(str, Enum):
+    LEASED = "LEASED"
+    DUE = "DUE"
+    SCHEDULED = "SCHEDULED"
+    DEFERRED = "DEFERRED"
+
+
 class OperationState(str, Enum):
     ATTEMPTED = "ATTEMPTED"
     COMMITTED = "COMMITTED"

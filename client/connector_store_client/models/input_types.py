@@ -3,7 +3,7 @@ from typing import Any, Optional
 from pydantic import Field
 
 from .base_model import BaseModel
-from .enums import DeferReason, OperationState
+from .enums import DeferReason, OperationRun, OperationState
 
 
 class ClaimOperationInput(BaseModel):
@@ -146,6 +146,10 @@ class OperationFilter(BaseModel):
     "Operations last written at or after this time."
     updated_before: Optional[int] = Field(alias="updatedBefore", default=None)
     "Operations last written before this time (not earlier than updatedAfter)."
+    run: Optional[OperationRun] = None
+    "Only ATTEMPTED operations that stand so now: leased, due, scheduled or deferred."
+    search: Optional[str] = None
+    "Operations whose operationID, target or sourceID holds this text (1 to 200 characters), in any case of its ASCII letters: a part of an id finds it."
 
 
 class OperationKeyInput(BaseModel):

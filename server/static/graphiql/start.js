@@ -1,7 +1,10 @@
 // GraphiQL at /graphql, signed in as the dashboard is (/signin/session.js): by a sign-in
 // link's code (/graphql#sign-in=<code>), its session's token kept in this tab and renewed
 // while the page is open. Each request carries the tab's token; an Authorization set in the
-// Headers tab takes its place (and its refusal leaves the tab's token be).
+// Headers tab takes its place (and its refusal leaves the tab's token be). A subscription
+// (operationEvents, workAvailable, …) runs over graphql-transport-ws on /graphql, the token
+// in connection_init's payload; each event shows as it comes, until the stream ends or the
+// run is stopped.
 import { forget, signInFromAddress, signOut, signedIn, token } from "/signin/session.js";
 
 const bar = document.getElementById("session");
@@ -31,9 +34,73 @@ function show(error) {
   }
 }
 
+function isSubscription(params, options) {
+  const operations = (options?.documentAST?.definitions || []).filter(
+    (definition) => definition.kind === "OperationDefinition",
+  );
+  const chosen = params.operationName
+    ? operations.find((operation) => operation.name?.value === params.operationName)
+    : operations[0];
+  return chosen?.operation === "subscription";
+}
+
+// One subscription over graphql-transport-ws: an async iterable of its results (GraphiQL
+// shows each), ended by the server's `complete`, an `error`, a close, or GraphiQL's stop.
+function subscribe(params, authorization) {
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  const socket = new WebSocket(`${scheme}://${location.host}/graphql`, "graphql-transport-ws");
+  const queue = [];
+  let wake = null;
+  const push = (item) => {
+    queue.push(item);
+    if (wake) {
+      wake();
+      wake = null;
+    }
+  };
+  const send = (message) => socket.readyState === WebSocket.OPEN && socket.send(JSON.stringify(message));
+  socket.onopen = () =>
+    send({ type: "connection_init", payload: authorization ? { Authorization: authorization } : {} });
+  socket.onmessage = (event) => {
+    const message = JSON.parse(event.data);
+    if (message.type === "connection_ack") send({ id: "1", type: "subscribe", payload: params });
+    else if (message.type === "ping") send({ type: "pong" });
+    else if (message.type === "next") push({ value: message.payload });
+    else if (message.type === "error") push({ value: { errors: message.payload } });
+    if (message.type === "error" || message.type === "complete") push({ last: true });
+  };
+  socket.onclose = (event) => {
+    if (event.code !== 1000) {
+      const why = event.reason || "the connection closed";
+      push({ value: { errors: [{ message: `${why} (${event.code})` }] } });
+    }
+    push({ last: true });
+  };
+  const close = () => {
+    send({ id: "1", type: "complete" });
+    socket.close(1000);
+    return Promise.resolve({ done: true, value: undefined });
+  };
+  return {
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+    async next() {
+      while (!queue.length) await new Promise((resolve) => (wake = resolve));
+      const item = queue.shift();
+      return item.last ? close() : { done: false, value: item.value };
+    },
+    return: close,
+  };
+}
+
 async function fetcher(params, options) {
   const current = token();
   const headers = current ? { Authorization: `Bearer ${current}` } : {};
+  if (isSubscription(params, options)) {
+    const typed = Object.entries(options?.headers || {}).find(([name]) => name.toLowerCase() === "authorization");
+    return subscribe(params, typed ? typed[1] : headers.Authorization);
+  }
   const result = await GraphiQL.createFetcher({ url: "/graphql", headers })(params, options);
   const typed = Object.keys(options?.headers || {}).some((name) => name.toLowerCase() === "authorization");
   if (!typed && current && result?.errors?.[0]?.extensions?.code === "UNAUTHENTICATED" && token() === current) {

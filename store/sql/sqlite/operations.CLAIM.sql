@@ -3,7 +3,7 @@
 -- Parameters are shown by name (:p_now); the driver gets them by position.
 
 -- 1. the write
--- bound when built: param_1 = 1, param_2 = -1, param_3 = 0, param_4 = -1, param_5 = 1
+-- bound when built: param_1 = 1, param_2 = 1, param_3 = -1, param_4 = 0
 INSERT INTO kubun_connector_operation (caller_did, operation_id, node_key, owner_did, connector_name, model, op, account_key, target, source_id, deterministic_event_id, payload_hash, reissue_intent, provider_etag, document_id, result_entity, state, attempts, next_attempt_at, defer_reason, last_kind, last_http_status, last_error, send_marker, version, incarnation, lease_token, lease_expires_at, created_at, updated_at, reissued_from, reissued_as)
 SELECT :p_caller_did AS caller_did,
   :p_operation_id AS operation_id,
@@ -31,108 +31,63 @@ SELECT :p_caller_did AS caller_did,
   :p_send_marker AS send_marker,
   :p_version AS version,
   :p_incarnation AS incarnation,
-  CASE WHEN (NOT (EXISTS (
-    SELECT *
-    FROM kubun_connector_account
-    WHERE kubun_connector_account.connector_name = :p_connector_name
-      AND kubun_connector_account.account_key = :p_account_key
-      AND (kubun_connector_account.paused_at IS NOT NULL OR kubun_connector_account.throttled_until > :p_now)
-  )) AND NOT (EXISTS (
-    SELECT *
-    FROM kubun_connector_paused_connector
-    WHERE kubun_connector_paused_connector.connector_name = :p_connector_name
-  )) AND NOT (EXISTS (
-    SELECT *
-    FROM kubun_connector_account
-    WHERE kubun_connector_account.connector_name = :p_connector_name
-      AND kubun_connector_account.account_key = :p_account_key
-      AND kubun_connector_account.max_in_flight IS NOT NULL
-      AND kubun_connector_account.max_in_flight <= (
-        SELECT count(*) AS count_1
-        FROM kubun_connector_operation AS leased
-        WHERE leased.connector_name = :p_connector_name
-          AND leased.account_key = :p_account_key
-          AND leased.state = 'attempted'
-          AND leased.lease_token IS NOT NULL
-          AND leased.lease_expires_at >= :p_now
-      )
-  )) AND NOT EXISTS (
-    SELECT *
-    FROM kubun_connector_operation AS entity_other
-    WHERE entity_other.state = 'attempted'
-      AND entity_other.owner_did = :p_owner_did
-      AND entity_other.connector_name = :p_connector_name
-      AND entity_other.model = :p_model
-      AND entity_other.account_key = :p_account_key
-      AND entity_other.source_id = :p_source_id
-  ) AND NOT (EXISTS (
-    SELECT :param_1 AS anon_1
-    FROM kubun_connector_operation AS entity_other
-    WHERE entity_other.state = 'attempted'
-      AND entity_other.owner_did = :p_owner_did
-      AND entity_other.connector_name = :p_connector_name
-      AND entity_other.model = :p_model
-      AND entity_other.account_key = :p_account_key
-      AND entity_other.source_id = :p_source_id
-      AND entity_other.state = 'attempted'
-      AND entity_other.lease_token IS NOT NULL
-      AND entity_other.lease_expires_at >= :p_now
-    LIMIT :param_2
-    OFFSET :param_3
-  ))) THEN :p_lease_token ELSE NULL END AS lease_token,
-  CASE WHEN (NOT (EXISTS (
-    SELECT *
-    FROM kubun_connector_account
-    WHERE kubun_connector_account.connector_name = :p_connector_name
-      AND kubun_connector_account.account_key = :p_account_key
-      AND (kubun_connector_account.paused_at IS NOT NULL OR kubun_connector_account.throttled_until > :p_now)
-  )) AND NOT (EXISTS (
-    SELECT *
-    FROM kubun_connector_paused_connector
-    WHERE kubun_connector_paused_connector.connector_name = :p_connector_name
-  )) AND NOT (EXISTS (
-    SELECT *
-    FROM kubun_connector_account
-    WHERE kubun_connector_account.connector_name = :p_connector_name
-      AND kubun_connector_account.account_key = :p_account_key
-      AND kubun_connector_account.max_in_flight IS NOT NULL
-      AND kubun_connector_account.max_in_flight <= (
-        SELECT count(*) AS count_1
-        FROM kubun_connector_operation AS leased
-        WHERE leased.connector_name = :p_connector_name
-          AND leased.account_key = :p_account_key
-          AND leased.state = 'attempted'
-          AND leased.lease_token IS NOT NULL
-          AND leased.lease_expires_at >= :p_now
-      )
-  )) AND NOT EXISTS (
-    SELECT *
-    FROM kubun_connector_operation AS entity_other
-    WHERE entity_other.state = 'attempted'
-      AND entity_other.owner_did = :p_owner_did
-      AND entity_other.connector_name = :p_connector_name
-      AND entity_other.model = :p_model
-      AND entity_other.account_key = :p_account_key
-      AND entity_other.source_id = :p_source_id
-  ) AND NOT (EXISTS (
-    SELECT :param_1 AS anon_1
-    FROM kubun_connector_operation AS entity_other
-    WHERE entity_other.state = 'attempted'
-      AND entity_other.owner_did = :p_owner_did
-      AND entity_other.connector_name = :p_connector_name
-      AND entity_other.model = :p_model
-      AND entity_other.account_key = :p_account_key
-      AND entity_other.source_id = :p_source_id
-      AND entity_other.state = 'attempted'
-      AND entity_other.lease_token IS NOT NULL
-      AND entity_other.lease_expires_at >= :p_now
-    LIMIT :param_4
-    OFFSET :param_3
-  ))) THEN :p_lease_expires_at ELSE :p_now - :param_5 END AS lease_expires_at,
+  CASE WHEN decided.allowed THEN :p_lease_token ELSE NULL END AS lease_token,
+  CASE WHEN decided.allowed THEN :p_lease_expires_at ELSE :p_now - :param_1 END AS lease_expires_at,
   :p_created_at AS created_at,
   :p_updated_at AS updated_at,
   :p_reissued_from AS reissued_from,
   :p_reissued_as AS reissued_as
+FROM (
+  SELECT NOT (EXISTS (
+    SELECT *
+    FROM kubun_connector_account
+    WHERE kubun_connector_account.connector_name = :p_connector_name
+      AND kubun_connector_account.account_key = :p_account_key
+      AND (kubun_connector_account.paused_at IS NOT NULL OR kubun_connector_account.throttled_until > :p_now)
+  )) AND NOT (EXISTS (
+    SELECT *
+    FROM kubun_connector_paused_connector
+    WHERE kubun_connector_paused_connector.connector_name = :p_connector_name
+  )) AND NOT (EXISTS (
+    SELECT *
+    FROM kubun_connector_account
+    WHERE kubun_connector_account.connector_name = :p_connector_name
+      AND kubun_connector_account.account_key = :p_account_key
+      AND kubun_connector_account.max_in_flight IS NOT NULL
+      AND kubun_connector_account.max_in_flight <= (
+        SELECT count(*) AS count_1
+        FROM kubun_connector_operation AS leased
+        WHERE leased.connector_name = :p_connector_name
+          AND leased.account_key = :p_account_key
+          AND leased.state = 'attempted'
+          AND leased.lease_token IS NOT NULL
+          AND leased.lease_expires_at >= :p_now
+      )
+  )) AND NOT EXISTS (
+    SELECT *
+    FROM kubun_connector_operation AS entity_other
+    WHERE entity_other.state = 'attempted'
+      AND entity_other.owner_did = :p_owner_did
+      AND entity_other.connector_name = :p_connector_name
+      AND entity_other.model = :p_model
+      AND entity_other.account_key = :p_account_key
+      AND entity_other.source_id = :p_source_id
+  ) AND NOT (EXISTS (
+    SELECT :param_2 AS anon_1
+    FROM kubun_connector_operation AS entity_other
+    WHERE entity_other.state = 'attempted'
+      AND entity_other.owner_did = :p_owner_did
+      AND entity_other.connector_name = :p_connector_name
+      AND entity_other.model = :p_model
+      AND entity_other.account_key = :p_account_key
+      AND entity_other.source_id = :p_source_id
+      AND entity_other.state = 'attempted'
+      AND entity_other.lease_token IS NOT NULL
+      AND entity_other.lease_expires_at >= :p_now
+    LIMIT :param_3
+    OFFSET :param_4
+  )) AS allowed
+) AS decided
 WHERE NOT (EXISTS (
   SELECT *
   FROM kubun_connector_operation_tombstone

@@ -3,7 +3,14 @@
 // its mutation once per selected operation, its filter naming that operation's key.
 import { html, useRef, useState } from "/ui/assets/htm-preact-standalone.module.js";
 import { run } from "./api.js";
-import { Action, plural, reissued } from "./common.js";
+import { Action, CANCEL_REASON, plural, reissued, useViewer } from "./common.js";
+
+/** Whether the viewer may act on selected rows (cancel or reissue them): else no row is
+ * selectable, and no checkbox is shown. */
+export function useSelects() {
+  const { mutations } = useViewer();
+  return mutations.includes("cancelOperations") || mutations.includes("reissueOperations");
+}
 
 const keyOf = (op) => `${op.callerDID}\n${op.operationID}`;
 
@@ -36,6 +43,7 @@ export function useSelection(scope) {
 
 /** The header cell selecting every row of the page. */
 export function SelectAll({ rows, selection }) {
+  if (!useSelects()) return null;
   const all = rows.length > 0 && selection.picked(rows).length === rows.length;
   return html`<th scope="col" class="select">
     <label
@@ -50,8 +58,10 @@ export function SelectAll({ rows, selection }) {
   </th>`;
 }
 
-/** The cell selecting one row. */
-export function SelectRow({ op, selection }) {
+/** The cell selecting one row; an empty cell for a row that cannot be selected (``none``). */
+export function SelectRow({ op, selection, none = false }) {
+  if (!useSelects()) return null;
+  if (none) return html`<td class="select"></td>`;
   return html`<td class="select">
     <input
       type="checkbox"
@@ -75,7 +85,8 @@ async function each(ops, document, inputOf) {
 /** What the selection may have done to it: cancel the selected ATTEMPTED operations, reissue
  * the selected FAILED ones never reissued (rows without ``reissuedAs`` are asked about and
  * skipped by the API when they were). Each asks first, saying what it touches and risks. */
-export function SelectedActions({ rows, selection, after }) {
+export function SelectedActions({ rows, selection, after, reason = CANCEL_REASON }) {
+  if (!useSelects()) return null;
   const picked = selection.picked(rows);
   const live = picked.filter((op) => op.state === "ATTEMPTED");
   const failed = picked.filter((op) => op.state === "FAILED" && !op.reissuedAs);
@@ -97,7 +108,7 @@ export function SelectedActions({ rows, selection, after }) {
       perform=${() =>
         each(live, "DashboardCancelOperations", (op) => ({
           filter: only(op, "ATTEMPTED"),
-          reason: "cancelled from the dashboard",
+          reason,
         })).then((answers) => ({
           cancelled: answers.reduce((n, d) => n + d.cancelOperations.cancelled, 0),
         }))}

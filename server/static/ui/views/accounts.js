@@ -1,7 +1,19 @@
 // Accounts: caps, throttles and pauses of every provider account.
 import { html, useEffect, useState } from "/ui/assets/htm-preact-standalone.module.js";
 import { useLive, useRefresh, operationEvents } from "../lib/live.js";
-import { Action, Time, Failure, allAccounts, useViewer } from "../lib/common.js";
+import {
+  Action,
+  Time,
+  Failure,
+  allAccounts,
+  useViewer,
+  throttled,
+  ThrottleBadge,
+  LiftThrottle,
+} from "../lib/common.js";
+
+/** The most seconds a throttle may last (the API's 86,400,000 ms). */
+export const THROTTLE_MAX_S = 86400;
 
 /** The account's cap, editable where the token may (setAccountLimit): empty for none. */
 function Limit({ account, after }) {
@@ -36,6 +48,16 @@ function Limit({ account, after }) {
   </span>`;
 }
 
+/** Why ``seconds`` (as typed) is no throttle's length, or null when it is one: a whole
+ * number of seconds from 1 to ``THROTTLE_MAX_S``. */
+export function refusal(seconds) {
+  const n = Number(seconds);
+  if (seconds.trim() === "" || !Number.isInteger(n) || n < 1 || n > THROTTLE_MAX_S) {
+    return `a whole number of seconds from 1 to ${THROTTLE_MAX_S} (24 hours).`;
+  }
+  return null;
+}
+
 /** Lease nothing of the account for a number of seconds, where the token may
  * (throttleAccount). */
 function Throttle({ account, after }) {
@@ -47,9 +69,12 @@ function Throttle({ account, after }) {
     <input
       type="number"
       min="1"
-      max="86400"
+      max=${THROTTLE_MAX_S}
+      step="1"
+      required
       class="short"
       aria-label=${`Throttle ${name} for (seconds)`}
+      aria-invalid=${refusal(seconds) ? "true" : undefined}
       value=${seconds}
       onInput=${(e) => setSeconds(e.target.value)}
     />
@@ -60,8 +85,9 @@ function Throttle({ account, after }) {
       input=${{
         connectorName: account.connectorName,
         accountKey: account.accountKey,
-        retryAfterMs: Math.round(Number(seconds) * 1000),
+        retryAfterMs: Number(seconds) * 1000,
       }}
+      check=${() => (refusal(seconds) ? `Throttle ${name} for: ${refusal(seconds)}` : null)}
       done=${() => `${name} is throttled for ${seconds} s.`}
       after=${after}
     />
@@ -69,6 +95,7 @@ function Throttle({ account, after }) {
 }
 
 export function Accounts() {
+  const viewer = useViewer();
   const [state, setState] = useState({ data: null, error: null });
   const [round, setRound] = useState(0);
   const [spread, setSpread] = useState("0");
@@ -93,12 +120,13 @@ export function Accounts() {
   };
   return html`
     <h2>Accounts</h2>
-    <p>
+    ${viewer.mutations.includes("resumeAccount") &&
+    html`<p>
       <label
         >Resume spreads the account's due backlog over (seconds)${" "}
         <input type="number" min="0" max="86400" value=${spread} onInput=${(e) => setSpread(e.target.value)}
       /></label>
-    </p>
+    </p>`}
     <p class="actions">
       ${state.data.connectors.map(({ connectorName, pausedAt }) => {
         const mine = state.data.accounts.filter((a) => a.connectorName === connectorName);
@@ -149,8 +177,8 @@ export function Accounts() {
               <${Limit} account=${a} after=${reload} />
             </td>
             <td data-throttle>
-              ${a.throttledUntil !== null && a.throttledUntil > now
-                ? html`<${Time} ms=${a.throttledUntil} />`
+              ${throttled(a, now)
+                ? html`<${ThrottleBadge} account=${a} now=${now} /> <${LiftThrottle} account=${a} after=${reload} />`
                 : html`<span class="note">not throttled</span>`}
               <${Throttle} account=${a} after=${reload} />
             </td>
@@ -176,6 +204,7 @@ export function Accounts() {
                     document="DashboardPauseAccount"
                     label="Pause"
                     input=${{ connectorName: a.connectorName, accountKey: a.accountKey }}
+                    risk=${`Nothing of ${a.connectorName} / ${a.accountKey} is leased until it is resumed; leases held run on.`}
                     done=${said("pause")}
                     after=${reload}
                   />`}

@@ -17,6 +17,9 @@ import {
   operationLink,
   watchLink,
   Rearm,
+  Reissue,
+  RiskBadge,
+  useViewer,
 } from "../lib/common.js";
 import { SelectAll, SelectRow, SelectedActions, useSelection } from "../lib/selection.js";
 
@@ -73,7 +76,7 @@ function GroupOperations({ group, version }) {
         ${rows.map(
           (op) => html`<tr data-operation=${op.operationID}>
             <${SelectRow} op=${op} selection=${selection} />
-            <td><a href=${operationLink(op)}>${op.operationID}</a></td>
+            <td><a href=${operationLink(op)}>${op.operationID}</a> <${RiskBadge} op=${op} /></td>
             <td class="mono">${op.callerDID}</td>
             <td>${op.connectorName}</td>
             <td>${op.accountKey}</td>
@@ -112,7 +115,8 @@ function FailureGroups({ groups, version, after }) {
       else next.add(n);
       return next;
     });
-  return html`<fieldset class="risks">
+  const viewer = useViewer();
+  return html`${viewer.mutations.includes("reissueOperations") && html`<fieldset class="risks">
       <legend>A group's reissue also reissues (the provider may already hold these writes)</legend>
       ${RISKS.map(
         ([risk, label]) => html`<label
@@ -125,7 +129,7 @@ function FailureGroups({ groups, version, after }) {
           />${" "}${label}</label
         >${" "}`,
       )}
-    </fieldset>
+    </fieldset>`}
     <table tabindex="0" id="failure-groups">
     <caption>FAILED operations by kind and message (largest group first)</caption>
     <thead>
@@ -171,7 +175,7 @@ function FailureGroups({ groups, version, after }) {
                   risk=${include.length
                     ? "It reissues operations the provider may already hold: their writes may be sent twice."
                     : undefined}
-                  remainingOf=${(d) => d.reissueOperations.remaining}
+                  bulk
                   done=${(d) => reissued(d.reissueOperations)}
                   after=${after}
                 />`}
@@ -210,7 +214,7 @@ export function Failures() {
         label="Reissue every FAILED operation"
         input=${{ filter: { states: ["FAILED"] } }}
         count=${countReissuable({ states: ["FAILED"] })}
-        remainingOf=${(d) => d.reissueOperations.remaining}
+        bulk
         done=${(d) => reissued(d.reissueOperations)}
         after=${reload}
       />`}
@@ -221,7 +225,7 @@ export function Failures() {
         label="Re-arm every REPAIR_FAILED watch"
         input=${{ filter: { status: "REPAIR_FAILED" } }}
         count=${countRearmable({ status: "REPAIR_FAILED" })}
-        remainingOf=${(d) => d.rearmWatches.remaining}
+        bulk
         done=${(d) =>
           `Re-armed ${plural(d.rearmWatches.rearmed, "watch", "watches")}.` +
           left(d.rearmWatches.remaining)}
@@ -231,8 +235,8 @@ export function Failures() {
     <${FailureGroups} groups=${data.failureGroups} version=${data} after=${reload} />
     <${SelectedActions} rows=${unissued} selection=${selection} after=${reload} />
     <table tabindex="0" id="failed-operations">
-      <caption>FAILED operations (oldest first${data.operations.pageInfo.hasNextPage
-        ? html`; <a href=${link("operations", { state: "FAILED" })}>all of them</a>`
+      <caption>FAILED operations (newest first${data.operations.pageInfo.hasNextPage
+        ? html`; <a href=${link("operations", { state: "FAILED", order: "newest" })}>all of them</a>`
         : ""})</caption>
       <thead>
         <tr>
@@ -252,28 +256,21 @@ export function Failures() {
         ${operations.length === 0 && html`<tr><td colspan="10">No failed operations.</td></tr>`}
         ${operations.map(
           (op) => html`<tr data-operation=${op.operationID}>
-            ${op.reissuedAs ? html`<td></td>` : html`<${SelectRow} op=${op} selection=${selection} />`}
+            <${SelectRow} op=${op} selection=${selection} none=${Boolean(op.reissuedAs)} />
             <td><a href=${operationLink(op)}>${op.operationID}</a></td>
             <td class="mono">${op.callerDID}</td>
             <td>${op.connectorName}</td>
             <td>${op.accountKey}</td>
             <td class="num">${op.attempts}</td>
-            <td>${[op.lastKind, op.lastHttpStatus].filter((v) => v !== null).join(" ")}</td>
+            <td>
+              ${[op.lastKind, op.lastHttpStatus].filter((v) => v !== null).join(" ")}${" "}<${RiskBadge} op=${op} />
+            </td>
             <td data-last-error>${op.lastError}</td>
             <td><${Time} ms=${op.updatedAt} /></td>
             <td>
               ${op.reissuedAs
                 ? html`<a href=${operationLink(op.reissuedAs)}>${op.reissuedAs.operationID}</a>`
-                : html`<${Action}
-                    field="reissueOperations"
-                    document="DashboardReissueOperations"
-                    label="Reissue"
-                    input=${{
-                      filter: { callerDID: op.callerDID, operationID: op.operationID, states: ["FAILED"] },
-                    }}
-                    done=${(d) => reissued(d.reissueOperations)}
-                    after=${reload}
-                  />`}
+                : html`<${Reissue} op=${op} after=${reload} />`}
             </td>
           </tr>`,
         )}

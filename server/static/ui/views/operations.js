@@ -18,13 +18,24 @@ import {
   typedTime,
   typedZone,
   ZoneContext,
+  RiskBadge,
+  OpID,
+  RunBadge,
+  RUNS,
+  useReason,
 } from "../lib/common.js";
 import { SelectAll, SelectRow, SelectedActions, useSelection } from "../lib/selection.js";
 
 export const FILTER_FIELDS = [
-  "state", "id", "connector", "account", "owner", "caller", "party", "document", "kind", "after_time",
+  "state", "run", "q", "error", "id", "connector", "account", "owner", "caller", "party", "document", "kind", "after_time",
   "before_time", "order",
 ];
+
+/** Whether the screen is a phone's (the style's phone breakpoint): the filter form starts
+ * folded there, so the rows come first. */
+export function phone() {
+  return matchMedia("(max-width: 40rem)").matches;
+}
 
 /** The page the view's parameters name: ``after`` a cursor, ``before`` one (backwards), or
  * the last page (``page=last``); else the first. ``order=newest`` lists newest first. */
@@ -41,6 +52,9 @@ export function filterOf(params, zone) {
   const filter = {};
   const given = (name) => params.get(name) || null;
   if (given("state")) filter.states = given("state").split(",");
+  if (given("run")) filter.run = given("run");
+  if (given("q")) filter.search = given("q");
+  if (given("error")) filter.lastError = given("error");
   if (given("id")) filter.operationID = given("id");
   if (given("connector")) filter.connectorName = given("connector");
   if (given("account")) filter.accountKey = given("account");
@@ -57,9 +71,9 @@ export function filterOf(params, zone) {
 /** What may change whether an operation is listed under ``filter``: the events of the
  * operations of its fixed fields (an event's ``toState`` is what a filter's ``states`` match,
  * so an operation leaving the state shown would go unheard; a subscription refuses
- * ``documentIDs`` and the times). */
+ * ``documentIDs``, ``run`` and the times). */
 export function liveFilter(filter) {
-  const { states, kind, updatedAfter, updatedBefore, documentIDs, ...fixed } = filter;
+  const { states, run, search, lastError, kind, updatedAfter, updatedBefore, documentIDs, ...fixed } = filter;
   return Object.keys(fixed).length ? fixed : null;
 }
 
@@ -81,6 +95,7 @@ export function Operations({ params }) {
   );
   useLive([operationEvents(liveFilter(filter))], reload, params.toString());
   const selection = useSelection(`${params}|${zone}`);
+  const [reasonField, reason] = useReason();
   const form = Object.fromEntries(FILTER_FIELDS.map((n) => [n, params.get(n) || ""]));
   const submit = (event) => {
     event.preventDefault();
@@ -90,12 +105,16 @@ export function Operations({ params }) {
     location.hash = link("operations", values);
   };
   const rows = data ? data.operations.edges.map((e) => e.node) : [];
+  const leased = filter.run === "LEASED";
+  const filtered = FILTER_FIELDS.filter((n) => n !== "order" && form[n]).length;
   const live = Object.keys(filter).length ? inState(filter, "ATTEMPTED") : null;
   const failed = Object.keys(filter).length ? inState(filter, "FAILED") : null;
   // The filter form is the user's until Apply: uncontrolled fields (defaultValue, selected),
   // so a live re-render keeps what is being typed; a new route remounts it (its key).
   return html`
     <h2>Operations</h2>
+    <details class="filter-box" open=${!phone()}>
+    <summary>Filter${filtered ? ` (${plural(filtered, "field")} set)` : ""}</summary>
     <form key=${params.toString()} class="filters" onSubmit=${submit} aria-label="Filter operations">
       <label
         >States (none chosen: any)
@@ -105,7 +124,18 @@ export function Operations({ params }) {
           )}
         </select>
       </label>
-      <label>Operation ID <input name="id" defaultValue=${form.id} /></label>
+      <label
+        >Now
+        <select name="run">
+          <option value="" selected=${form.run === ""}>any</option>
+          ${RUNS.map(([run, label]) => html`<option value=${run} selected=${form.run === run}>${label}</option>`)}
+        </select>
+      </label>
+      <label
+        >Search (a part of an ID, a target or a source; any case)
+        <input name="q" type="search" defaultValue=${form.q}
+      /></label>
+      <label>Operation ID (exact) <input name="id" defaultValue=${form.id} /></label>
       <label>Connector <input name="connector" defaultValue=${form.connector} /></label>
       <label>Account <input name="account" defaultValue=${form.account} /></label>
       <label>Owner DID <input name="owner" defaultValue=${form.owner} /></label>
@@ -113,6 +143,7 @@ export function Operations({ params }) {
       <label>Caller or owner DID <input name="party" defaultValue=${form.party} /></label>
       <label>Document ID <input name="document" defaultValue=${form.document} /></label>
       <label>Last outcome kind <input name="kind" defaultValue=${form.kind} /></label>
+      <label>Last error (exact) <input name="error" defaultValue=${form.error} /></label>
       <label
         >Updated from (${typedZone(zone)})
         <input type="datetime-local" step="1" name="after_time" defaultValue=${form.after_time}
@@ -130,10 +161,12 @@ export function Operations({ params }) {
       </label>
       <button type="submit">Apply</button>
     </form>
+    </details>
     <p class="note">
-      ${form.order === "newest" ? "Newest first" : "Oldest first"} (by when each was claimed).${" "}
+      ${form.order === "newest" ? "Newest first" : "Oldest first"} (by when each was claimed: its Claimed column).${" "}
       ${data && html`<span id="operations-total">${plural(data.operations.totalCount, "operation")} match.</span>`}
     </p>
+    ${data && reasonField && html`<p class="actions">${reasonField}</p>`}
     ${data &&
     html`<p class="actions">
       ${live &&
@@ -141,9 +174,9 @@ export function Operations({ params }) {
         field="cancelOperations"
         document="DashboardCancelOperations"
         label="Cancel the matching ATTEMPTED operations"
-        input=${{ filter: live, reason: "cancelled from the dashboard" }}
+        input=${{ filter: live, reason }}
         count=${countCancellable(live)}
-        remainingOf=${(d) => d.cancelOperations.remaining}
+        bulk
         done=${(d) =>
           `Cancelled ${plural(d.cancelOperations.cancelled, "operation")}.` +
           left(d.cancelOperations.remaining)}
@@ -156,47 +189,58 @@ export function Operations({ params }) {
         label="Reissue the matching FAILED operations"
         input=${{ filter: failed }}
         count=${countReissuable(failed)}
-        remainingOf=${(d) => d.reissueOperations.remaining}
+        bulk
         done=${(d) => reissued(d.reissueOperations)}
         after=${reload}
       />`}
     </p>`}
     <${Failure} error=${error} />
     ${!data && !error && html`<p aria-busy="true">Loading…</p>`}
-    ${data && html`<${SelectedActions} rows=${rows} selection=${selection} after=${reload} />`}
+    ${data && html`<${SelectedActions} rows=${rows} selection=${selection} after=${reload} reason=${reason} />`}
     ${data &&
-    html`<table tabindex="0" id="operations">
-        <caption>Operations${later ? " (a later page)" : ""}</caption>
+    html`<table tabindex="0" id="operations" class="cards">
+        <caption>
+          ${leased ? "Leased now: who runs what (its run marker), since its last write, until its lease expires" : "Operations"}${later ? " (a later page)" : ""}
+        </caption>
         <thead>
           <tr>
             <${SelectAll} rows=${rows} selection=${selection} />
             <th scope="col">Operation</th>
-            <th scope="col">Caller</th>
-            <th scope="col">Owner</th>
+            <th scope="col">State</th>
+            <th scope="col">Last outcome</th>
+            <th scope="col" class="num">Attempts</th>
+            <th scope="col">Next attempt</th>
+            ${leased && html`<th scope="col">Run marker</th><th scope="col">Since (last write)</th><th scope="col">Lease until</th>`}
             <th scope="col">Connector</th>
             <th scope="col">Account</th>
-            <th scope="col">State</th>
-            <th scope="col" class="num">Attempts</th>
-            <th scope="col">Last outcome</th>
-            <th scope="col">Next attempt</th>
+            <th scope="col">Caller</th>
+            <th scope="col">Owner</th>
+            <th scope="col">Claimed</th>
             <th scope="col">Updated</th>
           </tr>
         </thead>
         <tbody>
-          ${rows.length === 0 && html`<tr><td colspan="11">No operations match.</td></tr>`}
+          ${rows.length === 0 && html`<tr><td colspan=${leased ? 15 : 12}>No operations match.</td></tr>`}
           ${rows.map(
             (op) => html`<tr data-operation=${op.operationID}>
               <${SelectRow} op=${op} selection=${selection} />
-              <td><a href=${operationLink(op)}>${op.operationID}</a></td>
-              <td class="mono">${op.callerDID}</td>
-              <td class="mono">${op.ownerDID}</td>
-              <td>${op.connectorName}</td>
-              <td>${op.accountKey}</td>
-              <td class=${`state-${op.state}`} data-state>${op.state}</td>
-              <td class="num">${op.attempts}</td>
-              <td>${[op.lastKind, op.lastHttpStatus].filter((v) => v !== null).join(" ")}</td>
-              <td><${Time} ms=${op.nextAttemptAt} /></td>
-              <td><${Time} ms=${op.updatedAt} /></td>
+              <td data-label="Operation"><a href=${operationLink(op)}><${OpID} id=${op.operationID} /></a></td>
+              <td data-label="State" class=${`state-${op.state}`} data-state>
+                ${op.state}${" "}<${RiskBadge} op=${op} /><${RunBadge} op=${op} now=${data.serverTime} />
+              </td>
+              <td data-label="Last outcome">${[op.lastKind, op.lastHttpStatus].filter((v) => v !== null).join(" ")}</td>
+              <td data-label="Attempts" class="num">${op.attempts}</td>
+              <td data-label="Next attempt"><${Time} ms=${op.state === "ATTEMPTED" ? op.nextAttemptAt : null} /></td>
+              ${leased &&
+              html`<td data-label="Run marker" class="mono" data-marker>${op.sendMarker ?? html`<span class="note">no send yet</span>`}</td>
+                <td data-label="Since (last write)"><${Time} ms=${op.updatedAt} /></td>
+                <td data-label="Lease until" data-lease-until><${Time} ms=${op.leaseExpiresAt} /></td>`}
+              <td data-label="Connector">${op.connectorName}</td>
+              <td data-label="Account">${op.accountKey}</td>
+              <td data-label="Caller" class="mono">${op.callerDID}</td>
+              <td data-label="Owner" class="mono">${op.ownerDID}</td>
+              <td data-label="Claimed"><${Time} ms=${op.createdAt} /></td>
+              <td data-label="Updated"><${Time} ms=${op.updatedAt} /></td>
             </tr>`,
           )}
         </tbody>

@@ -16,6 +16,9 @@ import {
   Failure,
   allAccounts,
   ZoneContext,
+  throttled,
+  ThrottleBadge,
+  LiftThrottle,
 } from "../lib/common.js";
 
 const MINUTE = 60_000;
@@ -92,6 +95,15 @@ function Charts({ round, time, skew }) {
   </section>`;
 }
 
+/** A count of the live operations of an account that stand as ``run`` says, linked to them
+ * in the operations list. */
+function Linked({ value, label, row, run }) {
+  const to = link("operations", { state: "ATTEMPTED", run, connector: row.connectorName, account: row.accountKey });
+  return html`<td class=${value ? "num" : "num zero"} data-count=${label}>
+    ${value ? html`<a href=${to}>${value}</a>` : 0}
+  </td>`;
+}
+
 export function Overview() {
   const viewer = useViewer();
   const zone = useContext(ZoneContext);
@@ -111,13 +123,17 @@ export function Overview() {
   useEffect(() => {
     if (!readsAll(viewer)) return;
     allAccounts().then(
-      ({ accounts, connectors }) =>
-        setPaused([
-          ...connectors
-            .filter((c) => c.pausedAt !== null && !accounts.some((a) => a.connectorName === c.connectorName))
-            .map((c) => ({ connectorName: c.connectorName, accountKey: "(every account)", pausedAt: c.pausedAt })),
-          ...accounts.filter((a) => a.paused),
-        ]),
+      ({ serverTime, accounts, connectors }) =>
+        setPaused({
+          now: serverTime,
+          paused: [
+            ...connectors
+              .filter((c) => c.pausedAt !== null && !accounts.some((a) => a.connectorName === c.connectorName))
+              .map((c) => ({ connectorName: c.connectorName, accountKey: "(every account)", pausedAt: c.pausedAt })),
+            ...accounts.filter((a) => a.paused),
+          ],
+          throttled: accounts.filter((a) => throttled(a, serverTime)),
+        }),
       () => setPaused(null),
     );
   }, [viewer, round]);
@@ -167,11 +183,14 @@ export function Overview() {
         html`<tr><td colspan=${STATES.length + 5}>No operations.</td></tr>`}
         ${[...accounts.values()].map((row) => {
           const at = `${row.connectorName}/${row.accountKey}`;
+          const held = paused?.throttled.find(
+            (a) => a.connectorName === row.connectorName && a.accountKey === row.accountKey,
+          );
           return html`<tr>
             <th scope="row">${row.connectorName}</th>
-            <td>${row.accountKey}</td>
-            <${Num} value=${row.due} label=${`${at}/due`} />
-            <${Num} value=${row.inFlight} label=${`${at}/inFlight`} />
+            <td>${row.accountKey}${held && html` <${ThrottleBadge} account=${held} now=${paused.now} />`}</td>
+            <${Linked} value=${row.due} label=${`${at}/due`} row=${row} run="DUE" />
+            <${Linked} value=${row.inFlight} label=${`${at}/inFlight`} row=${row} run="LEASED" />
             ${STATES.map(
               (s) => html`<td class=${row[s] ? "num" : "num zero"} data-count=${`${at}/${s}`}>
                 ${row[s]
@@ -193,11 +212,17 @@ export function Overview() {
     </table>
     ${paused &&
     html`<section aria-labelledby="paused-heading">
-      <h3 id="paused-heading">Paused accounts</h3>
-      ${paused.length === 0
+      <h3 id="paused-heading">Paused or throttled accounts</h3>
+      ${paused.paused.length === 0 && paused.throttled.length === 0
         ? html`<p id="paused-accounts">None: every account is leased as usual.</p>`
         : html`<ul id="paused-accounts">
-            ${paused.map(
+            ${paused.throttled.map(
+              (a) => html`<li data-throttled=${`${a.connectorName}/${a.accountKey}`}>
+                ${a.connectorName} / ${a.accountKey}${" "}<${ThrottleBadge} account=${a} now=${paused.now} />${" "}
+                <${LiftThrottle} account=${a} after=${reload} />
+              </li>`,
+            )}
+            ${paused.paused.map(
               (a) => html`<li data-paused=${`${a.connectorName}/${a.accountKey}`}>
                 ${a.connectorName} / ${a.accountKey}
                 ${a.pausedAt !== null

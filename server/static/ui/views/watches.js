@@ -101,7 +101,7 @@ export function Watches({ params }) {
         label="Re-arm the matching REPAIR_FAILED watches"
         input=${{ filter: failed }}
         count=${countRearmable(failed)}
-        remainingOf=${(d) => d.rearmWatches.remaining}
+        bulk
         done=${(d) =>
           `Re-armed ${plural(d.rearmWatches.rearmed, "watch", "watches")}.` +
           left(d.rearmWatches.remaining)}
