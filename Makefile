@@ -121,7 +121,8 @@ sql: install
 # then the live updates' latency, memory and trigger cost (benchmarks/live.py); then
 # leasing beside a capped account's backlog and the batch settles at 1k/100k live rows,
 # right after a burst (benchmarks/capped.py); then a one-account burst of claims beside
-# 1,000 accounts (benchmarks/claim_burst.py); then each view of the dashboard at 100,000
+# 1,000 accounts (benchmarks/claim_burst.py); a lease of 50 right after 50,000 claims
+# (benchmarks/burst_lease.py); then each view of the dashboard at 100,000
 # operations in Chromium (benchmarks/ui.py).
 # The peers: procrastinate from the `bench` extra, pg-boss from benchmarks/peers/package-lock.json.
 bench: install $(VENV)/.ui $(CHROMIUM)
@@ -131,4 +132,5 @@ bench: install $(VENV)/.ui $(CHROMIUM)
 	$(BIN)/python -m benchmarks.live
 	$(BIN)/python -m benchmarks.capped
 	$(BIN)/python -m benchmarks.claim_burst
+	$(BIN)/python -m benchmarks.burst_lease
 	$(BIN)/python -m benchmarks.ui

@@ -60,7 +60,6 @@ from schema.sync_state import SyncState, sync_state_or_none
 from store import validation as check
 from store.errors import InvalidInput
 from store.operations import (
-    ABANDONED_SEND_MARKER,
     CONTESTED_SEND_MARKER,
     ClaimResult,
     Finalization,
@@ -153,10 +152,12 @@ def lease_token_of(input: AcquireLeaseInput | RenewLeaseInput | ReleaseLeaseInpu
     return token
 
 
-def lease_end_of(input: AcquireLeaseInput | RenewLeaseInput, now: int) -> int:
-    """When a single lease input's lease ends (epoch ms): ``leaseExpiresAt`` (or the
-    deprecated ``expiresAt``), or ``leaseMs`` (1,000 to 3,600,000) after the store's ``now``.
-    Raises ``InvalidInput`` naming ``leaseMs`` when none or more than one is given."""
+def lease_end_of(input: AcquireLeaseInput | RenewLeaseInput) -> dict[str, int | None]:
+    """When a single lease input's lease ends, as the store's ``expires_at`` and
+    ``lease_ms`` keywords (one of them None): ``leaseExpiresAt`` (or the deprecated
+    ``expiresAt``), or ``leaseMs``; the store bounds either from its own now
+    (``validation.lease_until``). Raises ``InvalidInput`` naming ``leaseMs`` when none or
+    more than one is given."""
     given = [
         value
         for value in (input.lease_expires_at, input.expires_at, input.lease_ms)
@@ -165,8 +166,8 @@ def lease_end_of(input: AcquireLeaseInput | RenewLeaseInput, now: int) -> int:
     if len(given) != 1:
         raise InvalidInput("leaseMs", "give exactly one of leaseMs and leaseExpiresAt")
     if input.lease_ms is not None:
-        return now + check.lease_ms("leaseMs", input.lease_ms)
-    return check.epoch_ms("leaseExpiresAt", given[0])
+        return {"expires_at": None, "lease_ms": input.lease_ms}
+    return {"expires_at": given[0], "lease_ms": None}
 
 
 def fresh(info: Info, *records: OperationRecord | WatchRecord | None) -> None:
@@ -311,28 +312,26 @@ class Mutation:
         "entity still ATTEMPTED, or another of the entity holding a live lease."
     )
     async def acquire_lease(self, info: Info, input: AcquireLeaseInput) -> OperationWritePayload:
-        return await observed(
-            info,
-            "lease_takeover",
-            ABANDONED_SEND_MARKER,
-            lease_token_of(input),
-            operation_write(
-                info,
-                input,
-                lambda operations: operations.acquire_lease(
-                    input.caller_did,
-                    input.operation_id,
-                    lease_token_of(input),
-                    lease_end_of(input, info.context.store.clock()),
-                ),
-            ),
-        )
+        counted = False
+
+        async def take(operations: OperationsStore) -> OperationRecord | None:
+            nonlocal counted
+            taken, counted = await operations.take_lease(
+                input.caller_did, input.operation_id, lease_token_of(input), **lease_end_of(input)
+            )
+            return taken
+
+        payload = await operation_write(info, input, take)
+        if counted:
+            # A takeover that counted a lapsed run's abandoned send, as the store counted it.
+            info.context.events.append("lease_takeover")
+        return payload
 
     @fields.mutation(
         description="Move the lease's expiry; applies only for the token that holds the lease, "
-        "expired or not, in any state. Unlike renewLeases, it revives a lapsed lease without "
-        "the account caps, throttles or one-lease-per-entity rule: a worker that lets its "
-        "lease lapse should take the operation again with acquireLease or leaseOperations."
+        "in any state. A lapsed lease of an ATTEMPTED operation is a new lease: renewed only "
+        "where the leasing guard allows it (account not paused, throttled or at its cap, no "
+        "other live lease of its entity), else applied is false."
     )
     async def renew_lease(self, info: Info, input: RenewLeaseInput) -> OperationWritePayload:
         return await operation_write(
@@ -342,7 +341,7 @@ class Mutation:
                 input.caller_did,
                 input.operation_id,
                 lease_token_of(input),
-                lease_end_of(input, info.context.store.clock()),
+                **lease_end_of(input),
             ),
         )
 
@@ -456,15 +455,13 @@ class Mutation:
         self, info: Info, input: ClaimWatchAttemptInput
     ) -> WatchWritePayload:
         identity = WatchIdentity.of(input.identity)
-        now = info.context.store.clock()
-        until = check.at_or_delay(
-            "until", input.until, "leaseMs", input.lease_ms, now, duration=check.lease_ms
-        )
+        if (input.until is None) == (input.lease_ms is None):
+            raise InvalidInput("until", "give exactly one of until and leaseMs")
         return await watch_write(
             info,
             identity,
             lambda watches: watches.claim_watch_attempt(
-                identity, input.generation, until, now if input.now is None else input.now
+                identity, input.generation, input.until, input.now, lease_ms=input.lease_ms
             ),
         )
 

@@ -247,12 +247,14 @@ BY_FIELD: dict[str, str] = {
     "leaseMs to enqueue: the operation is claimed unleased, due at once for leaseOperations.",
     "AcquireLeaseInput.leaseToken": "The lease token to take the lease with (give this, not "
     "the deprecated token).",
-    "AcquireLeaseInput.leaseExpiresAt": "When the lease ends (epoch ms); give this or leaseMs.",
+    "AcquireLeaseInput.leaseExpiresAt": "When the lease ends (epoch ms, 1,000 to 3,600,000 "
+    "ms after the store's now); give this or leaseMs.",
     "AcquireLeaseInput.leaseMs": "The lease lasts this many ms from the store's now (1,000 "
     "to 3,600,000); give this or leaseExpiresAt.",
     "RenewLeaseInput.leaseToken": "The lease token that holds the lease (give this, not the "
     "deprecated token).",
-    "RenewLeaseInput.leaseExpiresAt": "When the lease now ends (epoch ms); give this or leaseMs.",
+    "RenewLeaseInput.leaseExpiresAt": "When the lease now ends (epoch ms, 1,000 to "
+    "3,600,000 ms after the store's now); give this or leaseMs.",
     "RenewLeaseInput.leaseMs": "The lease now lasts this many ms from the store's now (1,000 "
     "to 3,600,000); give this or leaseExpiresAt.",
     "ReleaseLeaseInput.leaseToken": "The lease token that holds the lease (give this, not the "
@@ -264,7 +266,8 @@ BY_FIELD: dict[str, str] = {
     "ArmWatchInput.dueAt": "When the watch is due (epoch ms); give this or delayMs.",
     "ArmWatchInput.delayMs": "Due this many ms after the store's now (0 to 2,147,483,647), "
     "instead of dueAt: no serverTime round trip.",
-    "ClaimWatchAttemptInput.until": "When the claim ends (epoch ms); give this or leaseMs.",
+    "ClaimWatchAttemptInput.until": "When the claim ends (epoch ms, 1,000 to 3,600,000 ms "
+    "after the store's now); give this or leaseMs.",
     "ClaimWatchAttemptInput.leaseMs": "The claim lasts this many ms from the store's now "
     "(1,000 to 3,600,000), instead of until: no serverTime round trip.",
     "ClaimWatchAttemptInput.now": "The caller's now (epoch ms), counted only up to the "
@@ -289,8 +292,8 @@ BY_FIELD: dict[str, str] = {
     "give this or delayMs.",
     "FinalizeOperationInput.documentID": "The document id to record, when it became known.",
     "FinalizeOperationInput.providerEtag": "The provider's ETag after the write, if known.",
-    "ClaimOperationInput.leaseExpiresAt": "When the first lease ends (epoch ms); give this or "
-    "leaseMs with a leaseToken.",
+    "ClaimOperationInput.leaseExpiresAt": "When the first lease ends (epoch ms, 1,000 to "
+    "3,600,000 ms after the store's now); give this or leaseMs with a leaseToken.",
     "ClaimOperationInput.leaseToken": "The lease token of the first attempt (the claim takes "
     "the lease where leasing allows it); omitted (with no expiry): the claim enqueues.",
     "ClaimOperationInput.reissueIntent": "What a reissue must carry (JSON), if anything.",

@@ -455,16 +455,31 @@ compared with or written to: a single write binds input ``name`` as the paramete
 PARAMS: Inputs = {name: param(f"p_{name}", column) for name, column in ITEM_COLUMNS.items()}
 
 
+def live_or_allowed(now: Any) -> sa.ColumnElement[bool]:
+    """The operation's lease has not lapsed at ``now``, or it is not attempted, or the
+    leasing guard would let its holder take it again now (``lease_guards.lease_allowed``):
+    what a renewal or a send mark of a lapsed lease must pass, as a new lease would, so a
+    lapsed holder never revives its lease past a pause, a throttle, a cap a peer filled or
+    another live lease of its entity."""
+    return sa.or_(
+        op.c.lease_expires_at >= now,
+        unindexed(op.c.state) != ATTEMPTED,
+        guards.lease_allowed(op.c, now, guards.own_key()),
+    )
+
+
 def mark_send_started_update(item: Inputs, now: Any) -> sa.Update:
     """``mark_send_started``'s guarded update of the operation at the item's ``caller`` and
-    ``operation``: state attempted and the lease ``token``'s; the send marker becomes
-    ``marker``, or contested when another run's marker is there."""
+    ``operation``: state attempted and the lease ``token``'s, not lapsed or one the leasing
+    guard would grant again (``live_or_allowed``); the send marker becomes ``marker``, or
+    contested when another run's marker is there."""
     return (
         sa.update(op)
         .where(
             by_key(item["caller"], item["operation"]),
             unindexed(op.c.state) == ATTEMPTED,
             op.c.lease_token == item["token"],
+            live_or_allowed(now),
         )
         .values(
             send_marker=sa.case(
@@ -570,8 +585,15 @@ ACQUIRE_LEASE = Logged(
 )
 """``acquire_lease``'s guarded update (``lease_free_or_held`` and ``lease_allowed``),
 logged as leased or taken over from ``p_prior_token``, the token it found."""
-PRIOR_LEASE = Prepared(lambda _: sa.select(op.c.lease_token).where(KEY).with_for_update())
-"""The lease token of the operation at ``p_caller``/``p_operation``, locked (PostgreSQL)
+PRIOR_LEASE = Prepared(
+    lambda _: (
+        sa.select(op.c.lease_token, abandoned_send(NOW, TOKEN).label("taken_over"))
+        .where(KEY)
+        .with_for_update()
+    )
+)
+"""The lease token of the operation at ``p_caller``/``p_operation``, and whether ``p_token``
+taking it at ``p_now`` counts an abandoned send (``abandoned_send``), locked (PostgreSQL)
 until the transaction ends: what ``ACQUIRE_LEASE`` replaces."""
 
 LOCK_ACCOUNT_OF_OPERATION = Prepared(
@@ -596,10 +618,21 @@ def releasable_by(token: Any) -> sa.ColumnElement[bool]:
     return sa.or_(op.c.lease_token.is_(None), op.c.lease_token == token)
 
 
-RENEW_LEASE = Prepared(
-    _keyed_update(held_by(TOKEN), {"lease_expires_at": EXPIRES_AT, "updated_at": NOW})
+RENEWED = {"lease_expires_at": EXPIRES_AT, "updated_at": NOW}
+RENEW_LIVE_LEASE = Prepared(
+    _keyed_update(
+        sa.and_(
+            held_by(TOKEN),
+            sa.or_(op.c.lease_expires_at >= NOW, unindexed(op.c.state) != ATTEMPTED),
+        ),
+        RENEWED,
+    )
 )
-"""``renew_lease``'s update, for the lease's holder (a heartbeat: not logged)."""
+"""``renew_lease``'s update of a lease that has not lapsed (or of finished work), for its
+holder (a heartbeat: not logged)."""
+RENEW_LEASE = Prepared(_keyed_update(sa.and_(held_by(TOKEN), live_or_allowed(NOW)), RENEWED))
+"""``renew_lease``'s update for the lease's holder, a lapsed lease of an attempted
+operation only where the leasing guard allows it (``live_or_allowed``)."""
 
 RELEASE_LEASE = Logged(
     OPERATIONS,
@@ -774,7 +807,7 @@ def claim_lease_values(claim: OperationClaim, now: int) -> dict[str, Any]:
     if claim.lease_expires_at is not None:
         return {
             "lease_token": token,
-            "lease_expires_at": check.epoch_ms("leaseExpiresAt", claim.lease_expires_at),
+            "lease_expires_at": check.lease_end("leaseExpiresAt", claim.lease_expires_at, now),
         }
     if claim.lease_ms is None:
         raise InvalidInput("leaseMs", "a leaseToken needs leaseMs or leaseExpiresAt")
@@ -1029,9 +1062,32 @@ class OperationsStore:
         return claim_outcome(claim, stored)
 
     async def acquire_lease(
-        self, caller_did: str, operation_id: str, token: str, expires_at: int
+        self,
+        caller_did: str,
+        operation_id: str,
+        token: str,
+        expires_at: int | None = None,
+        *,
+        lease_ms: int | None = None,
     ) -> OperationRecord | None:
-        """Take the lease of a live operation for ``token`` until ``expires_at`` (epoch ms).
+        """``take_lease``'s operation: the updated one, or None when refused or absent."""
+        taken, _ = await self.take_lease(
+            caller_did, operation_id, token, expires_at, lease_ms=lease_ms
+        )
+        return taken
+
+    async def take_lease(
+        self,
+        caller_did: str,
+        operation_id: str,
+        token: str,
+        expires_at: int | None = None,
+        *,
+        lease_ms: int | None = None,
+    ) -> tuple[OperationRecord | None, bool]:
+        """Take the lease of a live operation for ``token`` until ``expires_at`` (epoch ms,
+        1,000 to 3,600,000 ms after the store's now) or for ``lease_ms`` from the store's now
+        (1,000 to 3,600,000; ``validation.lease_until``: give one).
 
         Ports the seed's ``acquireLease`` with two deliberate changes (docs/worker-protocol.md,
         'Where this differs from @kubun/store-connector'): it applies only while the operation is
@@ -1045,51 +1101,78 @@ class OperationsStore:
         its cap (this operation's own lease not counted), when an older operation of its provider
         entity is still attempted, or another holds a live lease. One transaction that (PostgreSQL)
         first locks the account's row, as every path that takes a lease does. Returns the updated
-        operation, or None when refused or absent. Raises ``InvalidInput`` for a malformed field.
+        operation, or None when refused or absent, and whether the lease counted an abandoned
+        send. Raises ``InvalidInput`` for a malformed field (``leaseExpiresAt`` or ``leaseMs``
+        out of bounds).
         """
         check.key("token", token)
+        now = self._ctx.clock()
         params = {
             "p_token": token,
-            "p_expires_at": check.epoch_ms("expiresAt", expires_at),
+            "p_expires_at": check.lease_until(
+                "leaseExpiresAt", expires_at, "leaseMs", lease_ms, now
+            ),
             "p_caller": check.key("callerDID", caller_did),
             "p_operation": check.key("operationID", operation_id),
         }
         async with self._db.write_transaction():
             if not self._db.dialect.one_writer:
                 await self._db.fetch_prepared(LOCK_ACCOUNT_OF_OPERATION, params)
-            prior = await self._db.fetch_prepared(PRIOR_LEASE, params)
+            prior = await self._db.fetch_prepared(PRIOR_LEASE, params | {"p_now": now})
             with self._db.last_statement():
-                return await self._update_prepared(
+                taken = await self._update_prepared(
                     ACQUIRE_LEASE,
                     params
                     | {
-                        "p_now": self._ctx.clock(),
+                        "p_now": now,
                         "p_prior_token": None if prior is None else prior["lease_token"],
                     },
                 )
+        return taken, taken is not None and prior is not None and bool(prior["taken_over"])
 
     async def renew_lease(
-        self, caller_did: str, operation_id: str, token: str, expires_at: int
+        self,
+        caller_did: str,
+        operation_id: str,
+        token: str,
+        expires_at: int | None = None,
+        *,
+        lease_ms: int | None = None,
     ) -> OperationRecord | None:
-        """Move the lease's expiry to ``expires_at`` (epoch ms), for its holder only.
+        """Move the lease's expiry to ``expires_at`` (epoch ms, 1,000 to 3,600,000 ms after
+        the store's now) or to the store's now + ``lease_ms`` (``validation.lease_until``: give
+        one), for its holder only.
 
         Ports the seed's ``renewLease`` with one deliberate change (docs/worker-protocol.md, 'Where
         this differs from @kubun/store-connector'): it applies only when ``token`` holds the lease,
         expired or not, in any state; the seed let any caller extend a lapsed lease it does not
-        hold. A lapsed lease is renewed without the account caps, throttles or one-lease-per-entity
-        rule (``lease_allowed``), while ``LeasingStore.renew_leases`` renews only unlapsed leases.
-        Returns the updated operation, or None when refused or absent. Raises ``InvalidInput`` for a
-        malformed field.
+        hold. A lapsed lease of an attempted operation is a new lease: renewed only where the
+        leasing guard allows it (``live_or_allowed``: not paused, throttled or at its cap, no
+        other live lease of its entity), and on PostgreSQL only after the account's row is
+        locked, as ``acquire_lease`` does; a lease that has not lapsed is renewed by one
+        statement that locks no account. Returns the updated operation, or None when refused or
+        absent. Raises ``InvalidInput`` for a malformed field.
         """
         now = self._ctx.clock()
+        check.key("token", token)
         params = {
-            "p_expires_at": check.epoch_ms("expiresAt", expires_at),
+            "p_expires_at": check.lease_until(
+                "leaseExpiresAt", expires_at, "leaseMs", lease_ms, now
+            ),
             "p_now": now,
             "p_caller": check.key("callerDID", caller_did),
             "p_operation": check.key("operationID", operation_id),
-            "p_token": check.key("token", token),
+            "p_token": token,
         }
-        return await self._update_prepared(RENEW_LEASE, params)
+        if self._db.dialect.one_writer:
+            return await self._update_prepared(RENEW_LEASE, params)
+        renewed = await self._update_prepared(RENEW_LIVE_LEASE, params)
+        if renewed is not None:
+            return renewed
+        async with self._db.write_transaction():
+            await self._db.fetch_prepared(LOCK_ACCOUNT_OF_OPERATION, params)
+            with self._db.last_statement():
+                return await self._update_prepared(RENEW_LEASE, params)
 
     async def release_lease(
         self, caller_did: str, operation_id: str, token: str

@@ -610,7 +610,9 @@ class OperatorStore:
         no operation, no tombstone), ``collected`` ones (a tombstone of the reissue's own
         envelope, by ``envelope_digest``: it was made, finished and collected, so its
         original is linked to that key) and ``blocked`` ones (another operation holds the
-        key, or a tombstone of another envelope). An item whose original is gone by the time
+        key, or a tombstone of another envelope). An item whose key holds its own reissue (a
+        concurrent call reissued it after the caller read it) is in none of them: it is done,
+        neither blocked nor remaining. An item whose original is gone by the time
         its key's tombstone is compared (collected meanwhile; only outside a reissue's own
         transaction, which holds its originals) is in none of them. Returns
         ``(fresh, collected, blocked)``, the first two in the order of ``items``. One read of the
@@ -618,7 +620,12 @@ class OperatorStore:
         originals of tombstoned keys."""
         taken = await self._existing([(item["caller"], item["new_operation"]) for item in items])
         free = [item for item in items if (item["caller"], item["new_operation"]) not in taken]
-        blocked = [item for item in items if (item["caller"], item["new_operation"]) in taken]
+        blocked = [
+            item
+            for item in items
+            if (row := taken.get((item["caller"], item["new_operation"]))) is not None
+            and row["reissued_from"] != item["operation"]
+        ]
         digests = [key_digest(item["caller"], item["new_operation"]) for item in free]
         tombstones = await find_tombstones(self._db, digests)
         fresh = [

@@ -72,6 +72,31 @@ def lease_ms(field: str, value: Any) -> int:
     return count(field, value, minimum=MIN_LEASE_MS, maximum=MAX_LEASE_MS)
 
 
+def lease_end(field: str, value: Any, now: int) -> int:
+    """An absolute lease or claim deadline (epoch ms) within ``lease_ms``' bound of the
+    store's ``now``: from ``now`` + ``MIN_LEASE_MS`` to ``now`` + ``MAX_LEASE_MS``, so a
+    deadline holds an operation or a watch no longer than a relative lease would."""
+    epoch_ms(field, value)
+    if not now + MIN_LEASE_MS <= value <= now + MAX_LEASE_MS:
+        raise InvalidInput(
+            field,
+            f"must be {MIN_LEASE_MS:,} to {MAX_LEASE_MS:,} ms after the store's now ({now})",
+        )
+    return int(value)
+
+
+def lease_until(at_field: str, at: Any, ms_field: str, ms: Any, now: int) -> int:
+    """When a lease or claim given as a deadline (``at``, ``lease_end``) or a duration
+    (``ms``, ``lease_ms``) ends, counted from the store's ``now`` (epoch ms): one bound for
+    both forms. Raises ``InvalidInput`` naming ``at_field`` when both or neither are given,
+    or the field out of bounds."""
+    if (at is None) == (ms is None):
+        raise InvalidInput(at_field, f"give exactly one of {at_field} and {ms_field}")
+    if ms is not None:
+        return now + lease_ms(ms_field, ms)
+    return lease_end(at_field, at, now)
+
+
 def optional_at_or_delay(
     at_field: str,
     at: Any,

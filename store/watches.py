@@ -930,26 +930,37 @@ class WatchesStore:
         raise CasRetriesExhausted("recordIngress", CAS_ATTEMPTS)
 
     async def claim_watch_attempt(
-        self, identity: WatchIdentity, generation: int, until: int, now: int
+        self,
+        identity: WatchIdentity,
+        generation: int,
+        until: int | None,
+        now: int | None = None,
+        *,
+        lease_ms: int | None = None,
     ) -> WatchRecord | None:
-        """Claim a verification attempt until ``until`` (seed ``claimWatchAttempt``).
+        """Claim a verification attempt until ``until`` (seed ``claimWatchAttempt``), or for
+        ``lease_ms`` from the store's now: give one, bounded as a lease is
+        (``validation.lease_until``: 1,000 to 3,600,000 ms after the store's now).
 
         Applies when the watch is pending, at ``generation``, due (``next_attempt_at`` set
         and at most ``now``) and its claim is absent or lapsed (``claimed_until <= now``),
-        the ``due_watch`` guard; ``now`` is the caller's, but never later than the store's
-        clock, so no caller takes over a claim that has not lapsed. A takeover of a lapsed
+        the ``due_watch`` guard (its account not paused); ``now`` is the caller's (None: the
+        store's clock), but never later than the store's clock, so no caller takes over a
+        claim that has not lapsed. A takeover of a lapsed
         claim counts the attempt its verifier abandoned (``verification_attempts`` + 1), as
         ``acquire_lease`` counts an abandoned send; the worker's
         ``maxAttempts`` then decides in ``record_verification``. Times are epoch ms.
-        Returns the updated watch, or None when refused or absent.
+        Returns the updated watch, or None when refused or absent. Raises ``InvalidInput``
+        naming ``until`` (both or neither given, or out of bounds), ``leaseMs`` or a malformed
+        field.
         """
+        store_now = self._ctx.clock()
         params: dict[str, Any] = {
             "p_generation": check.count("generation", generation),
-            "p_until": check.epoch_ms("until", until),
+            "p_until": check.lease_until("until", until, "leaseMs", lease_ms, store_now),
         }
-        check.epoch_ms("now", now)
-        store_now = self._ctx.clock()
-        params |= identity_params(identity) | {"p_due": min(now, store_now), "p_now": store_now}
+        due = store_now if now is None else min(check.epoch_ms("now", now), store_now)
+        params |= identity_params(identity) | {"p_due": due, "p_now": store_now}
         return _record(await CLAIM_WATCH.run_one(self._db, params))
 
     async def defer_watch(

@@ -18,13 +18,19 @@ from store.records import (
     WatchRecord,
 )
 from store.sync_state import SyncProgress
-from store.tables import operation
+from store.tables import operation, projection_watch
+from store.validation import MAX_LEASE_MS, MIN_LEASE_MS
+from store.watches import by_identity
 
 LEASE_MS = 30_000
 
 
 def claim(**overrides: Any) -> OperationClaim:
-    """A valid claim; any field may be overridden."""
+    """A valid claim, leased to ``lease-A`` for ``LEASE_MS`` from the store's now; any field may
+    be overridden (an absolute ``lease_expires_at``, or no ``lease_token``, drops the
+    ``lease_ms``)."""
+    if overrides.get("lease_expires_at") is not None or overrides.get("lease_token", "") is None:
+        overrides.setdefault("lease_ms", None)
     base = OperationClaim(
         caller_did="did:key:caller",
         operation_id="op-1",
@@ -38,7 +44,7 @@ def claim(**overrides: Any) -> OperationClaim:
         deterministic_event_id="det-1",
         payload_hash="sha256:aaa",
         lease_token="lease-A",
-        lease_expires_at=0,
+        lease_ms=LEASE_MS,
         reissue_intent={"fields": ["title"]},
         document_id="doc-1",
     )
@@ -49,9 +55,39 @@ async def claimed_operation(store: ConnectorStore, **overrides: Any) -> Operatio
     """An operation just claimed, leased to ``lease-A`` for 30 s from the store's now where
     the lease guard allows it; else claimed unleased (no token, its lease lapsed)."""
     overrides.setdefault("lease_expires_at", store.clock() + LEASE_MS)
+    expires_at = overrides["lease_expires_at"]
+    if expires_at is not None and not _in_bounds(store, expires_at):
+        # A lease already lapsed (or past the bound): claimed with a lease, then set so.
+        overrides["lease_expires_at"] = store.clock() + LEASE_MS
     result = await store.operations.claim_operation(claim(**overrides))
     assert result.status == "claimed" and result.operation is not None
+    if result.operation.lease_token is not None and expires_at != overrides["lease_expires_at"]:
+        return await _expiring_at(store, result.operation, expires_at)
     return result.operation
+
+
+def _in_bounds(store: ConnectorStore, expires_at: int) -> bool:
+    """``expires_at`` is a deadline a lease call takes now (``validation.lease_end``)."""
+    now = store.clock()
+    return now + MIN_LEASE_MS <= expires_at <= now + MAX_LEASE_MS
+
+
+async def _expiring_at(
+    store: ConnectorStore, record: OperationRecord, expires_at: int
+) -> OperationRecord:
+    """``record`` with its lease's expiry written as ``expires_at``, as no call sets it: a
+    lease lapsed already, for tests of what follows a lapse."""
+    row = await store.db.write_one(
+        sa.update(operation)
+        .where(
+            operation.c.caller_did == record.caller_did,
+            operation.c.operation_id == record.operation_id,
+        )
+        .values(lease_expires_at=expires_at)
+        .returning(operation)
+    )
+    assert row is not None
+    return OperationRecord.from_row(row)
 
 
 async def leased_operation(store: ConnectorStore, **overrides: Any) -> OperationRecord:
@@ -59,8 +95,13 @@ async def leased_operation(store: ConnectorStore, **overrides: Any) -> Operation
     from the store's now), written directly whatever the lease guard says: for tests of
     several live operations of one provider entity, which no claim or lease hands out."""
     overrides.setdefault("lease_expires_at", store.clock() + LEASE_MS)
+    expires_at = overrides["lease_expires_at"]
+    if expires_at is not None:
+        overrides["lease_expires_at"] = store.clock() + LEASE_MS
     fresh = claim_row(claim(**overrides), StoreContext(store.db, store.clock, random_id))
     fields = {column.name: getattr(fresh, column.name) for column in operation.columns}
+    if expires_at is not None:
+        fields["lease_expires_at"] = expires_at
     row = await store.db.write_one(operation.insert().values(fields).returning(operation))
     assert row is not None
     return OperationRecord.from_row(row)
@@ -175,15 +216,27 @@ async def pending_watch(
 async def claimed_watch(
     store: ConnectorStore, clock: Any, claim_ms: int = LEASE_MS, **overrides: Any
 ) -> WatchRecord:
-    """A pending watch, now due (the clock moved to its due time), claimed for ``claim_ms``."""
+    """A pending watch, now due (the clock moved to its due time), claimed for ``claim_ms``
+    (past the bound of a claim: claimed for ``LEASE_MS``, then its end written so)."""
     armed = await pending_watch(store, **overrides)
     assert armed.next_attempt_at is not None
     clock.now = armed.next_attempt_at
+    until = clock.now + claim_ms
+    asked = until if _in_bounds(store, until) else clock.now + LEASE_MS
     claimed = await store.watches.claim_watch_attempt(
-        armed.identity, armed.repair_generation, clock.now + claim_ms, clock.now
+        armed.identity, armed.repair_generation, asked, clock.now
     )
     assert claimed is not None
-    return claimed
+    if asked == until:
+        return claimed
+    row = await store.db.write_one(
+        sa.update(projection_watch)
+        .where(by_identity(claimed.identity))
+        .values(claimed_until=until)
+        .returning(projection_watch)
+    )
+    assert row is not None
+    return WatchRecord.from_row(row)
 
 
 async def verified_watch(

@@ -83,24 +83,30 @@ def gql(http: httpx.AsyncClient) -> GraphQLClient:
 
 
 def claim_input(**overrides: Any) -> dict[str, Any]:
-    """A valid ``ClaimOperationInput``; any field may be overridden."""
-    return {
-        "callerDID": "did:key:caller",
-        "operationID": "op-1",
-        "ownerDID": "did:key:owner",
-        "connectorName": "calendar",
-        "model": "Event",
-        "op": "update",
-        "accountKey": "acct-1",
-        "target": "events/1",
-        "sourceID": "evt-1",
-        "deterministicEventID": "det-1",
-        "payloadHash": "sha256:aaa",
-        "leaseToken": "lease-A",
-        "leaseExpiresAt": 4102444800000,
-        "documentID": "doc-1",
-        "reissueIntent": {"fields": ["title"]},
-    } | overrides
+    """A valid ``ClaimOperationInput``, leased to ``lease-A`` for an hour (``leaseMs``, the
+    longest lease) unless it names ``leaseExpiresAt`` or ``leaseMs``; any field may be
+    overridden."""
+    lease_end = {} if {"leaseExpiresAt", "leaseMs"} & set(overrides) else {"leaseMs": 3_600_000}
+    return (
+        {
+            "callerDID": "did:key:caller",
+            "operationID": "op-1",
+            "ownerDID": "did:key:owner",
+            "connectorName": "calendar",
+            "model": "Event",
+            "op": "update",
+            "accountKey": "acct-1",
+            "target": "events/1",
+            "sourceID": "evt-1",
+            "deterministicEventID": "det-1",
+            "payloadHash": "sha256:aaa",
+            "leaseToken": "lease-A",
+            "documentID": "doc-1",
+            "reissueIntent": {"fields": ["title"]},
+        }
+        | lease_end
+        | overrides
+    )
 
 
 def error_codes(body: dict[str, Any]) -> list[str]:

@@ -14,12 +14,16 @@ TENANT_A = mint("did:a", "operations:read operations:write watches:read watches:
 
 
 async def due_claims(gql: GraphQLClient, count: int, **overrides) -> None:
-    """``count`` operations claimed with a lapsed lease (due at once), each its own entity."""
+    """``count`` operations claimed unleased (due at once), each its own entity."""
     for n in range(count):
         data = await gql.run(
             "ClaimOperation",
             input=claim_input(
-                operationID=f"op-{n}", sourceID=f"evt-{n}", leaseExpiresAt=0, **overrides
+                operationID=f"op-{n}",
+                sourceID=f"evt-{n}",
+                leaseToken=None,
+                leaseExpiresAt=None,
+                **overrides,
             ),
         )
         assert data["claimOperation"]["__typename"] == "OperationClaimed"

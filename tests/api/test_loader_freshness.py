@@ -194,7 +194,7 @@ OPERATION_WRITES = {
     "claimOperation": 'claimOperation(input: {callerDID: "did:key:caller", operationID: "op-3", '
     'ownerDID: "did:key:owner", connectorName: "calendar", model: "Event", op: "update", '
     'accountKey: "acct-1", target: "t", sourceID: "evt-1", deterministicEventID: "d3", '
-    'payloadHash: "h", leaseToken: "lease-C", leaseExpiresAt: 9})',
+    'payloadHash: "h", leaseToken: "lease-C", leaseMs: 9000})',
 }
 
 

@@ -48,8 +48,8 @@ async def test_claim_operation__claimed_then_exists_then_conflict(gql):
 
 
 async def test_epoch_millis__year_2100_round_trips(gql, clock):
-    claimed = await claim(gql, leaseExpiresAt=YEAR_2100)
-    assert claimed["operation"]["leaseExpiresAt"] == YEAR_2100
+    claimed = await claim(gql, leaseExpiresAt=clock.now + 60_000)
+    assert claimed["operation"]["leaseExpiresAt"] == clock.now + 60_000
     deferred = await gql.run(
         "DeferOperation",
         input=KEY | {"nextAttemptAt": YEAR_2100 + 1, "leaseToken": "lease-A", "reason": "OFFLINE"},
@@ -59,7 +59,7 @@ async def test_epoch_millis__year_2100_round_trips(gql, clock):
     assert deferred["deferOperation"]["operation"]["deferReason"] == "OFFLINE"
     stored = await gql.run("GetOperation", **KEY)
     assert stored["operation"]["nextAttemptAt"] == YEAR_2100 + 1
-    assert stored["operation"]["leaseExpiresAt"] == YEAR_2100
+    assert stored["operation"]["leaseExpiresAt"] == clock.now + 60_000
     assert (await gql.run("DueOperations", now=YEAR_2100))["dueOperations"] == []
     due = await gql.run("DueOperations", now=YEAR_2100 + 2)
     assert [op["nextAttemptAt"] for op in due["dueOperations"]] == [YEAR_2100 + 1]
@@ -198,7 +198,7 @@ async def test_record_operation__committed_refused_and_terminal_stays(gql):
 
 async def test_cas_writes__refused_returns_current_record(gql):
     await claim(gql)
-    stolen = await gql.run("AcquireLease", input=KEY | {"token": "lease-B", "expiresAt": YEAR_2100})
+    stolen = await gql.run("AcquireLease", input=KEY | {"token": "lease-B", "leaseMs": 60_000})
     assert stolen["acquireLease"]["applied"] is False
     assert stolen["acquireLease"]["operation"]["leaseToken"] == "lease-A"
     stale = await gql.run(
@@ -213,8 +213,8 @@ async def test_cas_writes__refused_returns_current_record(gql):
 async def test_cas_writes__absent_key_returns_null(gql):
     absent = {"callerDID": "did:key:nobody", "operationID": "none"}
     for name, extra in [
-        ("AcquireLease", {"token": "t", "expiresAt": 1}),
-        ("RenewLease", {"token": "t", "expiresAt": 1}),
+        ("AcquireLease", {"token": "t", "leaseMs": 60_000}),
+        ("RenewLease", {"token": "t", "leaseMs": 60_000}),
         ("ReleaseLease", {"token": "t"}),
         ("MarkSendStarted", {"leaseToken": "t", "marker": "m"}),
         ("DeferOperation", {"nextAttemptAt": 1}),
@@ -238,10 +238,12 @@ async def test_lease_lifecycle__renew_release_and_take_over(gql, clock):
     )
     assert renewed["renewLease"]["operation"]["leaseExpiresAt"] == clock.now + 5000
     clock.advance(5000)
-    held = await gql.run("AcquireLease", input=KEY | {"token": "B", "expiresAt": clock.now + 1})
+    held = await gql.run("AcquireLease", input=KEY | {"token": "B", "expiresAt": clock.now + 1_000})
     assert held["acquireLease"]["applied"] is False
     clock.advance(1)
-    taken = await gql.run("AcquireLease", input=KEY | {"token": "B", "expiresAt": clock.now + 9})
+    taken = await gql.run(
+        "AcquireLease", input=KEY | {"token": "B", "expiresAt": clock.now + 9_000}
+    )
     assert taken["acquireLease"]["applied"] is True
     assert taken["acquireLease"]["operation"]["leaseToken"] == "B"
     released = await gql.run("ReleaseLease", input=KEY | {"token": "B"})
@@ -436,18 +438,18 @@ async def test_due_operations__order_and_limit(gql, clock):
     start = clock.now
     for index in range(3):
         await claim(
-            gql, operationID=f"op-{index}", sourceID=f"evt-{index}", leaseExpiresAt=start + 100
+            gql, operationID=f"op-{index}", sourceID=f"evt-{index}", leaseExpiresAt=start + 2_000
         )
         clock.advance(1)
     await gql.run(
         "DeferOperation",
         input={"callerDID": "did:key:caller", "operationID": "op-0"}
-        | {"nextAttemptAt": start + 500, "leaseToken": "lease-A"},
+        | {"nextAttemptAt": start + 5_000, "leaseToken": "lease-A"},
     )
-    assert (await gql.run("DueOperations", now=start + 100))["dueOperations"] == []
-    due = await gql.run("DueOperations", now=start + 101)
+    assert (await gql.run("DueOperations", now=start + 2_000))["dueOperations"] == []
+    due = await gql.run("DueOperations", now=start + 2_001)
     assert [op["operationID"] for op in due["dueOperations"]] == ["op-1", "op-2"]
-    later = await gql.run("DueOperations", now=start + 1000, limit=2)
+    later = await gql.run("DueOperations", now=start + 4_000, limit=2)
     assert [op["operationID"] for op in later["dueOperations"]] == ["op-1", "op-2"]
     body = await gql.query("{ dueOperations(now: 1, limit: 501) { id } }")
     assert error_codes(body) == ["BAD_USER_INPUT"]

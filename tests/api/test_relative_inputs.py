@@ -63,7 +63,7 @@ async def test_claim_operation__lease_ms_counts_from_the_store_clock(gql, clock)
         ({"leaseExpiresAt": None}, "leaseMs"),
         ({"leaseToken": None}, "leaseToken"),
         ({"leaseToken": None, "leaseExpiresAt": None, "leaseMs": 5_000}, "leaseToken"),
-        ({"leaseMs": 5_000}, "leaseExpiresAt"),
+        ({"leaseExpiresAt": 1, "leaseMs": 5_000}, "leaseExpiresAt"),
         ({"leaseExpiresAt": None, "leaseMs": 999}, "leaseMs"),
     ],
 )

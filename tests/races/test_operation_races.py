@@ -240,7 +240,7 @@ async def test_races__four_database_handles_share_one_database(database_url, clo
 
         clock.advance(LEASE_MS + 1)
         leases = [
-            stores[n % 4].operations.acquire_lease(CALLER, "op-1", f"token-{n}", clock() + 9)
+            stores[n % 4].operations.acquire_lease(CALLER, "op-1", f"token-{n}", clock() + LEASE_MS)
             for n in range(40)
         ]
         acquired = [record for record in await race(leases) if record is not None]

@@ -472,7 +472,8 @@ async def test_refused_watch_writes__append_nothing(store, clock):
     before = await event_count(store)
 
     assert (
-        await store.watches.claim_watch_attempt(watch.identity, 2, clock.now + 1, clock.now) is None
+        await store.watches.claim_watch_attempt(watch.identity, 2, clock.now + LEASE_MS, clock.now)
+        is None
     )
     assert await store.watches.defer_watch(watch.identity, 1, 12345, clock.now) is None
     stale = await store.watches.record_verification(

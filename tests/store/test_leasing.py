@@ -294,19 +294,21 @@ async def test_acquire_lease__refused_while_throttled(store, clock):
     await store.accounts.throttle_account("calendar", "acct-1", 1_000)
 
     assert (
-        await store.operations.acquire_lease("did:key:caller", "op-0", TOKEN, clock() + 1) is None
+        await store.operations.acquire_lease("did:key:caller", "op-0", TOKEN, clock() + LEASE_MS)
+        is None
     )
     clock.advance(1_000)
-    assert await store.operations.acquire_lease("did:key:caller", "op-0", TOKEN, clock() + 1)
+    assert await store.operations.acquire_lease("did:key:caller", "op-0", TOKEN, clock() + LEASE_MS)
 
 
 async def test_acquire_lease__refused_for_a_newer_operation_of_the_entity(store, clock):
     await insert_operations(store, [due_record(store, n, source_id="evt-same") for n in range(2)])
 
     assert (
-        await store.operations.acquire_lease("did:key:caller", "op-1", TOKEN, clock() + 1) is None
+        await store.operations.acquire_lease("did:key:caller", "op-1", TOKEN, clock() + LEASE_MS)
+        is None
     )
-    assert await store.operations.acquire_lease("did:key:caller", "op-0", TOKEN, clock() + 1)
+    assert await store.operations.acquire_lease("did:key:caller", "op-0", TOKEN, clock() + LEASE_MS)
 
 
 async def test_acquire_lease__refused_while_another_of_the_entity_holds_a_lease(store, clock):
@@ -322,7 +324,8 @@ async def test_acquire_lease__refused_while_another_of_the_entity_holds_a_lease(
     )
 
     assert (
-        await store.operations.acquire_lease("did:key:caller", "op-0", TOKEN, clock() + 1) is None
+        await store.operations.acquire_lease("did:key:caller", "op-0", TOKEN, clock() + LEASE_MS)
+        is None
     )
 
 

@@ -303,7 +303,9 @@ async def test_renew_lease__released_lease_refused(store, clock):
     record = await released_operation(store)
     clock.advance(1)
 
-    assert await store.operations.renew_lease(CALLER, "op-1", "lease-A", clock.now + 1) is None
+    assert (
+        await store.operations.renew_lease(CALLER, "op-1", "lease-A", clock.now + LEASE_MS) is None
+    )
     await assert_unchanged(store, record)
 
 
@@ -357,7 +359,7 @@ async def test_acquire_lease__finished_operation_refused(store, clock, state, to
     record = await terminal_operation(store, state)
     clock.now = (record.lease_expires_at or 0) + 1
 
-    assert await store.operations.acquire_lease(CALLER, "op-1", token, clock.now + 1) is None
+    assert await store.operations.acquire_lease(CALLER, "op-1", token, clock.now + LEASE_MS) is None
     await assert_unchanged(store, record)
 
 
@@ -464,8 +466,8 @@ async def test_acquire_lease__takeover_then_finalize_counts_both_sends(store, cl
     ("method", "args", "field"),
     [
         ("acquire_lease", ("", 1), "token"),
-        ("acquire_lease", ("lease-B", -5), "expiresAt"),
-        ("renew_lease", ("lease-A", True), "expiresAt"),
+        ("acquire_lease", ("lease-B", -5), "leaseExpiresAt"),
+        ("renew_lease", ("lease-A", True), "leaseExpiresAt"),
         ("renew_lease", (None, 1), "token"),
         ("release_lease", ("",), "token"),
     ],
@@ -1133,8 +1135,12 @@ async def test_write__absent_key_none(store, clock, write):
     clock.now = record.lease_expires_at + 1
     operations = store.operations
     calls = {
-        "acquire_lease": lambda: operations.acquire_lease(CALLER, "op-ghost", "t", clock.now + 1),
-        "renew_lease": lambda: operations.renew_lease(CALLER, "op-ghost", "t", clock.now + 1),
+        "acquire_lease": lambda: operations.acquire_lease(
+            CALLER, "op-ghost", "t", clock.now + LEASE_MS
+        ),
+        "renew_lease": lambda: operations.renew_lease(
+            CALLER, "op-ghost", "t", clock.now + LEASE_MS
+        ),
         "release_lease": lambda: operations.release_lease(CALLER, "op-ghost", "t"),
         "mark_send_started": lambda: operations.mark_send_started(
             CALLER, "op-ghost", "lease-A", "run-1"

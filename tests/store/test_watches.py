@@ -509,7 +509,7 @@ async def test_claim_watch_attempt__now_ahead_of_store_clock_cannot_claim_before
 
     assert (
         await store.watches.claim_watch_attempt(
-            watch.identity, 1, watch.next_attempt_at + 1, watch.next_attempt_at
+            watch.identity, 1, watch.next_attempt_at + LEASE_MS, watch.next_attempt_at
         )
         is None
     )
@@ -523,7 +523,8 @@ async def test_claim_watch_attempt__not_due_refused(store, clock):
     clock.now = watch.next_attempt_at - 1
 
     assert (
-        await store.watches.claim_watch_attempt(watch.identity, 1, clock.now + 1, clock.now) is None
+        await store.watches.claim_watch_attempt(watch.identity, 1, clock.now + LEASE_MS, clock.now)
+        is None
     )
 
     clock.advance(1_000)
@@ -535,7 +536,8 @@ async def test_claim_watch_attempt__claimed_refused(store, clock):
     clock.now = watch.claimed_until - 1
 
     assert (
-        await store.watches.claim_watch_attempt(watch.identity, 1, clock.now + 1, clock.now) is None
+        await store.watches.claim_watch_attempt(watch.identity, 1, clock.now + LEASE_MS, clock.now)
+        is None
     )
 
     clock.advance(1_000)
@@ -547,7 +549,8 @@ async def test_claim_watch_attempt__wrong_generation_refused(store, clock):
     clock.now = watch.next_attempt_at
 
     assert (
-        await store.watches.claim_watch_attempt(watch.identity, 2, clock.now + 1, clock.now) is None
+        await store.watches.claim_watch_attempt(watch.identity, 2, clock.now + LEASE_MS, clock.now)
+        is None
     )
 
     clock.advance(1_000)
@@ -573,7 +576,8 @@ async def test_claim_watch_attempt__not_pending_refused(store, clock, status):
     watch = await set_columns(store, await factory(store), next_attempt_at=clock.now)
 
     assert (
-        await store.watches.claim_watch_attempt(watch.identity, 1, clock.now + 1, clock.now) is None
+        await store.watches.claim_watch_attempt(watch.identity, 1, clock.now + LEASE_MS, clock.now)
+        is None
     )
 
     clock.advance(1_000)
@@ -581,7 +585,9 @@ async def test_claim_watch_attempt__not_pending_refused(store, clock, status):
 
 
 async def test_claim_watch_attempt__absent_refused(store, clock):
-    assert await store.watches.claim_watch_attempt(ABSENT, 1, 1, clock.now) is None
+    assert (
+        await store.watches.claim_watch_attempt(ABSENT, 1, clock.now + LEASE_MS, clock.now) is None
+    )
 
 
 async def test_defer_watch__same_claim_applies(store, clock):

@@ -194,8 +194,8 @@ async def seed(url: str) -> Seeded:
             await claimed(api, "op-live-1", now),
             await claimed(api, "op-live-2", now, connectorName="crm", accountKey="acct-9"),
         ]
-        # Claimed with a lease that has already lapsed: due now, for leaseOperations.
-        due = await claimed(api, "op-due", now, leaseExpiresAt=now - 1)
+        # Enqueued (claimed unleased): due now, for leaseOperations.
+        due = await claimed(api, "op-due", now, leaseToken=None, leaseExpiresAt=None)
         await fail_verification(api, repair, now)
     return Seeded(
         url=url,

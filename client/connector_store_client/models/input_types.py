@@ -34,7 +34,7 @@ class ClaimOperationInput(BaseModel):
     lease_token: Optional[str] = Field(alias="leaseToken", default=None)
     "The lease token of the first attempt (the claim takes the lease where leasing allows it); omitted (with no expiry): the claim enqueues."
     lease_expires_at: Optional[int] = Field(alias="leaseExpiresAt", default=None)
-    "When the first lease ends (epoch ms); give this or leaseMs with a leaseToken."
+    "When the first lease ends (epoch ms, 1,000 to 3,600,000 ms after the store's now); give this or leaseMs with a leaseToken."
     lease_ms: Optional[int] = Field(alias="leaseMs", default=None)
     "The first lease lasts this many ms from the store's now (1,000 to 3,600,000), instead of leaseExpiresAt. Omit leaseToken, leaseExpiresAt and leaseMs to enqueue: the operation is claimed unleased, due at once for leaseOperations."
     reissue_intent: Optional[Any] = Field(alias="reissueIntent", default=None)

@@ -3,8 +3,10 @@
 -- Parameters are shown by name (:p_now); the driver gets them by position.
 
 -- the driver's parameters: $1 param_1, $2 p_actor, $3 param_2, $4 p_now, $5 b_caller,
---   $6 b_operation, $7 b_token, $8 b_marker, $9 param_3
--- bound when built: param_1 = 'send_marked', param_2 = '*contested*', param_3 = 'attempted'
+--   $6 b_operation, $7 b_token, $8 b_marker, $9 param_3, $10 param_4, $11 param_5, $12 param_6,
+--   $13 param_7
+-- bound when built: param_1 = 'send_marked', param_2 = '*contested*', param_3 = 'attempted',
+--   param_4 = 'attempted', param_5 = 1, param_6 = 1, param_7 = 0
 WITH locked_item AS (
   SELECT item.caller AS caller,
     item.operation AS operation,
@@ -24,6 +26,71 @@ changed AS (
     AND kubun_connector_operation.operation_id = locked_item.operation
     AND (kubun_connector_operation.state || '') = :param_3::VARCHAR
     AND kubun_connector_operation.lease_token = locked_item.token
+    AND (kubun_connector_operation.lease_expires_at >= :p_now::BIGINT OR (kubun_connector_operation.state || '') != :param_4::VARCHAR OR NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_account
+      WHERE kubun_connector_account.connector_name = kubun_connector_operation.connector_name
+        AND kubun_connector_account.account_key = kubun_connector_operation.account_key
+        AND (kubun_connector_account.paused_at IS NOT NULL OR kubun_connector_account.throttled_until > :p_now::BIGINT)
+    )) AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_paused_connector
+      WHERE kubun_connector_paused_connector.connector_name = kubun_connector_operation.connector_name
+    )) AND NOT (EXISTS (
+      SELECT *
+      FROM kubun_connector_account
+      WHERE kubun_connector_account.connector_name = kubun_connector_operation.connector_name
+        AND kubun_connector_account.account_key = kubun_connector_operation.account_key
+        AND kubun_connector_account.max_in_flight IS NOT NULL
+        AND kubun_connector_account.max_in_flight <= (
+          SELECT count(*) AS count_1
+          FROM kubun_connector_operation AS leased
+          WHERE leased.connector_name = kubun_connector_operation.connector_name
+            AND leased.account_key = kubun_connector_operation.account_key
+            AND leased.state = 'attempted'
+            AND leased.lease_token IS NOT NULL
+            AND leased.lease_expires_at >= :p_now::BIGINT
+            AND (leased.caller_did, leased.operation_id) != (kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
+        )
+    )) AND NOT EXISTS (
+      SELECT *
+      FROM (
+        SELECT entity_first_of.owner_did AS owner_did,
+          entity_first_of.connector_name AS connector_name,
+          entity_first_of.model AS model,
+          entity_first_of.account_key AS account_key,
+          entity_first_of.source_id AS source_id,
+          entity_first_of.created_at AS created_at,
+          entity_first_of.caller_did AS caller_did,
+          entity_first_of.operation_id AS operation_id
+        FROM kubun_connector_operation AS entity_first_of
+        WHERE entity_first_of.state = 'attempted'
+          AND (entity_first_of.owner_did, entity_first_of.connector_name, entity_first_of.model, entity_first_of.account_key, entity_first_of.source_id) >= (kubun_connector_operation.owner_did, kubun_connector_operation.connector_name, kubun_connector_operation.model, kubun_connector_operation.account_key, kubun_connector_operation.source_id)
+        ORDER BY entity_first_of.owner_did, entity_first_of.connector_name, entity_first_of.model, entity_first_of.account_key, entity_first_of.source_id, entity_first_of.created_at, entity_first_of.caller_did, entity_first_of.operation_id
+        LIMIT :param_5::INTEGER
+      ) AS entity_first
+      WHERE entity_first.owner_did = kubun_connector_operation.owner_did
+        AND entity_first.connector_name = kubun_connector_operation.connector_name
+        AND entity_first.model = kubun_connector_operation.model
+        AND entity_first.account_key = kubun_connector_operation.account_key
+        AND entity_first.source_id = kubun_connector_operation.source_id
+        AND (entity_first.created_at, entity_first.caller_did, entity_first.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
+    ) AND NOT (EXISTS (
+      SELECT :param_6::INTEGER AS anon_6
+      FROM kubun_connector_operation AS entity_other
+      WHERE entity_other.state = 'attempted'
+        AND entity_other.owner_did = kubun_connector_operation.owner_did
+        AND entity_other.connector_name = kubun_connector_operation.connector_name
+        AND entity_other.model = kubun_connector_operation.model
+        AND entity_other.account_key = kubun_connector_operation.account_key
+        AND entity_other.source_id = kubun_connector_operation.source_id
+        AND (entity_other.caller_did, entity_other.operation_id) != (kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
+        AND entity_other.state = 'attempted'
+        AND entity_other.lease_token IS NOT NULL
+        AND entity_other.lease_expires_at >= :p_now::BIGINT
+      LIMIT ALL
+      OFFSET :param_7::INTEGER
+    )))
   RETURNING kubun_connector_operation.caller_did,
     kubun_connector_operation.operation_id,
     kubun_connector_operation.node_key,

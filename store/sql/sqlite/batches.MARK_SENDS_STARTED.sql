@@ -3,7 +3,8 @@
 -- Parameters are shown by name (:p_now); the driver gets them by position.
 
 -- 1. the write
--- bound when built: param_1 = '*contested*', param_2 = 'attempted'
+-- bound when built: param_1 = '*contested*', param_2 = 'attempted', param_3 = 'attempted',
+--   param_4 = 1, param_5 = -1, param_6 = 0
 UPDATE kubun_connector_operation
 SET send_marker=CASE WHEN (kubun_connector_operation.send_marker IS NULL OR kubun_connector_operation.send_marker = item.marker) THEN item.marker ELSE :param_1 END,
   updated_at=:p_now
@@ -18,6 +19,59 @@ WHERE kubun_connector_operation.caller_did = item.caller
   AND kubun_connector_operation.operation_id = item.operation
   AND +kubun_connector_operation.state = :param_2
   AND kubun_connector_operation.lease_token = item.token
+  AND (kubun_connector_operation.lease_expires_at >= :p_now OR +kubun_connector_operation.state != :param_3 OR NOT (EXISTS (
+    SELECT *
+    FROM kubun_connector_account
+    WHERE kubun_connector_account.connector_name = kubun_connector_operation.connector_name
+      AND kubun_connector_account.account_key = kubun_connector_operation.account_key
+      AND (kubun_connector_account.paused_at IS NOT NULL OR kubun_connector_account.throttled_until > :p_now)
+  )) AND NOT (EXISTS (
+    SELECT *
+    FROM kubun_connector_paused_connector
+    WHERE kubun_connector_paused_connector.connector_name = kubun_connector_operation.connector_name
+  )) AND NOT (EXISTS (
+    SELECT *
+    FROM kubun_connector_account
+    WHERE kubun_connector_account.connector_name = kubun_connector_operation.connector_name
+      AND kubun_connector_account.account_key = kubun_connector_operation.account_key
+      AND kubun_connector_account.max_in_flight IS NOT NULL
+      AND kubun_connector_account.max_in_flight <= (
+        SELECT count(*) AS count_1
+        FROM kubun_connector_operation AS leased
+        WHERE leased.connector_name = kubun_connector_operation.connector_name
+          AND leased.account_key = kubun_connector_operation.account_key
+          AND leased.state = 'attempted'
+          AND leased.lease_token IS NOT NULL
+          AND leased.lease_expires_at >= :p_now
+          AND (leased.caller_did, leased.operation_id) != (kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
+      )
+  )) AND NOT EXISTS (
+    SELECT *
+    FROM kubun_connector_operation AS entity_other
+    WHERE entity_other.state = 'attempted'
+      AND entity_other.owner_did = kubun_connector_operation.owner_did
+      AND entity_other.connector_name = kubun_connector_operation.connector_name
+      AND entity_other.model = kubun_connector_operation.model
+      AND entity_other.account_key = kubun_connector_operation.account_key
+      AND entity_other.source_id = kubun_connector_operation.source_id
+      AND (entity_other.caller_did, entity_other.operation_id) != (kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
+      AND (entity_other.created_at, entity_other.caller_did, entity_other.operation_id) < (kubun_connector_operation.created_at, kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
+  ) AND NOT (EXISTS (
+    SELECT :param_4 AS anon_2
+    FROM kubun_connector_operation AS entity_other
+    WHERE entity_other.state = 'attempted'
+      AND entity_other.owner_did = kubun_connector_operation.owner_did
+      AND entity_other.connector_name = kubun_connector_operation.connector_name
+      AND entity_other.model = kubun_connector_operation.model
+      AND entity_other.account_key = kubun_connector_operation.account_key
+      AND entity_other.source_id = kubun_connector_operation.source_id
+      AND (entity_other.caller_did, entity_other.operation_id) != (kubun_connector_operation.caller_did, kubun_connector_operation.operation_id)
+      AND entity_other.state = 'attempted'
+      AND entity_other.lease_token IS NOT NULL
+      AND entity_other.lease_expires_at >= :p_now
+    LIMIT :param_5
+    OFFSET :param_6
+  )))
 RETURNING caller_did,
   operation_id,
   node_key,
