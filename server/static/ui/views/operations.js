@@ -163,7 +163,7 @@ export function Operations({ params }) {
     </form>
     </details>
     <p class="note">
-      ${form.order === "newest" ? "Newest first" : "Oldest first"} (by when each was claimed: its Claimed column).${" "}
+      ${form.order === "newest" ? "Newest first" : "Oldest first"} (by when each was claimed).${" "}
       ${data && html`<span id="operations-total">${plural(data.operations.totalCount, "operation")} match.</span>`}
     </p>
     ${data && reasonField && html`<p class="actions">${reasonField}</p>`}
