@@ -138,7 +138,7 @@ async def test_wait__calls_stalled_on_a_peers_row_lock_fail_busy_and_free_the_po
             stalled = [
                 asyncio.create_task(
                     store.operations.acquire_lease(
-                        record.caller_did, record.operation_id, "lease-A", clock.now + 1
+                        record.caller_did, record.operation_id, "lease-A", clock.now + 60_000
                     )
                 )
                 for record in operations
@@ -165,7 +165,7 @@ async def test_wait__lock_timeout_is_database_busy_by_type(database_url, clock):
             started = time.monotonic()
             with pytest.raises(DatabaseBusy) as raised:
                 await store.operations.acquire_lease(
-                    record.caller_did, record.operation_id, "lease-A", clock.now + 1
+                    record.caller_did, record.operation_id, "lease-A", clock.now + 60_000
                 )
         assert time.monotonic() - started < 2
         assert isinstance(raised.value.__cause__, asyncpg.exceptions.LockNotAvailableError)
