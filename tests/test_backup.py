@@ -31,7 +31,7 @@ def claim(i: int) -> OperationClaim:
         deterministic_event_id=f"det-{i}",
         payload_hash="sha256:x",
         lease_token="lease",
-        lease_expires_at=4102444800000,
+        lease_ms=3_600_000,
     )
 
 

@@ -111,7 +111,7 @@ WATCH_WRITES = {
     ),
     "claimWatchAttempt": (
         setup_due,
-        "claimWatchAttempt(input: {{identity: {who}, generation: 1, until: {now}9, now: {now}}})"
+        "claimWatchAttempt(input: {{identity: {who}, generation: 1, leaseMs: 60000, now: {now}}})"
         " {{ applied }}",
     ),
     "deferWatch": (
@@ -182,8 +182,8 @@ async def test_watch_loader__a_watch_written_then_changed_by_a_resume_is_read_fr
 
 
 OPERATION_WRITES = {
-    "acquireLease": f'acquireLease(input: {OP2}, token: "lease-A", expiresAt: 9}})',
-    "renewLease": f'renewLease(input: {OP2}, token: "lease-A", expiresAt: 9}})',
+    "acquireLease": f'acquireLease(input: {OP2}, token: "lease-A", leaseMs: 60000}})',
+    "renewLease": f'renewLease(input: {OP2}, token: "lease-A", leaseMs: 60000}})',
     "releaseLease": f'releaseLease(input: {OP2}, token: "lease-A"}})',
     "markSendStarted": f'markSendStarted(input: {OP2}, leaseToken: "lease-A", marker: "m"}})',
     "deferOperation": f'deferOperation(input: {OP2}, nextAttemptAt: 5, leaseToken: "lease-A"}})',

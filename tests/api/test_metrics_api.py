@@ -81,7 +81,9 @@ async def test_metrics__counters_equal_the_scripted_workload(app, running, store
     # A marked run lapses; lease-B takes over (one takeover), then marks: contested (one).
     await gql.run("MarkSendStarted", input=key | {"leaseToken": "lease-A", "marker": "run-1"})
     clock.advance(2_000)
-    taken = await gql.run("AcquireLease", input=key | {"token": "lease-B", "expiresAt": 1 << 42})
+    taken = await gql.run(
+        "AcquireLease", input=key | {"token": "lease-B", "expiresAt": clock.now + 3_600_000}
+    )
     assert taken["acquireLease"]["operation"]["attempts"] == 1
     marked = await gql.run(
         "MarkSendStarted", input=key | {"leaseToken": "lease-B", "marker": "run-2"}
@@ -91,8 +93,9 @@ async def test_metrics__counters_equal_the_scripted_workload(app, running, store
     await gql.run(
         "AcquireLease",
         input={"callerDID": "did:key:caller", "operationID": "op-3", "token": "lease-C"}
-        | {"expiresAt": clock.now - 1},
+        | {"expiresAt": clock.now + 1_000},
     )
+    clock.advance(1_001)  # op-3's lease lapses: it is due again
 
     app_metrics = app.state.metrics
     await app_metrics.refresh_tables()

@@ -125,12 +125,11 @@ MUTATIONS: dict[str, tuple[str, str]] = {
         "forbidden",
     ),
     "acquireLease": (
-        f'mutation {{ acquireLease(input: {{{OP_B}, token: "t", expiresAt: {FAR}}}) '
-        "{ applied } }",
+        f'mutation {{ acquireLease(input: {{{OP_B}, token: "t", leaseMs: 60000}}) {{ applied }} }}',
         "forbidden",
     ),
     "renewLease": (
-        f'mutation {{ renewLease(input: {{{OP_B}, token: "lease-b", expiresAt: {FAR}}}) '
+        f'mutation {{ renewLease(input: {{{OP_B}, token: "lease-b", leaseMs: 60000}}) '
         "{ applied } }",
         "forbidden",
     ),
@@ -164,7 +163,7 @@ MUTATIONS: dict[str, tuple[str, str]] = {
     ),
     "claimWatchAttempt": (
         f"mutation {{ claimWatchAttempt(input: {{identity: {IDENT_B}, generation: 1, "
-        f"until: {FAR}, now: {FAR}}}) {{ applied }} }}",
+        f"leaseMs: 60000, now: {FAR}}}) {{ applied }} }}",
         "forbidden",
     ),
     "deferWatch": (
