@@ -38,6 +38,11 @@ function isSubscription(params, options) {
   const operations = (options?.documentAST?.definitions || []).filter(
     (definition) => definition.kind === "OperationDefinition",
   );
+  if (!operations.length) {
+    // Run before GraphiQL parsed the editor's text: its first operation's keyword.
+    const text = (params.query || "").replace(/#[^\n]*/g, "");
+    return /^\s*subscription\b/.test(text);
+  }
   const chosen = params.operationName
     ? operations.find((operation) => operation.name?.value === params.operationName)
     : operations[0];
