@@ -35,14 +35,15 @@ function show(error) {
 }
 
 function isSubscription(params, options) {
-  const operations = (options?.documentAST?.definitions || []).filter(
-    (definition) => definition.kind === "OperationDefinition",
-  );
-  if (!operations.length) {
-    // Run before GraphiQL parsed the editor's text: its first operation's keyword.
+  const parsed = options?.documentAST;
+  if (!parsed || parsed.loc?.source?.body !== params.query) {
+    // GraphiQL parsed another text than the one it sends (or none yet): the sent text's
+    // operation keyword decides.
     const text = (params.query || "").replace(/#[^\n]*/g, "");
-    return /^\s*subscription\b/.test(text);
+    const named = params.operationName && new RegExp(`\\b(query|mutation|subscription)\\s+${params.operationName}\\b`).exec(text);
+    return named ? named[1] === "subscription" : /^\s*subscription\b/.test(text);
   }
+  const operations = parsed.definitions.filter((definition) => definition.kind === "OperationDefinition");
   const chosen = params.operationName
     ? operations.find((operation) => operation.name?.value === params.operationName)
     : operations[0];
