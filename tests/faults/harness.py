@@ -284,7 +284,7 @@ async def process(
         url,
         "AcquireLease",
         ledger,
-        input=key | {"token": token, "expiresAt": now_ms() + plan.lease_ms},
+        input=key | {"token": token, "leaseMs": plan.lease_ms},
     )
     if data is None or not data["acquireLease"]["applied"]:
         return
