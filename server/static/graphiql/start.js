@@ -103,12 +103,12 @@ function subscribe(params, authorization) {
 async function fetcher(params, options) {
   const current = token();
   const headers = current ? { Authorization: `Bearer ${current}` } : {};
+  // An Authorization the Headers tab set, as [name, value], or undefined.
+  const typed = Object.entries(options?.headers || {}).find(([name]) => name.toLowerCase() === "authorization");
   if (isSubscription(params, options)) {
-    const typed = Object.entries(options?.headers || {}).find(([name]) => name.toLowerCase() === "authorization");
     return subscribe(params, typed ? typed[1] : headers.Authorization);
   }
   const result = await GraphiQL.createFetcher({ url: "/graphql", headers })(params, options);
-  const typed = Object.keys(options?.headers || {}).some((name) => name.toLowerCase() === "authorization");
   if (!typed && current && result?.errors?.[0]?.extensions?.code === "UNAUTHENTICATED" && token() === current) {
     forget(result.errors[0].message);
   }
